@@ -1,0 +1,57 @@
+/// \file
+/// Graph passes, and `prepare_graph`: the one function that lists, by name and in order, the
+/// passes that take an imported graph to canonical form (op_catalog.h) ready for lowering.
+/// With LOOM_DEBUG=1 (or PrepareOptions::dump) the graph is dumped after each pass to stderr.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace loom {
+
+/// Shapes given on the command line: `--input x=1x3x224x224` binds a whole input's shape;
+/// `--input batch=8` binds a symbolic dim by name wherever it appears.
+using InputBindings = std::map<std::string, Shape>;
+
+/// Parses "x=1x3x224x224" (or "batch=8") into \p b; UserError showing the expected form.
+void parse_input_binding(const std::string &text, InputBindings &b);
+
+/// Options of prepare_graph.
+struct PrepareOptions {
+    InputBindings bindings;
+    bool fold_conv_bn = true;  ///< fold inference BatchNorm into a preceding Conv's weights
+    bool cse = true;           ///< merge identical nodes
+    bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
+};
+
+/// Binds every graph input's symbolic/unknown dims. UserError naming an unbound dim and showing
+/// the `--input` flag that would bind it.
+void bind_input_shapes(Graph &g, const InputBindings &b);
+
+/// In topological order: rewrites each node to canonical form (constant auxiliary inputs become
+/// attributes, defaults filled in), infers its output shapes and dtypes, and folds it into an
+/// initializer when all its inputs are constant. UserError for rank/dtype mismatches, missing
+/// attributes, non-constant inputs that must be constant.
+void infer_shapes_and_fold(Graph &g);
+
+/// Removes Identity and (inference-mode) Dropout nodes, rewiring their consumers.
+void remove_identities(Graph &g);
+/// Removes nodes whose outputs reach no graph output, and unused initializers.
+void eliminate_dead_code(Graph &g);
+/// Folds BatchNormalization into the Conv that feeds it (when the Conv has no other consumer):
+/// exact, in double precision, into the Conv's weights and bias.
+void fold_conv_batchnorm(Graph &g);
+/// Merges nodes with the same op, inputs and attributes.
+void eliminate_common_subexpressions(Graph &g);
+
+/// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
+/// CSE, dead-code elimination, final validation.
+void prepare_graph(Graph &g, const PrepareOptions &opts = {});
+
+/// Prints the graph (inputs, nodes with shapes, outputs), one node per line.
+void print_graph(const Graph &g, std::ostream &os);
+
+}  // namespace loom

@@ -1,0 +1,70 @@
+/// \file
+/// The result of lowering a Graph: one Halide Pipeline whose Funcs are named after the graph
+/// (DESIGN.md "Names"), plus what a schedule, the CLI and the cost model need to know about each
+/// Func. This is the surface a schedule is written against.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace loom {
+
+/// One Func of the lowered pipeline.
+struct LoweredFunc {
+    std::string name;  ///< Halide Func name: the sanitised node name, or node name + "_" + helper
+    Halide::Func func;
+    std::string node;  ///< graph node it implements
+    std::string op;    ///< that node's op ("Conv", "LayerNormalization" …)
+    std::vector<std::string> vars;   ///< pure vars, outermost first ("n","c","h","w")
+    std::vector<int64_t> extents;    ///< extent of each pure var, outermost first
+    /// For each update stage k, the reduction vars as a schedule names them ("k", "r.x", "r.y").
+    std::vector<std::vector<std::string>> update_rvars;
+    std::vector<std::string> producers;  ///< Funcs (not inputs) this Func reads
+    std::vector<std::string> consumers;  ///< Funcs reading this one
+    std::vector<std::string> input_reads;  ///< graph inputs (ImageParams) this Func reads
+    bool is_output = false;     ///< a graph output
+    bool is_pointwise = false;  ///< pure definition only, one point of each producer per point
+    DType dtype = DType::F32;
+    double flops_per_point = 1;  ///< rough arithmetic per output point (all stages), for cost models
+};
+
+/// A lowered graph.
+struct LoweredPipeline {
+    std::vector<LoweredFunc> funcs;          ///< producers before consumers
+    std::vector<Halide::ImageParam> inputs;  ///< graph inputs, in graph order
+    std::vector<std::string> input_names;    ///< graph names of inputs
+    std::vector<Shape> input_shapes;
+    std::vector<DType> input_dtypes;
+    std::vector<std::string> output_names;   ///< graph names of outputs, in graph order
+    std::vector<std::string> output_funcs;   ///< the Func computing each output
+    std::vector<Shape> output_shapes;
+    std::vector<DType> output_dtypes;
+
+    /// The Func called \p name, or nullptr.
+    const LoweredFunc *find(const std::string &name) const;
+    LoweredFunc *find(const std::string &name);
+    /// Names of all Funcs (for "did you mean" and listings).
+    std::vector<std::string> func_names() const;
+    /// The Halide pipeline over the output Funcs.
+    Halide::Pipeline pipeline() const;
+};
+
+/// Turns a graph identifier into a Halide/schedule identifier: "/encoder/fc1/Gemm" →
+/// "encoder_fc1_gemm" (lower case, runs of non-alphanumerics become one '_', no leading digit).
+std::string sanitize_name(const std::string &name);
+
+/// The pure var names for a tensor of rank \p rank, outermost first (i; i,j; b,i,j; n,c,h,w;
+/// n,c,d,h,w; d0…dN beyond).
+std::vector<std::string> var_names_for_rank(int rank);
+
+/// Lowers a canonical graph (after prepare_graph) to one Pipeline: inputs become ImageParams with
+/// estimates from their shapes, initializers constant Buffers, each node one or more named Funcs.
+/// Leaves every Func unscheduled.
+LoweredPipeline lower_graph(const Graph &g);
+
+}  // namespace loom
