@@ -1,0 +1,79 @@
+/// \file
+/// Private interface between src/lower (the driver) and src/ops (one lowering function per op
+/// family). A LowerContext maps graph values to Halide Funcs and records every Func it makes.
+///
+/// Index convention: Halide lists a Func's args innermost first; graph tensors list dims outermost
+/// first. Ops build index lists outermost first and call `at()` / `define()`, which reverse them,
+/// so no op code reverses indices by hand.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "lower/lowered.h"
+
+namespace loom {
+
+class LowerContext {
+public:
+    LowerContext(const Graph &g, LoweredPipeline &out) : graph(g), result(out) {}
+
+    const Graph &graph;
+    LoweredPipeline &result;
+
+    /// A Func for any graph value: a produced Func, an ImageParam (graph input) or a constant
+    /// Buffer (initializer), always callable with one Expr per dim.
+    Halide::Func value(const std::string &name);
+    /// Element of \p name at \p idx (outermost first), with NumPy broadcasting to \p out_rank dims:
+    /// \p idx has out_rank entries; leading dims the value lacks are dropped, size-1 dims read 0.
+    Halide::Expr at(const std::string &name, const std::vector<Halide::Expr> &idx);
+    /// Shape / dtype of a value.
+    const Shape &shape(const std::string &name) const { return graph.value(name).shape; }
+    DType dtype(const std::string &name) const { return graph.value(name).dtype; }
+
+    /// A new Func for \p node named `sanitize(node.name)` (suffix "" — the Func producing the
+    /// node's output) or `sanitize(node.name) + "_" + suffix` (a helper such as "mean"), with
+    /// pure vars named per var_names_for_rank(rank). Registers its LoweredFunc.
+    Halide::Func make_func(const Node &node, const std::string &suffix, int rank);
+    /// The pure Vars of a Func made by make_func, outermost first.
+    std::vector<Halide::Var> vars(int rank) const;
+    /// Defines \p f(vars outermost first) = e. (Pure definition, reversing to Halide order.)
+    void define(Halide::Func f, const std::vector<Halide::Var> &vars_outer_first, Halide::Expr e);
+    /// Calls \p f with outermost-first indices.
+    static Halide::Expr call(Halide::Func f, const std::vector<Halide::Expr> &idx_outer_first);
+    /// Binds graph value \p name (a node output) to \p f, and records extents/metadata.
+    void bind_output(const std::string &name, Halide::Func f);
+    /// Registers that a Func made with make_func has an update stage with the given RVar names
+    /// (as schedules write them: "k", "r.x"). Call once per update, in order.
+    void note_update(Halide::Func f, const std::vector<std::string> &rvar_names);
+    /// Marks Func \p f (made by make_func) as pointwise (pure, one read per producer point) and
+    /// sets its rough arithmetic cost per point.
+    void note_cost(Halide::Func f, bool pointwise, double flops_per_point);
+
+    /// The Halide type for a dtype (bool is UInt(1) in Funcs; stored as UInt(8) in buffers).
+    static Halide::Type halide_type(DType t);
+    /// Casts \p e to dtype \p t (bool: e != 0).
+    static Halide::Expr cast_to(DType t, Halide::Expr e);
+
+private:
+    std::map<std::string, Halide::Func> values_;
+    std::map<std::string, std::string> func_of_value_;
+};
+
+// One lowering function per op family (src/ops/<family>.cpp). Each defines every output of
+// \p node with ctx.make_func / ctx.define / ctx.bind_output.
+void lower_elementwise(LowerContext &ctx, const Node &node);
+void lower_reduce(LowerContext &ctx, const Node &node);
+void lower_matmul(LowerContext &ctx, const Node &node);
+void lower_conv(LowerContext &ctx, const Node &node);
+void lower_pool(LowerContext &ctx, const Node &node);
+void lower_norm(LowerContext &ctx, const Node &node);
+void lower_layout(LowerContext &ctx, const Node &node);
+void lower_gather(LowerContext &ctx, const Node &node);
+void lower_resize(LowerContext &ctx, const Node &node);
+
+}  // namespace loom
