@@ -1,0 +1,144 @@
+#include "schedule/schedule.h"
+
+namespace loom {
+
+std::string SourceLoc::str() const {
+    std::string s = file.empty() ? "<schedule>" : file;
+    if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(col);
+    return s;
+}
+
+ScheduleArg ScheduleArg::tail(const std::string &n) {
+    ScheduleArg a(n);
+    a.kind = Kind::Tail;
+    return a;
+}
+
+ScheduleArg ScheduleArg::memory(const std::string &n) {
+    ScheduleArg a(n);
+    a.kind = Kind::Memory;
+    return a;
+}
+
+std::string ScheduleArg::str() const {
+    switch (kind) {
+    case Kind::Int: return std::to_string(value);
+    case Kind::Tail: return "TailStrategy::" + name;
+    case Kind::Memory: return "MemoryType::" + name;
+    default: return name;
+    }
+}
+
+bool ScheduleArg::operator==(const ScheduleArg &o) const {
+    if (kind != o.kind) return false;
+    return kind == Kind::Int ? value == o.value : name == o.name;
+}
+
+std::string PrimitiveCall::str() const {
+    std::string s = name + "(";
+    for (size_t i = 0; i < args.size(); i++) s += (i ? ", " : "") + args[i].str();
+    s += ")";
+    if (!as_name.empty()) s += " as " + as_name;
+    return s;
+}
+
+bool PrimitiveCall::operator==(const PrimitiveCall &o) const {
+    return name == o.name && args == o.args && as_name == o.as_name;
+}
+
+ScheduleStatement &ScheduleStatement::add(const std::string &prim, std::vector<ScheduleArg> args,
+                                          const std::string &as_name) {
+    calls.emplace_back(prim, std::move(args), as_name);
+    return *this;
+}
+
+std::string ScheduleStatement::stage_name() const {
+    return stage < 0 ? func : func + ".update(" + std::to_string(stage) + ")";
+}
+
+bool ScheduleStatement::operator==(const ScheduleStatement &o) const {
+    return func == o.func && stage == o.stage && calls == o.calls && comments == o.comments;
+}
+
+bool Schedule::has_header() const {
+    return !model.empty() || !sha256.empty() || !target.empty() || !header_comments.empty();
+}
+
+std::vector<const ScheduleStatement *> Schedule::statements_for(const std::string &func) const {
+    std::vector<const ScheduleStatement *> r;
+    for (const auto &s : statements)
+        if (s.func == func) r.push_back(&s);
+    return r;
+}
+
+bool Schedule::operator==(const Schedule &o) const {
+    return model == o.model && sha256 == o.sha256 && target == o.target &&
+           header_comments == o.header_comments && statements == o.statements &&
+           trailing_comments == o.trailing_comments;
+}
+
+// Func-level primitives (Halide `Func` methods, not `Stage`) are pure_only: they act on the whole
+// Func, so they may not follow `.update(k)`.
+static const PrimitiveInfo kPrimitives[] = {
+    // name, min, max, signature, makes_func, gpu, pure_only
+    {"compute_root", 0, 0, "compute_root()", false, false, true},
+    {"compute_inline", 0, 0, "compute_inline()", false, false, true},
+    {"compute_at", 2, 2, "compute_at(func, var)", false, false, true},
+    {"store_at", 2, 2, "store_at(func, var)", false, false, true},
+    {"store_root", 0, 0, "store_root()", false, false, true},
+    {"split", 4, 5, "split(var, outer, inner, factor[, TailStrategy])", false, false, false},
+    {"fuse", 3, 3, "fuse(inner, outer, fused)", false, false, false},
+    {"reorder", 2, -1, "reorder(innermost, …, outermost)", false, false, false},
+    {"tile", 6, 9,
+     "tile(x, y, xo, yo, xi, yi, xfactor, yfactor[, TailStrategy]) or "
+     "tile(x, y, xi, yi, xfactor, yfactor[, TailStrategy])",
+     false, false, false},
+    {"vectorize", 1, 3, "vectorize(var[, factor[, TailStrategy]])", false, false, false},
+    {"unroll", 1, 3, "unroll(var[, factor[, TailStrategy]])", false, false, false},
+    {"parallel", 1, 3, "parallel(var[, task_size[, TailStrategy]])", false, false, false},
+    {"gpu_tile", 3, 13,
+     "gpu_tile(x[, y[, z]], bx[, by[, bz]], tx[, ty[, tz]], xsize[, ysize[, zsize]]"
+     "[, TailStrategy]) (bx… may be left out)",
+     false, true, false},
+    {"gpu_blocks", 1, 3, "gpu_blocks(x[, y[, z]])", false, true, false},
+    {"gpu_threads", 1, 3, "gpu_threads(x[, y[, z]])", false, true, false},
+    {"gpu_single_thread", 0, 0, "gpu_single_thread()", false, true, false},
+    {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
+    {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},
+    {"bound", 3, 3, "bound(var, min, extent)", false, false, true},
+    {"align_bounds", 2, 3, "align_bounds(var, modulus[, remainder])", false, false, true},
+    {"reorder_storage", 2, -1, "reorder_storage(innermost, …, outermost)", false, false, true},
+    {"store_in", 1, 1, "store_in(MemoryType)", false, false, true},
+    {"compute_with", 2, 2, "compute_with(func, var)", false, false, false},
+    {"prefetch", 3, 5, "prefetch(func_or_input, at, from[, offset[, Clamp|GuardWithIf|NonFaulting]])",
+     false, false, false},
+    {"in", 0, 1, "in([consumer]) as <new func>", true, false, true},
+};
+
+const PrimitiveInfo *find_primitive(const std::string &name) {
+    for (const auto &p : kPrimitives)
+        if (name == p.name) return &p;
+    return nullptr;
+}
+
+std::vector<std::string> primitive_names() {
+    std::vector<std::string> r;
+    for (const auto &p : kPrimitives) r.push_back(p.name);
+    return r;
+}
+
+const std::vector<std::string> &tail_strategy_names() {
+    static const std::vector<std::string> v = {"RoundUp",        "GuardWithIf",     "Predicate",
+                                               "PredicateLoads", "PredicateStores", "ShiftInwards",
+                                               "Auto"};
+    return v;
+}
+
+const std::vector<std::string> &memory_type_names() {
+    static const std::vector<std::string> v = {"Auto",       "Heap",        "Stack",
+                                               "Register",   "GPUShared",   "GPUTexture",
+                                               "LockedCache", "VTCM",       "AMXTile"};
+    return v;
+}
+
+}  // namespace loom
