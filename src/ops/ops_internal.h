@@ -10,6 +10,7 @@
 #include <Halide.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,10 @@ public:
     Halide::Func value(const std::string &name);
     /// Element of \p name at \p idx (outermost first), with NumPy broadcasting to \p out_rank dims:
     /// \p idx has out_rank entries; leading dims the value lacks are dropped, size-1 dims read 0.
+    /// A one-element constant is returned as a literal (so Halide can simplify with it).
     Halide::Expr at(const std::string &name, const std::vector<Halide::Expr> &idx);
+    /// The constant tensor of \p name, or nullptr when it is not an initializer.
+    const Tensor *constant(const std::string &name) const { return graph.constant(name); }
     /// Shape / dtype of a value.
     const Shape &shape(const std::string &name) const { return graph.value(name).shape; }
     DType dtype(const std::string &name) const { return graph.value(name).dtype; }
@@ -39,6 +43,9 @@ public:
     /// node's output) or `sanitize(node.name) + "_" + suffix` (a helper such as "mean"), with
     /// pure vars named per var_names_for_rank(rank). Registers its LoweredFunc.
     Halide::Func make_func(const Node &node, const std::string &suffix, int rank);
+    /// As above, and records the Func's extents (\p shape, outermost first) for listings and the
+    /// cost model. Use it for helper Funcs; bind_output records the extents of output Funcs.
+    Halide::Func make_func(const Node &node, const std::string &suffix, const Shape &shape);
     /// The pure Vars of a Func made by make_func, outermost first.
     std::vector<Halide::Var> vars(int rank) const;
     /// Defines \p f(vars outermost first) = e. (Pure definition, reversing to Halide order.)
@@ -54,14 +61,40 @@ public:
     /// sets its rough arithmetic cost per point.
     void note_cost(Halide::Func f, bool pointwise, double flops_per_point);
 
-    /// The Halide type for a dtype (bool is UInt(1) in Funcs; stored as UInt(8) in buffers).
+    /// The LoweredFunc record of a Func made by make_func (InternalError if \p f is not one).
+    LoweredFunc &record(const Halide::Func &f);
+
+    /// The Halide type for a dtype (bool is UInt(1) in Funcs, ImageParams and output buffers,
+    /// one byte per element; constant bool Buffers are stored as UInt(8) and read as != 0).
     static Halide::Type halide_type(DType t);
     /// Casts \p e to dtype \p t (bool: e != 0).
     static Halide::Expr cast_to(DType t, Halide::Expr e);
 
+    /// A literal of dtype \p t with value \p v.
+    static Halide::Expr literal(DType t, double v);
+
+    /// The Func name of \p node: its sanitised name, made unique (the first call reserves it).
+    std::string func_base(const Node &node);
+    /// True once graph value \p name has a Func (bound output, input or constant).
+    bool has_value(const std::string &name) const {
+        return values_.count(name) > 0 || graph.constant(name) != nullptr;
+    }
+
+    /// Used by lower_graph: registers graph input \p name's ImageParam and a Func reading it.
+    void add_input(const std::string &name, const Halide::ImageParam &p);
+    /// Reserves \p name so that no Func made later takes it; returns the name made unique.
+    std::string reserve_name(const std::string &name);
+    /// Wrapper Func name (input "_im" Funcs and constant wrappers) -> graph value name, for
+    /// working out which graph inputs a Func reads.
+    const std::map<std::string, std::string> &wrapper_values() const { return wrappers_; }
+
 private:
     std::map<std::string, Halide::Func> values_;
     std::map<std::string, std::string> func_of_value_;
+    std::map<std::string, std::string> node_base_;   ///< node name -> sanitised unique Func base
+    std::map<std::string, size_t> record_index_;     ///< Func name -> index in result.funcs
+    std::map<std::string, std::string> wrappers_;
+    std::set<std::string> used_names_;
 };
 
 // One lowering function per op family (src/ops/<family>.cpp). Each defines every output of

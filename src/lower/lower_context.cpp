@@ -1,0 +1,203 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::Type;
+using Halide::Var;
+
+Type LowerContext::halide_type(DType t) {
+    switch (t) {
+    case DType::F32: return Halide::Float(32);
+    case DType::F16: return Halide::Float(16);
+    case DType::F64: return Halide::Float(64);
+    case DType::I64: return Halide::Int(64);
+    case DType::I32: return Halide::Int(32);
+    case DType::I16: return Halide::Int(16);
+    case DType::I8: return Halide::Int(8);
+    case DType::U8: return Halide::UInt(8);
+    case DType::Bool: return Halide::Bool();
+    }
+    throw InternalError("unknown dtype");
+}
+
+Expr LowerContext::cast_to(DType t, Expr e) {
+    if (t == DType::Bool) {
+        if (e.type().is_bool()) return e;
+        return e != Halide::Internal::make_zero(e.type());
+    }
+    Type ht = halide_type(t);
+    if (e.type() == ht) return e;
+    if (e.type().is_bool()) return Halide::select(e, Halide::Internal::make_one(ht), Halide::Internal::make_zero(ht));
+    return Halide::cast(ht, e);
+}
+
+Expr LowerContext::literal(DType t, double v) {
+    switch (t) {
+    case DType::F32:
+        if (std::isinf(v)) return v > 0 ? Halide::Float(32).max() : Halide::Float(32).min();
+        return Expr((float)v);
+    case DType::F64: return Halide::cast(Halide::Float(64), Expr(v));
+    case DType::F16: return Halide::cast(Halide::Float(16), Expr((float)v));
+    case DType::Bool: return Halide::cast(Halide::Bool(), Expr(v != 0 ? 1 : 0));
+    case DType::I64: return Halide::cast(Halide::Int(64), Expr((int64_t)v));
+    default: return Halide::cast(halide_type(t), Expr((int64_t)v));
+    }
+}
+
+std::string LowerContext::reserve_name(const std::string &name) {
+    std::string n = name;
+    for (int k = 2; used_names_.count(n); k++) n = name + "_" + std::to_string(k);
+    used_names_.insert(n);
+    return n;
+}
+
+void LowerContext::add_input(const std::string &name, const Halide::ImageParam &p) {
+    Func f = p;  // the ImageParam's own Func ("<name>_im"), inlined by Halide
+    values_[name] = f;
+    used_names_.insert(f.name());
+    wrappers_[f.name()] = name;
+}
+
+Func LowerContext::value(const std::string &name) {
+    auto it = values_.find(name);
+    if (it != values_.end()) return it->second;
+    const Tensor *c = graph.constant(name);
+    internal_check(c != nullptr, "value '", name, "' is used before it is defined");
+    // A constant becomes a Buffer (Halide order: dims reversed) behind a Func that is never
+    // scheduled (so it is inlined) and is not listed in the LoweredPipeline.
+    std::vector<int> sizes;
+    for (int d = c->rank() - 1; d >= 0; d--) sizes.push_back((int)c->shape()[d]);
+    DType dt = c->dtype();
+    Type storage = dt == DType::Bool ? Halide::UInt(8) : halide_type(dt);
+    std::string fname = reserve_name("c_" + sanitize_name(name));
+    Halide::Buffer<> buf(storage, sizes, fname + "_buf");
+    std::memcpy(buf.data(), c->data(), c->bytes().size());
+    Func f(fname);
+    std::vector<Var> vs;
+    std::vector<Expr> args;
+    for (int d = 0; d < c->rank(); d++) {
+        vs.push_back(Var("d" + std::to_string(d)));
+        args.push_back(vs.back());
+    }
+    Expr e = buf(args);
+    if (dt == DType::Bool) e = e != 0;
+    f(vs) = e;
+    values_[name] = f;
+    wrappers_[f.name()] = name;
+    return f;
+}
+
+Expr LowerContext::at(const std::string &name, const std::vector<Expr> &idx) {
+    const Shape &s = shape(name);
+    int r = (int)s.size();
+    internal_check(r <= (int)idx.size(), "value '", name, "' of rank ", r, " read with ", idx.size(),
+                   " indices");
+    if (const Tensor *c = graph.constant(name); c && c->numel() == 1) {
+        return dtype_is_float(c->dtype()) ? literal(c->dtype(), c->get(0))
+                                          : cast_to(c->dtype(), Halide::cast(Halide::Int(64), Expr(c->get_int(0))));
+    }
+    std::vector<Expr> own;
+    int off = (int)idx.size() - r;
+    for (int d = 0; d < r; d++) own.push_back(s[d] == 1 ? Expr(0) : idx[off + d]);
+    return call(value(name), own);
+}
+
+std::string LowerContext::func_base(const Node &node) {
+    auto it = node_base_.find(node.name);
+    if (it != node_base_.end()) return it->second;
+    std::string base = node.name;
+    if (base.empty()) {
+        int index = 0;
+        for (size_t k = 0; k < graph.nodes.size(); k++)
+            if (&graph.nodes[k] == &node) index = (int)k;
+        base = node.op + "_" + std::to_string(index);
+    }
+    std::string n = reserve_name(sanitize_name(base));
+    node_base_[node.name] = n;
+    return n;
+}
+
+std::vector<Var> LowerContext::vars(int rank) const {
+    std::vector<Var> v;
+    for (const auto &n : var_names_for_rank(rank)) v.push_back(Var(n));
+    return v;
+}
+
+Func LowerContext::make_func(const Node &node, const std::string &suffix, int rank) {
+    std::string base = func_base(node);
+    std::string name;
+    if (suffix.empty()) {
+        name = base;
+        // The node's own name was reserved by func_base; a second suffix-less Func (a
+        // second output of Split, say) gets a fresh one.
+        if (record_index_.count(name)) name = reserve_name(base);
+    } else {
+        name = reserve_name(base + "_" + sanitize_name(suffix));
+    }
+    Func f(name);
+    LoweredFunc lf;
+    lf.name = name;
+    lf.func = f;
+    lf.node = node.name;
+    lf.op = node.op;
+    lf.vars = var_names_for_rank(rank);
+    record_index_[name] = result.funcs.size();
+    result.funcs.push_back(lf);
+    return f;
+}
+
+Func LowerContext::make_func(const Node &node, const std::string &suffix, const Shape &shape) {
+    Func f = make_func(node, suffix, (int)shape.size());
+    record(f).extents = shape;
+    return f;
+}
+
+LoweredFunc &LowerContext::record(const Func &f) {
+    auto it = record_index_.find(f.name());
+    internal_check(it != record_index_.end(), "Func '", f.name(), "' was not made by make_func");
+    return result.funcs[it->second];
+}
+
+void LowerContext::define(Func f, const std::vector<Var> &vars_outer_first, Expr e) {
+    std::vector<Var> v(vars_outer_first.rbegin(), vars_outer_first.rend());
+    f(v) = e;
+}
+
+Expr LowerContext::call(Func f, const std::vector<Expr> &idx_outer_first) {
+    std::vector<Expr> v(idx_outer_first.rbegin(), idx_outer_first.rend());
+    return f(v);
+}
+
+void LowerContext::bind_output(const std::string &name, Func f) {
+    internal_check(!values_.count(name), "value '", name, "' is bound twice");
+    values_[name] = f;
+    func_of_value_[name] = f.name();
+    auto it = record_index_.find(f.name());
+    if (it != record_index_.end()) {
+        LoweredFunc &lf = result.funcs[it->second];
+        lf.extents = shape(name);
+        lf.dtype = dtype(name);
+        internal_check(f.defined(), "Func '", f.name(), "' bound to '", name, "' has no definition");
+        internal_check(f.output_types()[0] == halide_type(lf.dtype), "Func '", f.name(), "' has type ",
+                       f.output_types()[0], " but value '", name, "' is ", dtype_name(lf.dtype));
+    }
+}
+
+void LowerContext::note_update(Func f, const std::vector<std::string> &rvar_names) {
+    record(f).update_rvars.push_back(rvar_names);
+}
+
+void LowerContext::note_cost(Func f, bool pointwise, double flops_per_point) {
+    LoweredFunc &lf = record(f);
+    lf.is_pointwise = pointwise;
+    lf.flops_per_point = flops_per_point;
+}
+
+}  // namespace loom
