@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""Exports Loom's small ONNX test fixtures and seed workloads from PyTorch (Debian's torch 1.13).
+
+For every fixture NAME this writes
+    tests/data/NAME.onnx                       the model (< 1 MB)
+    tests/data/NAME/<input>.npy                fixed random inputs (seeded, never zeros)
+    tests/data/NAME/expected_<output>.npy      PyTorch's outputs on those inputs
+named after the ONNX graph's inputs and outputs. Everything is deterministic: run it again and the
+.npy files are bit-identical (the .onnx files too, up to the producer version string).
+
+Usage: frontends/torch/export_fixtures.py [--out tests/data] [NAME ...]
+
+Must run under Debian's /usr/bin/python3 (python3-torch, python3-onnx); a pyenv python on PATH
+does not see them.
+"""
+import argparse
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# --- models -----------------------------------------------------------------------------------
+
+class MLP(nn.Module):
+    """Linear-ReLU-Linear-GELU-Linear, 64 -> 128 -> 128 -> 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 128)
+        self.fc3 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc3(F.gelu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def conv_bn(cin, cout, k, stride=1, groups=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout))
+
+
+class CNN(nn.Module):
+    """Conv3x3+BN+ReLU, MaxPool, strided Conv+BN+ReLU, depthwise Conv+BN+ReLU6, AvgPool,
+    GlobalAveragePool, Flatten, Linear, Softmax. Input 2x3x32x32."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = conv_bn(3, 16, 3)
+        self.pool = nn.MaxPool2d(2)
+        self.down = conv_bn(16, 32, 3, stride=2)
+        self.dw = conv_bn(32, 32, 3, groups=32)
+        self.avg = nn.AvgPool2d(2)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.stem(x)))
+        x = F.relu(self.down(x))
+        x = self.avg(F.relu6(self.dw(x)))
+        x = self.flatten(self.gap(x))
+        return F.softmax(self.fc(x), dim=1)
+
+
+class EncoderBlock(nn.Module):
+    """One post-norm transformer encoder block written out op by op (so the export shows
+    MatMul/Softmax/Transpose/Reshape); seq 16, dim 64, 4 heads, FFN 256."""
+
+    def __init__(self, batch=2, seq=16, dim=64, heads=4, ffn=256):
+        super().__init__()
+        self.b, self.s, self.d, self.h = batch, seq, dim, heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln1 = nn.LayerNorm(dim)
+        self.ff1 = nn.Linear(dim, ffn)
+        self.ff2 = nn.Linear(ffn, dim)
+        self.ln2 = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        b, s, d, h = self.b, self.s, self.d, self.h
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q = q.reshape(b, s, h, d // h).transpose(1, 2)          # b h s dh
+        k = k.reshape(b, s, h, d // h).permute(0, 2, 3, 1)      # b h dh s
+        v = v.reshape(b, s, h, d // h).transpose(1, 2)
+        att = torch.softmax(torch.matmul(q, k) / math.sqrt(d // h), dim=-1)
+        o = torch.matmul(att, v).transpose(1, 2).reshape(b, s, d)
+        x = self.ln1(x + self.proj(o))
+        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
+
+
+class SigmoidAffine(nn.Module):
+    def forward(self, x, w, b):
+        return torch.sigmoid(x * w + b)
+
+
+class SumPrologue(nn.Module):
+    def forward(self, x, y, z):
+        return ((x + y) * z).sum(-1)
+
+
+class SoftmaxRows(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+# --- export -----------------------------------------------------------------------------------
+
+def randomize_batchnorm(model, gen):
+    """Non-trivial running statistics and affine parameters, so BN (and Conv+BN folding) is
+    really exercised."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.5)
+            m.running_var.copy_(torch.rand(c, generator=gen) * 1.5 + 0.25)
+            m.weight.data.copy_(torch.rand(c, generator=gen) + 0.5)
+            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.2)
+        if isinstance(m, nn.LayerNorm):
+            m.weight.data.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
+            m.bias.data.copy_(torch.randn(m.bias.shape, generator=gen) * 0.2)
+
+
+def fixtures():
+    """name -> (model factory, {input name: shape}, [output names], export options)."""
+    return {
+        "mlp": (MLP, {"x": (4, 64)}, ["y"], {}),
+        "dynamic_mlp": (MLP, {"x": (3, 64)}, ["y"],
+                        {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}),
+        "cnn": (CNN, {"x": (2, 3, 32, 32)}, ["y"], {}),
+        # Old attribute forms (Clip min/max and Pad pads as attributes, opset-9 Softmax) and weights listed as inputs.
+        "cnn_opset9": (CNN, {"x": (2, 3, 32, 32)}, ["y"],
+                        {"opset_version": 9, "keep_initializers_as_inputs": True}),
+        # opset 16 (< 17) so LayerNorm decomposes into ReduceMean/Sub/Pow/Sqrt/Div and GELU into Erf.
+        "transformer": (EncoderBlock, {"x": (2, 16, 64)}, ["y"], {"opset_version": 16}),
+        "sigmoid_affine": (SigmoidAffine, {"x": (64, 256), "w": (256,), "b": (256,)}, ["y"], {}),
+        "sum_prologue": (SumPrologue, {"x": (64, 256), "y": (64, 256), "z": (64, 256)}, ["out"], {}),
+        "softmax_rows": (SoftmaxRows, {"x": (64, 256)}, ["y"], {}),
+        "layernorm_rows": (lambda: nn.LayerNorm(256), {"x": (64, 256)}, ["y"], {}),
+    }
+
+
+def export(name, factory, input_shapes, output_names, options, out_dir):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    model = factory()
+    with torch.no_grad():
+        randomize_batchnorm(model, gen)
+    model.eval()
+    inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    with torch.no_grad():
+        outputs = model(*inputs)
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs,)
+
+    path = os.path.join(out_dir, name + ".onnx")
+    opts = {"opset_version": 13, "do_constant_folding": True}
+    opts.update(options)
+    # PRESERVE (with the model in eval mode) keeps BatchNormalization nodes in inference form;
+    # EVAL would let the exporter fold them into the convs, leaving Loom's folding untested.
+    torch.onnx.export(model, inputs, path, input_names=list(input_shapes),
+                      output_names=output_names, training=torch.onnx.TrainingMode.PRESERVE, **opts)
+
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+    graph_inputs = [i.name for i in m.graph.input
+                    if i.name not in {t.name for t in m.graph.initializer}]
+    assert graph_inputs == list(input_shapes), (name, graph_inputs)
+    assert [o.name for o in m.graph.output] == output_names, name
+    size = os.path.getsize(path)
+    assert size < 1 << 20, f"{path} is {size} bytes; fixtures must stay under 1 MB"
+
+    data_dir = os.path.join(out_dir, name)
+    os.makedirs(data_dir, exist_ok=True)
+    for n, t in zip(input_shapes, inputs):
+        np.save(os.path.join(data_dir, n + ".npy"), t.numpy().astype(np.float32))
+    for n, t in zip(output_names, outputs):
+        np.save(os.path.join(data_dir, "expected_" + n + ".npy"), t.numpy().astype(np.float32))
+    ops = {}
+    for node in m.graph.node:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    print(f"{name}: {size} bytes, opset {m.opset_import[0].version}, {len(m.graph.node)} nodes, "
+          f"{len(m.graph.initializer)} initializers, ops {dict(sorted(ops.items()))}")
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "data"))
+    ap.add_argument("names", nargs="*", help="fixtures to export (default: all)")
+    args = ap.parse_args()
+    table = fixtures()
+    for n in args.names:
+        if n not in table:
+            sys.exit(f"unknown fixture '{n}'; known: {' '.join(table)}")
+    os.makedirs(args.out, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    # The exporter warns that constant folding may alter trainable parameters under PRESERVE; the
+    # models are in eval mode, so nothing trainable is folded.
+    warnings.filterwarnings("ignore", message="It is recommended that constant folding")
+    for name in args.names or table:
+        export(name, *table[name], args.out)
+
+
+if __name__ == "__main__":
+    main()
