@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <set>
+#include <sstream>
 
 #include "graph/error.h"
 
@@ -17,6 +18,26 @@ const T *attr_as(const Node &n, const std::string &a, const char *want) {
     return v;
 }
 }  // namespace
+
+std::string attr_str(const AttrValue &v) {
+    std::ostringstream os;
+    auto list = [&](const auto &xs) {
+        os << "[";
+        for (size_t i = 0; i < xs.size(); i++) os << (i ? ", " : "") << xs[i];
+        os << "]";
+    };
+    if (auto i = std::get_if<int64_t>(&v)) os << *i;
+    else if (auto d = std::get_if<double>(&v)) os << *d;
+    else if (auto s = std::get_if<std::string>(&v)) os << '"' << *s << '"';
+    else if (auto is = std::get_if<std::vector<int64_t>>(&v)) list(*is);
+    else if (auto ds = std::get_if<std::vector<double>>(&v)) list(*ds);
+    else if (auto ss = std::get_if<std::vector<std::string>>(&v)) list(*ss);
+    else if (auto t = std::get_if<Tensor>(&v)) {
+        os << "tensor<" << dtype_name(t->dtype()) << " " << shape_str(t->shape()) << ">";
+        if (t->numel() <= 16) list(t->to_doubles());
+    }
+    return os.str();
+}
 
 int64_t Node::get_int(const std::string &a, int64_t def) const {
     auto p = attr_as<int64_t>(*this, a, "an int");

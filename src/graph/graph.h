@@ -19,6 +19,9 @@ namespace loom {
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>,
                                std::vector<double>, std::vector<std::string>, Tensor>;
 
+/// Renders an attribute value for messages, dumps and CSE keys ("3", "[1, 2]", "\"linear\"").
+std::string attr_str(const AttrValue &v);
+
 /// Type and shape of a value (a tensor flowing on an edge). An empty \p dims entry in
 /// \p symbols means that dim is static; otherwise it names a symbolic dim (e.g. "batch") that
 /// must be bound before the graph is used.

@@ -1,0 +1,10 @@
+#include "cli/commands.h"
+
+namespace loom::cli {
+
+void add_commands(CLI::App &app) {
+    add_inspect_command(app);
+    add_run_command(app);
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,16 @@
+/// \file
+/// Registration of the `loom` subcommands, one file per command (cmd_<name>.cpp). Each callback
+/// throws loom::UserError / InternalError; main() maps them to exit codes 1 / 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace loom::cli {
+
+/// Registers every subcommand on \p app.
+void add_commands(CLI::App &app);
+
+void add_inspect_command(CLI::App &app);
+void add_run_command(CLI::App &app);
+
+}  // namespace loom::cli

@@ -1,0 +1,30 @@
+/// \file
+/// What every `loom` command does first: import a model file, bind its input shapes, and prepare
+/// it (canonical form); and the input/output files of `loom run`.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/passes.h"
+
+namespace loom::cli {
+
+/// Imports \p path (ONNX) and runs prepare_graph with the `--input` bindings given as text.
+Graph load_model(const std::string &path, const std::vector<std::string> &input_flags,
+                 bool dump_passes = false);
+
+/// Inputs for a run: `<dir>/<input name>.npy` for every graph input when \p dir is given,
+/// else random from \p seed. UserError naming a missing file or a shape mismatch.
+std::map<std::string, Tensor> make_inputs(const Graph &g, const std::string &dir, uint64_t seed);
+
+/// Writes each tensor to `<dir>/<name>.npy` (each file atomically), cast to \p dtypes[name].
+void save_outputs(const std::string &dir, const std::map<std::string, Tensor> &outs,
+                  const Graph &g);
+
+/// One line per tensor: name, dtype, shape, min/mean/max and the first values.
+std::string summarize(const std::map<std::string, Tensor> &outs);
+
+}  // namespace loom::cli

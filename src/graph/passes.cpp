@@ -1,0 +1,281 @@
+#include "graph/passes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <set>
+
+#include "graph/canonicalize_internal.h"
+#include "graph/error.h"
+#include "graph/op_catalog.h"
+#include "reference/reference.h"
+
+namespace loom {
+
+void parse_input_binding(const std::string &text, InputBindings &b) {
+    auto eq = text.find('=');
+    user_check(eq != std::string::npos && eq > 0 && eq + 1 < text.size(), "bad --input '", text,
+               "'; expected NAME=DIMS, e.g. --input x=1x3x224x224 or --input batch=8");
+    std::string name = text.substr(0, eq), dims = text.substr(eq + 1);
+    Shape s;
+    size_t pos = 0;
+    while (pos <= dims.size()) {
+        size_t x = dims.find('x', pos);
+        std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+        char *end = nullptr;
+        long long v = std::strtoll(d.c_str(), &end, 10);
+        user_check(!d.empty() && *end == '\0' && v > 0, "bad --input '", text, "': '", d,
+                   "' is not a positive dim; expected NAME=DIMS, e.g. x=1x3x224x224");
+        s.push_back(v);
+        if (x == std::string::npos) break;
+        pos = x + 1;
+    }
+    b[name] = s;
+}
+
+void bind_input_shapes(Graph &g, const InputBindings &b) {
+    std::set<std::string> known(g.inputs.begin(), g.inputs.end());
+    for (const auto &in : g.inputs)
+        for (const auto &sym : g.value(in).symbols)
+            if (!sym.empty()) known.insert(sym);
+    for (const auto &kv : b)
+        user_check(known.count(kv.first), "--input ", kv.first, "=…: the model has no input or symbolic dim named '",
+                   kv.first, "'", did_you_mean(kv.first, std::vector<std::string>(known.begin(), known.end())));
+    for (const auto &in : g.inputs) {
+        ValueInfo &vi = g.value(in);
+        auto whole = b.find(in);
+        if (whole != b.end()) {
+            user_check(whole->second.size() == vi.shape.size(), "--input ", in, "=", shape_str(whole->second),
+                       ": input '", in, "' has rank ", vi.shape.size());
+            for (size_t d = 0; d < vi.shape.size(); d++)
+                user_check(vi.shape[d] < 0 || vi.shape[d] == whole->second[d], "--input ", in, "=",
+                           shape_str(whole->second), ": dim ", d, " of '", in, "' is fixed at ", vi.shape[d]);
+            vi.shape = whole->second;
+        }
+        for (size_t d = 0; d < vi.shape.size(); d++) {
+            if (vi.shape[d] >= 0) continue;
+            std::string sym = d < vi.symbols.size() ? vi.symbols[d] : "";
+            auto it = sym.empty() ? b.end() : b.find(sym);
+            if (it != b.end()) {
+                user_check(it->second.size() == 1, "--input ", sym, "=…: a symbolic dim takes one number");
+                vi.shape[d] = it->second[0];
+                continue;
+            }
+            Shape example = vi.shape;
+            for (auto &e : example) e = e < 0 ? 1 : e;
+            throw UserError(str_cat("input '", in, "' dim ", d, (sym.empty() ? "" : " ('" + sym + "')"),
+                                    " is not bound; pass ", (sym.empty() ? "" : "--input " + sym + "=N or "),
+                                    "--input ", in, "=", shape_str(example)));
+        }
+        vi.symbols.clear();
+        vi.has_shape = true;
+    }
+}
+
+// Folding keeps constants small: a big constant output (an Expand of a scalar, say) is cheaper
+// to compute in the pipeline than to bake in.
+static constexpr int64_t kMaxFoldedElements = 1 << 20;
+
+void infer_shapes_and_fold(Graph &g) {
+    std::vector<Node> todo = std::move(g.nodes), done;
+    g.nodes.clear();
+    std::reverse(todo.begin(), todo.end());  // pop from the back in topological order
+    while (!todo.empty()) {
+        Node n = std::move(todo.back());
+        todo.pop_back();
+        canon::Result r = canon::canonicalize_node(g, n);
+        if (!r.replacement.empty()) {
+            // Replacements (Reshape, or Reshape–Softmax–Reshape) are canonicalised in turn; a
+            // Reshape never asks for a replacement, so this terminates.
+            for (auto it = r.replacement.rbegin(); it != r.replacement.rend(); ++it) todo.push_back(*it);
+            continue;
+        }
+        bool all_outputs_const = true;
+        for (const auto &o : n.outputs) all_outputs_const &= o.empty() || g.is_constant(o);
+        if (all_outputs_const) continue;  // folded by canonicalisation (Shape, Constant …)
+        bool all_inputs_const = true;
+        for (const auto &in : n.inputs) all_inputs_const &= in.empty() || g.is_constant(in);
+        int64_t out_elems = 0;
+        for (const auto &o : n.outputs) out_elems += shape_numel(g.value(o).shape);
+        if (all_inputs_const && out_elems <= kMaxFoldedElements) {
+            std::vector<const Tensor *> ins;
+            for (const auto &in : n.inputs) ins.push_back(in.empty() ? nullptr : g.constant(in));
+            std::vector<ValueInfo> outs;
+            for (const auto &o : n.outputs) outs.push_back(g.value(o));
+            std::vector<Tensor> res = evaluate_node(n, ins, outs);
+            for (size_t i = 0; i < n.outputs.size(); i++)
+                g.set_constant(n.outputs[i], res[i].cast(outs[i].dtype));
+            continue;
+        }
+        done.push_back(std::move(n));
+    }
+    g.nodes = std::move(done);
+}
+
+static bool is_graph_output(const Graph &g, const std::string &v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+void remove_identities(Graph &g) {
+    std::vector<Node> kept;
+    for (auto &n : g.nodes) {
+        bool removable = (n.op == "Identity" || n.op == "Dropout") && n.has_input(0) &&
+                         !is_graph_output(g, n.outputs[0]);
+        if (n.op == "Dropout")
+            for (size_t i = 1; i < n.outputs.size(); i++)
+                removable &= n.outputs[i].empty() || g.consumers(n.outputs[i]).empty();
+        if (removable) {
+            std::string from = n.outputs[0], to = n.inputs[0];
+            for (auto &m : g.nodes)
+                for (auto &in : m.inputs)
+                    if (in == from) in = to;
+            g.values.erase(from);
+            continue;
+        }
+        kept.push_back(std::move(n));
+    }
+    g.nodes = std::move(kept);
+}
+
+void eliminate_dead_code(Graph &g) {
+    std::set<std::string> live(g.outputs.begin(), g.outputs.end());
+    std::vector<bool> keep(g.nodes.size(), false);
+    for (int i = (int)g.nodes.size() - 1; i >= 0; i--) {
+        for (const auto &o : g.nodes[i].outputs) keep[i] = keep[i] || live.count(o);
+        if (keep[i])
+            for (const auto &in : g.nodes[i].inputs) live.insert(in);
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); i++)
+        if (keep[i]) kept.push_back(std::move(g.nodes[i]));
+        else
+            for (const auto &o : g.nodes[i].outputs) g.values.erase(o);
+    g.nodes = std::move(kept);
+    for (auto it = g.initializers.begin(); it != g.initializers.end();) {
+        if (!live.count(it->first)) {
+            g.values.erase(it->first);
+            it = g.initializers.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void fold_conv_batchnorm(Graph &g) {
+    for (auto &bn : g.nodes) {
+        if (bn.op != "BatchNormalization") continue;
+        int pi = g.producer(bn.inputs[0]);
+        if (pi < 0) continue;
+        Node &conv = g.nodes[pi];
+        if (conv.op != "Conv" || g.consumers(conv.outputs[0]).size() != 1 || is_graph_output(g, conv.outputs[0]))
+            continue;
+        const Tensor *w = g.constant(conv.inputs[1]);
+        const Tensor *b = conv.has_input(2) ? g.constant(conv.inputs[2]) : nullptr;
+        if (!w || (conv.has_input(2) && !b)) continue;
+        std::vector<const Tensor *> p;
+        for (int i = 1; i < 5; i++) p.push_back(g.constant(bn.inputs[i]));
+        if (std::count(p.begin(), p.end(), nullptr)) continue;
+        double eps = bn.get_float("epsilon", 1e-5);
+        int64_t M = w->shape()[0], per = w->numel() / M;
+        Tensor nw(w->dtype(), w->shape()), nb(w->dtype(), {M});
+        for (int64_t m = 0; m < M; m++) {
+            // y = (conv - mean) * scale / sqrt(var + eps) + beta, folded exactly in double.
+            double s = p[0]->get(m) / std::sqrt(p[3]->get(m) + eps);
+            for (int64_t k = 0; k < per; k++) nw.set(m * per + k, w->get(m * per + k) * s);
+            nb.set(m, ((b ? b->get(m) : 0.0) - p[2]->get(m)) * s + p[1]->get(m));
+        }
+        std::string wn = g.unique_name(conv.name + "_bn_weight"), bnm = g.unique_name(conv.name + "_bn_bias");
+        g.set_constant(wn, nw);
+        g.set_constant(bnm, nb);
+        conv.inputs = {conv.inputs[0], wn, bnm};
+        // The conv now produces the BN's output; the BN node becomes dead.
+        std::string old = conv.outputs[0];
+        conv.outputs[0] = bn.outputs[0];
+        g.value(bn.outputs[0]).dtype = g.value(old).dtype;
+        g.values.erase(old);
+        bn.op = "";
+    }
+    g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const Node &n) { return n.op.empty(); }),
+                  g.nodes.end());
+}
+
+void eliminate_common_subexpressions(Graph &g) {
+    std::map<std::string, size_t> seen;  // node key -> index in kept
+    std::map<std::string, std::string> renamed;
+    std::vector<Node> kept;
+    for (auto &n : g.nodes) {
+        for (auto &in : n.inputs) {
+            auto r = renamed.find(in);
+            if (r != renamed.end()) in = r->second;
+        }
+        std::string key = n.op + "(";
+        for (const auto &in : n.inputs) key += in + ",";
+        key += ")";
+        for (const auto &kv : n.attrs) key += kv.first + "=" + attr_str(kv.second) + ";";
+        bool outputs_free = true;
+        for (const auto &o : n.outputs) outputs_free &= !is_graph_output(g, o);
+        auto it = seen.find(key);
+        if (it != seen.end() && outputs_free) {
+            const Node &same = kept[it->second];
+            for (size_t i = 0; i < n.outputs.size(); i++) {
+                renamed[n.outputs[i]] = same.outputs[i];
+                g.values.erase(n.outputs[i]);
+            }
+            continue;
+        }
+        seen[key] = kept.size();
+        kept.push_back(std::move(n));
+    }
+    g.nodes = std::move(kept);
+}
+
+void print_graph(const Graph &g, std::ostream &os) {
+    os << "graph " << g.name << " (opset " << g.opset << ")\n";
+    for (const auto &in : g.inputs) {
+        const auto &v = g.value(in);
+        os << "  input " << in << ": " << dtype_name(v.dtype) << " " << shape_str(v.shape) << "\n";
+    }
+    for (const auto &n : g.nodes) {
+        os << "  " << n.name << " = " << n.op << "(";
+        for (size_t i = 0; i < n.inputs.size(); i++) os << (i ? ", " : "") << n.inputs[i];
+        os << ") -> ";
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            const auto &v = g.value(n.outputs[i]);
+            os << (i ? ", " : "") << n.outputs[i] << ":" << dtype_name(v.dtype) << " "
+               << (v.has_shape ? shape_str(v.shape) : "?");
+        }
+        if (!n.attrs.empty()) {
+            os << "  {";
+            bool first = true;
+            for (const auto &kv : n.attrs) os << (first ? "" : ", ") << kv.first << "=" << attr_str(kv.second), first = false;
+            os << "}";
+        }
+        os << "\n";
+    }
+    for (const auto &o : g.outputs) os << "  output " << o << "\n";
+}
+
+void prepare_graph(Graph &g, const PrepareOptions &opts) {
+    const char *env = std::getenv("LOOM_DEBUG");
+    bool dump = opts.dump || (env && std::string(env) != "0");
+    auto step = [&](const char *name, const std::function<void()> &pass) {
+        pass();
+        if (dump) {
+            std::cerr << "=== after " << name << " ===\n";
+            print_graph(g, std::cerr);
+        }
+    };
+    g.topo_sort();
+    g.validate();
+    step("bind_input_shapes", [&] { bind_input_shapes(g, opts.bindings); });
+    step("remove_identities", [&] { remove_identities(g); });
+    step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g); });
+    if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
+    if (opts.cse) step("eliminate_common_subexpressions", [&] { eliminate_common_subexpressions(g); });
+    step("eliminate_dead_code", [&] { eliminate_dead_code(g); });
+    g.validate();
+}
+
+}  // namespace loom
