@@ -15,7 +15,7 @@ const std::map<std::string, OpKind> &catalog() {
              {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal",
               "Floor", "Ceil", "Relu", "LeakyRelu", "PRelu", "Elu", "Sigmoid", "HardSigmoid",
               "HardSwish", "Tanh", "Erf", "Gelu", "Softplus", "Clip", "Min", "Max", "Sum", "Mean",
-              "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast"})
+              "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Sin", "Cos"})
             r[op] = OpKind::Elementwise;
         for (const char *op : {"MatMul", "Gemm"}) r[op] = OpKind::MatMul;
         for (const char *op : {"Conv", "ConvTranspose"}) r[op] = OpKind::Conv;

@@ -16,7 +16,7 @@
 /// | Add Sub Mul Div Pow Equal Less Greater And Or PRelu | a, b (NumPy broadcast) | |
 /// | Min Max Sum Mean | 1+ inputs, broadcast | |
 /// | Where | cond, a, b (broadcast) | |
-/// | Sqrt Exp Log Abs Neg Reciprocal Floor Ceil Relu Sigmoid Tanh Erf Softplus HardSwish Not | x | |
+/// | Sqrt Exp Log Abs Neg Reciprocal Floor Ceil Relu Sigmoid Tanh Erf Softplus HardSwish Not Sin Cos | x | |
 /// | LeakyRelu | x | alpha (0.01) |
 /// | Elu | x | alpha (1.0) |
 /// | HardSigmoid | x | alpha (0.2), beta (0.5) |
