@@ -1,0 +1,256 @@
+// Graph passes: binding, canonical form, shape inference, folding, Conv+BN, CSE, DCE, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph/error.h"
+#include "graph/passes.h"
+#include "reference/reference.h"
+#include "test_util.h"
+
+using namespace loom;
+
+namespace {
+
+// A tiny graph builder: inputs, constants and nodes by name.
+struct Builder {
+    Graph g;
+    Builder() { g.name = "t"; }
+    Builder &input(const std::string &n, Shape s, DType t = DType::F32, std::vector<std::string> syms = {}) {
+        ValueInfo &v = g.values[n];
+        v.name = n, v.dtype = t, v.shape = s, v.symbols = syms;
+        g.inputs.push_back(n);
+        return *this;
+    }
+    Builder &constant(const std::string &n, Tensor t) {
+        g.set_constant(n, t);
+        return *this;
+    }
+    Node &node(const std::string &op, std::vector<std::string> ins, std::vector<std::string> outs) {
+        Node n;
+        n.name = op + "_" + std::to_string(g.nodes.size());
+        n.op = op, n.inputs = ins, n.outputs = outs;
+        for (auto &o : outs) g.values[o].name = o;
+        g.nodes.push_back(n);
+        return g.nodes.back();
+    }
+    Builder &output(const std::string &n) {
+        g.outputs.push_back(n);
+        return *this;
+    }
+};
+
+Tensor ints(std::vector<int64_t> v) { return Tensor::from_ints(DType::I64, {(int64_t)v.size()}, v); }
+
+std::string error_of(const std::function<void()> &f) {
+    try {
+        f();
+    } catch (const UserError &e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+}  // namespace
+
+TEST(GraphPasses, ShapeGatherConcatReshapeChainFolds) {
+    // The exporter pattern: Reshape(x, Concat(Gather(Shape(x), 0), [-1])).
+    Builder b;
+    b.input("x", {-1, 4, 6}, DType::F32, {"batch", "", ""});
+    b.constant("zero", Tensor::from_ints(DType::I64, {}, {0}));
+    b.constant("minus1", ints({-1}));
+    b.constant("ax0", ints({0}));
+    b.node("Shape", {"x"}, {"s"});
+    b.node("Gather", {"s", "zero"}, {"n"});
+    b.node("Unsqueeze", {"n", "ax0"}, {"n1"});
+    b.node("Concat", {"n1", "minus1"}, {"shape"}).attrs["axis"] = int64_t(0);
+    b.node("Reshape", {"x", "shape"}, {"y"});
+    b.node("Relu", {"y"}, {"z"});
+    b.output("z");
+    b.g.opset = 13;
+    PrepareOptions o;
+    parse_input_binding("batch=3", o.bindings);
+    prepare_graph(b.g, o);
+    ASSERT_EQ(b.g.nodes.size(), 2u);
+    EXPECT_EQ(b.g.nodes[0].op, "Reshape");
+    EXPECT_EQ(b.g.nodes[0].inputs.size(), 1u);
+    EXPECT_EQ(b.g.nodes[0].get_ints("shape"), (std::vector<int64_t>{3, 24}));
+    EXPECT_EQ(b.g.value("z").shape, (Shape{3, 24}));
+}
+
+TEST(GraphPasses, UnboundSymbolicDimNamesItAndTheFlag) {
+    Builder b;
+    b.input("x", {-1, 8}, DType::F32, {"batch", ""});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    std::string msg = error_of([&] { prepare_graph(b.g); });
+    EXPECT_NE(msg.find("'batch'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--input batch=N"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--input x=1x8"), std::string::npos) << msg;
+}
+
+TEST(GraphPasses, BadInputFlagsAreUserErrors) {
+    InputBindings bb;
+    EXPECT_NE(error_of([&] { parse_input_binding("x", bb); }).find("expected NAME=DIMS"), std::string::npos);
+    EXPECT_NE(error_of([&] { parse_input_binding("x=3xq", bb); }).find("'q'"), std::string::npos);
+    Builder b;
+    b.input("x", {2, 8});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    PrepareOptions o;
+    parse_input_binding("xx=2x8", o.bindings);
+    std::string msg = error_of([&] { prepare_graph(b.g, o); });
+    EXPECT_NE(msg.find("did you mean 'x'"), std::string::npos) << msg;
+}
+
+TEST(GraphPasses, BroadcastMismatchNamesNodeAndShapes) {
+    Builder b;
+    b.input("a", {2, 3}).input("c", {4, 3});
+    b.node("Add", {"a", "c"}, {"y"}).name = "my_add";
+    b.output("y");
+    std::string msg = error_of([&] { prepare_graph(b.g); });
+    EXPECT_NE(msg.find("Add 'my_add'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("2x3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("4x3"), std::string::npos) << msg;
+}
+
+TEST(GraphPasses, ConvChannelMismatchAndMissingAttribute) {
+    Builder b;
+    b.input("x", {1, 3, 8, 8});
+    Tensor w(DType::F32, {4, 2, 3, 3});
+    b.constant("w", w);
+    b.node("Conv", {"x", "w"}, {"y"}).name = "conv1";
+    b.output("y");
+    std::string msg = error_of([&] { prepare_graph(b.g); });
+    EXPECT_NE(msg.find("conv1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("3 channels"), std::string::npos) << msg;
+
+    Builder c;
+    c.input("x", {1, 3, 8, 8});
+    c.node("MaxPool", {"x"}, {"y"}).name = "pool";
+    c.output("y");
+    msg = error_of([&] { prepare_graph(c.g); });
+    EXPECT_NE(msg.find("'kernel_shape'"), std::string::npos) << msg;
+}
+
+TEST(GraphPasses, CycleAndUndefinedTensorAreNamed) {
+    Builder b;
+    b.input("x", {2});
+    b.node("Add", {"x", "q"}, {"p"}).name = "n1";
+    b.node("Relu", {"p"}, {"q"}).name = "n2";
+    b.output("q");
+    std::string msg = error_of([&] { prepare_graph(b.g); });
+    EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+
+    Builder c;
+    c.input("x", {2});
+    c.node("Add", {"x", "nowhere"}, {"y"}).name = "adder";
+    c.output("y");
+    msg = error_of([&] { prepare_graph(c.g); });
+    EXPECT_NE(msg.find("'nowhere'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("adder"), std::string::npos) << msg;
+}
+
+TEST(GraphPasses, CanonicalAttributesAcrossOpsets) {
+    // Opset 13 forms: axes and split as inputs, Clip min/max as inputs, Slice as inputs.
+    Builder b;
+    b.g.opset = 13;
+    b.input("x", {4, 6});
+    b.constant("axes", ints({-1}));
+    b.constant("split", ints({2, 4}));
+    b.constant("lo", Tensor::scalar(DType::F32, -0.5));
+    b.constant("st", ints({1})), b.constant("en", ints({INT64_MAX})), b.constant("sax", ints({0}));
+    b.node("ReduceSum", {"x", "axes"}, {"r"}).attrs["keepdims"] = int64_t(0);
+    b.node("Split", {"x", "split"}, {"s0", "s1"}).attrs["axis"] = int64_t(1);
+    b.node("Clip", {"s1", "lo", ""}, {"c"});
+    b.node("Slice", {"x", "st", "en", "sax"}, {"sl"});
+    b.output("r").output("s0").output("c").output("sl");
+    prepare_graph(b.g);
+    const Node *rs = nullptr, *sp = nullptr, *cl = nullptr, *sl = nullptr;
+    for (auto &n : b.g.nodes) {
+        if (n.op == "ReduceSum") rs = &n;
+        if (n.op == "Split") sp = &n;
+        if (n.op == "Clip") cl = &n;
+        if (n.op == "Slice") sl = &n;
+    }
+    ASSERT_TRUE(rs && sp && cl && sl);
+    EXPECT_EQ(rs->get_ints("axes"), (std::vector<int64_t>{1}));
+    EXPECT_EQ(rs->inputs.size(), 1u);
+    EXPECT_EQ(b.g.value("r").shape, (Shape{4}));
+    EXPECT_EQ(sp->get_ints("split"), (std::vector<int64_t>{2, 4}));
+    EXPECT_EQ(b.g.value("s1").shape, (Shape{4, 4}));
+    EXPECT_DOUBLE_EQ(cl->get_float("min", 0), -0.5);
+    EXPECT_TRUE(std::isinf(cl->get_float("max", 0)));
+    EXPECT_EQ(sl->get_ints("starts"), (std::vector<int64_t>{1, 0}));
+    EXPECT_EQ(b.g.value("sl").shape, (Shape{3, 6}));
+}
+
+TEST(GraphPasses, ConvBatchNormFoldingIsExact) {
+    Builder b;
+    b.input("x", {1, 2, 5, 5});
+    Tensor w(DType::F32, {3, 2, 3, 3}), bias(DType::F32, {3});
+    fill_random(w, 1), fill_random(bias, 2);
+    Tensor sc(DType::F32, {3}), sh(DType::F32, {3}), mean(DType::F32, {3}), var(DType::F32, {3});
+    fill_random(sc, 3), fill_random(sh, 4), fill_random(mean, 5), fill_random(var, 6, 0.5, 2.0);
+    b.constant("w", w).constant("b", bias).constant("sc", sc).constant("sh", sh).constant("m", mean).constant("v", var);
+    Node &c = b.node("Conv", {"x", "w", "b"}, {"c"});
+    c.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    b.node("BatchNormalization", {"c", "sc", "sh", "m", "v"}, {"y"});
+    b.output("y");
+    Graph unfolded = b.g;
+    PrepareOptions no_fold;
+    no_fold.fold_conv_bn = false;
+    prepare_graph(unfolded, no_fold);
+    prepare_graph(b.g);
+    ASSERT_EQ(b.g.nodes.size(), 1u);
+    EXPECT_EQ(b.g.nodes[0].op, "Conv");
+    EXPECT_EQ(unfolded.nodes.size(), 2u);
+    auto ins = random_inputs(b.g, 7);
+    auto a = run_reference(b.g, ins), r = run_reference(unfolded, ins);
+    EXPECT_TRUE(testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
+}
+
+TEST(GraphPasses, CseMergesAndDceRemoves) {
+    Builder b;
+    b.input("x", {8});
+    b.node("Exp", {"x"}, {"e1"});
+    b.node("Exp", {"x"}, {"e2"});
+    b.node("Add", {"e1", "e2"}, {"y"});
+    b.node("Tanh", {"x"}, {"unused"});
+    b.output("y");
+    prepare_graph(b.g);
+    ASSERT_EQ(b.g.nodes.size(), 2u);
+    EXPECT_EQ(b.g.nodes[1].inputs[0], b.g.nodes[1].inputs[1]);
+}
+
+TEST(GraphPasses, OldSoftmaxOverInnerAxesIsRewritten) {
+    Builder b;
+    b.g.opset = 11;
+    b.input("x", {2, 3, 4});
+    b.node("Softmax", {"x"}, {"y"});  // opset < 13 default axis 1: softmax over 3*4 elements
+    b.output("y");
+    Graph g = b.g;
+    prepare_graph(g);
+    ASSERT_EQ(g.nodes.size(), 3u);
+    EXPECT_EQ(g.nodes[1].op, "Softmax");
+    EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{2, 12}));
+    auto out = run_reference(g, random_inputs(g, 3)).at("y");
+    double s = 0;
+    for (int64_t i = 0; i < 12; i++) s += out.get(i);
+    EXPECT_NEAR(s, 1.0, 1e-12);
+}
+
+TEST(GraphPasses, IdentityAndDropoutRemoved) {
+    Builder b;
+    b.input("x", {3});
+    b.node("Identity", {"x"}, {"a"});
+    b.node("Dropout", {"a"}, {"d"});
+    b.node("Relu", {"d"}, {"y"});
+    b.node("Identity", {"y"}, {"out"});  // a graph output: kept as a copy
+    b.output("out");
+    prepare_graph(b.g);
+    ASSERT_EQ(b.g.nodes.size(), 2u);
+    EXPECT_EQ(b.g.nodes[0].op, "Relu");
+    EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+    EXPECT_EQ(b.g.nodes[1].op, "Reshape");
+}
