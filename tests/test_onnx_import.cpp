@@ -1,0 +1,492 @@
+// The ONNX importer: every fixture under tests/data imports into the expected raw graph, the
+// attribute/initializer/Constant forms convert exactly, and every user error names the culprit
+// and the fix. Error cases build their ModelProtos in C++.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "frontends/onnx/onnx_import.h"
+#include "graph/error.h"
+#include "graph/npy.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+using Histogram = std::map<std::string, int>;
+
+Histogram op_histogram(const Graph &g) {
+    Histogram h;
+    for (const auto &n : g.nodes) h[n.op]++;
+    return h;
+}
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string temp_path(const std::string &name) {
+    fs::path d = fs::temp_directory_path() / ("loom_test_onnx_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return (d / name).string();
+}
+
+template <typename F>
+std::string user_error_of(F f) {
+    try {
+        f();
+    } catch (const UserError &e) {
+        if (std::getenv("LOOM_SHOW_ERRORS")) std::fprintf(stderr, "%s\n", e.what());
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a UserError";
+    return "";
+}
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+
+// --- fixtures ---------------------------------------------------------------------------------
+
+struct Fixture {
+    std::string name;
+    int opset;
+    int nodes;
+    int initializers;
+    std::vector<std::string> inputs, outputs;
+    Histogram ops;
+};
+
+const std::vector<Fixture> &fixtures() {
+    static const std::vector<Fixture> f = {
+        {"mlp", 13, 9, 9, {"x"}, {"y"},
+         {{"Gemm", 3}, {"Relu", 1}, {"Div", 1}, {"Erf", 1}, {"Add", 1}, {"Mul", 2}}},
+        {"dynamic_mlp", 13, 9, 9, {"x"}, {"y"},
+         {{"Gemm", 3}, {"Relu", 1}, {"Div", 1}, {"Erf", 1}, {"Add", 1}, {"Mul", 2}}},
+        {"cnn", 13, 17, 20, {"x"}, {"y"},
+         {{"AveragePool", 1}, {"BatchNormalization", 3}, {"Clip", 1}, {"Conv", 3}, {"Flatten", 1},
+          {"Gemm", 1}, {"GlobalAveragePool", 1}, {"MaxPool", 1}, {"Pad", 1}, {"Relu", 3},
+          {"Softmax", 1}}},
+        {"cnn_opset9", 9, 17, 17, {"x"}, {"y"},
+         {{"AveragePool", 1}, {"BatchNormalization", 3}, {"Clip", 1}, {"Conv", 3}, {"Flatten", 1},
+          {"Gemm", 1}, {"GlobalAveragePool", 1}, {"MaxPool", 1}, {"Pad", 1}, {"Relu", 3},
+          {"Softmax", 1}}},
+        {"transformer", 16, 46, 25, {"x"}, {"y"},
+         {{"Add", 11}, {"Div", 4}, {"Erf", 1}, {"MatMul", 6}, {"Mul", 4}, {"Pow", 2},
+          {"ReduceMean", 4}, {"Reshape", 4}, {"Softmax", 1}, {"Split", 1}, {"Sqrt", 2},
+          {"Sub", 2}, {"Transpose", 4}}},
+        {"sigmoid_affine", 13, 3, 0, {"x", "w", "b"}, {"y"}, {{"Mul", 1}, {"Add", 1}, {"Sigmoid", 1}}},
+        {"sum_prologue", 13, 3, 1, {"x", "y", "z"}, {"out"}, {{"Add", 1}, {"Mul", 1}, {"ReduceSum", 1}}},
+        {"softmax_rows", 13, 1, 0, {"x"}, {"y"}, {{"Softmax", 1}}},
+        {"layernorm_rows", 13, 9, 4, {"x"}, {"y"},
+         {{"Add", 2}, {"Div", 1}, {"Mul", 1}, {"Pow", 1}, {"ReduceMean", 2}, {"Sqrt", 1}, {"Sub", 1}}},
+    };
+    return f;
+}
+
+class ImportFixture : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(ImportFixture, StructureMatchesTheExport) {
+    const Fixture &f = GetParam();
+    Graph g = import_onnx(testing::data_path(f.name + ".onnx"));
+    EXPECT_EQ(g.opset, f.opset);
+    EXPECT_EQ((int)g.nodes.size(), f.nodes);
+    EXPECT_EQ((int)g.initializers.size(), f.initializers);
+    EXPECT_EQ(g.inputs, f.inputs);
+    EXPECT_EQ(g.outputs, f.outputs);
+    EXPECT_EQ(op_histogram(g), f.ops);
+    EXPECT_EQ(g.name, "torch_jit");
+    EXPECT_NO_THROW(g.validate());
+    // Every node output has a ValueInfo; intermediates are not shaped yet.
+    for (const auto &n : g.nodes) {
+        EXPECT_FALSE(n.name.empty());
+        for (const auto &o : n.outputs) {
+            ASSERT_TRUE(g.has_value(o)) << o;
+            bool is_output = std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+            if (!is_output) {
+                EXPECT_FALSE(g.value(o).has_shape) << o;
+            }
+        }
+    }
+    // Inputs are typed and shaped like the .npy inputs saved with the fixture.
+    for (const auto &in : g.inputs) {
+        Tensor t = read_npy(testing::data_path(f.name + "/" + in + ".npy"));
+        const ValueInfo &vi = g.value(in);
+        EXPECT_TRUE(vi.has_shape);
+        EXPECT_EQ(vi.dtype, DType::F32);
+        ASSERT_EQ(vi.shape.size(), t.shape().size()) << in;
+        for (size_t d = 0; d < vi.shape.size(); d++)
+            if (vi.shape[d] >= 0) {
+                EXPECT_EQ(vi.shape[d], t.shape()[d]) << in << " dim " << d;
+            }
+    }
+    for (const auto &out : g.outputs) {
+        Tensor t = read_npy(testing::data_path(f.name + "/expected_" + out + ".npy"));
+        EXPECT_EQ(g.value(out).shape.size(), t.shape().size());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ImportFixture, ::testing::ValuesIn(fixtures()),
+                         [](const auto &info) { return info.param.name; });
+
+TEST(OnnxImport, DynamicBatchIsSymbolic) {
+    Graph g = import_onnx(testing::data_path("dynamic_mlp.onnx"));
+    const ValueInfo &x = g.value("x");
+    EXPECT_EQ(x.shape, (Shape{-1, 64}));
+    EXPECT_EQ(x.symbols, (std::vector<std::string>{"batch", ""}));
+    EXPECT_EQ(g.value("y").symbols, (std::vector<std::string>{"batch", ""}));
+    Graph s = import_onnx(testing::data_path("mlp.onnx"));
+    EXPECT_EQ(s.value("x").shape, (Shape{4, 64}));
+    EXPECT_TRUE(s.value("x").symbols.empty());
+}
+
+TEST(OnnxImport, AttributesAndWeightsConvert) {
+    Graph g = import_onnx(testing::data_path("cnn.onnx"));
+    const Node *conv = g.find_node("/dw/dw.0/Conv");
+    ASSERT_NE(conv, nullptr);
+    EXPECT_EQ(conv->get_int("group", 0), 32);
+    EXPECT_EQ(conv->get_ints("kernel_shape"), (std::vector<int64_t>{3, 3}));
+    EXPECT_EQ(conv->get_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+    const Node *bn = g.find_node("/dw/dw.1/BatchNormalization");
+    ASSERT_NE(bn, nullptr);
+    EXPECT_NEAR(bn->get_float("epsilon", 0), 1e-5, 1e-10);
+    EXPECT_EQ(bn->inputs.size(), 5u);
+    EXPECT_EQ(g.constant("dw.0.weight")->shape(), (Shape{32, 1, 3, 3}));
+    EXPECT_EQ(g.constant("fc.weight")->shape(), (Shape{10, 32}));
+    // running_var was set to values in [0.25, 1.75): the raw data arrived intact.
+    for (double v : g.constant("dw.1.running_var")->to_doubles()) EXPECT_TRUE(v >= 0.25 && v < 1.75);
+    EXPECT_EQ(g.find_node("/fc/Gemm")->get_int("transB", 0), 1);
+    // Clip's min/max are Constant nodes at opset 13: now initializers feeding the Clip.
+    const Node *clip = g.find_node("/Clip");
+    ASSERT_NE(clip, nullptr);
+    ASSERT_EQ(clip->inputs.size(), 3u);
+    EXPECT_EQ(g.constant(clip->inputs[2])->get(0), 6.0);
+
+    Graph old = import_onnx(testing::data_path("cnn_opset9.onnx"));
+    EXPECT_EQ(old.find_node("/Clip")->get_float("max", 0), 6.0);
+    EXPECT_EQ(old.find_node("/avg/Pad")->get_string("mode", ""), "constant");
+    EXPECT_EQ(old.find_node("/avg/Pad")->get_ints("pads").size(), 8u);
+    EXPECT_FALSE(old.has_value("stem.0.weight") && !old.is_constant("stem.0.weight"));
+
+    Graph t = import_onnx(testing::data_path("transformer.onnx"));
+    int reshapes = 0;
+    for (const auto &n : t.nodes) {
+        if (n.op == "Transpose") {
+            EXPECT_EQ(n.get_ints("perm").size(), 4u) << n.name;
+        }
+        if (n.op == "Reshape") {
+            const Tensor *shape = t.constant(n.inputs[1]);
+            ASSERT_NE(shape, nullptr) << n.name;
+            EXPECT_EQ(shape->dtype(), DType::I64);
+            reshapes++;
+        }
+    }
+    EXPECT_EQ(reshapes, 4);
+}
+
+TEST(OnnxImport, NodesAreTopologicallySorted) {
+    for (const auto &f : fixtures()) {
+        Graph g = import_onnx(testing::data_path(f.name + ".onnx"));
+        for (size_t i = 0; i < g.nodes.size(); i++)
+            for (const auto &in : g.nodes[i].inputs)
+                if (!in.empty()) {
+                    EXPECT_LT(g.producer(in), (int)i) << f.name << " " << in;
+                }
+    }
+}
+
+// --- models built in C++ ----------------------------------------------------------------------
+
+onnx::ValueInfoProto value_info(const std::string &name, std::vector<int64_t> dims, int type = 1) {
+    onnx::ValueInfoProto v;
+    v.set_name(name);
+    auto *tt = v.mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto *shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+    return v;
+}
+
+onnx::NodeProto *add_node(onnx::GraphProto *g, const std::string &op, std::vector<std::string> in,
+                          std::vector<std::string> out, const std::string &name = "") {
+    auto *n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto &i : in) n->add_input(i);
+    for (auto &o : out) n->add_output(o);
+    return n;
+}
+
+// x:[2,3] -> Relu 'relu' -> y
+onnx::ModelProto tiny_model() {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto *op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(13);
+    auto *g = m.mutable_graph();
+    g->set_name("tiny");
+    *g->add_input() = value_info("x", {2, 3});
+    add_node(g, "Relu", {"x"}, {"y"}, "relu");
+    *g->add_output() = value_info("y", {2, 3});
+    return m;
+}
+
+Graph import_model(const onnx::ModelProto &m, const std::string &name = "tiny.onnx") {
+    return import_onnx_bytes(m.SerializeAsString(), name);
+}
+
+TEST(OnnxImport, TinyModel) {
+    Graph g = import_model(tiny_model());
+    EXPECT_EQ(g.name, "tiny");
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].name, "relu");
+    EXPECT_EQ(g.value("y").shape, (Shape{2, 3}));
+}
+
+TEST(OnnxImport, UnnamedAndDuplicateNodesGetUniqueNames) {
+    onnx::ModelProto m = tiny_model();
+    auto *g = m.mutable_graph();
+    add_node(g, "Relu", {"y"}, {"y2"});             // node 1: unnamed -> Relu_1
+    add_node(g, "Neg", {"y2"}, {"y3"}, "relu");     // duplicate of node 0's name
+    add_node(g, "Abs", {"y3"}, {"y4"}, "Relu_1");   // a given name equal to a generated one
+    g->mutable_output(0)->set_name("y4");
+    Graph r = import_model(m);
+    std::vector<std::string> names;
+    for (const auto &n : r.nodes) names.push_back(n.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"relu", "Relu_1_1", "relu_1", "Relu_1"}));
+}
+
+TEST(OnnxImport, InitializerEncodingsAndConstantForms) {
+    onnx::ModelProto m = tiny_model();
+    auto *g = m.mutable_graph();
+    auto add_init = [&](const std::string &name, int type, std::vector<int64_t> dims) {
+        auto *t = g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(type);
+        for (int64_t d : dims) t->add_dims(d);
+        return t;
+    };
+    auto *f = add_init("f", 1, {2});
+    f->add_float_data(1.5f), f->add_float_data(-2.0f);
+    auto *d = add_init("d", 11, {1});
+    d->add_double_data(0.125);
+    auto *i = add_init("i", 7, {2});
+    i->add_int64_data(INT64_MAX), i->add_int64_data(-3);
+    auto *h = add_init("h", 10, {1});
+    h->add_int32_data(0x3c00);  // 1.0 in half
+    auto *b = add_init("b", 9, {3});
+    b->add_int32_data(1), b->add_int32_data(0), b->add_int32_data(1);
+    auto *s8 = add_init("s8", 3, {2});
+    s8->add_int32_data(-128), s8->add_int32_data(127);
+    auto *raw = add_init("raw", 6, {2});
+    int32_t rv[2] = {7, -9};
+    raw->set_raw_data(std::string((const char *)rv, 8));
+    // An initializer also listed as a graph input (IR < 4 style) stays a constant.
+    *g->add_input() = value_info("f", {2});
+
+    auto constant = [&](const std::string &out, const std::string &attr) {
+        auto *a = add_node(g, "Constant", {}, {out})->add_attribute();
+        a->set_name(attr);
+        return a;
+    };
+    auto *c1 = constant("c_float", "value_float");
+    c1->set_type(onnx::AttributeProto::FLOAT), c1->set_f(2.5f);
+    auto *c2 = constant("c_ints", "value_ints");
+    c2->set_type(onnx::AttributeProto::INTS), c2->add_ints(4), c2->add_ints(5);
+    auto *c3 = constant("c_int", "value_int");
+    c3->set_type(onnx::AttributeProto::INT), c3->set_i(-7);
+    auto *c4 = constant("c_floats", "value_floats");
+    c4->set_type(onnx::AttributeProto::FLOATS), c4->add_floats(0.5f);
+    auto *c5 = constant("c_tensor", "value");
+    c5->set_type(onnx::AttributeProto::TENSOR);
+    c5->mutable_t()->set_data_type(7), c5->mutable_t()->add_int64_data(42);
+
+    auto *n = add_node(g, "LeakyRelu", {"y"}, {"z"}, "leaky");
+    auto *alpha = n->add_attribute();
+    alpha->set_name("alpha"), alpha->set_type(onnx::AttributeProto::FLOAT), alpha->set_f(0.25f);
+    auto *names = n->add_attribute();
+    names->set_name("tags"), names->set_type(onnx::AttributeProto::STRINGS), names->add_strings("a");
+    auto *fl = n->add_attribute();
+    fl->set_name("scales"), fl->set_type(onnx::AttributeProto::FLOATS), fl->add_floats(2.0f);
+    *g->add_output() = value_info("z", {2, 3});
+
+    Graph r = import_model(m);
+    EXPECT_EQ(r.inputs, (std::vector<std::string>{"x"}));
+    EXPECT_EQ(r.constant("f")->to_doubles(), (std::vector<double>{1.5, -2.0}));
+    EXPECT_EQ(r.constant("d")->dtype(), DType::F64);
+    EXPECT_EQ(r.constant("d")->get(0), 0.125);
+    EXPECT_EQ(r.constant("i")->get_int(0), INT64_MAX);
+    EXPECT_EQ(r.constant("h")->dtype(), DType::F16);
+    EXPECT_EQ(r.constant("h")->get(0), 1.0);
+    EXPECT_EQ(r.constant("b")->to_ints(), (std::vector<int64_t>{1, 0, 1}));
+    EXPECT_EQ(r.constant("s8")->to_ints(), (std::vector<int64_t>{-128, 127}));
+    EXPECT_EQ(r.constant("raw")->to_ints(), (std::vector<int64_t>{7, -9}));
+    EXPECT_EQ(r.constant("c_float")->shape(), Shape{});
+    EXPECT_EQ(r.constant("c_float")->get(0), 2.5);
+    EXPECT_EQ(r.constant("c_ints")->to_ints(), (std::vector<int64_t>{4, 5}));
+    EXPECT_EQ(r.constant("c_int")->dtype(), DType::I64);
+    EXPECT_EQ(r.constant("c_int")->get_int(0), -7);
+    EXPECT_EQ(r.constant("c_floats")->to_doubles(), (std::vector<double>{0.5}));
+    EXPECT_EQ(r.constant("c_tensor")->get_int(0), 42);
+    for (const auto &node : r.nodes) EXPECT_NE(node.op, "Constant");
+    const Node *leaky = r.find_node("leaky");
+    EXPECT_EQ(leaky->get_float("alpha", 0), 0.25);
+    EXPECT_EQ(std::get<std::vector<std::string>>(leaky->attrs.at("tags")),
+              (std::vector<std::string>{"a"}));
+    EXPECT_EQ(leaky->get_floats("scales"), (std::vector<double>{2.0}));
+}
+
+// --- user errors ------------------------------------------------------------------------------
+
+TEST(OnnxImportErrors, MissingFile) {
+    std::string msg = user_error_of([] { import_onnx("/no/such/dir/resnet.onnx"); });
+    EXPECT_HAS(msg, "/no/such/dir/resnet.onnx");
+    EXPECT_HAS(msg, "no such file");
+}
+
+TEST(OnnxImportErrors, TruncatedFile) {
+    std::string bytes = read_file(testing::data_path("mlp.onnx"));
+    std::string path = temp_path("half_mlp.onnx");
+    std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize)bytes.size() / 2);
+    std::string msg = user_error_of([&] { import_onnx(path); });
+    EXPECT_HAS(msg, path);
+    EXPECT_HAS(msg, "truncated");
+    EXPECT_HAS(msg, "re-export");
+}
+
+TEST(OnnxImportErrors, GarbageBytes) {
+    std::string msg = user_error_of([] { import_onnx_bytes(std::string("\xff\xff\xff\xff garbage", 12), "junk.onnx"); });
+    EXPECT_HAS(msg, "junk.onnx");
+    EXPECT_HAS(msg, "not an ONNX protobuf");
+    EXPECT_HAS(user_error_of([] { import_onnx_bytes("", "empty.onnx"); }), "empty.onnx: the file is empty");
+    onnx::ModelProto no_graph;
+    no_graph.set_ir_version(8);
+    EXPECT_HAS(user_error_of([&] { import_model(no_graph, "nograph.onnx"); }), "nograph.onnx: the file holds no ONNX graph");
+    EXPECT_HAS(user_error_of([] { import_onnx(fs::temp_directory_path().string()); }), "is a directory");
+}
+
+TEST(OnnxImportErrors, UnsupportedOpNamesOpNodeOpsetAndSupportedOps) {
+    onnx::ModelProto m = tiny_model();
+    add_node(m.mutable_graph(), "FooBar", {"y"}, {"z"}, "my_foo");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "tiny.onnx");
+    EXPECT_HAS(msg, "'FooBar'");
+    EXPECT_HAS(msg, "my_foo");
+    EXPECT_HAS(msg, "opset 13");
+    EXPECT_HAS(msg, "supported ops: Abs Add");
+    EXPECT_HAS(msg, "Softmax");
+
+    onnx::ModelProto typo = tiny_model();
+    add_node(typo.mutable_graph(), "Rellu", {"y"}, {"z"});
+    msg = user_error_of([&] { import_model(typo); });
+    EXPECT_HAS(msg, "Rellu 'Rellu_1'");
+    EXPECT_HAS(msg, "did you mean 'Relu'");
+}
+
+TEST(OnnxImportErrors, NonDefaultDomain) {
+    onnx::ModelProto m = tiny_model();
+    add_node(m.mutable_graph(), "FusedGemm", {"y"}, {"z"}, "fused")->set_domain("com.microsoft");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "FusedGemm 'fused'");
+    EXPECT_HAS(msg, "'com.microsoft'");
+    EXPECT_HAS(msg, "default ONNX domain");
+}
+
+TEST(OnnxImportErrors, GraphOutputProducedByNobody) {
+    onnx::ModelProto m = tiny_model();
+    *m.mutable_graph()->add_output() = value_info("logits", {2, 3});
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "tiny.onnx");
+    EXPECT_HAS(msg, "graph output 'logits' is produced by no node");
+    EXPECT_HAS(msg, "output_names");
+}
+
+TEST(OnnxImportErrors, NodeReadsUndefinedTensor) {
+    onnx::ModelProto m = tiny_model();
+    add_node(m.mutable_graph(), "Add", {"y", "bias"}, {"z"}, "add_bias");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "Add 'add_bias'");
+    EXPECT_HAS(msg, "'bias'");
+    EXPECT_HAS(msg, "no node, graph input or initializer defines");
+    EXPECT_HAS(msg, "declare it as a graph input");
+}
+
+TEST(OnnxImportErrors, MissingInitializerSuggestsTheCloseName) {
+    onnx::ModelProto m = tiny_model();
+    auto *g = m.mutable_graph();
+    auto *w = g->add_initializer();
+    w->set_name("fc.weights");
+    w->set_data_type(1);
+    w->add_dims(3), w->add_dims(3);
+    for (int i = 0; i < 9; i++) w->add_float_data(1);
+    add_node(g, "Gemm", {"y", "fc.weight"}, {"z"}, "fc");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "Gemm 'fc' reads 'fc.weight'");
+    EXPECT_HAS(msg, "did you mean 'fc.weights'");
+    EXPECT_HAS(msg, "export_params=True");
+}
+
+TEST(OnnxImportErrors, ExternalDataSaysHowToInline) {
+    onnx::ModelProto m = tiny_model();
+    auto *w = m.mutable_graph()->add_initializer();
+    w->set_name("big_weight");
+    w->set_data_type(1);
+    w->add_dims(1000);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto *e = w->add_external_data();
+    e->set_key("location"), e->set_value("weights.bin");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "initializer 'big_weight'");
+    EXPECT_HAS(msg, "external file");
+    EXPECT_HAS(msg, "save_as_external_data=False");
+    EXPECT_HAS(msg, "onnx.load('tiny.onnx')");
+}
+
+TEST(OnnxImportErrors, CorruptInitializerData) {
+    onnx::ModelProto m = tiny_model();
+    auto *w = m.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(1);
+    w->add_dims(4);
+    w->set_raw_data(std::string(12, '\0'));
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "initializer 'w' (f32 4) has 12 bytes of raw_data; expected 16");
+
+    onnx::ModelProto s = tiny_model();
+    auto *str = s.mutable_graph()->add_initializer();
+    str->set_name("labels");
+    str->set_data_type(8);  // STRING
+    msg = user_error_of([&] { import_model(s); });
+    EXPECT_HAS(msg, "initializer 'labels'");
+    EXPECT_HAS(msg, "not supported");
+}
+
+TEST(OnnxImportErrors, NoDefaultOpset) {
+    onnx::ModelProto m = tiny_model();
+    m.mutable_opset_import(0)->set_domain("ai.onnx.ml");
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "no opset of the default ONNX domain");
+    EXPECT_HAS(msg, "'ai.onnx.ml'");
+}
+
+TEST(OnnxImportErrors, UnsupportedAttributeType) {
+    onnx::ModelProto m = tiny_model();
+    auto *a = add_node(m.mutable_graph(), "Relu", {"y"}, {"z"}, "r2")->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    std::string msg = user_error_of([&] { import_model(m); });
+    EXPECT_HAS(msg, "Relu 'r2': attribute 'body'");
+    EXPECT_HAS(msg, "GRAPH");
+}
+
+}  // namespace
+}  // namespace loom
