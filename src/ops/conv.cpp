@@ -1,0 +1,197 @@
+// Conv and ConvTranspose (1-D/2-D/3-D, groups, strides, dilations, asymmetric pads, bias).
+//
+// Conv: `<node>_pad` (only when there are pads) is the input with a zero border in padded
+// coordinates, a pure pointwise Func a schedule can inline or place; `<node>` is the bias (or 0)
+// plus one update over the RDom "r" spanning (input channel of the group, kernel taps). As
+// everywhere in Loom, r.x is the innermost axis in memory: for a 2-D conv r.x = kw, r.y = kh,
+// r.z = input channel (a schedule reorders them freely).
+//
+// ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
+// input channels of its group, the input points that map onto it (tap offsets divisible by the
+// stride, inside the input).
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+namespace {
+
+std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
+
+Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
+    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
+}
+
+// "r$x" -> "r.x" (schedules write an RVar as rdom.dim).
+std::vector<std::string> rvar_names(const RDom &r) {
+    std::vector<std::string> names;
+    for (int d = 0; d < r.dimensions(); d++) {
+        std::string n = r[d].name();
+        auto p = n.find('$');
+        if (p != std::string::npos) n[p] = '.';
+        names.push_back(n);
+    }
+    return names;
+}
+
+struct ConvParams {
+    int sp = 0;  // spatial rank
+    std::vector<int64_t> kernel, strides, dilations, pad_begin, pad_end, out_pad;
+    int64_t group = 1;
+};
+
+ConvParams conv_params(LowerContext &ctx, const Node &node, bool transpose) {
+    const Shape &sx = ctx.shape(node.inputs[0]), &sw = ctx.shape(node.inputs[1]);
+    user_check(sx.size() >= 3 && sx.size() <= 5 && sw.size() == sx.size(), node.describe(),
+               ": expects input and weight of rank 3..5 (1-D to 3-D), got ", shape_str(sx), " and ",
+               shape_str(sw));
+    ConvParams p;
+    p.sp = (int)sx.size() - 2;
+    p.kernel = node.get_ints("kernel_shape", Shape(sw.begin() + 2, sw.end()));
+    p.strides = node.get_ints("strides", std::vector<int64_t>(p.sp, 1));
+    p.dilations = node.get_ints("dilations", std::vector<int64_t>(p.sp, 1));
+    std::vector<int64_t> pads = node.get_ints("pads", std::vector<int64_t>(2 * p.sp, 0));
+    p.out_pad = node.get_ints("output_padding", std::vector<int64_t>(p.sp, 0));
+    p.group = node.get_int("group", 1);
+    user_check((int)p.kernel.size() == p.sp && (int)p.strides.size() == p.sp &&
+                   (int)p.dilations.size() == p.sp && (int)pads.size() == 2 * p.sp,
+               node.describe(), ": kernel_shape/strides/dilations need ", p.sp,
+               " entries and pads ", 2 * p.sp);
+    for (int d = 0; d < p.sp; d++) {
+        user_check(p.kernel[d] == sw[2 + d], node.describe(), ": kernel_shape does not match weight ",
+                   shape_str(sw));
+        p.pad_begin.push_back(pads[d]);
+        p.pad_end.push_back(pads[p.sp + d]);
+    }
+    int64_t cin = sx[1];
+    user_check(p.group >= 1 && cin % p.group == 0, node.describe(), ": group ", p.group,
+               " does not divide the ", cin, " input channels");
+    if (!transpose)
+        user_check(sw[1] * p.group == cin, node.describe(), ": weight ", shape_str(sw),
+                   " expects ", sw[1] * p.group, " input channels, input has ", cin);
+    else
+        user_check(sw[0] == cin, node.describe(), ": weight ", shape_str(sw), " expects ", sw[0],
+                   " input channels, input has ", cin);
+    return p;
+}
+
+// The RDom over (input channel of the group, taps), listed innermost first: r.x = last tap dim.
+RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
+    Halide::Region region;
+    for (int d = p.sp - 1; d >= 0; d--) region.push_back({0, (int)p.kernel[d]});
+    region.push_back({0, (int)cin_per_group});
+    return RDom(region, "r");
+}
+
+void lower_conv_forward(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
+    ConvParams p = conv_params(ctx, node, false);
+    const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(y);
+    int rank = (int)sx.size();
+    DType dt = ctx.dtype(y);
+    int64_t cg = sw[1], mg = sw[0] / p.group;
+
+    // Padded input in padded coordinates (0 .. in + pads).
+    bool padded = false;
+    for (int d = 0; d < p.sp; d++) padded |= p.pad_begin[d] > 0 || p.pad_end[d] > 0;
+    Func xin;
+    if (padded) {
+        Shape ps = sx;
+        for (int d = 0; d < p.sp; d++) ps[2 + d] += p.pad_begin[d] + p.pad_end[d];
+        xin = ctx.make_func(node, "pad", ps);
+        std::vector<Var> v = ctx.vars(rank);
+        Expr inside = Halide::Internal::const_true();
+        std::vector<Expr> idx = {v[0], v[1]};
+        for (int d = 0; d < p.sp; d++) {
+            Expr h = v[2 + d] - (int)p.pad_begin[d];
+            inside = inside && h >= 0 && h < (int)sx[2 + d];
+            idx.push_back(Halide::clamp(h, 0, (int)sx[2 + d] - 1));
+        }
+        ctx.define(xin, v,
+                   Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)),
+                                  LowerContext::literal(dt, 0)));
+        ctx.note_cost(xin, true, 1);
+    }
+
+    Func f = ctx.make_func(node, "", rank);
+    std::vector<Var> v = ctx.vars(rank);
+    Var n = v[0], m = v[1];
+    RDom r = conv_rdom(p, cg);
+    Expr rc = r[p.sp];  // input channel within the group
+    Expr ch = p.group == 1 ? rc : (m / (int)mg) * (int)cg + rc;
+    std::vector<Expr> ix = {n, ch}, iw = {m, rc};
+    for (int d = 0; d < p.sp; d++) {
+        Expr tap = r[p.sp - 1 - d];
+        ix.push_back(v[2 + d] * (int)p.strides[d] + tap * (int)p.dilations[d]);
+        iw.push_back(tap);
+    }
+    Expr xv = padded ? LowerContext::call(xin, ix) : LowerContext::cast_to(dt, ctx.at(x, ix));
+    Expr wv = LowerContext::cast_to(dt, ctx.at(w, iw));
+
+    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
+                                  : LowerContext::literal(dt, 0);
+    ctx.define(f, v, init);
+    ref(f, exprs(v)) += xv * wv;
+    ctx.note_update(f, rvar_names(r));
+    int64_t taps = cg;
+    for (auto k : p.kernel) taps *= k;
+    ctx.note_cost(f, false, 2.0 * taps + 1);
+    ctx.bind_output(y, f);
+    (void)sy;
+}
+
+void lower_conv_transpose(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
+    ConvParams p = conv_params(ctx, node, true);
+    const Shape &sx = ctx.shape(x), &sw = ctx.shape(w);
+    int rank = (int)sx.size();
+    DType dt = ctx.dtype(y);
+    int64_t cg = sx[1] / p.group, mg = sw[1];
+
+    Func f = ctx.make_func(node, "", rank);
+    std::vector<Var> v = ctx.vars(rank);
+    Var n = v[0], m = v[1];
+    RDom r = conv_rdom(p, cg);
+    Expr rc = r[p.sp];
+    Expr ch = p.group == 1 ? rc : (m / (int)mg) * (int)cg + rc;
+    Expr mm = p.group == 1 ? Expr(m) : Expr(m % (int)mg);
+    // Output o receives input i through tap k when o + pad_begin = i*stride + k*dilation.
+    Expr valid = Halide::Internal::const_true();
+    std::vector<Expr> ix = {n, ch}, iw = {ch, mm};
+    for (int d = 0; d < p.sp; d++) {
+        Expr tap = r[p.sp - 1 - d];
+        Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
+        int s = (int)p.strides[d];
+        Expr i = s == 1 ? t : t / s;
+        valid = valid && t >= 0 && i < (int)sx[2 + d];
+        if (s != 1) valid = valid && t % s == 0;
+        ix.push_back(Halide::clamp(i, 0, (int)sx[2 + d] - 1));
+        iw.push_back(tap);
+    }
+    Expr term = LowerContext::cast_to(dt, ctx.at(x, ix)) * LowerContext::cast_to(dt, ctx.at(w, iw));
+
+    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
+                                  : LowerContext::literal(dt, 0);
+    ctx.define(f, v, init);
+    ref(f, exprs(v)) += Halide::select(valid, term, LowerContext::literal(dt, 0));
+    ctx.note_update(f, rvar_names(r));
+    int64_t taps = cg;
+    for (auto k : p.kernel) taps *= k;
+    ctx.note_cost(f, false, 3.0 * taps + 1);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace
+
+void lower_conv(LowerContext &ctx, const Node &node) {
+    if (node.op == "Conv") return lower_conv_forward(ctx, node);
+    if (node.op == "ConvTranspose") return lower_conv_transpose(ctx, node);
+    throw InternalError("lower_conv: unexpected op " + node.op);
+}
+
+}  // namespace loom

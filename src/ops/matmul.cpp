@@ -1,0 +1,110 @@
+// MatMul and Gemm: one Func per node, a pure init (zero or the bias) and one update over the RDom
+// "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+namespace {
+
+std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
+
+// f(idx outermost first) as an assignable reference, for update definitions.
+Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
+    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
+}
+
+// NumPy matmul: a [..., M, K] (or [K]) times b [..., K, N] (or [K]); batch dims broadcast.
+void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
+    const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
+    const Shape &sa = ctx.shape(a), &sb = ctx.shape(b), &sy = ctx.shape(y);
+    int ra = (int)sa.size(), rb = (int)sb.size(), ry = (int)sy.size();
+    user_check(ra >= 1 && rb >= 1, node.describe(), ": MatMul operands must have rank >= 1 (got ",
+               shape_str(sa), " and ", shape_str(sb), ")");
+    int64_t K = sa[ra - 1];
+    user_check(sb[rb >= 2 ? rb - 2 : 0] == K, node.describe(), ": inner dims differ (",
+               shape_str(sa), " x ", shape_str(sb), ")");
+    // Output layout: batch dims, then M unless a is 1-D, then N unless b is 1-D.
+    int batch = ry - (ra >= 2 ? 1 : 0) - (rb >= 2 ? 1 : 0);
+    internal_check(batch >= 0, node.describe(), ": output rank ", ry, " does not fit the operands");
+
+    DType dt = ctx.dtype(y);
+    Func f = ctx.make_func(node, "", ry);
+    std::vector<Var> v = ctx.vars(ry);
+    RDom k({{0, (int)K}}, "k");
+
+    std::vector<Expr> bidx(v.begin(), v.begin() + batch);
+    Expr i = ra >= 2 ? Expr(v[batch]) : Expr();
+    Expr j = rb >= 2 ? Expr(v[ry - 1]) : Expr();
+    // ctx.at drops batch dims an operand lacks and reads its size-1 dims at 0 (broadcast).
+    std::vector<Expr> ia, ib;
+    if (ra >= 2) {
+        ia = bidx;
+        ia.push_back(i);
+    }
+    ia.push_back(k.x);
+    if (rb >= 2) {
+        ib = bidx;
+        ib.push_back(k.x);
+        ib.push_back(j);
+    } else {
+        ib.push_back(k.x);
+    }
+    Expr ea = LowerContext::cast_to(dt, ctx.at(a, ia));
+    Expr eb = LowerContext::cast_to(dt, ctx.at(b, ib));
+    ctx.define(f, v, LowerContext::literal(dt, 0));
+    ref(f, exprs(v)) += ea * eb;
+    ctx.note_update(f, {"k"});
+    ctx.note_cost(f, false, 2.0 * K);
+    ctx.bind_output(y, f);
+}
+
+// Gemm: Y = alpha * op(A) op(B) + beta * C. beta*C is the init, alpha folds into the update
+// term (only when alpha != 1), so Gemm with bias is one Func.
+void lower_gemm(LowerContext &ctx, const Node &node) {
+    const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
+    const Shape &sa = ctx.shape(a), &sb = ctx.shape(b), &sy = ctx.shape(y);
+    user_check(sa.size() == 2 && sb.size() == 2 && sy.size() == 2, node.describe(),
+               ": Gemm operands must be matrices (got ", shape_str(sa), " and ", shape_str(sb), ")");
+    double alpha = node.get_float("alpha", 1.0), beta = node.get_float("beta", 1.0);
+    bool ta = node.get_int("transA", 0) != 0, tb = node.get_int("transB", 0) != 0;
+    int64_t K = ta ? sa[0] : sa[1];
+    user_check((tb ? sb[1] : sb[0]) == K, node.describe(), ": inner dims differ (",
+               shape_str(sa), ta ? "^T" : "", " x ", shape_str(sb), tb ? "^T" : "", ")");
+
+    DType dt = ctx.dtype(y);
+    Func f = ctx.make_func(node, "", 2);
+    std::vector<Var> v = ctx.vars(2);
+    Var i = v[0], j = v[1];
+    RDom k({{0, (int)K}}, "k");
+
+    Expr init = LowerContext::literal(dt, 0);
+    if (node.has_input(2) && beta != 0) {
+        init = LowerContext::cast_to(dt, ctx.at(node.inputs[2], {i, j}));
+        if (beta != 1) init = init * LowerContext::literal(dt, beta);
+    }
+    ctx.define(f, v, init);
+    Expr ea = LowerContext::cast_to(dt, ta ? ctx.at(a, {k.x, i}) : ctx.at(a, {i, k.x}));
+    Expr eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, k.x}) : ctx.at(b, {k.x, j}));
+    Expr term = ea * eb;
+    if (alpha != 1) term = LowerContext::literal(dt, alpha) * term;
+    ref(f, {i, j}) += term;
+    ctx.note_update(f, {"k"});
+    ctx.note_cost(f, false, (alpha != 1 ? 3.0 : 2.0) * K + 1);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace
+
+void lower_matmul(LowerContext &ctx, const Node &node) {
+    if (node.op == "MatMul") return lower_numpy_matmul(ctx, node);
+    if (node.op == "Gemm") return lower_gemm(ctx, node);
+    throw InternalError("lower_matmul: unexpected op " + node.op);
+}
+
+}  // namespace loom

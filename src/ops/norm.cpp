@@ -1,0 +1,315 @@
+// Softmax, LogSoftmax and the normalisations, each as stages a schedule can place.
+//
+// Statistics Funcs keep the input's rank with the reduced dims of extent 1 (so their vars carry
+// the same names as the output's) and are a pure init plus one update over the RDom "r"
+// (r.x = innermost reduced axis):
+//   Softmax/LogSoftmax: `<node>_max`, `<node>_sum` (sum of exp(x - max)), `<node>`.
+//   LayerNormalization, InstanceNormalization, GroupNormalization: `<node>_mean`, `<node>_var`
+//     (two-pass: mean of (x - mean)^2, never E[x^2] - mean^2), `<node>`.
+//   BatchNormalization (inference): a per-channel affine x * scale + shift. With all four
+//     statistics constant, scale/shift are computed in double into constant Buffers; otherwise
+//     they are Funcs `<node>_scale`, `<node>_shift`.
+// Means are sums of pre-scaled terms so that each statistic is one Func with one update.
+#include <cmath>
+#include <cstring>
+
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+namespace {
+
+std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
+
+Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
+    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
+}
+
+std::vector<std::string> rvar_names(const RDom &r) {
+    std::vector<std::string> names;
+    for (int d = 0; d < r.dimensions(); d++) {
+        std::string n = r[d].name();
+        auto p = n.find('$');
+        if (p != std::string::npos) n[p] = '.';
+        names.push_back(n);
+    }
+    return names;
+}
+
+Expr lit(DType t, double v) { return LowerContext::literal(t, v); }
+
+// A statistic over some dims of x: \p sx is x's shape, \p stat_shape the Func's shape (reduced dims
+// 1), \p reduced the reduced dims (ascending) and \p read(index of x) the value read at a point.
+// \p xindex maps (stat vars, rvars in reduced order) to an x index.
+struct Reduction {
+    RDom r;
+    std::vector<Expr> red;  // one RVar per reduced dim, in ascending dim order
+    int64_t count = 1;
+};
+
+Reduction make_reduction(const Shape &sx, const std::vector<int> &reduced) {
+    Reduction R;
+    Halide::Region region;
+    for (int a = (int)reduced.size() - 1; a >= 0; a--) {
+        region.push_back({0, (int)sx[reduced[a]]});
+        R.count *= sx[reduced[a]];
+    }
+    R.r = RDom(region, "r");
+    for (size_t a = 0; a < reduced.size(); a++) R.red.push_back(R.r[(int)reduced.size() - 1 - (int)a]);
+    return R;
+}
+
+// x index for a statistic point: stat vars, with reduced dims replaced by the RVars.
+std::vector<Expr> with_rvars(const std::vector<Var> &v, const std::vector<int> &reduced,
+                             const std::vector<Expr> &red) {
+    std::vector<Expr> idx = exprs(v);
+    for (size_t a = 0; a < reduced.size(); a++) idx[reduced[a]] = red[a];
+    return idx;
+}
+
+// Stat index for an x point: x vars, with reduced dims read at 0.
+std::vector<Expr> at_zero(const std::vector<Var> &v, const std::vector<int> &reduced) {
+    std::vector<Expr> idx = exprs(v);
+    for (int d : reduced) idx[d] = 0;
+    return idx;
+}
+
+// mean and var of x over \p reduced (plain dims); returns {mean, var} Funcs.
+std::pair<Func, Func> mean_var(LowerContext &ctx, const Node &node, const std::string &x,
+                               const std::vector<int> &reduced, DType dt) {
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    Shape ss = sx;
+    for (int d : reduced) ss[d] = 1;
+    std::vector<Var> v = ctx.vars(rank);
+    Reduction R = make_reduction(sx, reduced);
+    Expr inv_n = lit(dt, 1.0 / (double)R.count);
+    Expr xr = LowerContext::cast_to(dt, ctx.at(x, with_rvars(v, reduced, R.red)));
+
+    Func mean = ctx.make_func(node, "mean", ss);
+    ctx.define(mean, v, lit(dt, 0));
+    ref(mean, exprs(v)) += xr * inv_n;
+    ctx.note_update(mean, rvar_names(R.r));
+    ctx.note_cost(mean, false, 2.0 * R.count);
+
+    Func var = ctx.make_func(node, "var", ss);
+    Expr d = xr - LowerContext::call(mean, exprs(v));
+    ctx.define(var, v, lit(dt, 0));
+    ref(var, exprs(v)) += d * d * inv_n;
+    ctx.note_update(var, rvar_names(R.r));
+    ctx.note_cost(var, false, 4.0 * R.count);
+    return {mean, var};
+}
+
+void lower_softmax(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    int64_t axis = node.get_int("axis", rank - 1);
+    user_check(axis >= 0 && axis < rank, node.describe(), ": axis ", axis, " out of [0, ", rank, ")");
+    DType dt = ctx.dtype(y);
+    std::vector<int> reduced = {(int)axis};
+    Shape ss = sx;
+    ss[axis] = 1;
+    std::vector<Var> v = ctx.vars(rank);
+    Reduction R = make_reduction(sx, reduced);
+    Expr xr = LowerContext::cast_to(dt, ctx.at(x, with_rvars(v, reduced, R.red)));
+
+    Func mx = ctx.make_func(node, "max", ss);
+    ctx.define(mx, v, LowerContext::halide_type(dt).min());
+    ref(mx, exprs(v)) = Halide::max(ref(mx, exprs(v)), xr);
+    ctx.note_update(mx, rvar_names(R.r));
+    ctx.note_cost(mx, false, (double)R.count);
+
+    Func sum = ctx.make_func(node, "sum", ss);
+    ctx.define(sum, v, lit(dt, 0));
+    ref(sum, exprs(v)) += Halide::exp(xr - LowerContext::call(mx, exprs(v)));
+    ctx.note_update(sum, rvar_names(R.r));
+    ctx.note_cost(sum, false, 3.0 * R.count);
+
+    Func f = ctx.make_func(node, "", rank);
+    std::vector<Expr> z = at_zero(v, reduced);
+    Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
+    Expr shifted = xv - LowerContext::call(mx, z);
+    Expr s = LowerContext::call(sum, z);
+    ctx.define(f, v, node.op == "LogSoftmax" ? shifted - Halide::log(s) : Halide::exp(shifted) / s);
+    ctx.note_cost(f, true, 3);
+    ctx.bind_output(y, f);
+}
+
+void lower_layer_norm(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    int64_t axis = node.get_int("axis", -1);
+    user_check(axis >= 0 && axis < rank, node.describe(), ": axis ", axis, " out of [0, ", rank, ")");
+    DType dt = ctx.dtype(y);
+    double eps = node.get_float("epsilon", 1e-5);
+    std::vector<int> reduced;
+    for (int d = (int)axis; d < rank; d++) reduced.push_back(d);
+    auto [mean, var] = mean_var(ctx, node, x, reduced, dt);
+
+    std::vector<Var> v = ctx.vars(rank);
+    std::vector<Expr> z = at_zero(v, reduced);
+    Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
+    Expr e = (xv - LowerContext::call(mean, z)) /
+             Halide::sqrt(LowerContext::call(var, z) + lit(dt, eps));
+    e = e * LowerContext::cast_to(dt, ctx.at(node.inputs[1], exprs(v)));
+    if (node.has_input(2)) e = e + LowerContext::cast_to(dt, ctx.at(node.inputs[2], exprs(v)));
+    Func f = ctx.make_func(node, "", rank);
+    ctx.define(f, v, e);
+    ctx.note_cost(f, true, 5);
+    ctx.bind_output(y, f);
+
+    // Optional outputs: Mean and InvStdDev, both of the statistics' (keepdims) shape.
+    if (node.outputs.size() > 1 && !node.outputs[1].empty()) ctx.bind_output(node.outputs[1], mean);
+    if (node.outputs.size() > 2 && !node.outputs[2].empty()) {
+        Shape ss = sx;
+        for (int d : reduced) ss[d] = 1;
+        Func inv = ctx.make_func(node, "invstd", ss);
+        ctx.define(inv, v,
+                   lit(dt, 1) / Halide::sqrt(LowerContext::call(var, exprs(v)) + lit(dt, eps)));
+        ctx.note_cost(inv, true, 3);
+        ctx.bind_output(node.outputs[2], inv);
+    }
+}
+
+void lower_instance_group_norm(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    bool group = node.op == "GroupNormalization";
+    user_check(rank >= (group ? 2 : 3), node.describe(), ": input rank ", rank, " too small");
+    DType dt = ctx.dtype(y);
+    double eps = node.get_float("epsilon", 1e-5);
+    int64_t C = sx[1], G = group ? node.need_int("num_groups") : C;
+    user_check(G >= 1 && C % G == 0, node.describe(), ": num_groups ", G, " does not divide ", C,
+               " channels");
+    int64_t cg = C / G;
+    std::vector<Var> v = ctx.vars(rank);
+
+    // Statistics per (n, group): shape [N, G, 1, ...]; reduced over the group's channels and
+    // all spatial dims, the channel innermost-last (it is the outermost in memory).
+    Shape ss(rank, 1);
+    ss[0] = sx[0];
+    ss[1] = G;
+    Halide::Region region;
+    int64_t count = cg;
+    for (int d = rank - 1; d >= 2; d--) {
+        region.push_back({0, (int)sx[d]});
+        count *= sx[d];
+    }
+    if (cg > 1 || region.empty()) region.push_back({0, (int)cg});
+    RDom r(region, "r");
+    std::vector<Expr> xi = {v[0], cg > 1 || rank == 2 ? Expr(v[1] * (int)cg + r[rank - 2]) : Expr(v[1])};
+    for (int d = 2; d < rank; d++) xi.push_back(r[rank - 1 - d]);
+    Expr xr = LowerContext::cast_to(dt, ctx.at(x, xi));
+    Expr inv_n = lit(dt, 1.0 / (double)count);
+
+    Func mean = ctx.make_func(node, "mean", ss);
+    ctx.define(mean, v, lit(dt, 0));
+    ref(mean, exprs(v)) += xr * inv_n;
+    ctx.note_update(mean, rvar_names(r));
+    ctx.note_cost(mean, false, 2.0 * count);
+
+    Func var = ctx.make_func(node, "var", ss);
+    Expr dev = xr - LowerContext::call(mean, exprs(v));
+    ctx.define(var, v, lit(dt, 0));
+    ref(var, exprs(v)) += dev * dev * inv_n;
+    ctx.note_update(var, rvar_names(r));
+    ctx.note_cost(var, false, 4.0 * count);
+
+    std::vector<Expr> si = {v[0], cg == 1 ? Expr(v[1]) : Expr(v[1] / (int)cg)};
+    for (int d = 2; d < rank; d++) si.push_back(0);
+    Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
+    Expr e = (xv - LowerContext::call(mean, si)) /
+             Halide::sqrt(LowerContext::call(var, si) + lit(dt, eps));
+    // scale/bias: per channel (size C), or per group (size num_groups, GroupNormalization-18).
+    auto per_channel = [&](const std::string &name) {
+        int64_t len = shape_numel(ctx.shape(name));
+        user_check(len == C || len == G, node.describe(), ": '", name, "' has ", len,
+                   " elements; expected ", C, group ? str_cat(" or ", G) : "");
+        return LowerContext::cast_to(dt, ctx.at(name, {len == C ? Expr(v[1]) : si[1]}));
+    };
+    e = e * per_channel(node.inputs[1]) + per_channel(node.inputs[2]);
+    Func f = ctx.make_func(node, "", rank);
+    ctx.define(f, v, e);
+    ctx.note_cost(f, true, 5);
+    ctx.bind_output(y, f);
+}
+
+void lower_batch_norm(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    user_check(node.outputs.size() == 1 || node.outputs[1].empty(), node.describe(),
+               ": only inference mode (one output) is supported");
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    user_check(rank >= 2, node.describe(), ": input rank ", rank, " too small");
+    DType dt = ctx.dtype(y);
+    double eps = node.get_float("epsilon", 1e-5);
+    int64_t C = sx[1];
+    const std::string &sc = node.inputs[1], &bi = node.inputs[2], &mu = node.inputs[3],
+                      &va = node.inputs[4];
+    for (const std::string *p : {&sc, &bi, &mu, &va})
+        user_check(shape_numel(ctx.shape(*p)) == C, node.describe(), ": '", *p, "' must have ", C,
+                   " elements");
+    std::vector<Var> v = ctx.vars(rank);
+    Func f = ctx.make_func(node, "", rank);
+    Expr a, b;
+    const Tensor *ts = ctx.constant(sc), *tb = ctx.constant(bi), *tm = ctx.constant(mu),
+                 *tv = ctx.constant(va);
+    if (ts && tb && tm && tv) {
+        Halide::Type t = LowerContext::halide_type(dt);
+        Halide::Buffer<> bs(t, {(int)C}, ctx.reserve_name(f.name() + "_scale"));
+        Halide::Buffer<> bh(t, {(int)C}, ctx.reserve_name(f.name() + "_shift"));
+        for (int64_t c = 0; c < C; c++) {
+            double s = ts->get(c) / std::sqrt(tv->get(c) + eps);
+            double h = tb->get(c) - tm->get(c) * s;
+            Tensor one(dt, {2});
+            one.set(0, s);
+            one.set(1, h);
+            std::memcpy((uint8_t *)bs.data() + c * t.bytes(), one.data(), t.bytes());
+            std::memcpy((uint8_t *)bh.data() + c * t.bytes(), (uint8_t *)one.data() + t.bytes(),
+                        t.bytes());
+        }
+        a = bs(v[1]);
+        b = bh(v[1]);
+    } else {
+        Var i = ctx.vars(1)[0];
+        Func fs = ctx.make_func(node, "scale", Shape{C});
+        ctx.define(fs, {i},
+                   LowerContext::cast_to(dt, ctx.at(sc, {i})) /
+                       Halide::sqrt(LowerContext::cast_to(dt, ctx.at(va, {i})) + lit(dt, eps)));
+        ctx.note_cost(fs, true, 3);
+        Func fh = ctx.make_func(node, "shift", Shape{C});
+        ctx.define(fh, {i},
+                   LowerContext::cast_to(dt, ctx.at(bi, {i})) -
+                       LowerContext::cast_to(dt, ctx.at(mu, {i})) * fs(i));
+        ctx.note_cost(fh, true, 2);
+        a = fs(v[1]);
+        b = fh(v[1]);
+    }
+    ctx.define(f, v, LowerContext::cast_to(dt, ctx.at(x, exprs(v))) * a + b);
+    ctx.note_cost(f, true, 2);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace
+
+void lower_norm(LowerContext &ctx, const Node &node) {
+    const std::string &op = node.op;
+    if (op == "Softmax" || op == "LogSoftmax") return lower_softmax(ctx, node);
+    if (op == "LayerNormalization") return lower_layer_norm(ctx, node);
+    if (op == "InstanceNormalization" || op == "GroupNormalization")
+        return lower_instance_group_norm(ctx, node);
+    if (op == "BatchNormalization") return lower_batch_norm(ctx, node);
+    throw InternalError("lower_norm: unexpected op " + op);
+}
+
+}  // namespace loom

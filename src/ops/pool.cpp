@@ -1,0 +1,172 @@
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+//
+// Windowed pools read `<node>_pad`, the input in padded coordinates with -inf (max) or 0 (average)
+// outside it; the output shape is the graph's (ceil_mode is already in it), and windows that run
+// past the end pads read the same border. MaxPool is `<node>` = -inf then one max-update over the
+// RDom "r" of the kernel taps (r.x = last spatial tap). AveragePool is `<node>_sum` (one update)
+// and a pointwise `<node>` dividing by the window's count, in closed form per dim: taps inside the
+// input, or inside input + pads with count_include_pad. Global pools are one Func with one update
+// over the spatial dims.
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+namespace {
+
+std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
+
+Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
+    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
+}
+
+std::vector<std::string> rvar_names(const RDom &r) {
+    std::vector<std::string> names;
+    for (int d = 0; d < r.dimensions(); d++) {
+        std::string n = r[d].name();
+        auto p = n.find('$');
+        if (p != std::string::npos) n[p] = '.';
+        names.push_back(n);
+    }
+    return names;
+}
+
+void lower_window_pool(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    user_check(node.outputs.size() == 1 || node.outputs[1].empty(), node.describe(),
+               ": the optional Indices output of MaxPool is not supported");
+    const Shape &sx = ctx.shape(x), &sy = ctx.shape(y);
+    int rank = (int)sx.size(), sp = rank - 2;
+    user_check(rank >= 3 && rank <= 5, node.describe(), ": expects an input of rank 3..5, got ",
+               shape_str(sx));
+    bool is_max = node.op == "MaxPool";
+    DType dt = ctx.dtype(y);
+    std::vector<int64_t> kernel = node.need_ints("kernel_shape");
+    std::vector<int64_t> strides = node.get_ints("strides", std::vector<int64_t>(sp, 1));
+    std::vector<int64_t> dil = node.get_ints("dilations", std::vector<int64_t>(sp, 1));
+    std::vector<int64_t> pads = node.get_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    bool include_pad = node.get_int("count_include_pad", 0) != 0;
+    user_check((int)kernel.size() == sp && (int)strides.size() == sp && (int)dil.size() == sp &&
+                   (int)pads.size() == 2 * sp,
+               node.describe(), ": kernel_shape/strides/dilations need ", sp, " entries and pads ",
+               2 * sp);
+
+    Expr border = is_max ? LowerContext::halide_type(dt).min() : LowerContext::literal(dt, 0);
+    // A border Func is needed when a window reaches outside the input (pads, or ceil_mode).
+    bool need_pad = false;
+    Shape ps = sx;
+    for (int d = 0; d < sp; d++) {
+        int64_t last = (sy[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] - pads[d];
+        need_pad |= pads[d] > 0 || last >= sx[2 + d];
+        ps[2 + d] = std::max(sx[2 + d] + pads[d], last + 1 + pads[d]);
+    }
+    std::vector<Var> v = ctx.vars(rank);
+    Func xin;
+    if (need_pad) {
+        xin = ctx.make_func(node, "pad", ps);
+        Expr inside = Halide::Internal::const_true();
+        std::vector<Expr> idx = {v[0], v[1]};
+        for (int d = 0; d < sp; d++) {
+            Expr h = v[2 + d] - (int)pads[d];
+            inside = inside && h >= 0 && h < (int)sx[2 + d];
+            idx.push_back(Halide::clamp(h, 0, (int)sx[2 + d] - 1));
+        }
+        ctx.define(xin, v, Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)), border));
+        ctx.note_cost(xin, true, 1);
+    }
+
+    Halide::Region region;
+    for (int d = sp - 1; d >= 0; d--) region.push_back({0, (int)kernel[d]});
+    RDom r(region, "r");
+    std::vector<Expr> ix = {v[0], v[1]};
+    for (int d = 0; d < sp; d++)
+        ix.push_back(v[2 + d] * (int)strides[d] + r[sp - 1 - d] * (int)dil[d]);
+    // Without a border Func the window never leaves the input (no pads, in range).
+    Expr xv = need_pad ? LowerContext::call(xin, ix) : LowerContext::cast_to(dt, ctx.at(x, ix));
+    int64_t taps = 1;
+    for (auto k : kernel) taps *= k;
+
+    if (is_max) {
+        Func f = ctx.make_func(node, "", rank);
+        ctx.define(f, v, border);
+        ref(f, exprs(v)) = Halide::max(ref(f, exprs(v)), xv);
+        ctx.note_update(f, rvar_names(r));
+        ctx.note_cost(f, false, (double)taps);
+        ctx.bind_output(y, f);
+        return;
+    }
+
+    Func sum = ctx.make_func(node, "sum", sy);
+    ctx.define(sum, v, LowerContext::literal(dt, 0));
+    ref(sum, exprs(v)) += xv;
+    ctx.note_update(sum, rvar_names(r));
+    ctx.note_cost(sum, false, (double)taps);
+
+    // Window size: per dim, the taps k in [0, K) with lo <= o*s + k*d - pad < hi.
+    Expr count = 1;
+    for (int d = 0; d < sp; d++) {
+        int64_t lo = include_pad ? -pads[d] : 0;
+        int64_t hi = include_pad ? sx[2 + d] + pads[sp + d] : sx[2 + d];
+        Expr base = v[2 + d] * (int)strides[d] - (int)pads[d];
+        int dd = (int)dil[d];
+        // Halide's integer division rounds down, so ceil(a/dd) = (a + dd - 1) / dd.
+        Expr kmin = Halide::max(0, ((int)lo - base + dd - 1) / dd);
+        Expr kmax = Halide::min((int)kernel[d] - 1, ((int)hi - 1 - base) / dd);
+        count = count * Halide::max(0, kmax - kmin + 1);
+    }
+    Func f = ctx.make_func(node, "", rank);
+    ctx.define(f, v,
+               LowerContext::call(sum, exprs(v)) /
+                   Halide::cast(LowerContext::halide_type(dt), Halide::max(count, 1)));
+    ctx.note_cost(f, true, 2.0 * sp + 1);
+    ctx.bind_output(y, f);
+}
+
+void lower_global_pool(LowerContext &ctx, const Node &node) {
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    const Shape &sx = ctx.shape(x);
+    int rank = (int)sx.size();
+    user_check(rank >= 3, node.describe(), ": expects an input of rank >= 3, got ", shape_str(sx));
+    DType dt = ctx.dtype(y);
+    bool is_max = node.op == "GlobalMaxPool";
+    Halide::Region region;
+    int64_t n = 1;
+    for (int d = rank - 1; d >= 2; d--) {
+        region.push_back({0, (int)sx[d]});
+        n *= sx[d];
+    }
+    RDom r(region, "r");
+    std::vector<Var> v = ctx.vars(rank);
+    std::vector<Expr> ix = {v[0], v[1]};
+    for (int d = 2; d < rank; d++) ix.push_back(r[rank - 1 - d]);
+    Expr xv = LowerContext::cast_to(dt, ctx.at(x, ix));
+
+    Func f = ctx.make_func(node, "", rank);
+    if (is_max) {
+        ctx.define(f, v, LowerContext::halide_type(dt).min());
+        ref(f, exprs(v)) = Halide::max(ref(f, exprs(v)), xv);
+    } else {
+        // The mean as a sum of pre-scaled terms keeps it one Func with one update.
+        ctx.define(f, v, LowerContext::literal(dt, 0));
+        ref(f, exprs(v)) += xv * LowerContext::literal(dt, 1.0 / (double)n);
+    }
+    ctx.note_update(f, rvar_names(r));
+    ctx.note_cost(f, false, (is_max ? 1.0 : 2.0) * n);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace
+
+void lower_pool(LowerContext &ctx, const Node &node) {
+    if (node.op == "MaxPool" || node.op == "AveragePool") return lower_window_pool(ctx, node);
+    if (node.op == "GlobalAveragePool" || node.op == "GlobalMaxPool")
+        return lower_global_pool(ctx, node);
+    throw InternalError("lower_pool: unexpected op " + node.op);
+}
+
+}  // namespace loom
