@@ -1,0 +1,93 @@
+/// \file
+/// Private to src/schedule: the model of a pipeline's loop structure that validation updates call
+/// by call, and that apply reuses to name Halide Vars/RVars. Not a public header.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lower/lowered.h"
+#include "schedule/schedule.h"
+
+namespace loom::sched_internal {
+
+/// One loop dimension of a stage.
+struct DimModel {
+    std::string name;         ///< as a schedule names it ("x", "xo", "r.x", "k")
+    std::string halide_name;  ///< as Halide matches it ("x", "xo", "r$x", "k$x")
+    bool rvar = false;
+    bool race_free = true;    ///< false for an RVar the update does not write by (ImpureRVar)
+};
+
+/// One stage (pure definition or update) of a Func.
+struct StageModel {
+    std::vector<DimModel> dims;  ///< innermost first, as Halide keeps them
+    bool atomic = false;
+    bool gpu_mapped = false;
+    bool cpu_parallel = false;    ///< parallel/vectorize used (for the CPU-on-GPU check)
+    SourceLoc cpu_parallel_loc;
+    std::string cpu_parallel_call;
+    bool associative = true;      ///< update provably associative (rfactor, atomic)
+    int find(const std::string &n) const;
+    std::vector<std::string> names_outer_first() const;
+};
+
+/// Where a Func is computed.
+struct Placement {
+    enum Kind { Default, Inline, Root, At } kind = Default;
+    std::string func, var;
+    SourceLoc loc;
+};
+
+/// One Func, pipeline's or made by rfactor/in.
+struct FuncModel {
+    std::string name;
+    Halide::Func func;                 ///< undefined for Funcs a schedule creates (until applied)
+    std::vector<std::string> vars;     ///< pure vars, outermost first
+    std::vector<StageModel> stages;    ///< [0] pure, [k + 1] update k
+    std::vector<std::string> consumers;
+    bool is_output = false;
+    bool created = false;
+    Placement place;
+    std::string stage_label(int stage) const;  ///< "f" or "f.update(k)"
+};
+
+/// The whole pipeline as validation sees it.
+struct Model {
+    std::map<std::string, FuncModel> funcs;
+    std::vector<std::string> order;   ///< pipeline order, created Funcs appended
+    std::vector<std::string> inputs;  ///< ImageParam names (for prefetch)
+    Halide::Target target;
+    FuncModel *find(const std::string &n);
+    std::vector<std::string> names() const { return order; }
+};
+
+/// Builds the model of \p p (dims read from the Halide Funcs, names as LoweredFunc gives them).
+Model build_model(const LoweredPipeline &p, const Halide::Target &t);
+
+/// "k" → "k$x", "r.x" → "r$x": the Halide name of an RVar as a schedule writes it.
+std::string rvar_halide_name(const std::string &sched_name);
+
+/// Checks and records one statement in \p m (throws UserError); with \p finish, the checks that
+/// need the whole schedule (compute_at locations, cycles, GPU mapping) run in finish_checks.
+void check_statement(Model &m, const ScheduleStatement &st, const std::string &file);
+/// The prepass: records every Func's final placement (compute_at/inline/root) before checking.
+void record_placements(Model &m, const Schedule &s);
+/// Checks needing the final model: compute_at/store_at/compute_with locations, cycles, GPU
+/// mapping on GPU targets.
+void finish_checks(Model &m, const Schedule &s);
+
+/// Why \p producer cannot be computed at \p consumer.\p var under \p m's placements ("" = legal).
+std::string compute_at_problem(Model &m, const std::string &producer, const std::string &consumer,
+                               const std::string &var);
+/// The legal compute_at locations of \p producer: "ln_out.{i, j}", …, "root".
+std::vector<std::string> legal_locations(Model &m, const std::string &producer);
+
+/// "file:line:col: " for a location (falls back to \p file).
+std::string where(const SourceLoc &loc, const std::string &file);
+
+}  // namespace loom::sched_internal
