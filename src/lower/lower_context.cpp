@@ -79,7 +79,7 @@ Func LowerContext::value(const std::string &name) {
     std::string fname = reserve_name("c_" + sanitize_name(name));
     Halide::Buffer<> buf(storage, sizes, fname + "_buf");
     std::memcpy(buf.data(), c->data(), c->bytes().size());
-    Func f(fname);
+    Func f{Halide::Internal::Function(fname)};
     std::vector<Var> vs;
     std::vector<Expr> args;
     for (int d = 0; d < c->rank(); d++) {
@@ -139,9 +139,9 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, int ra
         // second output of Split, say) gets a fresh one.
         if (record_index_.count(name)) name = reserve_name(base);
     } else {
-        name = reserve_name(base + "_" + sanitize_name(suffix));
+        name = reserve_name(sanitize_name(base + "_" + suffix));
     }
-    Func f(name);
+    Func f{Halide::Internal::Function(name)};  // exact name: Func(name) would add "$n" on reuse
     LoweredFunc lf;
     lf.name = name;
     lf.func = f;

@@ -1,0 +1,244 @@
+#include "codegen/jit.h"
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "graph/error.h"
+
+namespace loom {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+Halide::Type buffer_type(DType t) {
+    switch (t) {
+    case DType::F32: return Halide::Float(32);
+    case DType::F16: return Halide::Float(16);
+    case DType::F64: return Halide::Float(64);
+    case DType::I64: return Halide::Int(64);
+    case DType::I32: return Halide::Int(32);
+    case DType::I16: return Halide::Int(16);
+    case DType::I8: return Halide::Int(8);
+    case DType::U8: return Halide::UInt(8);
+    case DType::Bool: return Halide::Bool();
+    }
+    throw InternalError("unknown dtype");
+}
+
+/// A Halide buffer over a Tensor's own bytes (Halide dim 0 = innermost tensor dim): no copy.
+/// Halide never writes to an input, so wrapping a const Tensor is safe.
+Halide::Buffer<> wrap(const Tensor &t, const std::string &name) {
+    std::vector<int> sizes;
+    for (int d = t.rank() - 1; d >= 0; d--) sizes.push_back((int)t.shape()[d]);
+    return Halide::Buffer<>(buffer_type(t.dtype()), const_cast<void *>(t.data()), sizes, name);
+}
+
+/// Runs \p f, turning Halide's exceptions into Loom's: a compile error is the schedule's (the
+/// user's) fault, a runtime error usually bad inputs; anything else is ours.
+template <typename F>
+void halide_guard(const std::string &what, F &&f) {
+    try {
+        f();
+    } catch (const Halide::CompileError &e) {
+        throw UserError(str_cat(what, ": Halide rejected the pipeline: ", e.what()));
+    } catch (const Halide::RuntimeError &e) {
+        throw UserError(str_cat(what, ": Halide runtime error: ", e.what()));
+    } catch (const Halide::InternalError &e) {
+        throw InternalError(str_cat(what, ": Halide internal error: ", e.what()));
+    } catch (const Halide::Error &e) {
+        throw UserError(str_cat(what, ": Halide: ", e.what()));
+    }
+}
+
+}  // namespace
+
+Halide::Target host_target() { return Halide::get_jit_target_from_environment(); }
+
+JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target)
+    : lowered_(std::move(lowered)), target_(target) {
+    auto t0 = Clock::now();
+    halide_guard("JIT compile for " + target_.to_string(), [&] {
+        pipeline_ = lowered_.pipeline();
+        pipeline_.compile_jit(target_);
+    });
+    compile_s_ = ms_since(t0) / 1000.0;
+}
+
+void JitModel::bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep) {
+    keep.clear();
+    keep.reserve(lowered_.inputs.size());  // no reallocation: buffers point into keep
+    for (size_t k = 0; k < lowered_.inputs.size(); k++) {
+        const std::string &name = lowered_.input_names[k];
+        auto it = inputs.find(name);
+        if (it == inputs.end()) {
+            std::string given;
+            for (const auto &kv : inputs) given += (given.empty() ? "'" : ", '") + kv.first + "'";
+            throw UserError(str_cat("missing input '", name, "' (inputs given: ",
+                                    given.empty() ? std::string("none") : given, ")"));
+        }
+        const Tensor &t = it->second;
+        user_check(t.shape() == lowered_.input_shapes[k], "input '", name, "' has shape ",
+                   shape_str(t.shape()), " but the model was compiled for ",
+                   shape_str(lowered_.input_shapes[k]));
+        // Halide reads the caller's bytes directly unless the dtype needs converting.
+        const Tensor *src = &t;
+        if (t.dtype() != lowered_.input_dtypes[k]) {
+            keep.push_back(t.cast(lowered_.input_dtypes[k]));
+            src = &keep.back();
+        }
+        lowered_.inputs[k].set(wrap(*src, name));
+    }
+}
+
+void JitModel::realize_into(std::vector<Tensor> &outs) {
+    outs.clear();
+    std::vector<Halide::Buffer<>> bufs;
+    for (size_t k = 0; k < lowered_.output_names.size(); k++) {
+        outs.emplace_back(lowered_.output_dtypes[k], lowered_.output_shapes[k]);
+        Tensor &t = outs.back();
+        // All-ones bytes are NaN in every float format; 0x5A elsewhere.
+        std::memset(t.data(), dtype_is_float(t.dtype()) ? 0xFF : 0x5A, t.bytes().size());
+    }
+    for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
+    Halide::Realization r(bufs);
+    auto t0 = Clock::now();
+    halide_guard("running the model", [&] { pipeline_.realize(r, target_); });
+    last_run_ms_ = ms_since(t0);
+    if (target_.has_gpu_feature()) {
+        for (auto &b : bufs) {
+            b.copy_to_host();
+            b.device_free();
+        }
+    }
+}
+
+std::map<std::string, Tensor> JitModel::run(const std::map<std::string, Tensor> &inputs) {
+    std::vector<Tensor> keep, outs;
+    bind_inputs(inputs, keep);
+    realize_into(outs);
+    for (auto &p : lowered_.inputs) p.reset();
+    std::map<std::string, Tensor> result;
+    for (size_t k = 0; k < outs.size(); k++) result[lowered_.output_names[k]] = std::move(outs[k]);
+    return result;
+}
+
+std::vector<double> JitModel::time_runs(const std::map<std::string, Tensor> &inputs, int reps) {
+    std::vector<Tensor> keep, outs;
+    bind_inputs(inputs, keep);
+    std::vector<double> times;
+    realize_into(outs);  // warm-up: thread pool, page faults, first-touch
+    for (int k = 0; k < reps; k++) {
+        realize_into(outs);
+        times.push_back(last_run_ms_);
+    }
+    for (auto &p : lowered_.inputs) p.reset();
+    return times;
+}
+
+namespace {
+
+struct Fnv {
+    uint64_t h = 1469598103934665603ull;
+    void bytes(const void *p, size_t n) {
+        auto *c = (const unsigned char *)p;
+        for (size_t k = 0; k < n; k++) h = (h ^ c[k]) * 1099511628211ull;
+    }
+    void str(const std::string &s) {
+        uint64_t n = s.size();
+        bytes(&n, sizeof n);
+        bytes(s.data(), s.size());
+    }
+    void i64(int64_t v) { bytes(&v, sizeof v); }
+    void f64(double v) { bytes(&v, sizeof v); }
+    void tensor(const Tensor &t) {
+        i64((int64_t)t.dtype());
+        i64(t.rank());
+        for (auto d : t.shape()) i64(d);
+        bytes(t.data(), t.bytes().size());
+    }
+};
+
+}  // namespace
+
+std::string graph_fingerprint(const Graph &g) {
+    Fnv f;
+    f.i64(g.opset);
+    for (const auto &n : g.inputs) f.str(n);
+    f.str("|");
+    for (const auto &n : g.outputs) f.str(n);
+    for (const auto &[name, vi] : g.values) {
+        f.str(name);
+        f.i64((int64_t)vi.dtype);
+        for (auto d : vi.shape) f.i64(d);
+        f.i64(vi.has_shape);
+    }
+    for (const auto &[name, t] : g.initializers) {
+        f.str(name);
+        f.tensor(t);
+    }
+    for (const auto &node : g.nodes) {
+        f.str(node.name);
+        f.str(node.op);
+        for (const auto &s : node.inputs) f.str(s);
+        f.str("->");
+        for (const auto &s : node.outputs) f.str(s);
+        for (const auto &[a, v] : node.attrs) {
+            f.str(a);
+            f.i64((int64_t)v.index());
+            std::visit(
+                [&](const auto &x) {
+                    using T = std::decay_t<decltype(x)>;
+                    if constexpr (std::is_same_v<T, int64_t>) f.i64(x);
+                    else if constexpr (std::is_same_v<T, double>) f.f64(x);
+                    else if constexpr (std::is_same_v<T, std::string>) f.str(x);
+                    else if constexpr (std::is_same_v<T, Tensor>) f.tensor(x);
+                    else {
+                        f.i64((int64_t)x.size());
+                        for (const auto &e : x) {
+                            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) f.str(e);
+                            else f.bytes(&e, sizeof e);
+                        }
+                    }
+                },
+                v);
+        }
+    }
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)f.h);
+    return buf;
+}
+
+namespace {
+std::mutex cache_mutex;
+std::map<JitKey, std::unique_ptr<JitModel>> &cache() {
+    static std::map<JitKey, std::unique_ptr<JitModel>> c;
+    return c;
+}
+}  // namespace
+
+JitModel &jit_cache_get(const JitKey &key, const std::function<std::unique_ptr<JitModel>()> &build) {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    auto it = cache().find(key);
+    if (it != cache().end()) return *it->second;
+    std::unique_ptr<JitModel> m = build();
+    internal_check(m != nullptr, "JIT cache builder returned no model");
+    return *(cache()[key] = std::move(m));
+}
+
+size_t jit_cache_size() {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    return cache().size();
+}
+
+void jit_cache_clear() {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    cache().clear();
+}
+
+}  // namespace loom

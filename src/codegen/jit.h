@@ -1,0 +1,82 @@
+/// \file
+/// JIT compilation of a lowered (and scheduled) pipeline, and running it on loom::Tensors:
+/// the engine of `loom run`, of the op tests and of the CPU benchmarks. Compiled models live in
+/// an in-memory cache keyed by (graph, schedule, target), so a benchmark never compiles twice.
+#pragma once
+
+#include <Halide.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "graph/graph.h"
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// The JIT target of this machine (Halide's host detection; HL_JIT_TARGET overrides it).
+Halide::Target host_target();
+
+/// A lowered pipeline compiled once with the JIT, run as often as wanted.
+class JitModel {
+public:
+    /// Compiles \p lowered (already scheduled: the schedule lives in its Funcs) for \p target.
+    /// UserError carrying Halide's message when Halide rejects the schedule.
+    JitModel(LoweredPipeline lowered, const Halide::Target &target = host_target());
+
+    /// Runs the model on \p inputs (by graph input name; converted to the graph dtype if they
+    /// differ) and returns every graph output by name, in its graph dtype. Outputs are poisoned
+    /// (NaN for floats, 0x5A bytes otherwise) before the run, so unwritten elements show.
+    /// UserError naming a missing input or one of the wrong shape, or Halide's runtime message.
+    std::map<std::string, Tensor> run(const std::map<std::string, Tensor> &inputs);
+
+    /// Runs \p reps times on the same inputs/outputs (after one warm-up run) and returns each
+    /// run's time in milliseconds.
+    std::vector<double> time_runs(const std::map<std::string, Tensor> &inputs, int reps);
+
+    /// Seconds the JIT compile took.
+    double compile_seconds() const { return compile_s_; }
+    /// Milliseconds the last run() took (the realize call only: no conversions).
+    double last_run_ms() const { return last_run_ms_; }
+    const LoweredPipeline &lowered() const { return lowered_; }
+    const Halide::Target &target() const { return target_; }
+
+private:
+    /// Binds inputs, allocates poisoned outputs (wrapping their Tensors' memory) and realizes.
+    void bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep);
+    void realize_into(std::vector<Tensor> &outs);
+
+    LoweredPipeline lowered_;
+    Halide::Target target_;
+    Halide::Pipeline pipeline_;
+    double compile_s_ = 0;
+    double last_run_ms_ = 0;
+};
+
+/// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,
+/// value types and shapes, inputs/outputs and initializer bytes (16 hex digits).
+std::string graph_fingerprint(const Graph &g);
+
+/// Key of the JIT cache.
+struct JitKey {
+    std::string graph;     ///< graph_fingerprint()
+    std::string schedule;  ///< the schedule's text (printer output), "" for none
+    std::string target;    ///< Halide::Target::to_string()
+    bool operator<(const JitKey &o) const {
+        return std::tie(graph, schedule, target) < std::tie(o.graph, o.schedule, o.target);
+    }
+};
+
+/// The cached model for \p key, calling \p build (lower + schedule + construct) only on a miss.
+/// The reference stays valid until jit_cache_clear().
+JitModel &jit_cache_get(const JitKey &key, const std::function<std::unique_ptr<JitModel>()> &build);
+/// Number of models in the cache.
+size_t jit_cache_size();
+/// Drops every cached model.
+void jit_cache_clear();
+
+}  // namespace loom

@@ -1,0 +1,174 @@
+// Elementwise ops: one pure Func per node, inputs read through ctx.at (broadcast by index, never
+// copied), so every op here can be inlined into its consumer by a schedule.
+#include <cmath>
+
+#include "graph/error.h"
+#include "ops/ops_internal.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::Var;
+
+namespace {
+
+/// Float16 has no native arithmetic on most targets: compute in float32.
+Expr widen(Expr e) {
+    if (e.type() == Halide::Float(16)) return Halide::cast(Halide::Float(32), e);
+    return e;
+}
+
+Expr fconst(const Expr &like, double v) { return Halide::cast(like.type(), Expr(v)); }
+
+/// erf for float32 (f64 arguments go through float32 too): a rational minimax approximation
+/// on [-4, 4], odd numerator of degree 13 over even denominator of degree 8 (the form used by
+/// XLA/Eigen); beyond |x| = 4 erf is ±1 in float32. Max error a few ulp.
+Expr erf_approx(Expr x_in) {
+    Halide::Type t = x_in.type();
+    Expr x = Halide::clamp(Halide::cast(Halide::Float(32), x_in), -4.0f, 4.0f);
+    Expr x2 = x * x;
+    Expr p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    p = x2 * p + -2.10102402082508e-06f;
+    p = x2 * p + -5.69250639462346e-05f;
+    p = x2 * p + -7.34990630326855e-04f;
+    p = x2 * p + -2.95459980854025e-03f;
+    p = x2 * p + -1.60960333262415e-02f;
+    p = x * p;
+    Expr q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+    q = x2 * q + -1.68282697438203e-03f;
+    q = x2 * q + -7.37332916720468e-03f;
+    q = x2 * q + -1.42647390514189e-02f;
+    return Halide::cast(t, p / q);
+}
+
+/// log(1 + u) accurate for small u (Goldberg's trick: the rounding error of 1 + u cancels).
+Expr log1p_approx(Expr u) {
+    Expr w = 1 + u;
+    return Halide::select(w == fconst(w, 1), u, Halide::log(w) * u / (w - 1));
+}
+
+/// Integer division truncating toward zero (ONNX/C semantics; Halide's rounds toward -inf).
+Expr trunc_div(Expr a, Expr b) {
+    Halide::Type t = a.type();
+    Expr q = Halide::cast(t, Halide::abs(a)) / Halide::cast(t, Halide::abs(b));
+    return Halide::select((a < 0) != (b < 0), -q, q);
+}
+
+Expr pow_expr(LowerContext &ctx, const Node &node, Expr a, Expr b) {
+    if (const Tensor *c = ctx.constant(node.inputs[1]); c && c->numel() == 1) {
+        double v = c->get(0);
+        // Exporters write Pow(x, 2) in decomposed LayerNorm and friends: no libm call for it.
+        if (v == 1) return a;
+        if (v == 2) return a * a;
+        if (v == 3) return a * a * a;
+        if (v == 0.5 && a.type().is_float()) return Halide::sqrt(a);
+        if (v == -1 && a.type().is_float()) return fconst(a, 1) / a;
+    }
+    if (a.type().is_float()) return Halide::pow(a, Halide::cast(a.type(), b));
+    Expr r = Halide::pow(Halide::cast(Halide::Float(64), a), Halide::cast(Halide::Float(64), b));
+    return Halide::cast(a.type(), r);
+}
+
+}  // namespace
+
+void lower_elementwise(LowerContext &ctx, const Node &node) {
+    const std::string &out = node.outputs.at(0);
+    const Shape &os = ctx.shape(out);
+    const DType odt = ctx.dtype(out);
+    const int rank = (int)os.size();
+    Func f = ctx.make_func(node, "", rank);
+    std::vector<Var> vs = ctx.vars(rank);
+    std::vector<Expr> idx(vs.begin(), vs.end());
+    auto in = [&](int k) { return widen(ctx.at(node.inputs.at(k), idx)); };
+    const std::string &op = node.op;
+    const int n_in = node.num_inputs();
+    Expr e;
+    double flops = 1;
+
+    if (op == "Add") e = in(0) + in(1);
+    else if (op == "Sub") e = in(0) - in(1);
+    else if (op == "Mul") e = in(0) * in(1);
+    else if (op == "Div") {
+        Expr a = in(0), b = in(1);
+        e = a.type().is_float() ? a / b : trunc_div(a, b);
+    } else if (op == "Pow") {
+        e = pow_expr(ctx, node, in(0), in(1));
+        flops = 20;
+    } else if (op == "Equal") e = in(0) == in(1);
+    else if (op == "Less") e = in(0) < in(1);
+    else if (op == "Greater") e = in(0) > in(1);
+    else if (op == "And") e = in(0) && in(1);
+    else if (op == "Or") e = in(0) || in(1);
+    else if (op == "Not") e = !in(0);
+    else if (op == "PRelu") {
+        Expr x = in(0);
+        e = Halide::select(x < fconst(x, 0), in(1) * x, x);
+    } else if (op == "Min" || op == "Max" || op == "Sum" || op == "Mean") {
+        e = in(0);
+        for (int k = 1; k < n_in; k++) {
+            Expr b = in(k);
+            e = op == "Min" ? Halide::min(e, b) : op == "Max" ? Halide::max(e, b) : e + b;
+        }
+        if (op == "Mean") e = e / fconst(e, n_in);
+        flops = n_in;
+    } else if (op == "Where") {
+        e = Halide::select(ctx.at(node.inputs.at(0), idx), in(1), in(2));
+    } else if (op == "Cast") {
+        e = ctx.at(node.inputs.at(0), idx);
+        // float -> int conversion of an out-of-range value is undefined in Halide as in C.
+        e = LowerContext::cast_to(odt, e);
+    } else if (op == "Clip") {
+        Expr x = in(0);
+        double lo = node.get_float("min", -INFINITY), hi = node.get_float("max", INFINITY);
+        if (std::isfinite(lo)) x = Halide::max(x, fconst(x, lo));
+        if (std::isfinite(hi)) x = Halide::min(x, fconst(x, hi));
+        e = x;
+    } else {
+        // Unary float ops.
+        Expr x = in(0);
+        auto c = [&](double v) { return fconst(x, v); };
+        if (op == "Sqrt") e = Halide::sqrt(x);
+        else if (op == "Exp") e = Halide::exp(x), flops = 10;
+        else if (op == "Log") e = Halide::log(x), flops = 10;
+        else if (op == "Abs") e = Halide::cast(x.type(), Halide::abs(x));
+        else if (op == "Neg") e = -x;
+        else if (op == "Reciprocal") e = c(1) / x;
+        else if (op == "Floor") e = Halide::floor(x);
+        else if (op == "Ceil") e = Halide::ceil(x);
+        else if (op == "Relu") e = Halide::max(x, c(0));
+        else if (op == "LeakyRelu") e = Halide::select(x < c(0), c(node.get_float("alpha", 0.01)) * x, x);
+        else if (op == "Elu")
+            e = Halide::select(x < c(0), c(node.get_float("alpha", 1.0)) * (Halide::exp(x) - c(1)), x), flops = 12;
+        else if (op == "Sigmoid") e = c(1) / (c(1) + Halide::exp(-x)), flops = 12;
+        else if (op == "HardSigmoid")
+            e = Halide::clamp(c(node.get_float("alpha", 0.2)) * x + c(node.get_float("beta", 0.5)), c(0), c(1)), flops = 4;
+        else if (op == "HardSwish") e = x * Halide::clamp(x * c(1.0 / 6) + c(0.5), c(0), c(1)), flops = 5;
+        else if (op == "Tanh") e = Halide::tanh(x), flops = 15;
+        else if (op == "Erf") e = erf_approx(x), flops = 20;
+        else if (op == "Softplus") {
+            // max(x, 0) + log1p(exp(-|x|)): no overflow for large x, no cancellation for small.
+            Expr ax = Halide::abs(x);
+            e = Halide::max(x, c(0)) + log1p_approx(Halide::exp(-ax));
+            flops = 25;
+        } else if (op == "Gelu") {
+            std::string approx = node.get_string("approximate", "none");
+            if (approx == "tanh") {
+                Expr inner = c(std::sqrt(2.0 / M_PI)) * (x + c(0.044715) * x * x * x);
+                e = c(0.5) * x * (c(1) + Halide::tanh(inner));
+            } else {
+                user_check(approx == "none", node.describe(), ": approximate='", approx,
+                           "' is not supported; valid: none, tanh");
+                e = c(0.5) * x * (c(1) + erf_approx(x * c(M_SQRT1_2)));
+            }
+            flops = 25;
+        } else {
+            throw InternalError(str_cat(node.describe(), ": no elementwise lowering for op ", op));
+        }
+    }
+    ctx.define(f, vs, LowerContext::cast_to(odt, e));
+    ctx.note_cost(f, true, flops);
+    ctx.bind_output(out, f);
+}
+
+}  // namespace loom

@@ -1,0 +1,202 @@
+// Lowering driver and JIT: names, vars, estimates, producer/consumer lists, output copies,
+// constants, and running a lowered pipeline end to end against the reference interpreter.
+#include <gtest/gtest.h>
+
+#include "codegen/jit.h"
+#include "graph/error.h"
+#include "lower/lowered.h"
+#include "reference/reference.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+using loom::testing::close;
+
+/// A hand-built canonical graph.
+struct Builder {
+    Graph g;
+    int count = 0;
+    std::string input(const std::string &name, Shape s, DType t = DType::F32) {
+        g.values[name] = ValueInfo{name, t, s, {}, true};
+        g.inputs.push_back(name);
+        return name;
+    }
+    std::string constant(const std::string &name, Tensor t) {
+        g.set_constant(name, t);
+        g.values[name].has_shape = true;
+        return name;
+    }
+    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
+                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32,
+                     const std::string &name = "") {
+        Node n;
+        n.op = op;
+        n.name = name.empty() ? "/blk/" + op + "_" + std::to_string(count) : name;
+        n.inputs = std::move(in);
+        std::string out = "v" + std::to_string(count++);
+        n.outputs = {out};
+        n.attrs = std::move(attrs);
+        g.values[out] = ValueInfo{out, t, s, {}, true};
+        g.nodes.push_back(n);
+        return out;
+    }
+    void output(const std::string &v) { g.outputs.push_back(v); }
+};
+
+std::map<std::string, Tensor> jit_run(const Graph &g, const std::map<std::string, Tensor> &in) {
+    LoweredPipeline lp = lower_graph(g);
+    for (auto &f : lp.funcs) f.func.compute_root();
+    JitModel m(std::move(lp));
+    return m.run(in);
+}
+
+TEST(Lower, Names) {
+    EXPECT_EQ(sanitize_name("/encoder/fc1/Gemm"), "encoder_fc1_gemm");
+    EXPECT_EQ(sanitize_name("onnx::Add_12"), "onnx_add_12");
+    EXPECT_EQ(sanitize_name("123"), "v123");
+    EXPECT_EQ(sanitize_name("__a__b__"), "a_b");
+    EXPECT_EQ(sanitize_name(""), "v");
+    EXPECT_EQ(var_names_for_rank(4), (std::vector<std::string>{"n", "c", "h", "w"}));
+    EXPECT_EQ(var_names_for_rank(3), (std::vector<std::string>{"b", "i", "j"}));
+    EXPECT_EQ(var_names_for_rank(7).back(), "d6");
+}
+
+TEST(Lower, PipelineStructure) {
+    Builder b;
+    std::string x = b.input("input.1", {3, 5});
+    std::string w = b.constant("w", Tensor::from_doubles(DType::F32, {5}, {1, 2, 3, 4, 5}));
+    std::string a = b.node("Add", {x, w}, {3, 5}, {}, DType::F32, "/enc/Add");
+    std::string r = b.node("Relu", {a}, {3, 5}, {}, DType::F32, "/enc/Relu");
+    std::string s = b.node("Sigmoid", {a}, {3, 5}, {}, DType::F32, "enc_add");  // name clash
+    b.output(r);
+    b.output(s);
+    b.output(r);  // same value twice: second gets a copy Func
+    b.output(x);  // an input as output: copy Func
+    b.output(w);  // a constant as output: copy Func
+    LoweredPipeline lp = lower_graph(b.g);
+
+    ASSERT_EQ(lp.inputs.size(), 1u);
+    EXPECT_EQ(lp.inputs[0].name(), "input_1");
+    EXPECT_EQ(lp.inputs[0].dimensions(), 2);
+    const LoweredFunc *add = lp.find("enc_add");
+    ASSERT_NE(add, nullptr);
+    EXPECT_EQ(add->op, "Add");
+    EXPECT_EQ(add->vars, (std::vector<std::string>{"i", "j"}));
+    EXPECT_EQ(add->extents, (Shape{3, 5}));
+    EXPECT_EQ(add->input_reads, (std::vector<std::string>{"input.1"}));
+    EXPECT_TRUE(add->producers.empty());
+    EXPECT_EQ(add->consumers.size(), 2u);
+    EXPECT_TRUE(add->is_pointwise);
+    EXPECT_FALSE(add->is_output);
+    ASSERT_NE(lp.find("enc_add_2"), nullptr);  // the clashing node got a unique name
+    EXPECT_EQ(lp.find("enc_add_2")->op, "Sigmoid");
+    const LoweredFunc *relu = lp.find("enc_relu");
+    ASSERT_NE(relu, nullptr);
+    EXPECT_EQ(relu->producers, (std::vector<std::string>{"enc_add"}));
+    EXPECT_TRUE(relu->is_output);
+    // Halide's vars carry the schedule names.
+    EXPECT_EQ(relu->func.args()[0].name(), "j");
+    EXPECT_EQ(relu->func.args()[1].name(), "i");
+
+    ASSERT_EQ(lp.output_funcs.size(), 5u);
+    EXPECT_EQ(lp.output_funcs[0], "enc_relu");
+    EXPECT_NE(lp.output_funcs[2], "enc_relu");
+    std::set<std::string> distinct(lp.output_funcs.begin(), lp.output_funcs.end());
+    EXPECT_EQ(distinct.size(), 5u);
+    // producers before consumers
+    std::set<std::string> seen;
+    for (const auto &f : lp.funcs) {
+        for (const auto &p : f.producers) EXPECT_TRUE(seen.count(p)) << f.name << " before " << p;
+        seen.insert(f.name);
+    }
+    std::vector<std::string> all = lp.func_names();
+    std::set<std::string> names(all.begin(), all.end());
+    EXPECT_EQ(names.size(), lp.funcs.size());
+
+    Tensor xin(DType::F32, {3, 5});
+    fill_random(xin, 1);
+    JitModel m(std::move(lp));
+    EXPECT_GT(m.compile_seconds(), 0);
+    auto outs = m.run({{"input.1", xin}});
+    auto ref = run_reference(b.g, {{"input.1", xin}});
+    ASSERT_EQ(outs.size(), 4u);  // r appears twice in the graph outputs but once by name
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
+    EXPECT_GE(m.last_run_ms(), 0);
+    EXPECT_EQ(m.time_runs({{"input.1", xin}}, 2).size(), 2u);
+}
+
+TEST(Lower, InputErrorsNameTheInput) {
+    Builder b;
+    std::string x = b.input("x", {2, 3});
+    b.output(b.node("Relu", {x}, {2, 3}));
+    JitModel m(lower_graph(b.g));
+    Tensor wrong(DType::F32, {3, 2});
+    try {
+        m.run({{"x", wrong}});
+        FAIL() << "no error";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find("'x' has shape 3x2"), std::string::npos) << e.what();
+    }
+    try {
+        m.run({{"y", wrong}});
+        FAIL() << "no error";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find("missing input 'x'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Lower, BadScheduleIsAUserError) {
+    Builder b;
+    std::string x = b.input("x", {4, 4});
+    std::string r = b.node("Relu", {x}, {4, 4});
+    b.output(b.node("Neg", {r}, {4, 4}));
+    LoweredPipeline lp = lower_graph(b.g);
+    // compute_at a var the consumer does not have: Halide rejects it at compile time.
+    lp.funcs[0].func.compute_at(lp.funcs[1].func, Halide::Var("nope"));
+    EXPECT_THROW(JitModel m(std::move(lp)), UserError);
+}
+
+TEST(Lower, JitCacheBuildsOnce) {
+    Builder b;
+    std::string x = b.input("x", {7});
+    b.output(b.node("Exp", {x}, {7}));
+    JitKey key{graph_fingerprint(b.g), "", host_target().to_string()};
+    int builds = 0;
+    auto build = [&] {
+        builds++;
+        return std::make_unique<JitModel>(lower_graph(b.g));
+    };
+    JitModel &a = jit_cache_get(key, build);
+    JitModel &c = jit_cache_get(key, build);
+    EXPECT_EQ(&a, &c);
+    EXPECT_EQ(builds, 1);
+    Builder b2 = b;
+    b2.g.nodes[0].op = "Log";
+    EXPECT_NE(graph_fingerprint(b2.g), key.graph);
+}
+
+TEST(Lower, BoolAndIntInputsOutputs) {
+    Builder b;
+    std::string x = b.input("x", {2, 9});
+    std::string y = b.input("y", {9});
+    std::string m = b.input("m", {2, 1}, DType::Bool);
+    std::string k = b.input("k", {2, 9}, DType::I64);
+    std::string lt = b.node("Less", {x, y}, {2, 9}, {}, DType::Bool);
+    std::string both = b.node("And", {lt, m}, {2, 9}, {}, DType::Bool);
+    std::string w = b.node("Where", {both, x, y}, {2, 9});
+    std::string kk = b.node("Add", {k, k}, {2, 9}, {}, DType::I64);
+    b.output(both);
+    b.output(w);
+    b.output(kk);
+    auto in = random_inputs(b.g, 5);
+    auto outs = jit_run(b.g, in);
+    auto ref = run_reference(b.g, in);
+    for (const auto &[name, t] : ref) {
+        EXPECT_EQ(outs.at(name).dtype(), b.g.value(name).dtype) << name;
+        EXPECT_TRUE(close(outs.at(name), t)) << name;
+    }
+}
+
+}  // namespace
+}  // namespace loom
