@@ -15,6 +15,8 @@
 #include "frontends/onnx/onnx_import.h"
 #include "graph/error.h"
 #include "graph/npy.h"
+#include "graph/passes.h"
+#include "reference/reference.h"
 #include "test_util.h"
 
 namespace loom {
@@ -136,6 +138,26 @@ TEST_P(ImportFixture, StructureMatchesTheExport) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ImportFixture, ::testing::ValuesIn(fixtures()),
                          [](const auto &info) { return info.param.name; });
+
+// The imported weights and attributes are right if the reference interpreter, run on the prepared
+// graph, gives PyTorch's outputs on the inputs saved with the fixture.
+TEST_P(ImportFixture, ReproducesPyTorchThroughTheReference) {
+    const Fixture &f = GetParam();
+    Graph g = import_onnx(testing::data_path(f.name + ".onnx"));
+    std::map<std::string, Tensor> inputs;
+    PrepareOptions opts;
+    for (const auto &in : g.inputs) {
+        inputs[in] = read_npy(testing::data_path(f.name + "/" + in + ".npy"));
+        opts.bindings[in] = inputs[in].shape();
+    }
+    prepare_graph(g, opts);
+    auto outputs = run_reference(g, inputs);
+    for (const auto &out : f.outputs) {
+        ASSERT_TRUE(outputs.count(out)) << out;
+        Tensor expected = read_npy(testing::data_path(f.name + "/expected_" + out + ".npy"));
+        EXPECT_TRUE(testing::close(outputs.at(out), expected, 1e-5, 1e-4)) << f.name << " " << out;
+    }
+}
 
 TEST(OnnxImport, DynamicBatchIsSymbolic) {
     Graph g = import_onnx(testing::data_path("dynamic_mlp.onnx"));
