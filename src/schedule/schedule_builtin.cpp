@@ -1,0 +1,225 @@
+#include "schedule/schedule_builtin.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "graph/error.h"
+#include "schedule/schedule_parser.h"
+#include "schedule/schedule_validate.h"
+
+namespace loom {
+
+namespace {
+
+Halide::Type halide_type(DType t) {
+    switch (t) {
+    case DType::F16: return Halide::Float(16);
+    case DType::F64: return Halide::Float(64);
+    case DType::I64: return Halide::Int(64);
+    case DType::I32: return Halide::Int(32);
+    case DType::I16: return Halide::Int(16);
+    case DType::I8: return Halide::Int(8);
+    case DType::U8:
+    case DType::Bool: return Halide::UInt(8);
+    default: return Halide::Float(32);
+    }
+}
+
+int64_t extent_of(const LoweredFunc &f, const std::string &v) {
+    for (size_t i = 0; i < f.vars.size(); i++)
+        if (f.vars[i] == v && i < f.extents.size()) return f.extents[i];
+    return -1;  // unknown: treat as large
+}
+
+std::string fresh_name(const LoweredFunc &f, const std::string &want) {
+    std::string n = want;
+    while (std::find(f.vars.begin(), f.vars.end(), n) != f.vars.end()) n += "_";
+    return n;
+}
+
+// Pure vars and RVars (schedule names) of update k, innermost first, from the Halide definition.
+void update_dims(const LoweredFunc &f, int k, std::vector<std::string> &pure, std::vector<std::string> &rvars) {
+    std::map<std::string, std::string> sched_of;
+    if (k < (int)f.update_rvars.size())
+        for (const auto &r : f.update_rvars[k]) {
+            size_t dot = r.find('.');
+            sched_of[dot == std::string::npos ? r + "$x" : r.substr(0, dot) + "$" + r.substr(dot + 1)] = r;
+        }
+    for (const auto &d : f.func.function().update(k).schedule().dims()) {
+        if (d.var == Halide::Var::outermost().name()) continue;
+        if (d.is_rvar()) {
+            auto it = sched_of.find(d.var);
+            std::string n = d.var;
+            std::replace(n.begin(), n.end(), '$', '.');
+            rvars.push_back(it != sched_of.end() ? it->second : n);
+        } else {
+            pure.push_back(d.var);
+        }
+    }
+}
+
+// CPU parallel + vectorize over \p pure (innermost first) of one stage.
+void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &pure,
+               const std::vector<std::string> &rvars, const Halide::Target &t) {
+    if (pure.empty()) return;
+    int w = t.natural_vector_size(halide_type(f.dtype));
+    int cores = std::max(1u, std::thread::hardware_concurrency());
+    std::string inner = pure.front();
+    int64_t ext_in = extent_of(f, inner);
+    bool vec = w > 1 && (ext_in < 0 || ext_in >= w);
+    if (vec && !rvars.empty()) {
+        // The vectorized pure var goes inside the reduction loops: vector accumulators.
+        std::vector<ScheduleArg> order = {inner};
+        for (const auto &r : rvars) order.push_back(r);
+        for (size_t i = 1; i < pure.size(); i++) order.push_back(pure[i]);
+        st.add("reorder", order);
+    }
+    if (vec) st.add("vectorize", {inner, w});
+    std::string outer = pure.back();
+    if (pure.size() >= 3) {
+        int64_t e = extent_of(f, outer);
+        if (e >= 0 && e < 2 * cores) {
+            std::string next = pure[pure.size() - 2];
+            std::string fused = fresh_name(f, outer + "_" + next);
+            st.add("fuse", {next, outer, fused});
+            outer = fused;
+        }
+    }
+    st.add("parallel", {outer});
+}
+
+void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &pure) {
+    if (pure.empty()) {
+        st.add("gpu_single_thread");
+    } else if (pure.size() == 1) {
+        const std::string &x = pure[0];
+        st.add("gpu_tile", {x, fresh_name(f, x + "o"), fresh_name(f, x + "i"), 256});
+    } else {
+        const std::string &x = pure[0], &y = pure[1];
+        st.add("gpu_tile", {x, y, fresh_name(f, x + "o"), fresh_name(f, y + "o"), fresh_name(f, x + "i"),
+                            fresh_name(f, y + "i"), 32, 8});
+    }
+}
+
+std::vector<std::string> pure_inner_first(const LoweredFunc &f) {
+    return std::vector<std::string>(f.vars.rbegin(), f.vars.rend());
+}
+
+int num_updates(const LoweredFunc &f) {
+    return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size();
+}
+
+}  // namespace
+
+std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Halide::Target &target) {
+    std::vector<ScheduleStatement> r;
+    bool gpu = target.has_gpu_feature();
+    ScheduleStatement pure(f.name);
+    pure.add("compute_root");
+    if (gpu) gpu_stage(pure, f, pure_inner_first(f));
+    else cpu_stage(pure, f, pure_inner_first(f), {}, target);
+    r.push_back(pure);
+    for (int k = 0; k < num_updates(f); k++) {
+        std::vector<std::string> pv, rv;
+        update_dims(f, k, pv, rv);
+        ScheduleStatement up(f.name, k);
+        if (gpu) gpu_stage(up, f, pv);
+        else cpu_stage(up, f, pv, rv, target);
+        if (!up.calls.empty()) r.push_back(up);
+    }
+    return r;
+}
+
+Schedule eager_schedule(const LoweredPipeline &p, const Halide::Target &target) {
+    Schedule s;
+    s.target = target.to_string();
+    s.header_comments.push_back("eager: every Func computed at root with the default schedule");
+    for (const auto &f : p.funcs)
+        for (auto &st : default_statements(f, target)) s.statements.push_back(st);
+    return s;
+}
+
+Schedule inline_schedule(const LoweredPipeline &p, const Halide::Target &target) {
+    Schedule s;
+    s.target = target.to_string();
+    s.header_comments.push_back("inline: pointwise Funcs inlined, the default for the rest");
+    for (const auto &f : p.funcs) {
+        if (f.is_pointwise && !f.is_output && num_updates(f) == 0) {
+            s.statements.push_back(ScheduleStatement(f.name).add("compute_inline"));
+        } else {
+            for (auto &st : default_statements(f, target)) s.statements.push_back(st);
+        }
+    }
+    return s;
+}
+
+void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &target) {
+    std::set<std::string> mentioned;
+    for (const auto &st : s.statements) mentioned.insert(st.func);
+    std::vector<ScheduleStatement> extra;
+    for (const auto &f : p.funcs) {
+        if (mentioned.count(f.name)) continue;
+        auto d = default_statements(f, target);
+        d.front().comments.push_back("default: " + f.name + " is not in the schedule");
+        extra.insert(extra.end(), d.begin(), d.end());
+    }
+    if (target.has_gpu_feature()) {
+        // A root Func of the file without any GPU mapping would run on the host: give each such
+        // stage the default mapping, unless the file changed its loops (then the vars differ).
+        static const std::set<std::string> loop_changes = {"split", "fuse", "tile", "reorder", "gpu_tile",
+                                                           "gpu_blocks", "gpu_threads", "gpu_single_thread",
+                                                           "parallel", "vectorize", "rfactor"};
+        for (const auto &f : p.funcs) {
+            if (!mentioned.count(f.name)) continue;
+            bool root = false;
+            std::map<int, bool> touched;
+            for (const auto &st : s.statements) {
+                if (st.func != f.name) continue;
+                for (const auto &c : st.calls) {
+                    if (c.name == "compute_root") root = true;
+                    if (c.name == "compute_inline" || c.name == "compute_at") root = false;
+                    if (loop_changes.count(c.name)) touched[st.stage] = true;
+                }
+            }
+            if (!root) continue;
+            for (const auto &d : default_statements(f, target)) {
+                if (touched[d.stage]) continue;
+                ScheduleStatement st = d;
+                st.calls.erase(std::remove_if(st.calls.begin(), st.calls.end(),
+                                              [](const PrimitiveCall &c) { return c.name == "compute_root"; }),
+                               st.calls.end());
+                if (st.calls.empty()) continue;
+                st.comments = {"default GPU mapping: " + st.stage_name() + " has none in the schedule"};
+                extra.push_back(st);
+            }
+        }
+    }
+    s.statements.insert(s.statements.end(), extra.begin(), extra.end());
+}
+
+Schedule resolve_schedule(const LoweredPipeline &p, const Halide::Target &target, const std::string &spec,
+                          const AutoscheduleFn &autoschedule, std::vector<std::string> *warnings,
+                          const std::string &model_sha256) {
+    if (spec.empty() || spec == "eager") return eager_schedule(p, target);
+    if (spec == "inline") return inline_schedule(p, target);
+    Schedule s;
+    if (spec == "auto") {
+        user_check(bool(autoschedule), "schedule 'auto' needs the auto-scheduler, which this build does not "
+                                       "provide here; valid: eager, inline or a schedule file");
+        s = autoschedule(p, target);
+    } else {
+        std::ifstream probe(spec);
+        user_check(bool(probe), "cannot read schedule file '", spec,
+                   "'; valid schedules: eager, inline, auto or the path of a .sched file");
+        s = read_schedule_file(spec);
+        auto w = check_schedule_header(s, target, model_sha256);
+        if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
+    }
+    fill_defaults(s, p, target);
+    return s;
+}
+
+}  // namespace loom
