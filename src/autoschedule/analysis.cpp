@@ -1,0 +1,109 @@
+// What the cost model reads off a Func's Halide definition: call counts per stage, reduction
+// extents, and which index of each read is innermost (contiguous) in memory.
+#include <algorithm>
+
+#include "autoschedule/autoschedule_internal.h"
+#include "graph/error.h"
+
+namespace loom::autosched {
+
+namespace {
+
+using namespace Halide::Internal;
+
+class UsesVar : public IRVisitor {
+public:
+    explicit UsesVar(const std::string &n) : name(n) {}
+    const std::string &name;
+    bool found = false;
+    using IRVisitor::visit;
+    void visit(const Variable *op) override { found |= op->name == name; }
+};
+
+bool uses(const Halide::Expr &e, const std::string &var) {
+    if (!e.defined()) return false;
+    UsesVar u(var);
+    e.accept(&u);
+    return u.found;
+}
+
+// Collects every Func/buffer read with its arguments.
+class Reads : public IRVisitor {
+public:
+    std::vector<const Call *> calls;
+    using IRVisitor::visit;
+    void visit(const Call *op) override {
+        if (op->call_type == Call::Halide || op->call_type == Call::Image) calls.push_back(op);
+        IRVisitor::visit(op);
+    }
+};
+
+Reads reads_of(const Definition &d) {
+    Reads r;
+    for (const auto &v : d.values()) v.accept(&r);
+    for (const auto &a : d.args()) a.accept(&r);
+    return r;
+}
+
+}  // namespace
+
+std::string fresh(std::vector<std::string> &used, const std::string &base) {
+    std::string n = base;
+    for (int k = 2; std::find(used.begin(), used.end(), n) != used.end(); k++)
+        n = base + std::to_string(k);
+    used.push_back(n);
+    return n;
+}
+
+std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
+    std::map<std::string, FuncInfo> out;
+    for (const auto &lf : p.funcs) {
+        FuncInfo fi;
+        fi.lf = &lf;
+        for (int64_t e : lf.extents) fi.points *= (double)std::max<int64_t>(1, e);
+        fi.esize = dtype_size(lf.dtype);
+        fi.is_matmul = lf.op == "MatMul" || lf.op == "Gemm";
+        fi.is_conv = lf.op == "Conv" || lf.op == "ConvTranspose";
+        Function fn = lf.func.function();
+        fi.has_update = !fn.updates().empty();
+        auto count = [&](const Definition &d) {
+            std::map<std::string, int> m;
+            for (const Call *c : reads_of(d).calls)
+                if (c->name != lf.name) m[c->name]++;
+            return m;
+        };
+        fi.calls.push_back(count(fn.definition()));
+        for (const auto &u : fn.updates()) {
+            fi.calls.push_back(count(u));
+            std::vector<int64_t> ext;
+            double iters = fi.points;
+            for (const auto &rv : u.schedule().rvars()) {
+                const int64_t *e = as_const_int(rv.extent);
+                int64_t x = e ? *e : 1;
+                ext.push_back(x);
+                iters *= (double)std::max<int64_t>(1, x);
+            }
+            fi.rvar_extents.push_back(ext);
+            fi.update_iters.push_back(iters);
+        }
+        if (fi.has_update) {
+            const Definition &u = fn.updates()[0];
+            const auto &rvs = u.schedule().rvars();
+            std::string inner_rvar = rvs.empty() ? "" : rvs[0].var;
+            std::string inner_var = fn.args().empty() ? "" : fn.args()[0];  // Halide: innermost first
+            for (const Call *c : reads_of(u).calls) {
+                if (c->name == lf.name || c->args.empty()) continue;
+                if (!inner_rvar.empty() && uses(c->args[0], inner_rvar)) fi.inner_rvar_contiguous = true;
+                if (!inner_var.empty()) {
+                    bool anywhere = false;
+                    for (const auto &a : c->args) anywhere |= uses(a, inner_var);
+                    if (anywhere && !uses(c->args[0], inner_var)) fi.inner_var_contiguous = false;
+                }
+            }
+        }
+        out[lf.name] = fi;
+    }
+    return out;
+}
+
+}  // namespace loom::autosched

@@ -1,0 +1,124 @@
+#include "autoschedule/autoschedule.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "autoschedule/autoschedule_internal.h"
+#include "graph/error.h"
+#include "schedule/schedule_printer.h"
+
+namespace loom {
+
+AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halide::Target &target,
+                                           const MachineModel &m) {
+    AutoScheduleResult r;
+    r.plan = plan_fusion(p, m);
+    auto info = autosched::analyze(p);
+    std::vector<std::string> func_names = p.func_names();
+    for (const auto &in : p.inputs) func_names.push_back(in.name());
+    Schedule &s = r.schedule;
+    s.target = target.to_string();
+    s.header_comments.push_back("auto-scheduled by loom's cost model for " + m.describe());
+    s.header_comments.push_back(str_cat(r.plan.kernels.size(), " kernels for ", p.funcs.size(), " Funcs"));
+    for (const Kernel &k : r.plan.kernels)
+        autosched::emit_kernel(p, info, r.plan, k, target, m, s.statements, func_names);
+    return r;
+}
+
+Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target, const MachineModel &m) {
+    return auto_schedule_with_plan(p, target, m).schedule;
+}
+
+Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target) {
+    return auto_schedule(p, target, detect_machine(target));
+}
+
+namespace {
+const char *placement_name(Placement pl) {
+    switch (pl) {
+    case Placement::Root: return "root";
+    case Placement::Inline: return "inline";
+    case Placement::Row: return "per row";
+    case Placement::Tile: return "per tile";
+    }
+    return "?";
+}
+}  // namespace
+
+std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m) {
+    std::ostringstream os;
+    char buf[256];
+    os << "machine: " << m.describe() << "\n";
+    os << r.plan.kernels.size() << " kernels for " << p.funcs.size() << " Funcs\n";
+    double tb = 0, tf = 0, tt = 0;
+    for (size_t q = 0; q < r.plan.kernels.size(); q++) {
+        const Kernel &k = r.plan.kernels[q];
+        std::snprintf(buf, sizeof buf, "\nkernel %zu: %s  (%s, loop nest of %s)\n", q, k.name.c_str(),
+                      k.kind.c_str(), k.root.c_str());
+        os << buf << "  nodes:";
+        for (const auto &n : k.nodes) os << " " << n;
+        os << "\n";
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = r.plan.decision(f);
+            const LoweredFunc *lf = p.find(f);
+            os << "  " << f << " [" << (lf ? lf->op : "?") << "] " << placement_name(d->placement) << ": "
+               << d->why << "\n";
+        }
+        std::snprintf(buf, sizeof buf, "  est: %.3f MB read, %.3f MB written, %.3f MFLOP, %.3f ms\n",
+                      k.bytes_read / 1e6, k.bytes_written / 1e6, k.flops / 1e6, k.est_ms);
+        os << buf << "  schedule:\n";
+        std::set<std::string> mine(k.funcs.begin(), k.funcs.end());
+        for (const auto &st : r.schedule.statements) {
+            bool ours = mine.count(st.func) > 0;
+            for (const auto &f : k.funcs) ours |= st.func.rfind(f + "_", 0) == 0 && !p.find(st.func);
+            if (!ours) continue;
+            ScheduleStatement bare = st;
+            bare.comments.clear();
+            std::istringstream lines(print_statement(bare));
+            for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
+        }
+        tb += k.bytes_read + k.bytes_written;
+        tf += k.flops;
+        tt += k.est_ms;
+    }
+    std::snprintf(buf, sizeof buf, "\ntotal: %.3f MB moved, %.3f MFLOP, est %.3f ms\n", tb / 1e6, tf / 1e6, tt);
+    os << buf;
+    return os.str();
+}
+
+std::string fusion_dot(const LoweredPipeline &p, const FusionPlan &plan, bool after) {
+    std::ostringstream os;
+    os << "digraph " << (after ? "after_fusion" : "before_fusion") << " {\n  rankdir=TB;\n"
+       << "  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+    std::set<std::string> inputs(p.input_names.begin(), p.input_names.end());
+    for (const auto &in : p.input_names) os << "  \"in:" << in << "\" [label=\"" << in << "\", shape=ellipse];\n";
+    auto node = [&](const LoweredFunc &f, const std::string &indent) {
+        const FuncDecision *d = plan.decision(f.name);
+        std::string style = f.is_output ? ", style=bold" : "";
+        if (after && d && d->placement == Placement::Inline) style = ", style=dashed";
+        os << indent << "\"" << f.name << "\" [label=\"" << f.name << "\\n" << f.op << " " ;
+        for (size_t k = 0; k < f.extents.size(); k++) os << (k ? "x" : "") << f.extents[k];
+        if (after && d) os << "\\n" << placement_name(d->placement);
+        os << "\"" << style << "];\n";
+    };
+    if (after) {
+        for (size_t q = 0; q < plan.kernels.size(); q++) {
+            const Kernel &k = plan.kernels[q];
+            os << "  subgraph cluster_" << q << " {\n    label=\"" << k.name << "\";\n    style=rounded;\n";
+            for (const auto &f : k.funcs)
+                if (const LoweredFunc *lf = p.find(f)) node(*lf, "    ");
+            os << "  }\n";
+        }
+    } else {
+        for (const auto &f : p.funcs) node(f, "  ");
+    }
+    for (const auto &f : p.funcs) {
+        for (const auto &in : f.input_reads) os << "  \"in:" << in << "\" -> \"" << f.name << "\";\n";
+        for (const auto &pr : f.producers) os << "  \"" << pr << "\" -> \"" << f.name << "\";\n";
+    }
+    os << "}\n";
+    return os.str();
+}
+
+}  // namespace loom

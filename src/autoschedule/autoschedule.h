@@ -1,0 +1,92 @@
+/// \file
+/// Loom's auto-scheduler: a heuristic cost model over a LoweredPipeline that groups Funcs into
+/// kernels (fusion is a schedule decision) and tiles each kernel for the machine, emitted as an
+/// ordinary Schedule (schedule.h) that a person can read and edit.
+///
+/// Decisions, each scored by the time it saves (bytes not written and re-read, at DRAM or L2
+/// bandwidth, against recomputed FLOPs and re-read inputs), after Inductor's score_fusion:
+/// - inline a pure producer into its consumers when the score says so (a pointwise chain becomes
+///   one loop nest; a reduction's prologue is inlined into the reduction; a costly producer read
+///   many times is not);
+/// - compute row statistics (LayerNorm mean/var, Softmax max/sum) at the row of the consumer, so a
+///   row is read from cache, and vectorise their reductions with rfactor;
+/// - compute a GEMM/conv at the tile of its pointwise epilogue (bias, activation, residual), with a
+///   register-blocked micro-kernel sized from the vector width and register count;
+/// - split a reduction with too few outputs to fill the cores (rfactor over a parallel var);
+/// - parallelise over enough outer work for every core, vectorise by the target's width; tails use
+///   ShiftInwards only on pure stages and GuardWithIf elsewhere, so any size is correct.
+/// The result is deterministic: the same pipeline and machine model give the same bytes.
+#pragma once
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+#include "autoschedule/machine_model.h"
+#include "lower/lowered.h"
+#include "schedule/schedule.h"
+
+namespace loom {
+
+/// Where a Func is computed.
+enum class Placement {
+    Root,    ///< owns a kernel (loop nest)
+    Inline,  ///< compute_inline into its consumers
+    Row,     ///< compute_at the row loop of its kernel's root
+    Tile,    ///< compute_at the output tile of its (epilogue) kernel root
+};
+
+/// The plan for one Func.
+struct FuncDecision {
+    std::string func;
+    Placement placement = Placement::Root;
+    std::string kernel;  ///< root Func of the kernel holding it
+    std::string why;     ///< one line: the score or rule behind the decision
+};
+
+/// One kernel: a loop nest and the Funcs computed in it.
+struct Kernel {
+    std::string name;                ///< Inductor-style: "fused_add_mul_sum", or the op ("softmax")
+    std::string root;                ///< the Func owning the loop nest
+    std::string kind;                ///< "pointwise", "rows", "reduction", "gemm", "conv", "generic"
+    std::vector<std::string> funcs;  ///< every Func in it (inlined ones too), producers first
+    std::vector<std::string> nodes;  ///< graph nodes it holds, in order
+    double bytes_read = 0, bytes_written = 0, flops = 0;
+    double est_ms = 0;               ///< max(memory time, compute time) on the machine model
+};
+
+/// The grouping of a pipeline into kernels.
+struct FusionPlan {
+    std::vector<FuncDecision> decisions;  ///< one per Func, producers first
+    std::vector<Kernel> kernels;          ///< in execution order
+    const FuncDecision *decision(const std::string &func) const;
+};
+
+/// Groups the Funcs of \p p into kernels (no tiling yet).
+FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m);
+
+/// A schedule and the plan it realises.
+struct AutoScheduleResult {
+    Schedule schedule;
+    FusionPlan plan;
+};
+
+/// Plans and tiles \p p for \p target on machine \p m.
+AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halide::Target &target,
+                                           const MachineModel &m);
+
+/// The schedule alone (what `loom run --auto` / `loom bench --auto` use).
+Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target, const MachineModel &m);
+
+/// As above on this machine (detect_machine(target)): fits resolve_schedule's AutoscheduleFn.
+Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target);
+
+/// The `--report` text: one block per kernel (name, loop nest as scheduled, the graph nodes and
+/// Funcs it holds, estimated bytes/FLOPs/time), then totals.
+std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m);
+
+/// Graphviz text of the Func graph before fusion (\p after = false) or grouped into kernels.
+std::string fusion_dot(const LoweredPipeline &p, const FusionPlan &plan, bool after);
+
+}  // namespace loom

@@ -1,0 +1,45 @@
+/// \file
+/// Private to src/autoschedule: what the cost model reads off each Func's Halide definition, and
+/// the per-kernel schedule emitters (tiling.cpp).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoschedule/autoschedule.h"
+
+namespace loom::autosched {
+
+/// Facts about one Func, read from its LoweredFunc record and its Halide definition.
+struct FuncInfo {
+    const LoweredFunc *lf = nullptr;
+    double points = 1;                    ///< product of extents
+    int esize = 4;                        ///< bytes per element
+    bool has_update = false;
+    std::vector<double> update_iters;     ///< per update: points × reduction extent
+    std::vector<std::vector<int64_t>> rvar_extents;  ///< per update, innermost first
+    /// Calls of each producer Func per stage: [0] pure, [1+k] update k.
+    std::vector<std::map<std::string, int>> calls;
+    /// Update 0: some read's innermost index uses the innermost RVar (a row reduction that
+    /// vectorises by rfactor).
+    bool inner_rvar_contiguous = false;
+    /// Update 0: every read that uses the innermost pure var has it innermost (vectorising that
+    /// var in the update reads contiguous memory).
+    bool inner_var_contiguous = true;
+    bool is_matmul = false, is_conv = false;
+};
+
+/// Analyses every Func of \p p.
+std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p);
+
+/// A fresh var/func name based on \p base not in \p used (which it extends).
+std::string fresh(std::vector<std::string> &used, const std::string &base);
+
+/// Appends the statements of kernel \p k to \p out.
+void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
+                 const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
+                 const MachineModel &m, std::vector<ScheduleStatement> &out,
+                 std::vector<std::string> &func_names);
+
+}  // namespace loom::autosched

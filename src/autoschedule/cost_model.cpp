@@ -1,0 +1,312 @@
+// Fusion grouping: which Funcs are inlined, which are computed inside another Func's loop nest,
+// and which own a kernel — each decision scored by the time it saves on the machine model.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <set>
+
+#include "autoschedule/autoschedule_internal.h"
+#include "graph/error.h"
+
+namespace loom {
+
+using autosched::FuncInfo;
+
+const FuncDecision *FusionPlan::decision(const std::string &func) const {
+    for (const auto &d : decisions)
+        if (d.func == func) return &d;
+    return nullptr;
+}
+
+namespace {
+
+std::string fmt(double v, int prec = 2) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", prec, v);
+    return b;
+}
+
+std::string human_bytes(double b) {
+    if (b >= 1e9) return fmt(b / 1e9) + " GB";
+    if (b >= 1e6) return fmt(b / 1e6) + " MB";
+    if (b >= 1e3) return fmt(b / 1e3) + " KB";
+    return fmt(b, 0) + " B";
+}
+
+// Bytes/s for traffic over a buffer of \p bytes: L2 bandwidth when it fits in the L2 of the cores,
+// DRAM (copy) bandwidth otherwise.
+double bandwidth(const MachineModel &m, double bytes) {
+    double dram = m.bytes_per_s();
+    if (bytes <= (double)m.l2_bytes) return std::max(dram, 32.0 * 2.5e9 * m.cores);  // ~32 B/cycle/core
+    return dram;
+}
+
+// Inductor-style op name for kernel names.
+std::string short_op(const std::string &op) {
+    static const std::map<std::string, std::string> names = {
+        {"ReduceSum", "sum"},       {"ReduceMean", "mean"},          {"ReduceMax", "amax"},
+        {"ReduceMin", "amin"},      {"ReduceProd", "prod"},          {"ReduceL2", "norm"},
+        {"MatMul", "mm"},           {"Gemm", "addmm"},               {"Conv", "convolution"},
+        {"LayerNormalization", "layer_norm"}, {"BatchNormalization", "batch_norm"},
+        {"InstanceNormalization", "instance_norm"}, {"GroupNormalization", "group_norm"},
+        {"Softmax", "softmax"},     {"LogSoftmax", "log_softmax"},   {"Output", "copy"},
+        {"ConvTranspose", "conv_transpose"}, {"MaxPool", "max_pool"}, {"AveragePool", "avg_pool"},
+        {"GlobalAveragePool", "mean"}, {"GlobalMaxPool", "amax"},
+    };
+    auto it = names.find(op);
+    if (it != names.end()) return it->second;
+    std::string s;
+    for (char c : op) {
+        if (std::isupper((unsigned char)c) && !s.empty() && !std::isupper((unsigned char)s.back()))
+            s += '_';
+        s += (char)std::tolower((unsigned char)c);
+    }
+    return s;
+}
+
+struct Planner {
+    const LoweredPipeline &p;
+    const MachineModel &m;
+    std::map<std::string, FuncInfo> info;
+    std::map<std::string, FuncDecision> dec;
+    std::map<std::string, double> evals;  // pure-stage evaluations of each Func in the plan
+
+    Planner(const LoweredPipeline &p_, const MachineModel &m_) : p(p_), m(m_), info(autosched::analyze(p_)) {}
+
+    const FuncInfo &fi(const std::string &n) const { return info.at(n); }
+
+    // Reads of \p f by consumer \p c given how c is placed (c inlined: per evaluation of c).
+    double reads(const std::string &c, const std::string &f) const {
+        const FuncInfo &ci = fi(c);
+        double r = 0;
+        for (size_t s = 0; s < ci.calls.size(); s++) {
+            auto it = ci.calls[s].find(f);
+            if (it == ci.calls[s].end()) continue;
+            double n = s == 0 ? evals.at(c) : ci.update_iters[s - 1];
+            r += it->second * n;
+        }
+        return r;
+    }
+
+    // Bytes per point of the large sources \p f reads (small ones stay in cache).
+    double source_bytes_pp(const std::string &f) const {
+        const LoweredFunc &lf = *fi(f).lf;
+        double b = 0;
+        for (const auto &pr : lf.producers) {
+            const FuncInfo &pi = fi(pr);
+            if (pi.points * pi.esize > (double)m.l2_bytes) b += pi.esize;
+        }
+        for (const auto &in : lf.input_reads) {
+            for (size_t k = 0; k < p.input_names.size(); k++)
+                if (p.input_names[k] == in &&
+                    (double)shape_numel(p.input_shapes[k]) * dtype_size(p.input_dtypes[k]) > (double)m.l2_bytes)
+                    b += dtype_size(p.input_dtypes[k]);
+        }
+        return b;
+    }
+
+    // Decides inline-or-not for every pure non-output Func, consumers first.
+    void decide_inlining() {
+        for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
+            const LoweredFunc &lf = *it;
+            const FuncInfo &f = fi(lf.name);
+            FuncDecision d;
+            d.func = lf.name;
+            evals[lf.name] = f.points;
+            if (lf.is_output || f.has_update || lf.consumers.empty()) {
+                d.placement = Placement::Root;
+                d.why = lf.is_output ? "graph output" : f.has_update ? "has a reduction (cannot inline)" : "no consumers";
+                dec[lf.name] = d;
+                continue;
+            }
+            double total = 0;
+            std::set<std::string> cs(lf.consumers.begin(), lf.consumers.end());
+            for (const auto &c : cs) total += reads(c, lf.name);
+            double extra = std::max(0.0, total - f.points);
+            double bytes = f.points * f.esize;
+            double saved = bytes * (1 + (double)cs.size()) / bandwidth(m, bytes);
+            double cost = extra * lf.flops_per_point / m.pointwise_flops_per_s() +
+                          extra * source_bytes_pp(lf.name) / m.bytes_per_s();
+            double score_ms = (saved - cost) * 1e3;
+            bool inl = score_ms >= 0;
+            d.placement = inl ? Placement::Inline : Placement::Root;
+            d.why = str_cat(inl ? "inline" : "materialize", ": ", cs.size(), " consumer(s), ",
+                            fmt(total / std::max(1.0, f.points)), "x evaluations; saves ", fmt(saved * 1e3, 3),
+                            " ms of traffic vs ", fmt(cost * 1e3, 3), " ms recompute");
+            if (inl) evals[lf.name] = total;
+            dec[lf.name] = d;
+        }
+    }
+
+    // The non-inlined Funcs reading \p f directly or through inlined Funcs.
+    std::set<std::string> effective_consumers(const std::string &f) const {
+        std::set<std::string> out;
+        for (const auto &c : fi(f).lf->consumers) {
+            if (dec.at(c).placement == Placement::Inline) {
+                auto sub = effective_consumers(c);
+                out.insert(sub.begin(), sub.end());
+            } else {
+                out.insert(c);
+            }
+        }
+        return out;
+    }
+
+    bool same_extents(const std::string &a, const std::string &b) const {
+        return fi(a).lf->extents == fi(b).lf->extents;
+    }
+
+    // Depth of a statistic \p s (reduced dims of extent 1) under a root \p r of the same rank: the
+    // number of leading dims they share, when every later dim of s is 1; 0 when it does not fit.
+    int row_depth(const std::string &s, const std::string &r) const {
+        const auto &es = fi(s).lf->extents, &er = fi(r).lf->extents;
+        if (es.size() != er.size() || er.size() < 2) return 0;
+        int d = 0;
+        while (d < (int)er.size() && es[d] == er[d]) d++;
+        if (d == 0 || d >= (int)er.size()) return 0;
+        for (size_t k = d; k < es.size(); k++)
+            if (es[k] != 1) return 0;
+        // One row block must stay in cache between the passes.
+        double row_bytes = fi(r).esize;
+        for (size_t k = d; k < er.size(); k++) row_bytes *= (double)er[k];
+        return row_bytes <= (double)m.l2_bytes / 2 ? d : 0;
+    }
+
+    std::string kernel_of(const std::string &f) const { return dec.at(f).kernel; }
+
+    // Attaches materialized Funcs to the kernel of their consumers where that pays.
+    void group() {
+        for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
+            const std::string &n = it->name;
+            FuncDecision &d = dec[n];
+            if (d.placement == Placement::Inline) continue;
+            d.kernel = n;
+            const FuncInfo &f = fi(n);
+            if (it->is_output) continue;
+            auto cons = effective_consumers(n);
+            if (cons.empty()) continue;
+            std::set<std::string> kernels;
+            for (const auto &c : cons) kernels.insert(kernel_of(c));
+            if (kernels.size() != 1) {
+                d.why += "; root: consumers in " + std::to_string(kernels.size()) + " kernels";
+                continue;
+            }
+            const std::string root = *kernels.begin();
+            const FuncInfo &r = fi(root);
+            bool root_pure = !r.has_update;
+            if (f.has_update && !f.is_matmul && !f.is_conv && root_pure) {
+                int depth = row_depth(n, root);
+                if (depth > 0) {
+                    d.placement = Placement::Row;
+                    d.kernel = root;
+                    d.why = str_cat("computed per row of ", root, " (depth ", depth,
+                                    "): the row is read from cache, saves ",
+                                    human_bytes(2 * f.points * f.esize), " of traffic");
+                    continue;
+                }
+            }
+            if ((f.is_matmul || f.is_conv) && root_pure && cons.size() == 1 && *cons.begin() == root &&
+                same_extents(n, root) && fi(root).lf->is_pointwise && (int)f.lf->extents.size() >= 2) {
+                d.placement = Placement::Tile;
+                d.kernel = root;
+                d.why = str_cat("computed per output tile of its epilogue ", root, ": saves ",
+                                human_bytes(2 * f.points * f.esize), " of traffic");
+                continue;
+            }
+            if (!f.has_update && root_pure && same_extents(n, root) && r.lf->extents.size() >= 2) {
+                bool all_pointwise = true;
+                for (const auto &c : cons) all_pointwise &= fi(c).lf->is_pointwise || fi(c).has_update;
+                bool rows_ok = true;
+                for (const auto &c : cons)
+                    if (c != root && dec.at(c).placement != Placement::Row) rows_ok = false;
+                if (all_pointwise && rows_ok) {
+                    d.placement = Placement::Row;
+                    d.kernel = root;
+                    d.why += str_cat("; computed per row of ", root, " (its only consumer kernel)");
+                }
+            }
+        }
+    }
+
+    FusionPlan finish() {
+        FusionPlan plan;
+        // Inlined Funcs belong to the kernel of (one of) their consumers: the first in order.
+        for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
+            FuncDecision &d = dec[it->name];
+            if (d.placement != Placement::Inline) continue;
+            auto cons = effective_consumers(it->name);
+            d.kernel = cons.empty() ? it->name : kernel_of(*cons.begin());
+        }
+        std::map<std::string, size_t> index;
+        for (const auto &lf : p.funcs) {
+            plan.decisions.push_back(dec[lf.name]);
+            const FuncDecision &d = dec[lf.name];
+            if (d.placement == Placement::Root) {
+                index[lf.name] = plan.kernels.size();
+                Kernel k;
+                k.root = lf.name;
+                plan.kernels.push_back(k);
+            }
+        }
+        for (const auto &lf : p.funcs) {
+            const FuncDecision &d = dec[lf.name];
+            auto it = index.find(d.kernel);
+            internal_check(it != index.end(), "autoschedule: kernel '", d.kernel, "' of '", lf.name, "' has no root");
+            Kernel &k = plan.kernels[it->second];
+            k.funcs.push_back(lf.name);
+            if (std::find(k.nodes.begin(), k.nodes.end(), lf.node) == k.nodes.end()) k.nodes.push_back(lf.node);
+        }
+        // Kernels run in the order of their roots; with compute_at, the members come first.
+        for (Kernel &k : plan.kernels) {
+            const FuncInfo &r = fi(k.root);
+            std::vector<std::string> ops;
+            std::set<std::string> inside(k.funcs.begin(), k.funcs.end());
+            bool has_red = false, has_mm = false, has_conv = false, rows = false;
+            for (const auto &f : k.funcs) {
+                std::string o = short_op(fi(f).lf->op);
+                if (std::find(ops.begin(), ops.end(), o) == ops.end()) ops.push_back(o);
+                has_red |= fi(f).has_update;
+                has_mm |= fi(f).is_matmul;
+                has_conv |= fi(f).is_conv;
+                rows |= dec[f].placement == Placement::Row;
+                const FuncDecision &d = dec[f];
+                // Traffic: what members read from outside the kernel, what the root writes.
+                double ev = d.placement == Placement::Inline ? evals[f] : fi(f).points;
+                k.flops += ev * fi(f).lf->flops_per_point;
+                for (const auto &pr : fi(f).lf->producers)
+                    if (!inside.count(pr)) k.bytes_read += fi(pr).points * fi(pr).esize;
+                for (const auto &in : fi(f).lf->input_reads)
+                    for (size_t q = 0; q < p.input_names.size(); q++)
+                        if (p.input_names[q] == in)
+                            k.bytes_read += (double)shape_numel(p.input_shapes[q]) * dtype_size(p.input_dtypes[q]);
+            }
+            k.bytes_written = r.points * r.esize;
+            k.kind = has_mm ? "gemm" : has_conv ? "conv" : rows ? "rows" : r.has_update ? "reduction"
+                   : r.lf->is_pointwise ? "pointwise" : "generic";
+            k.name = k.funcs.size() > 1 ? "fused" : "";
+            for (const auto &o : ops) k.name += (k.name.empty() ? "" : "_") + o;
+            double t_mem = (k.bytes_read + k.bytes_written) / m.bytes_per_s();
+            double t_flop = k.flops / (has_mm || has_conv ? m.gflops * 1e9 * 0.5 : m.pointwise_flops_per_s());
+            k.est_ms = std::max(t_mem, t_flop) * 1e3;
+        }
+        // Unique kernel names (two softmaxes → softmax, softmax_2).
+        std::map<std::string, int> seen;
+        for (Kernel &k : plan.kernels) {
+            int n = ++seen[k.name];
+            if (n > 1) k.name += "_" + std::to_string(n);
+        }
+        return plan;
+    }
+};
+
+}  // namespace
+
+FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m) {
+    Planner pl(p, m);
+    pl.decide_inlining();
+    pl.group();
+    return pl.finish();
+}
+
+
+}  // namespace loom

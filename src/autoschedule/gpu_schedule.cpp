@@ -1,0 +1,331 @@
+#include "autoschedule/gpu_schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "graph/error.h"
+#include "schedule/schedule_builtin.h"
+
+namespace loom {
+
+namespace {
+
+constexpr int kVec = 4;            // floats per thread access: 16-byte loads
+constexpr int kPointThreads = 128; // threads per block of a pointwise kernel
+constexpr int kRowThreads = 256;   // threads per row in a row kernel / block reduction
+constexpr int kSplitBlocks = 1024; // block partials of a few-output reduction
+
+int num_updates(const LoweredFunc &f) { return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size(); }
+
+int64_t product(const std::vector<int64_t> &v) {
+    int64_t p = 1;
+    for (auto e : v) p *= std::max<int64_t>(e, 1);
+    return p;
+}
+
+int pow2_floor(int64_t v) {
+    int p = 1;
+    while ((int64_t)p * 2 <= v) p *= 2;
+    return p;
+}
+
+// Extent of the single RVar of update 0, or -1.
+int64_t rvar_extent(const LoweredFunc &f) {
+    if (num_updates(f) != 1 || f.update_rvars.empty() || f.update_rvars[0].size() != 1) return -1;
+    const auto &rv = f.func.function().update(0).schedule().rvars();
+    if (rv.size() != 1) return -1;
+    const int64_t *e = Halide::Internal::as_const_int(rv[0].extent);
+    return e ? *e : -1;
+}
+
+// A var name for a schedule: "r.x" → "r_x"; made unique against the Func's pure vars.
+std::string ident(const LoweredFunc &f, std::string want) {
+    std::replace(want.begin(), want.end(), '.', '_');
+    while (std::find(f.vars.begin(), f.vars.end(), want) != f.vars.end()) want += "_";
+    return want;
+}
+
+// The leading extents with trailing 1s dropped (keepdims reductions: 64x1 ~ 64).
+std::vector<int64_t> squeeze_tail(std::vector<int64_t> v) {
+    while (!v.empty() && v.back() == 1) v.pop_back();
+    return v;
+}
+
+ScheduleArg tail(bool exact) { return ScheduleArg::tail(exact ? "RoundUp" : "GuardWithIf"); }
+
+class GpuScheduler {
+public:
+    GpuScheduler(const LoweredPipeline &p, const Halide::Target &t) : p_(p), t_(t) {}
+
+    Schedule run() {
+        Schedule s;
+        s.target = t_.to_string();
+        s.header_comments.push_back("gpu_auto_schedule: one kernel per fusion group; pointwise chains inlined;");
+        s.header_comments.push_back("row reductions one block per row; 4-wide vector accesses per thread");
+        classify();
+        for (const auto &f : p_.funcs) {
+            if (inlined_.count(f.name)) {
+                ScheduleStatement st(f.name);
+                st.comments.push_back("pointwise: fused into its consumers");
+                st.add("compute_inline");
+                s.statements.push_back(st);
+            }
+        }
+        for (const auto &f : p_.funcs) {
+            if (inlined_.count(f.name) || owner_.count(f.name)) continue;
+            if (num_updates(f) == 0) {
+                if (rows_.count(f.name)) row_kernel(s, f);
+                else pointwise_kernel(s, f);
+            } else {
+                reduction_kernel(s, f);
+            }
+        }
+        return s;
+    }
+
+private:
+    const LoweredPipeline &p_;
+    const Halide::Target &t_;
+    std::set<std::string> inlined_;
+    std::map<std::string, std::string> owner_;   // fused reduction → row kernel it lives in
+    std::map<std::string, std::vector<std::string>> rows_;  // row kernel → its reductions (pipeline order)
+    std::map<std::string, std::set<std::string>> eff_consumers_;
+
+    void classify() {
+        for (const auto &f : p_.funcs)
+            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty()) inlined_.insert(f.name);
+        // Consumers seen through inlined Funcs.
+        std::function<void(const std::string &, std::set<std::string> &)> walk = [&](const std::string &n,
+                                                                                     std::set<std::string> &out) {
+            const LoweredFunc *f = p_.find(n);
+            if (!f) return;
+            for (const auto &c : f->consumers) {
+                if (inlined_.count(c)) walk(c, out);
+                else out.insert(c);
+            }
+        };
+        for (const auto &f : p_.funcs)
+            if (!inlined_.count(f.name)) walk(f.name, eff_consumers_[f.name]);
+        // Row fusion, consumers first.
+        for (auto it = p_.funcs.rbegin(); it != p_.funcs.rend(); ++it) {
+            const LoweredFunc &r = *it;
+            if (inlined_.count(r.name) || r.is_output || rvar_extent(r) < 0) continue;
+            std::string owner;
+            bool ok = !eff_consumers_[r.name].empty();
+            for (const auto &c : eff_consumers_[r.name]) {
+                std::string o;
+                if (owner_.count(c)) o = owner_[c];
+                else if (row_shaped(c, r)) o = c;
+                if (o.empty() || (!owner.empty() && o != owner)) ok = false;
+                owner = o;
+                if (!ok) break;
+            }
+            if (ok) owner_[r.name] = owner;
+        }
+        for (const auto &f : p_.funcs)
+            if (owner_.count(f.name)) rows_[owner_[f.name]].push_back(f.name);
+    }
+
+    // A pure kernel of rank >= 2 whose outer extents are the reduction's pure extents.
+    bool row_shaped(const std::string &cname, const LoweredFunc &r) {
+        const LoweredFunc *c = p_.find(cname);
+        if (!c || num_updates(*c) != 0 || c->vars.size() < 2) return false;
+        std::vector<int64_t> outer(c->extents.begin(), c->extents.end() - 1);
+        return squeeze_tail(outer) == squeeze_tail(r.extents) && c->extents.back() >= 2 * kVec;
+    }
+
+    void pointwise_kernel(Schedule &s, const LoweredFunc &f) {
+        ScheduleStatement st(f.name);
+        st.add("compute_root");
+        int rank = (int)f.vars.size();
+        if (rank == 0) {
+            st.add("gpu_single_thread");
+            s.statements.push_back(st);
+            return;
+        }
+        st.comments.push_back("pointwise kernel: " + std::to_string(kVec) + " elements per thread (16-byte accesses), " +
+                              std::to_string(kPointThreads) + " threads per block");
+        std::string x = f.vars.back();
+        int64_t nx = f.extents.back();
+        int v = nx % kVec == 0 ? kVec : 1;
+        std::string xq = x;
+        if (v > 1) {
+            xq = ident(f, x + "q");
+            std::string xv = ident(f, x + "v");
+            st.add("split", {x, xq, xv, v});
+            st.add("vectorize", {xv});
+        }
+        int64_t nq = nx / v;
+        std::string xo = ident(f, x + "o"), xt = ident(f, x + "t");
+        if (rank == 1) {
+            int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nq));
+            st.add("split", {xq, xo, xt, tx, tail(nq % tx == 0)});
+            st.add("gpu_blocks", {xo}).add("gpu_threads", {xt});
+            s.statements.push_back(st);
+            return;
+        }
+        std::string y = f.vars[rank - 2];
+        int64_t ny = f.extents[rank - 2];
+        int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nq));
+        int ty = (int)std::max<int64_t>(1, std::min<int64_t>(kPointThreads / tx, pow2_floor(ny)));
+        std::string yo = ident(f, y + "o"), yt = ident(f, y + "t");
+        st.add("split", {xq, xo, xt, tx, tail(nq % tx == 0)});
+        st.add("split", {y, yo, yt, ty, tail(ny % ty == 0)});
+        std::vector<ScheduleArg> order;
+        if (v > 1) order.push_back(ident(f, x + "v"));
+        for (auto n : {xt, yt, xo, yo}) order.push_back(n);
+        st.add("reorder", order);
+        st.add("gpu_threads", {xt, yt});
+        std::vector<ScheduleArg> blocks = {xo, yo};
+        if (rank >= 3) blocks.push_back(fuse_outer(st, f, rank - 2));
+        st.add("gpu_blocks", blocks);
+        s.statements.push_back(st);
+    }
+
+    // Fuses vars [0, n) of f (outermost first) into one; returns its name (the var itself if n == 1).
+    std::string fuse_outer(ScheduleStatement &st, const LoweredFunc &f, int n) {
+        std::string fused = f.vars[n - 1];
+        for (int k = n - 2; k >= 0; k--) {
+            std::string nn = ident(f, f.vars[k] + "_" + fused);
+            st.add("fuse", {fused, f.vars[k], nn});
+            fused = nn;
+        }
+        return fused;
+    }
+
+    // One block per row of c; c's row split over T threads × kVec; c's reductions computed per block.
+    void row_kernel(Schedule &s, const LoweredFunc &c) {
+        int rank = (int)c.vars.size();
+        std::string j = c.vars.back();
+        int64_t n = c.extents.back();
+        int v = n % kVec == 0 ? kVec : 1;
+        int threads = (int)std::max<int64_t>(32, std::min<int64_t>(kRowThreads, pow2_floor(n / v)));
+        ScheduleStatement st(c.name);
+        st.comments.push_back("row kernel: one block per row, " + std::to_string(threads) + " threads × " +
+                              std::to_string(v) + "-wide vectors; fuses " + join(rows_[c.name]));
+        st.add("compute_root");
+        std::string jq = j, jv = ident(c, j + "v"), jo = ident(c, j + "o"), jt = ident(c, j + "t");
+        if (v > 1) st.add("split", {j, jq = ident(c, j + "q"), jv, v});
+        st.add("split", {jq, jo, jt, threads, tail((n / v) % threads == 0)});
+        std::string row = fuse_outer(st, c, rank - 1);
+        std::vector<ScheduleArg> order;
+        if (v > 1) order.push_back(jv);
+        for (auto x : {jo, jt, row}) order.push_back(x);
+        st.add("reorder", order);
+        if (v > 1) st.add("vectorize", {jv});
+        st.add("gpu_threads", {jt}).add("gpu_blocks", {row});
+        s.statements.push_back(st);
+        for (const auto &rn : rows_[c.name]) block_reduction(s, *p_.find(rn), c.name, row, threads, true);
+    }
+
+    // Reduction \p r computed at \p at.\p var (a block), its rvar split over \p threads threads.
+    void block_reduction(Schedule &s, const LoweredFunc &r, const std::string &at, const std::string &var,
+                         int threads, bool place) {
+        std::string rv = r.update_rvars[0][0];
+        std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i"), part = r.name + "_part";
+        int64_t k = rvar_extent(r);
+        threads = (int)std::min<int64_t>(threads, std::max<int64_t>(1, pow2_floor(k)));
+        if (place) {
+            ScheduleStatement pure(r.name);
+            pure.comments.push_back("computed per block of " + at + "; " + std::to_string(threads) +
+                                    " threads accumulate partials, one combines them");
+            pure.add("compute_at", {at, var});
+            s.statements.push_back(pure);
+        }
+        ScheduleStatement up(r.name, 0);
+        up.add("split", {rv, ro, ri, threads, tail(k % threads == 0)});
+        up.add("rfactor", {ri, "u"}, part);
+        s.statements.push_back(up);
+        ScheduleStatement ps(part);
+        ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
+        s.statements.push_back(ps);
+        ScheduleStatement pu(part, 0);
+        pu.add("gpu_threads", {"u"});
+        s.statements.push_back(pu);
+    }
+
+    void reduction_kernel(Schedule &s, const LoweredFunc &r) {
+        int64_t k = rvar_extent(r);
+        int64_t outs = product(r.extents);
+        auto defaults = default_statements(r, t_);
+        if (k < 256) {
+            for (auto &d : defaults) s.statements.push_back(d);
+            return;
+        }
+        std::vector<std::string> pure(r.vars);  // outermost first
+        if (outs >= 2 * 132) {
+            // One block per output: the pure stage keeps the default mapping; the update gets blocks.
+            s.statements.push_back(defaults.front());
+            block_reduction(s, r, r.name, pure_block_var(r), kRowThreads, false);
+            ScheduleStatement up(r.name, 0);
+            add_blocks(up, r);
+            s.statements.push_back(up);
+            return;
+        }
+        // Few outputs: ~kSplitBlocks chunks, each reduced by one block, then one thread combines.
+        int64_t chunk = (k + kSplitBlocks - 1) / kSplitBlocks;
+        chunk = (chunk + kRowThreads - 1) / kRowThreads * kRowThreads;
+        std::string rv = r.update_rvars[0][0];
+        std::string rb = ident(r, rv + "b"), rc = ident(r, rv + "c"), blk = r.name + "_blk";
+        ScheduleStatement pure_st(r.name);
+        pure_st.comments.push_back("split reduction: " + std::to_string((k + chunk - 1) / chunk) + " blocks of " +
+                                   std::to_string(chunk) + " elements, then one thread");
+        pure_st.add("compute_root").add("gpu_single_thread");
+        s.statements.push_back(pure_st);
+        ScheduleStatement up(r.name, 0);
+        up.add("split", {rv, rb, rc, (int64_t)chunk, tail(k % chunk == 0)});
+        up.add("rfactor", {rb, "b"}, blk);
+        s.statements.push_back(up);
+        ScheduleStatement up2(r.name, 0);
+        up2.add("gpu_single_thread");
+        s.statements.push_back(up2);
+        ScheduleStatement bp(blk);
+        bp.add("compute_root").add("gpu_tile", {"b", "bo", "bi", 64});
+        s.statements.push_back(bp);
+        std::string rco = ident(r, rc + "o"), rci = ident(r, rc + "i"), thr = r.name + "_thr";
+        ScheduleStatement bu(blk, 0);
+        bu.add("split", {rc, rco, rci, kRowThreads, tail(chunk % kRowThreads == 0)});
+        bu.add("rfactor", {rci, "u"}, thr);
+        s.statements.push_back(bu);
+        ScheduleStatement bu2(blk, 0);
+        bu2.add("gpu_blocks", {"b"});
+        s.statements.push_back(bu2);
+        ScheduleStatement ts(thr);
+        ts.add("compute_at", {blk, "b"}).add("gpu_threads", {"u"});
+        s.statements.push_back(ts);
+        ScheduleStatement tu(thr, 0);
+        tu.add("gpu_threads", {"u"});
+        s.statements.push_back(tu);
+        (void)pure;
+    }
+
+    // The block var of a reduction's update: its outermost non-unit pure var (others stay serial).
+    std::string pure_block_var(const LoweredFunc &r) {
+        for (size_t i = 0; i < r.vars.size(); i++)
+            if (r.extents[i] > 1) return r.vars[i];
+        return r.vars.empty() ? "" : r.vars.front();
+    }
+
+    void add_blocks(ScheduleStatement &up, const LoweredFunc &r) {
+        std::vector<ScheduleArg> b;
+        for (auto it = r.vars.rbegin(); it != r.vars.rend() && b.size() < 3; ++it) b.push_back(*it);
+        up.add("gpu_blocks", b);
+    }
+
+    static std::string join(const std::vector<std::string> &v) {
+        std::string r;
+        for (const auto &x : v) r += (r.empty() ? "" : ", ") + x;
+        return r;
+    }
+};
+
+}  // namespace
+
+Schedule gpu_auto_schedule(const LoweredPipeline &p, const Halide::Target &target) {
+    user_check(target.has_gpu_feature(), "gpu_auto_schedule: target ", target.to_string(), " has no GPU feature");
+    return GpuScheduler(p, target).run();
+}
+
+}  // namespace loom

@@ -1,0 +1,68 @@
+/// \file
+/// The machine the auto-scheduler plans for: cores, SIMD width and register count (from the Halide
+/// target), cache sizes (from sysfs), and optionally the measured copy bandwidth and FLOP rate that
+/// `loom bench` caches in `~/.cache/loom/machine.txt` (key=value lines: copy_gbps, gflops, cores,
+/// l2_bytes, llc_bytes …; codegen/machine_probe.h writes it). Every field can be overridden
+/// (`--machine key=value` on the CLI), so a schedule can be planned for another machine.
+#pragma once
+
+#include <Halide.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+
+namespace loom {
+
+/// What the cost model knows about the machine. Deterministic: nothing here is timed.
+struct MachineModel {
+    int cores = 1;                 ///< threads Halide's pool will use
+    int vector_bytes = 16;         ///< SIMD register width in bytes (64 AVX-512, 32 AVX2, 16 SSE/NEON)
+    int vector_registers = 16;     ///< SIMD registers (32 with AVX-512)
+    int64_t l1_bytes = 32 << 10;   ///< per-core L1 data cache
+    int64_t l2_bytes = 1 << 20;    ///< per-core L2
+    int64_t llc_bytes = 8 << 20;   ///< last-level cache (shared)
+    double copy_gbps = 0;          ///< all-core copy bandwidth (bytes read + written), GB/s
+    double gflops = 0;             ///< all-core f32 FMA rate (2 FLOPs per FMA lane), GFLOP/s
+    bool measured = false;         ///< copy_gbps/gflops came from the cache file, not estimates
+    std::string source;            ///< where the numbers came from, for the schedule header
+
+    /// SIMD lanes for elements of \p t (at least 1).
+    int lanes(DType t) const;
+    /// Lanes for \p bytes-wide elements.
+    int lanes_for_bytes(int bytes) const;
+    /// Rate of plain (non-FMA) vector arithmetic, FLOP/s: what pointwise code reaches.
+    double pointwise_flops_per_s() const;
+    /// Memory bandwidth, bytes/s.
+    double bytes_per_s() const;
+    /// One line: "2 cores, 64-byte vectors (32 regs), L1 48 KiB, L2 2 MiB, LLC 504 MiB, copy 22.6 GB/s
+    /// (measured), 150 GFLOP/s (estimated)".
+    std::string describe() const;
+};
+
+/// The model of this machine for \p target: cores from the OS (HL_NUM_THREADS overrides), vector
+/// width and registers from the target's features, caches from
+/// /sys/devices/system/cpu/cpu0/cache, bandwidth/FLOP rate from \p cache_file when it exists
+/// (default: machine_model_cache_path()), else estimates from cores and vector width.
+MachineModel detect_machine(const Halide::Target &target, const std::string &cache_file = "");
+
+/// A fixed model (no sysfs, no cache file) derived from \p target and \p cores alone: what the
+/// tests use so that schedules do not depend on the machine running them.
+MachineModel reference_machine(const Halide::Target &target, int cores = 2);
+
+/// `$LOOM_CACHE_DIR/machine.txt`, else `$XDG_CACHE_HOME/loom/machine.txt`, else
+/// `~/.cache/loom/machine.txt` (the file `loom bench` writes).
+std::string machine_model_cache_path();
+
+/// Reads the key=value lines of a machine file into \p m (unknown keys ignored); false when the
+/// file cannot be read.
+bool read_machine_cache(const std::string &path, MachineModel &m);
+
+/// Applies one `key=value` override (keys: cores, vector_bytes, vector_registers, l1_bytes,
+/// l2_bytes, llc_bytes, copy_gbps, gflops; sizes accept K/M/G suffixes). UserError naming the key
+/// and listing valid ones.
+void override_machine(MachineModel &m, const std::string &key_value);
+
+}  // namespace loom

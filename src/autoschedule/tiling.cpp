@@ -1,0 +1,496 @@
+// Per-kernel schedule emitters: the loop nest of a kernel's root (parallel outer work, vectorised
+// inner var, GEMM micro-kernel, conv rows) and the placement of its members. Every split is either
+// exact, ShiftInwards on a pure stage (factor <= extent), or GuardWithIf, so any size is correct.
+#include <algorithm>
+#include <cstdio>
+
+#include "autoschedule/autoschedule_internal.h"
+#include "graph/error.h"
+#include "schedule/schedule_builtin.h"
+
+namespace loom::autosched {
+
+namespace {
+
+using Args = std::vector<ScheduleArg>;
+
+double prod(const std::vector<int64_t> &e, size_t from, size_t to) {
+    double p = 1;
+    for (size_t k = from; k < to && k < e.size(); k++) p *= (double)e[k];
+    return p;
+}
+
+// Largest power-of-two lane count <= V that \p extent can hold (0 when under 4 lanes).
+int fit_lanes(int V, int64_t extent) {
+    int l = V;
+    while (l > 1 && l > extent) l /= 2;
+    return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
+}
+
+struct Ctx {
+    const LoweredPipeline &p;
+    const std::map<std::string, FuncInfo> &info;
+    const FusionPlan &plan;
+    const Kernel &k;
+    const Halide::Target &target;
+    const MachineModel &m;
+    std::vector<ScheduleStatement> &out;
+    std::vector<std::string> &func_names;
+
+    const FuncInfo &fi(const std::string &n) const { return info.at(n); }
+    const LoweredFunc &lf(const std::string &n) const { return *fi(n).lf; }
+    int lanes(const std::string &n) const { return m.lanes(lf(n).dtype); }
+
+    std::vector<std::string> names_of(const std::string &n) const {
+        std::vector<std::string> v = lf(n).vars;
+        for (const auto &u : lf(n).update_rvars) v.insert(v.end(), u.begin(), u.end());
+        return v;
+    }
+
+    ScheduleStatement &add(const std::string &f, int stage = -1) {
+        out.emplace_back(f, stage);
+        return out.back();
+    }
+
+    void note(ScheduleStatement &st, const std::string &f) {
+        if (const FuncDecision *d = plan.decision(f)) st.comments.push_back(f + ": " + d->why);
+    }
+
+    // compute_inline for the kernel's inlined members.
+    void inline_members() {
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = plan.decision(f);
+            if (d && d->placement == Placement::Inline) {
+                ScheduleStatement &st = add(f);
+                note(st, f);
+                st.add("compute_inline");
+            }
+        }
+    }
+
+    // A row reduction \p s vectorised with rfactor, its partial Func computed at \p at_func.at_var.
+    // Returns false when the reduction does not fit (not contiguous, size not a multiple of V).
+    bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var) {
+        const FuncInfo &f = fi(s);
+        if (!f.has_update || !f.inner_rvar_contiguous || f.rvar_extents[0].empty()) return false;
+        int V = lanes(s);
+        int64_t ext = f.rvar_extents[0][0];
+        int U = 0;
+        for (int mult : {4, 2, 1})
+            if (ext >= (int64_t)V * mult * 2 && ext % ((int64_t)V * mult) == 0) {
+                U = V * mult;
+                break;
+            }
+        if (U == 0 || V < 2) return false;
+        std::vector<std::string> used = names_of(s);
+        std::string rx = lf(s).update_rvars[0][0];
+        std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi"), u = fresh(used, "u");
+        std::string part = fresh(func_names, s + "_rf");
+        ScheduleStatement &st = add(s, 0);
+        st.comments.push_back(str_cat(s, ": ", U, " partial sums in vector lanes (rfactor), ", ext / U,
+                                      " steps each"));
+        st.add("split", {rx, rxo, rxi, U}).add("rfactor", {rxi, u}, part);
+        std::vector<std::string> pused = lf(s).vars;
+        pused.push_back(u);
+        std::string uo = fresh(pused, "uo"), ui = fresh(pused, "ui");
+        ScheduleStatement &ps = add(part);
+        ps.add("compute_at", {at_func, at_var}).add("vectorize", {u, V});
+        ScheduleStatement &pu = add(part, 0);
+        pu.add("split", {u, uo, ui, V}).add("reorder", {ui, uo, rxo}).add("vectorize", {ui});
+        if (U > V) pu.add("unroll", {uo});
+        return true;
+    }
+
+    // Pure-stage loops of a root: returns the row var (parallel), fusing outer vars up to \p depth
+    // (0 = choose), and vectorises the innermost var.
+    std::string pure_loops(ScheduleStatement &st, const std::string &f, int depth) {
+        const auto &v = lf(f).vars;
+        const auto &e = lf(f).extents;
+        int r = (int)v.size();
+        int V = lanes(f);
+        std::vector<std::string> used = names_of(f);
+        if (r == 0) return "";
+        if (r == 1) {
+            int64_t n = e[0];
+            int lanes1 = fit_lanes(V, n);
+            if (n >= (int64_t)V * m.cores * 8) {
+                int64_t chunk = (n + m.cores * 8 - 1) / (m.cores * 8);
+                chunk = std::max<int64_t>(V * 4, (chunk + V - 1) / V * V);
+                std::string io = fresh(used, "io"), ii = fresh(used, "ii");
+                st.add("split", {v[0], io, ii, chunk}).add("vectorize", {ii, V}).add("parallel", {io});
+                return io;
+            }
+            if (lanes1) st.add("vectorize", {v[0], lanes1});
+            return "";
+        }
+        if (depth <= 0) {
+            depth = 1;
+            while (depth < r - 1 && prod(e, 0, depth) < m.cores * 4) depth++;
+        }
+        std::string row = v[0];
+        for (int d = 1; d < depth; d++) {
+            std::string fused = fresh(used, row + v[d]);
+            st.add("fuse", {v[d], row, fused});
+            row = fused;
+        }
+        int lv = fit_lanes(V, e[r - 1]);
+        if (lv) st.add("vectorize", {v[r - 1], lv});
+        if (prod(e, 0, depth) >= 2) st.add("parallel", {row});
+        return row;
+    }
+
+    void comment_kernel(ScheduleStatement &st) {
+        char buf[256];
+        std::vector<std::string> others;
+        for (const auto &f : k.funcs)
+            if (f != k.root) others.push_back(f);
+        std::string joined;
+        for (const auto &o : others) joined += (joined.empty() ? "" : ", ") + o;
+        st.comments.push_back(str_cat("kernel ", k.name, " (", k.kind, "): ",
+                                      others.empty() ? std::string("no fusion") : "fuses " + joined + " into " + k.root));
+        std::snprintf(buf, sizeof buf, "est. %.3f MB read, %.3f MB written, %.3f MFLOP, %.3f ms",
+                      k.bytes_read / 1e6, k.bytes_written / 1e6, k.flops / 1e6, k.est_ms);
+        st.comments.push_back(buf);
+    }
+
+    // --- kernels -------------------------------------------------------------------------------
+
+    void rows_or_pointwise() {
+        const std::string &R = k.root;
+        int r = (int)lf(R).vars.size();
+        int depth = 0;
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = plan.decision(f);
+            if (d->placement != Placement::Row || !fi(f).has_update) continue;
+            const auto &es = lf(f).extents, &er = lf(R).extents;
+            int dd = 0;
+            while (dd < r && es[dd] == er[dd]) dd++;
+            depth = depth == 0 ? dd : std::min(depth, dd);
+        }
+        ScheduleStatement &st = add(R);
+        comment_kernel(st);
+        st.add("compute_root");
+        std::string row = pure_loops(st, R, depth);
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = plan.decision(f);
+            if (d->placement != Placement::Row) continue;
+            if (row.empty()) {  // no row loop (rank 1/0): own loop nest
+                for (auto &s : default_statements(lf(f), target)) out.push_back(s);
+                continue;
+            }
+            ScheduleStatement &ms = add(f);
+            note(ms, f);
+            ms.add("compute_at", {R, row});
+            if (!fi(f).has_update) {
+                int lv = fit_lanes(lanes(f), lf(f).extents.back());
+                if (lv) ms.add("vectorize", {lf(f).vars.back(), lv});
+            } else {
+                rfactor_rows(f, R, row);
+            }
+        }
+        inline_members();
+    }
+
+    void reduction() {
+        const std::string &F = k.root;
+        const FuncInfo &f = fi(F);
+        const auto &v = lf(F).vars;
+        const auto &e = lf(F).extents;
+        int r = (int)v.size();
+        int V = lanes(F);
+        std::vector<std::string> used = names_of(F);
+        ScheduleStatement &st = add(F);
+        comment_kernel(st);
+        st.add("compute_root");
+        if (f.points >= m.cores * 4) {
+            pure_loops(st, F, 1);
+            const std::string &inner = v[r - 1];
+            if (rfactor_rows(F, F, inner)) {
+                if (e[0] >= 2) add(F, 0).add("parallel", {v[0]});
+            } else if (f.inner_var_contiguous && e[r - 1] >= V) {
+                std::string vo = fresh(used, inner + "o"), vi = fresh(used, inner + "i");
+                ScheduleStatement &u = add(F, 0);
+                Args split = {inner, vo, vi, V};
+                if (e[r - 1] % V) split.push_back(ScheduleArg::tail("GuardWithIf"));
+                Args reorder = {vi};
+                for (const auto &rv : lf(F).update_rvars[0]) reorder.push_back(rv);
+                reorder.push_back(vo);
+                u.add("split", split).add("reorder", reorder).add("vectorize", {vi});
+                u.add("parallel", {r >= 2 ? v[0] : vo});
+            } else if (e[0] >= 2) {
+                add(F, 0).add("parallel", {v[0]});
+            }
+            inline_members();
+            return;
+        }
+        // Too few outputs to fill the cores: split the reduction into parallel partial results.
+        const auto &rv = lf(F).update_rvars[0];
+        const auto &rx = f.rvar_extents[0];
+        std::string part = fresh(func_names, F + "_part");
+        std::string pv = fresh(used, "p"), u = fresh(used, "u");
+        Args rf;
+        std::vector<std::string> remaining;
+        ScheduleStatement st2(F, 0);
+        bool vec = false;
+        if (rv.size() >= 2) {
+            std::string outer = rv.back();
+            if (rx.back() < 2) {
+                inline_members();
+                return;
+            }
+            rf = {outer, pv};
+            if (f.inner_rvar_contiguous && rx[0] % V == 0 && rx[0] >= 2 * V) {
+                std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi");
+                st2.add("split", {rv[0], rxo, rxi, V});
+                rf.push_back(rxi);
+                rf.push_back(u);
+                vec = true;
+                remaining.push_back(rxo);
+            } else {
+                remaining.push_back(rv[0]);
+            }
+            for (size_t q = 1; q + 1 < rv.size(); q++) remaining.push_back(rv[q]);
+        } else {
+            int64_t n = rx[0];
+            int64_t cnt = 0;
+            int64_t min_inner = f.inner_rvar_contiguous ? 2 * V : 2;
+            for (int64_t c = (int64_t)m.cores * 8; c >= (int64_t)m.cores && c >= 2; c--)
+                if (n % c == 0 && n / c >= min_inner) {
+                    cnt = c;
+                    break;
+                }
+            if (cnt == 0) {
+                st.comments.push_back(str_cat(F, ": reduction of ", n, " has no even split; left serial"));
+                inline_members();
+                return;
+            }
+            std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi");
+            st2.add("split", {rv[0], rxo, rxi, n / cnt});
+            rf = {rxo, pv};
+            if (f.inner_rvar_contiguous && (n / cnt) % V == 0) {
+                std::string rxm = fresh(used, "rxm"), rxv = fresh(used, "rxv");
+                st2.add("split", {rxi, rxm, rxv, V});
+                rf.push_back(rxv);
+                rf.push_back(u);
+                vec = true;
+                remaining.push_back(rxm);
+            } else {
+                remaining.push_back(rxi);
+            }
+        }
+        st2.comments.push_back(str_cat(F, ": ", f.points, " output(s) cannot fill ", m.cores,
+                                       " cores: partial results over a parallel var (rfactor)"));
+        st2.add("rfactor", rf, part);
+        out.push_back(st2);
+        ScheduleStatement &ps = add(part);
+        ps.add("compute_root");
+        if (vec) ps.add("vectorize", {u});
+        ScheduleStatement &pu = add(part, 0);
+        Args reorder;
+        if (vec) reorder.push_back(u);
+        for (const auto &x : remaining) reorder.push_back(x);
+        reorder.push_back(pv);
+        pu.add("reorder", reorder).add("parallel", {pv});
+        if (vec) pu.add("vectorize", {u});
+        inline_members();
+    }
+
+    std::string member_with(Placement pl) const {
+        for (const auto &f : k.funcs)
+            if (plan.decision(f)->placement == pl) return f;
+        return "";
+    }
+
+    void gemm() {
+        const std::string &R = k.root;
+        std::string F = fi(R).is_matmul ? R : member_with(Placement::Tile);
+        if (F.empty()) return generic();
+        const FuncInfo &f = fi(F);
+        const auto &v = lf(F).vars;
+        const auto &e = lf(F).extents;
+        int r = (int)v.size();
+        if (r < 2 || f.rvar_extents.empty() || f.rvar_extents[0].size() != 1) return generic();
+        int V = lanes(F);
+        int64_t M = e[r - 2], N = e[r - 1], K = f.rvar_extents[0][0];
+        const std::string &i = v[r - 2], &j = v[r - 1];
+        const std::string kv = lf(F).update_rvars[0][0];
+        bool epilogue = R != F;
+        std::vector<std::string> rused = names_of(R);
+        std::vector<std::string> fused_ = names_of(F);
+        if (f.inner_var_contiguous && N >= V) {
+            int NR = N >= 2 * V ? 2 * V : V;
+            int MR = (int)std::min<int64_t>({8, M, std::max(1, (m.vector_registers - 4) / (NR / V))});
+            int64_t NC = std::max<int64_t>(NR, ((int64_t)m.l2_bytes / 2 / (K * f.esize)) / NR * NR);
+            bool block = NC < N;
+            bool exact = M % MR == 0 && N % NR == 0 && (!block || N % NC == 0);
+            std::string jb = fresh(rused, "jb"), jr = fresh(rused, "jr"), jo = fresh(rused, "jo"),
+                        ji = fresh(rused, "ji"), io = fresh(rused, "io"), ii = fresh(rused, "ii");
+            auto tiles = [&](ScheduleStatement &s, bool guard) {
+                auto sp = [&](const std::string &a, const std::string &o, const std::string &in_, int64_t fct) {
+                    Args x = {a, o, in_, fct};
+                    if (guard) x.push_back(ScheduleArg::tail("GuardWithIf"));
+                    s.add("split", x);
+                };
+                if (block) sp(j, jb, jr, NC);
+                sp(block ? jr : j, jo, ji, NR);
+                sp(i, io, ii, MR);
+            };
+            ScheduleStatement &st = add(R);
+            comment_kernel(st);
+            st.comments.push_back(str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
+                                          " vector accumulators), column panels of ", block ? NC : N, " (B panel ",
+                                          (block ? NC : N) * K * f.esize / 1024, " KiB in L2)"));
+            st.add("compute_root");
+            if (epilogue) {
+                tiles(st, false);
+                Args ro = {ji, ii, jo, io};
+                if (block) ro.push_back(jb);
+                st.add("reorder", ro).add("vectorize", {ji, V}).add("parallel", {io});
+                ScheduleStatement &fs = add(F);
+                note(fs, F);
+                std::string jvo = fresh(fused_, "jvo"), jvi = fresh(fused_, "jvi");
+                fs.add("compute_at", {R, jo}).add("vectorize", {j, V}).add("unroll", {i});
+                add(F, 0).add("split", {j, jvo, jvi, V}).add("reorder", {jvi, jvo, i, kv})
+                    .add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {i});
+            } else {
+                pure_loops(st, F, 1);
+                ScheduleStatement &u = add(F, 0);
+                std::vector<std::string> uused = fused_;
+                jb = fresh(uused, "jb"), jr = fresh(uused, "jr"), jo = fresh(uused, "jo"), ji = fresh(uused, "ji"),
+                io = fresh(uused, "io"), ii = fresh(uused, "ii");
+                tiles(u, !exact);
+                std::string jvo = fresh(uused, "jvo"), jvi = fresh(uused, "jvi");
+                u.add("split", {ji, jvo, jvi, V});
+                Args ro = {jvi, jvo, ii, kv, jo, io};
+                if (block) ro.push_back(jb);
+                u.add("reorder", ro).add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {ii})
+                    .add("parallel", {io});
+            }
+            inline_members();
+            return;
+        }
+        if (!f.inner_var_contiguous && K % V == 0 && K >= 2 * V) {
+            // Both operands contiguous in k (A·Bᵀ, a Linear layer's weights): dot products with
+            // the k loop in vector lanes, a 4x4 block of outputs sharing loads.
+            int MRd = (int)std::min<int64_t>(M, m.vector_registers >= 32 ? 4 : 3);
+            int NRd = (int)std::min<int64_t>(N, 4);
+            bool exact = M % MRd == 0 && N % NRd == 0;
+            std::string dot = fresh(func_names, F + "_dot");
+            std::string ko = fresh(fused_, "ko"), ki = fresh(fused_, "ki"), u = fresh(fused_, "u");
+            ScheduleStatement &st = add(R);
+            comment_kernel(st);
+            st.comments.push_back(str_cat("dot-product micro-kernel ", MRd, "x", NRd, ", k in ", V,
+                                          " vector lanes (both operands contiguous in k)"));
+            st.add("compute_root");
+            std::string jo, ji, io, ii;
+            if (epilogue) {
+                jo = fresh(rused, "jo"), ji = fresh(rused, "ji"), io = fresh(rused, "io"), ii = fresh(rused, "ii");
+                st.add("split", {j, jo, ji, NRd}).add("split", {i, io, ii, MRd}).add("reorder", {ji, ii, jo, io})
+                    .add("parallel", {io});
+            } else {
+                pure_loops(st, F, 1);
+            }
+            ScheduleStatement rs(F, 0);
+            rs.add("split", {kv, ko, ki, V}).add("rfactor", {ki, u}, dot);
+            out.push_back(rs);
+            if (epilogue) {
+                ScheduleStatement &fs = add(F);
+                note(fs, F);
+                fs.add("compute_at", {R, jo});
+            } else {
+                std::vector<std::string> uused = fused_;
+                uused.push_back(ko), uused.push_back(ki);
+                jo = fresh(uused, "jo"), ji = fresh(uused, "ji"), io = fresh(uused, "io"), ii = fresh(uused, "ii");
+                Args sj = {j, jo, ji, NRd}, si = {i, io, ii, MRd};
+                if (!exact) sj.push_back(ScheduleArg::tail("GuardWithIf")), si.push_back(ScheduleArg::tail("GuardWithIf"));
+                add(F, 0).add("split", sj).add("split", si).add("reorder", {ji, ii, jo, io}).add("parallel", {io});
+            }
+            ScheduleStatement &ds = add(dot);
+            ds.add("compute_at", {R, jo}).add("vectorize", {u});
+            ScheduleStatement &du = add(dot, 0);
+            du.add("reorder", {u, j, i, ko}).add("vectorize", {u});
+            if (epilogue || exact) du.add("unroll", {j}).add("unroll", {i});
+            inline_members();
+            return;
+        }
+        generic();
+    }
+
+    void conv() {
+        const std::string &R = k.root;
+        std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
+        if (F.empty() || lf(F).vars.size() < 3 || fi(F).rvar_extents.empty()) return generic();
+        const auto &v = lf(F).vars;
+        const auto &e = lf(F).extents;
+        int r = (int)v.size();
+        int V = lanes(F);
+        int lw = fit_lanes(V, e[r - 1]);
+        const std::string &w = v[r - 1], &c = v[1], &row = v[r - 2];
+        std::vector<std::string> rused = names_of(R);
+        ScheduleStatement &st = add(R);
+        comment_kernel(st);
+        st.add("compute_root");
+        std::string par = c;
+        if (e[0] > 1) {
+            par = fresh(rused, v[0] + c);
+            st.add("fuse", {c, v[0], par});
+        }
+        if (lw) st.add("vectorize", {w, lw});
+        st.add("parallel", {par});
+        Args reorder = {w};
+        for (const auto &rv : lf(F).update_rvars[0]) reorder.push_back(rv);
+        if (R != F) {
+            ScheduleStatement &fs = add(F);
+            note(fs, F);
+            fs.add("compute_at", {R, row});
+            if (lw) fs.add("vectorize", {w, lw});
+            ScheduleStatement &u = add(F, 0);
+            u.add("reorder", reorder);
+            if (lw) {
+                Args vz = {w, lw};
+                if (e[r - 1] % lw) vz.push_back(ScheduleArg::tail("GuardWithIf"));
+                u.add("vectorize", vz);
+            }
+        } else {
+            ScheduleStatement &u = add(F, 0);
+            u.add("reorder", reorder);
+            if (lw) {
+                Args vz = {w, lw};
+                if (e[r - 1] % lw) vz.push_back(ScheduleArg::tail("GuardWithIf"));
+                u.add("vectorize", vz);
+            }
+            u.add("parallel", {c});
+        }
+        inline_members();
+    }
+
+    void generic() {
+        bool first = true;
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = plan.decision(f);
+            if (d->placement == Placement::Inline) continue;
+            std::vector<ScheduleStatement> st = default_statements(lf(f), target);
+            if (!st.empty() && first && f == k.root) comment_kernel(st[0]);
+            if (f != k.root && !st.empty()) note(st[0], f);
+            for (auto &s : st) out.push_back(s);
+            first = false;
+        }
+        inline_members();
+    }
+};
+
+}  // namespace
+
+void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
+                 const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
+                 const MachineModel &m, std::vector<ScheduleStatement> &out,
+                 std::vector<std::string> &func_names) {
+    Ctx c{p, info, plan, k, target, m, out, func_names};
+    if (k.kind == "gemm") return c.gemm();
+    if (k.kind == "conv") return c.conv();
+    if (k.kind == "reduction") return c.reduction();
+    if (k.kind == "rows" || k.kind == "pointwise") return c.rows_or_pointwise();
+    return c.generic();
+}
+
+}  // namespace loom::autosched
