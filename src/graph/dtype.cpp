@@ -41,7 +41,11 @@ DType dtype_from_name(const std::string &name) {
 DType dtype_from_onnx(int onnx_type) {
     for (const auto &i : kInfo)
         if (i.onnx == onnx_type) return i.type;
-    throw UserError(str_cat("ONNX element type ", onnx_type,
+    static const char *onnx_names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
+                                       "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32",
+                                       "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    const char *nm = onnx_type >= 0 && onnx_type <= 16 ? onnx_names[onnx_type] : "unknown";
+    throw UserError(str_cat("ONNX element type ", nm, " (", onnx_type, ")",
                             " is not supported; Loom supports f32 f16 f64 i64 i32 i16 i8 u8 bool"));
 }
 

@@ -62,6 +62,9 @@ std::vector<int64_t> Node::get_ints(const std::string &a, const std::vector<int6
     return p ? *p : def;
 }
 std::vector<double> Node::get_floats(const std::string &a, const std::vector<double> &def) const {
+    auto it = attrs.find(a);
+    if (it != attrs.end())
+        if (auto d = std::get_if<double>(&it->second)) return {*d};
     auto p = attr_as<std::vector<double>>(*this, a, "a list of floats");
     return p ? *p : def;
 }
@@ -162,7 +165,8 @@ void Graph::validate() const {
                    "'; node names must be unique");
         for (const auto &in : n.inputs)
             user_check(in.empty() || defined.count(in), n.describe(), " reads '", in,
-                       "', which no earlier node, graph input or initializer defines",
+                       "', which no earlier node, graph input or initializer defines; declare it as a graph input or "
+                       "export the model with its weights (export_params=True)",
                        did_you_mean(in, std::vector<std::string>(defined.begin(), defined.end())));
         for (const auto &o : n.outputs) {
             if (o.empty()) continue;
@@ -171,7 +175,8 @@ void Graph::validate() const {
         }
     }
     for (const auto &o : outputs)
-        user_check(defined.count(o), "graph output '", o, "' is produced by no node, input or initializer");
+        user_check(defined.count(o), "graph output '", o, "' is produced by no node, input or initializer; "
+                                          "check the exporter's output_names");
 }
 
 std::string Graph::unique_name(const std::string &base) const {

@@ -30,7 +30,7 @@ struct ValueInfo {
     DType dtype = DType::F32;
     Shape shape;                       ///< -1 for a dim not known yet
     std::vector<std::string> symbols;  ///< symbolic names per dim ("" = none); may be empty
-    bool has_shape = false;            ///< false until shape inference ran on it
+    bool has_shape = false;            ///< shape known: set by shape inference, or by the importer for declared graph inputs/outputs (symbolic dims -1)
 };
 
 /// One operator application.
