@@ -252,6 +252,7 @@ TEST(ReferenceConv, ConvTransposeStridesPadsOutputPaddingGroupsDilations) {
     expect_f64(eval1("ConvTranspose", {&x, &w}, out({1, 1, 5}), ct({2}, {0, 0}, {1}, {0}, {3})), {1, 1, 5},
                {1, 1, 3, 2, 2});
     expect_f64(eval1("ConvTranspose", {&x, &w}, out({1, 1, 3}), ct({2}, {1, 1}, {1}, {0}, {3})), {1, 1, 3}, {1, 3, 2});
+    expect_f64(eval1("ConvTranspose", {&x, &w}, out({1, 1, 4}), ct({2}, {1, 0}, {1}, {0}, {3})), {1, 1, 4}, {1, 3, 2, 2});
     expect_f64(eval1("ConvTranspose", {&x, &w}, out({1, 1, 6}), ct({2}, {0, 0}, {1}, {1}, {3})), {1, 1, 6},
                {1, 1, 3, 2, 2, 0});
     Tensor wd = F({1, 1, 2}, {1, 10}), b = F({1}, {0.5});
