@@ -1,0 +1,187 @@
+// `loom bench model.onnx`: several schedules of one model side by side, each validated against the
+// reference interpreter before it is timed (codegen/benchmark.h does the work).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <type_traits>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "codegen/benchmark.h"
+#include "codegen/halide_autoschedulers.h"
+#include "codegen/jit.h"
+#include "codegen/machine_probe.h"
+#include "graph/error.h"
+#include "schedule/schedule_apply.h"
+#include "schedule/schedule_builtin.h"
+#include "schedule/schedule_printer.h"
+
+// The cost-model auto-scheduler lands separately; `--auto` uses it when its header is there (and
+// has an `auto_schedule(pipeline, target)`), else the row reports that it is missing.
+// (LOOM_BENCH_NO_AUTO builds without it, for a tree where the header exists but its code not yet.)
+#if __has_include("autoschedule/autoschedule.h") && !defined(LOOM_BENCH_NO_AUTO)
+#include "autoschedule/autoschedule.h"
+#endif
+
+namespace loom::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Detects `auto_schedule(const LoweredPipeline &, const Halide::Target &)` by argument-dependent
+// lookup, so this file compiles before and after src/autoschedule provides it.
+template <typename P, typename = void>
+struct HasAutoSchedule : std::false_type {};
+template <typename P>
+struct HasAutoSchedule<P, std::void_t<decltype(Schedule(auto_schedule(std::declval<const P &>(),
+                                                                       std::declval<const Halide::Target &>())))>>
+    : std::true_type {};
+
+template <typename P>
+AutoscheduleFn autoscheduler_for() {
+    if constexpr (HasAutoSchedule<P>::value)
+        return [](const P &p, const Halide::Target &t) { return Schedule(auto_schedule(p, t)); };
+    else
+        return nullptr;
+}
+
+struct BenchCliOptions {
+    std::string model;
+    std::vector<std::string> schedules;
+    bool eager = false, inline_ = false, auto_ = false, reprobe = false;
+    std::vector<std::string> halide;
+    std::vector<std::string> inputs;
+    std::string json, csv, plot, name;
+    double budget_ms = 2000;
+    int warmup = 2, sets = 0;
+    double tolerance = 1e-5;
+    uint64_t seed = 1;
+};
+
+// bench/plot.py next to the sources: $LOOM_SOURCE_DIR, else the folders above the binary, else cwd.
+std::string find_plot_script() {
+    std::vector<fs::path> roots;
+    if (const char *d = std::getenv("LOOM_SOURCE_DIR"); d && *d) roots.emplace_back(d);
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec)
+        for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+            roots.push_back(p);
+    roots.push_back(fs::current_path());
+    for (const auto &r : roots)
+        if (fs::exists(r / "bench" / "plot.py")) return (r / "bench" / "plot.py").string();
+    throw UserError("--plot: cannot find bench/plot.py (set LOOM_SOURCE_DIR to the Loom source tree)");
+}
+
+void write_file(const std::string &path, const std::string &text) {
+    std::ofstream f(path);
+    user_check((bool)f, "cannot write ", path);
+    f << text;
+}
+
+std::string shell_quote(const std::string &s) {
+    std::string o = "'";
+    for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return o + "'";
+}
+
+void bench(const BenchCliOptions &o) {
+    Graph g = load_model(o.model, o.inputs);
+    g.name = o.name.empty() ? fs::path(o.model).stem().string() : o.name;
+    Halide::Target target = host_target();
+
+    std::cerr << "loom bench: probing the machine (cached in " << machine_cache_path() << ")\n";
+    MachineInfo machine = probe_machine(o.reprobe);
+
+    bool any = o.eager || o.inline_ || o.auto_ || !o.halide.empty() || !o.schedules.empty();
+    std::vector<BenchVariant> variants;
+    auto builtin = [&](const std::string &spec) {
+        AutoscheduleFn autofn = autoscheduler_for<LoweredPipeline>();
+        variants.push_back({spec, spec, [spec, autofn](LoweredPipeline &p, const Halide::Target &t) {
+                                Schedule s = resolve_schedule(p, t, spec, autofn);
+                                apply_schedule(s, p, t);
+                                return print_schedule(s);
+                            }});
+    };
+    if (o.eager || !any) builtin("eager");
+    if (o.inline_ || !any) builtin("inline");
+    if (o.auto_ || (!any && HasAutoSchedule<LoweredPipeline>::value)) builtin("auto");
+    for (const auto &h : o.halide) {
+        std::string name = h;
+        halide_autoscheduler_registered_name(name);  // a typo is a user error before anything runs
+        variants.push_back({name, "halide", [name, machine](LoweredPipeline &p, const Halide::Target &t) {
+                                return apply_halide_autoscheduler(p, name, t, machine);
+                            }});
+    }
+    for (const auto &path : o.schedules) {
+        AutoscheduleFn autofn = autoscheduler_for<LoweredPipeline>();
+        variants.push_back({fs::path(path).filename().string(), "file",
+                            [path, autofn](LoweredPipeline &p, const Halide::Target &t) {
+                                Schedule s = resolve_schedule(p, t, path, autofn);
+                                apply_schedule(s, p, t);
+                                return print_schedule(s);
+                            }});
+    }
+
+    BenchOptions opts;
+    opts.budget_ms = o.budget_ms;
+    opts.warmup = o.warmup;
+    opts.input_sets = o.sets;
+    opts.rel_tol = o.tolerance;
+    opts.seed = o.seed;
+    opts.target = target;
+    opts.progress = [&](const std::string &line) { std::cerr << "loom bench " << g.name << ": " << line << "\n"; };
+
+    BenchReport rep = run_benchmark(g, variants, opts, machine);
+    rep.model = o.model;
+    std::cout << format_table(rep);
+
+    std::string json_path = o.json;
+    if (!o.plot.empty() && json_path.empty())
+        json_path = (fs::temp_directory_path() / ("loom_bench_" + std::to_string(::getpid()) + ".json")).string();
+    if (!json_path.empty()) write_file(json_path, to_json(rep));
+    if (!o.csv.empty()) write_file(o.csv, to_csv(rep));
+    if (!o.plot.empty()) {
+        std::string cmd = "/usr/bin/python3 " + shell_quote(find_plot_script()) + " " + shell_quote(json_path) +
+                          " -o " + shell_quote(o.plot);
+        int rc = std::system(cmd.c_str());
+        user_check(rc == 0, "--plot: ", cmd, " failed (exit ", rc, ")");
+        std::cerr << "loom bench: plot written to " << o.plot << "\n";
+    }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App &app) {
+    auto o = std::make_shared<BenchCliOptions>();
+    CLI::App *c = app.add_subcommand(
+        "bench", "Validate and time several schedules of a model side by side (time, GB/s, GFLOP/s, % roofline)");
+    c->add_option("model", o->model, "ONNX model file")->required();
+    c->add_option("--schedule", o->schedules, "A schedule file to measure (repeatable)");
+    c->add_flag("--eager", o->eager, "Measure the eager schedule (every op its own loop nest)");
+    c->add_flag("--inline", o->inline_, "Measure the inline schedule (pointwise ops inlined)");
+    c->add_flag("--auto", o->auto_, "Measure Loom's auto-scheduler");
+    c->add_option("--halide", o->halide, "Halide autoschedulers to measure: mullapudi2016,adams2019,li2018")
+        ->delimiter(',');
+    c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
+    c->add_option("--json", o->json, "Write the report as JSON");
+    c->add_option("--csv", o->csv, "Write the rows as CSV");
+    c->add_option("--plot", o->plot, "Plot the report (bench/plot.py, matplotlib) to this image");
+    c->add_option("--name", o->name, "Workload name in the report (default: the model file's stem)");
+    c->add_option("--budget-ms", o->budget_ms, "Time spent in timed runs per schedule")->default_val(2000);
+    c->add_option("--warmup", o->warmup, "Untimed runs before timing")->default_val(2);
+    c->add_option("--sets", o->sets, "Random input sets to rotate among (0: enough to overflow caches)")
+        ->default_val(0);
+    c->add_option("--tolerance", o->tolerance, "Largest relative error a schedule may have")->default_val(1e-5);
+    c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
+    c->add_flag("--reprobe", o->reprobe, "Re-measure the machine's copy bandwidth and FLOP rate");
+    c->footer("With no schedule flag: eager, inline (and auto when available). A schedule that fails to "
+              "compile or validate is reported in its row; the others still run.");
+    c->callback([o] { bench(*o); });
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,390 @@
+#include "codegen/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <iomanip>
+#include <sstream>
+
+#include "codegen/jit.h"
+#include "graph/error.h"
+#include "graph/op_catalog.h"
+#include "reference/reference.h"
+
+namespace loom {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double numel_of(const Graph &g, const std::string &v) {
+    if (v.empty() || !g.has_value(v)) return 0;
+    return (double)shape_numel(g.value(v).shape);
+}
+
+double bytes_of(const Graph &g, const std::string &v) {
+    if (!g.has_value(v)) return 0;
+    const ValueInfo &vi = g.value(v);
+    return (double)shape_numel(vi.shape) * dtype_size(vi.dtype);
+}
+
+const Shape &shape_of(const Graph &g, const std::string &v) { return g.value(v).shape; }
+
+double prod(const Shape &s, size_t from) {
+    double p = 1;
+    for (size_t k = from; k < s.size(); k++) p *= (double)s[k];
+    return p;
+}
+
+// First line of a message, so a table row stays one line (the JSON keeps the whole message).
+std::string one_line(const std::string &s, size_t max = 160) {
+    std::string l = s.substr(0, s.find('\n'));
+    if (l.size() > max) l = l.substr(0, max - 3) + "...";
+    return l;
+}
+
+std::string fmt(double v, int prec) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(prec) << v;
+    return os.str();
+}
+
+// Worst comparison of \p out against the f64 reference over every output.
+void compare_outputs(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
+                     BenchRow &row) {
+    row.rel_error = 0;
+    row.max_abs = 0;
+    for (const auto &[name, r] : ref) {
+        auto it = out.find(name);
+        if (it == out.end()) throw UserError(str_cat("output '", name, "' was not produced"));
+        const Tensor &o = it->second;
+        if (o.shape() != r.shape())
+            throw UserError(str_cat("output '", name, "' has shape ", shape_str(o.shape()),
+                                    ", reference ", shape_str(r.shape())));
+        double num = 0, den = 0, maxabs = 0;
+        int64_t bad = -1;
+        for (int64_t i = 0; i < r.numel(); i++) {
+            double a = o.get(i), b = r.get(i);
+            if (!std::isfinite(a) && std::isfinite(b)) {
+                if (bad < 0) bad = i;
+                continue;
+            }
+            double d = std::abs(a - b);
+            num += d * d;
+            den += b * b;
+            maxabs = std::max(maxabs, d);
+        }
+        if (bad >= 0)
+            throw UserError(str_cat("output '", name, "' has NaN/Inf or unwritten elements (first at "
+                                    "flat index ", bad, ")"));
+        double rel = std::sqrt(num / (den > 0 ? den : 1));
+        row.rel_error = std::max(row.rel_error, rel);
+        row.max_abs = std::max(row.max_abs, maxabs);
+    }
+}
+
+std::string json_str(const std::string &s) {
+    std::string o = "\"";
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': o += "\\\""; break;
+        case '\\': o += "\\\\"; break;
+        case '\n': o += "\\n"; break;
+        case '\t': o += "\\t"; break;
+        case '\r': o += "\\r"; break;
+        default:
+            if (c < 0x20) {
+                char buf[8];
+                snprintf(buf, sizeof buf, "\\u%04x", c);
+                o += buf;
+            } else {
+                o += (char)c;
+            }
+        }
+    }
+    return o + "\"";
+}
+
+std::string json_num(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::ostringstream os;
+    os << std::setprecision(6) << v;
+    return os.str();
+}
+
+std::string csv_field(const std::string &s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string o = "\"";
+    for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+    return o + "\"";
+}
+
+std::string now_iso() {
+    std::time_t t = std::time(nullptr);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
+    return buf;
+}
+
+}  // namespace
+
+double node_flops(const Graph &g, const Node &n) {
+    if (n.outputs.empty() || !g.has_value(n.outputs[0])) return 0;
+    double out = numel_of(g, n.outputs[0]);
+    double in = n.inputs.empty() ? 0 : numel_of(g, n.inputs[0]);
+    OpKind kind;
+    try {
+        kind = op_kind(n.op);
+    } catch (const std::exception &) {
+        return out;
+    }
+    switch (kind) {
+    case OpKind::MatMul: {
+        const Shape &a = shape_of(g, n.inputs[0]);
+        double k;
+        if (n.op == "Gemm") k = (double)(n.get_int("transA", 0) ? a[0] : a[a.size() - 1]);
+        else k = (double)a.back();
+        double bias = (n.op == "Gemm" && n.has_input(2)) ? out : 0;
+        return 2 * out * k + bias;
+    }
+    case OpKind::Conv: {
+        const Shape &w = shape_of(g, n.inputs[1]);
+        double bias = n.has_input(2) ? out : 0;
+        if (n.op == "ConvTranspose") return 2 * in * prod(w, 1) + bias;
+        return 2 * out * prod(w, 1) + bias;
+    }
+    case OpKind::Pool: {
+        if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") return in;
+        auto ks = n.get_ints("kernel_shape");
+        double kk = 1;
+        for (auto v : ks) kk *= (double)v;
+        return out * kk;
+    }
+    case OpKind::Reduce: return in;
+    case OpKind::Norm:
+        if (n.op == "Softmax" || n.op == "LogSoftmax") return 5 * in;
+        if (n.op == "BatchNormalization") return 2 * in;
+        return 8 * in;  // Layer/Instance/Group norm: mean, variance, normalise, affine
+    case OpKind::Elementwise: return out;
+    case OpKind::Layout:
+    case OpKind::Gather:
+    case OpKind::Resize:
+    case OpKind::Folded: return 0;
+    }
+    return 0;
+}
+
+WorkloadCost workload_cost(const Graph &g) {
+    WorkloadCost c;
+    for (const auto &v : g.inputs) c.input_bytes += bytes_of(g, v);
+    for (const auto &v : g.outputs) c.output_bytes += bytes_of(g, v);
+    for (const auto &[name, t] : g.initializers) c.weight_bytes += (double)t.bytes().size();
+    for (const auto &n : g.nodes) c.flops += node_flops(g, n);
+    return c;
+}
+
+BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
+                          const BenchOptions &opts, const MachineInfo &machine) {
+    auto say = [&](const std::string &s) {
+        if (opts.progress) opts.progress(s);
+    };
+    BenchReport rep;
+    rep.workload = g.name;
+    rep.target = opts.target.to_string();
+    rep.date = now_iso();
+    rep.machine = machine;
+    rep.cost = workload_cost(g);
+
+    // Enough input sets that together they overflow the caches that matter (64 MiB), 2..8, and
+    // never more than 2 GiB of inputs.
+    int sets = opts.input_sets;
+    if (sets <= 0) {
+        double per = std::max(1.0, rep.cost.input_bytes);
+        sets = (int)std::ceil((64.0 * (1 << 20)) / per);
+        sets = std::max(2, std::min(8, sets));
+        while (sets > 2 && per * sets > 2.0 * (1 << 30)) sets--;
+    }
+    rep.input_sets = sets;
+    say(str_cat("making ", sets, " random input set(s) of ", fmt(rep.cost.input_bytes / 1e6, 1), " MB"));
+    std::vector<std::map<std::string, Tensor>> inputs;
+    for (int k = 0; k < sets; k++) inputs.push_back(random_inputs(g, opts.seed + k));
+
+    say("running the reference interpreter (validation oracle)");
+    auto t0 = Clock::now();
+    std::map<std::string, Tensor> ref = run_reference(g, inputs[0]);
+    rep.reference_ms = seconds_since(t0) * 1e3;
+
+    for (size_t vi = 0; vi < variants.size(); vi++) {
+        const BenchVariant &v = variants[vi];
+        BenchRow row;
+        row.label = v.label;
+        row.kind = v.kind;
+        std::string pre = str_cat("[", vi + 1, "/", variants.size(), "] ", v.label, ": ");
+        try {
+            row.stage = "schedule";
+            say(pre + "scheduling");
+            auto ts = Clock::now();
+            LoweredPipeline lp = lower_graph(g);
+            row.schedule_text = v.apply ? v.apply(lp, opts.target) : std::string();
+            row.schedule_s = seconds_since(ts);
+
+            row.stage = "compile";
+            say(pre + "compiling (schedule took " + fmt(row.schedule_s, 1) + " s)");
+            JitModel model(std::move(lp), opts.target);
+            row.compile_s = model.compile_seconds();
+
+            row.stage = "validate";
+            say(pre + "validating (compile took " + fmt(row.compile_s, 1) + " s)");
+            compare_outputs(model.run(inputs[0]), ref, row);
+            if (!(row.rel_error < opts.rel_tol))
+                throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol,
+                                        " (max abs ", row.max_abs, ")"));
+
+            row.stage = "run";
+            say(pre + "timing (rel error " + fmt(row.rel_error, 12).substr(0, 10) + ")");
+            size_t next = 1 % inputs.size();
+            for (int k = 0; k < opts.warmup; k++) {
+                model.run(inputs[next]);
+                next = (next + 1) % inputs.size();
+            }
+            std::vector<double> times;
+            auto tb = Clock::now();
+            while ((int)times.size() < opts.max_runs &&
+                   ((int)times.size() < opts.min_runs || seconds_since(tb) * 1e3 < opts.budget_ms)) {
+                model.run(inputs[next]);
+                times.push_back(model.last_run_ms());
+                next = (next + 1) % inputs.size();
+            }
+            std::sort(times.begin(), times.end());
+            row.runs = (int)times.size();
+            size_t n = times.size();
+            row.median_ms = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+            row.min_ms = times.front();
+            row.max_ms = times.back();
+            double s = row.median_ms / 1e3;
+            row.gbps = rep.cost.bytes() / s / 1e9;
+            row.gflops = rep.cost.flops / s / 1e9;
+            row.pct_roofline = 100.0 * machine.roofline_ms(rep.cost.bytes(), rep.cost.flops) / row.median_ms;
+            row.ok = true;
+            row.stage.clear();
+            say(pre + "median " + fmt(row.median_ms, 3) + " ms over " + std::to_string(row.runs) + " runs");
+        } catch (const std::exception &e) {
+            row.ok = false;
+            row.error = e.what();
+            say(pre + "FAILED at " + row.stage + ": " + one_line(row.error));
+        } catch (...) {
+            row.ok = false;
+            row.error = "unknown exception";
+        }
+        rep.rows.push_back(std::move(row));
+    }
+
+    double eager = 0;
+    for (const auto &r : rep.rows)
+        if (r.kind == "eager" && r.ok) eager = r.median_ms;
+    if (eager > 0)
+        for (auto &r : rep.rows)
+            if (r.ok) r.speedup_vs_eager = eager / r.median_ms;
+    return rep;
+}
+
+std::string format_table(const BenchReport &r) {
+    std::ostringstream os;
+    os << "workload " << r.workload << " (" << r.model << ") on " << r.target << "\n"
+       << "machine: " << r.machine.cpu << ", " << r.machine.cores << " cores, copy "
+       << fmt(r.machine.copy_gbps, 1) << " GB/s, " << fmt(r.machine.gflops, 1) << " GFLOP/s peak\n"
+       << "compulsory: " << fmt(r.cost.bytes() / 1e6, 2) << " MB (in " << fmt(r.cost.input_bytes / 1e6, 2)
+       << ", out " << fmt(r.cost.output_bytes / 1e6, 2) << ", weights " << fmt(r.cost.weight_bytes / 1e6, 2)
+       << "), " << fmt(r.cost.flops / 1e9, 3) << " GFLOP; roofline "
+       << fmt(r.machine.roofline_ms(r.cost.bytes(), r.cost.flops), 3) << " ms; " << r.input_sets
+       << " input sets rotated\n";
+    const char *hdr[] = {"schedule", "median ms", "min..max ms", "GB/s", "GFLOP/s", "% roof", "vs eager",
+                         "runs", "compile s", "rel err"};
+    std::vector<std::vector<std::string>> cells;
+    cells.push_back(std::vector<std::string>(std::begin(hdr), std::end(hdr)));
+    std::vector<std::string> failures;
+    for (const auto &row : r.rows) {
+        if (!row.ok) {
+            cells.push_back({row.label, "FAILED (" + row.stage + ")", "", "", "", "", "", "", "", ""});
+            failures.push_back(row.label + ": " + one_line(row.error, 300));
+            continue;
+        }
+        std::ostringstream rel;
+        rel << std::setprecision(2) << std::scientific << row.rel_error;
+        cells.push_back({row.label, fmt(row.median_ms, 3), fmt(row.min_ms, 3) + ".." + fmt(row.max_ms, 3),
+                         fmt(row.gbps, 1), fmt(row.gflops, 1), fmt(row.pct_roofline, 1),
+                         row.speedup_vs_eager > 0 ? fmt(row.speedup_vs_eager, 2) + "x" : "-",
+                         std::to_string(row.runs), fmt(row.schedule_s + row.compile_s, 1), rel.str()});
+    }
+    std::vector<size_t> w(cells[0].size(), 0);
+    for (const auto &c : cells)
+        for (size_t k = 0; k < c.size(); k++) w[k] = std::max(w[k], c[k].size());
+    for (size_t i = 0; i < cells.size(); i++) {
+        for (size_t k = 0; k < cells[i].size(); k++) {
+            if (k == 0) os << std::left << std::setw((int)w[k]) << cells[i][k];
+            else if (cells[i][1].rfind("FAILED", 0) == 0 && k == 1) os << "  " << cells[i][k];
+            else if (cells[i][1].rfind("FAILED", 0) == 0) continue;
+            else os << "  " << std::right << std::setw((int)w[k]) << cells[i][k];
+        }
+        os << "\n";
+    }
+    for (const auto &f : failures) os << "  failed " << f << "\n";
+    return os.str();
+}
+
+std::string to_json(const BenchReport &r) {
+    std::ostringstream os;
+    os << "{\n  \"workload\": " << json_str(r.workload) << ",\n  \"model\": " << json_str(r.model)
+       << ",\n  \"target\": " << json_str(r.target) << ",\n  \"date\": " << json_str(r.date)
+       << ",\n  \"machine\": {\"cpu\": " << json_str(r.machine.cpu) << ", \"cores\": " << r.machine.cores
+       << ", \"copy_gbps\": " << json_num(r.machine.copy_gbps) << ", \"gflops\": " << json_num(r.machine.gflops)
+       << ", \"l2_bytes\": " << r.machine.l2_bytes << ", \"simd\": " << json_str(r.machine.simd) << "}"
+       << ",\n  \"cost\": {\"input_bytes\": " << json_num(r.cost.input_bytes)
+       << ", \"output_bytes\": " << json_num(r.cost.output_bytes)
+       << ", \"weight_bytes\": " << json_num(r.cost.weight_bytes) << ", \"bytes\": " << json_num(r.cost.bytes())
+       << ", \"flops\": " << json_num(r.cost.flops)
+       << ", \"roofline_ms\": " << json_num(r.machine.roofline_ms(r.cost.bytes(), r.cost.flops)) << "}"
+       << ",\n  \"input_sets\": " << r.input_sets << ",\n  \"reference_ms\": " << json_num(r.reference_ms)
+       << ",\n  \"rows\": [";
+    for (size_t i = 0; i < r.rows.size(); i++) {
+        const BenchRow &x = r.rows[i];
+        os << (i ? "," : "") << "\n    {\"schedule\": " << json_str(x.label) << ", \"kind\": " << json_str(x.kind)
+           << ", \"ok\": " << (x.ok ? "true" : "false") << ", \"error\": " << json_str(x.error)
+           << ", \"failed_at\": " << json_str(x.stage) << ", \"median_ms\": " << json_num(x.ok ? x.median_ms : NAN)
+           << ", \"min_ms\": " << json_num(x.ok ? x.min_ms : NAN) << ", \"max_ms\": " << json_num(x.ok ? x.max_ms : NAN)
+           << ", \"runs\": " << x.runs << ", \"gbps\": " << json_num(x.ok ? x.gbps : NAN)
+           << ", \"gflops\": " << json_num(x.ok ? x.gflops : NAN)
+           << ", \"pct_roofline\": " << json_num(x.ok ? x.pct_roofline : NAN)
+           << ", \"speedup_vs_eager\": " << json_num(x.speedup_vs_eager > 0 ? x.speedup_vs_eager : NAN)
+           << ", \"schedule_s\": " << json_num(x.schedule_s) << ", \"compile_s\": " << json_num(x.compile_s)
+           << ", \"rel_error\": " << json_num(x.rel_error) << ", \"max_abs\": " << json_num(x.max_abs)
+           << ", \"schedule_text\": " << json_str(x.schedule_text) << "}";
+    }
+    os << "\n  ]\n}\n";
+    return os.str();
+}
+
+std::string to_csv(const BenchReport &r) {
+    std::ostringstream os;
+    os << "workload,schedule,kind,ok,median_ms,min_ms,max_ms,runs,gbps,gflops,pct_roofline,"
+          "speedup_vs_eager,schedule_s,compile_s,rel_error,error\n";
+    for (const auto &x : r.rows) {
+        os << csv_field(r.workload) << "," << csv_field(x.label) << "," << x.kind << "," << (x.ok ? 1 : 0) << ",";
+        if (x.ok)
+            os << x.median_ms << "," << x.min_ms << "," << x.max_ms << "," << x.runs << "," << x.gbps << ","
+               << x.gflops << "," << x.pct_roofline << ","
+               << (x.speedup_vs_eager > 0 ? std::to_string(x.speedup_vs_eager) : std::string()) << ",";
+        else
+            os << ",,," << x.runs << ",,,,,";
+        os << x.schedule_s << "," << x.compile_s << "," << x.rel_error << "," << csv_field(one_line(x.error, 1000))
+           << "\n";
+    }
+    return os.str();
+}
+
+}  // namespace loom

@@ -1,0 +1,103 @@
+/// \file
+/// `loom bench`'s engine: several schedules of one graph, each validated against the reference
+/// interpreter before it is timed, side by side (time, GB/s against compulsory bytes, GFLOP/s,
+/// % of this machine's roofline, speedup over eager). A schedule that fails to compile or to
+/// validate is reported in its row and the others still run.
+///
+/// Timing: a warm-up, then repeated runs until a time budget; median, min and max of the realize
+/// calls. Inputs rotate among several random sets (enough to overflow the caches that matter) so
+/// that caches do not flatter small workloads.
+#pragma once
+
+#include <Halide.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/machine_probe.h"
+#include "graph/graph.h"
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// One schedule to measure. \p apply schedules a freshly lowered pipeline in place and returns
+/// the schedule as text (kept in the report); it throws (UserError …) when the schedule is wrong.
+struct BenchVariant {
+    std::string label;  ///< shown in the table: "eager", "inline", "auto", "mullapudi2016", "a.sched"
+    std::string kind;   ///< "eager", "inline", "auto", "halide", "file"
+    std::function<std::string(LoweredPipeline &, const Halide::Target &)> apply;
+};
+
+/// How to measure.
+struct BenchOptions {
+    double budget_ms = 2000;  ///< wall time spent in timed runs per schedule (at least min_runs)
+    int warmup = 2;           ///< untimed runs first (after the validation run)
+    int min_runs = 3;
+    int max_runs = 2000;
+    int input_sets = 0;       ///< random input sets to rotate among; 0 = enough for 64 MiB (2..8)
+    double rel_tol = 1e-5;    ///< ‖out − ref‖ / ‖ref‖ a schedule must stay under (floats)
+    uint64_t seed = 1;
+    Halide::Target target;    ///< set by the caller (host_target())
+    /// Receives one line of progress per step (the CLI prints it on stderr); may be empty.
+    std::function<void(const std::string &)> progress;
+};
+
+/// The compulsory traffic and arithmetic of a graph: what any schedule has to move and compute.
+struct WorkloadCost {
+    double input_bytes = 0;   ///< graph inputs, read once
+    double output_bytes = 0;  ///< graph outputs, written once
+    double weight_bytes = 0;  ///< initializers, read once
+    double flops = 0;         ///< sum of node_flops over the graph
+    double bytes() const { return input_bytes + output_bytes + weight_bytes; }
+};
+
+/// FLOPs of one canonical node: MatMul/Gemm 2·M·N·K (+ the bias), Conv 2·N·M·(C/g)·KH·KW·OH·OW,
+/// pointwise ops 1 per output element, reductions 1 per input element, Softmax 5, LayerNorm 8,
+/// BatchNorm 2, pools one per window element; layout ops (Reshape, Transpose …) 0.
+double node_flops(const Graph &g, const Node &n);
+/// The compulsory bytes and FLOPs of \p g.
+WorkloadCost workload_cost(const Graph &g);
+
+/// One row of the table.
+struct BenchRow {
+    std::string label, kind;
+    bool ok = false;
+    std::string error;        ///< why not ok: the compile or validation failure, one line
+    std::string stage;        ///< where it failed: "schedule", "compile", "run", "validate"
+    double schedule_s = 0;    ///< applying / searching the schedule
+    double compile_s = 0;     ///< JIT compile
+    double rel_error = 0, max_abs = 0;  ///< validation against the reference (worst output)
+    int runs = 0;
+    double median_ms = 0, min_ms = 0, max_ms = 0;
+    double gbps = 0, gflops = 0;   ///< against WorkloadCost at the median
+    double pct_roofline = 0;       ///< roofline lower bound / median, in %
+    double speedup_vs_eager = 0;   ///< eager median / this median (0 when eager did not run)
+    std::string schedule_text;     ///< the schedule as applied (for a reader of the JSON)
+};
+
+/// All rows of one benchmark run and what they were measured against.
+struct BenchReport {
+    std::string model;     ///< model path as given
+    std::string workload;  ///< short name (file stem)
+    std::string target;    ///< Halide target string
+    std::string date;      ///< ISO 8601, local time
+    MachineInfo machine;
+    WorkloadCost cost;
+    int input_sets = 0;
+    double reference_ms = 0;  ///< one reference-interpreter run (validation oracle)
+    std::vector<BenchRow> rows;
+};
+
+/// Validates and times every variant on \p g (a prepared, canonical graph), in order.
+BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
+                          const BenchOptions &opts, const MachineInfo &machine);
+
+/// The human table (one line per row, a header naming machine, target and costs).
+std::string format_table(const BenchReport &r);
+/// The report as JSON (one object; rows as an array; schedule texts included).
+std::string to_json(const BenchReport &r);
+/// One CSV line per row, with a header line.
+std::string to_csv(const BenchReport &r);
+
+}  // namespace loom

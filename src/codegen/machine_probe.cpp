@@ -1,0 +1,247 @@
+#include "codegen/machine_probe.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace loom {
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Sizes like "2048K" / "4M" from sysfs.
+int64_t parse_cache_size(const std::string &s) {
+    if (s.empty()) return 0;
+    int64_t v = std::atoll(s.c_str());
+    char unit = s.back();
+    if (unit == 'K') v <<= 10;
+    if (unit == 'M') v <<= 20;
+    return v;
+}
+
+std::string read_line(const std::string &path) {
+    std::ifstream f(path);
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+void probe_caches(MachineInfo &m) {
+    for (int i = 0; i < 8; i++) {
+        std::string d = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+        std::string level = read_line(d + "level"), type = read_line(d + "type");
+        if (level.empty()) break;
+        if (type == "Instruction") continue;
+        int64_t size = parse_cache_size(read_line(d + "size"));
+        if (level == "2") m.l2_bytes = size;
+        m.llc_bytes = std::max(m.llc_bytes, size);
+    }
+    if (m.l2_bytes == 0) m.l2_bytes = 1 << 20;
+    if (m.llc_bytes == 0) m.llc_bytes = m.l2_bytes;
+}
+
+std::string cpu_name() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) {
+            auto p = line.find(':');
+            return p == std::string::npos ? line : line.substr(p + 2);
+        }
+    return "unknown";
+}
+
+// Independent FMA chains, enough to cover FMA latency × ports; each function is compiled for its
+// ISA and only called when the CPU has it.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
+    __m512 acc[kChains];
+    for (int c = 0; c < kChains; c++) acc[c] = _mm512_set1_ps(0.001f * c);
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < kChains; c++) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+    __m512 s = acc[0];
+    for (int c = 1; c < kChains; c++) s = _mm512_add_ps(s, acc[c]);
+    float out[16];
+    _mm512_storeu_ps(out, s);
+    return out[0];
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iters) {
+    __m256 acc[kChains];
+    for (int c = 0; c < kChains; c++) acc[c] = _mm256_set1_ps(0.001f * c);
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < kChains; c++) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+    __m256 s = acc[0];
+    for (int c = 1; c < kChains; c++) s = _mm256_add_ps(s, acc[c]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0];
+}
+
+double fma_loop_sse(int64_t iters) {
+    __m128 acc[kChains];
+    for (int c = 0; c < kChains; c++) acc[c] = _mm_set1_ps(0.001f * c);
+    const __m128 a = _mm_set1_ps(0.999999f), b = _mm_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < kChains; c++) acc[c] = _mm_add_ps(_mm_mul_ps(acc[c], a), b);
+    __m128 s = acc[0];
+    for (int c = 1; c < kChains; c++) s = _mm_add_ps(s, acc[c]);
+    float out[4];
+    _mm_storeu_ps(out, s);
+    return out[0];
+}
+
+std::string simd_level() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+    return "sse";
+}
+
+}  // namespace
+
+double MachineInfo::roofline_ms(double bytes, double flops) const {
+    double t_mem = copy_gbps > 0 ? bytes / (copy_gbps * 1e9) : 0;
+    double t_flop = gflops > 0 ? flops / (gflops * 1e9) : 0;
+    return std::max(t_mem, t_flop) * 1e3;
+}
+
+std::string machine_cache_path() {
+    if (const char *d = std::getenv("LOOM_CACHE_DIR"); d && *d) return std::string(d) + "/machine.txt";
+    if (const char *d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/loom/machine.txt";
+    const char *home = std::getenv("HOME");
+    return std::string(home && *home ? home : "/tmp") + "/.cache/loom/machine.txt";
+}
+
+double probe_copy_gbps(int threads) {
+    // Far larger than any cache level that matters, but quick to touch: 256 MiB each way.
+    const size_t bytes = size_t(256) << 20;
+    std::unique_ptr<char[]> src(new char[bytes]), dst(new char[bytes]);
+    double best = 0;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        size_t chunk = bytes / n, lo = chunk * t;
+        // First touch by the thread that will copy this chunk.
+        std::memset(src.get() + lo, t + 1, chunk);
+        std::memset(dst.get() + lo, 0, chunk);
+    }
+    for (int rep = 0; rep < 6; rep++) {
+        double t0 = now_s();
+#pragma omp parallel num_threads(threads)
+        {
+            int t = omp_get_thread_num(), n = omp_get_num_threads();
+            size_t chunk = bytes / n, lo = chunk * t;
+            std::memcpy(dst.get() + lo, src.get() + lo, chunk);
+        }
+        double dt = now_s() - t0;
+        best = std::max(best, 2.0 * bytes / dt / 1e9);
+    }
+    volatile char sink = dst[bytes / 3];
+    (void)sink;
+    return best;
+}
+
+double probe_gflops(int threads) {
+    std::string simd = simd_level();
+    int lanes = simd == "avx512" ? 16 : simd == "avx2" ? 8 : 4;
+    double flops_per_iter = kChains * lanes * (simd == "sse" ? 2.0 : 2.0);
+    const int64_t iters = 20'000'000;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_s(), sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+        {
+            if (simd == "avx512") sink += fma_loop_avx512(iters);
+            else if (simd == "avx2") sink += fma_loop_avx2(iters);
+            else sink += fma_loop_sse(iters);
+        }
+        double dt = now_s() - t0;
+        if (sink == 12345.678) best += 0;  // keeps the loops alive
+        best = std::max(best, flops_per_iter * iters * threads / dt / 1e9);
+    }
+    return best;
+}
+
+bool read_machine_file(const std::string &path, MachineInfo &out) {
+    std::ifstream f(path);
+    if (!f) return false;
+    std::map<std::string, std::string> kv;
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        auto p = line.find('=');
+        if (p != std::string::npos) kv[line.substr(0, p)] = line.substr(p + 1);
+    }
+    if (!kv.count("copy_gbps") || !kv.count("gflops")) return false;
+    MachineInfo m;
+    m.copy_gbps = std::atof(kv["copy_gbps"].c_str());
+    m.gflops = std::atof(kv["gflops"].c_str());
+    m.cores = kv.count("cores") ? std::atoi(kv["cores"].c_str()) : (int)std::thread::hardware_concurrency();
+    m.l2_bytes = kv.count("l2_bytes") ? std::atoll(kv["l2_bytes"].c_str()) : 0;
+    m.llc_bytes = kv.count("llc_bytes") ? std::atoll(kv["llc_bytes"].c_str()) : 0;
+    m.cpu = kv["cpu"];
+    m.simd = kv["simd"];
+    if (m.copy_gbps <= 0 || m.gflops <= 0) return false;
+    if (m.l2_bytes == 0 || m.llc_bytes == 0) probe_caches(m);
+    out = m;
+    return true;
+}
+
+void write_machine_file(const std::string &path, const MachineInfo &m) {
+    // mkdir -p of the parent folder.
+    std::string dir = path.substr(0, path.find_last_of('/'));
+    for (size_t p = 1; p != std::string::npos && !dir.empty();) {
+        p = dir.find('/', p);
+        ::mkdir(dir.substr(0, p).c_str(), 0755);
+        if (p != std::string::npos) p++;
+    }
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream f(tmp);
+        if (!f) return;
+        f << "# loom machine model (src/codegen/machine_probe.h); delete to re-probe\n"
+          << "copy_gbps=" << m.copy_gbps << "\n"
+          << "gflops=" << m.gflops << "\n"
+          << "cores=" << m.cores << "\n"
+          << "l2_bytes=" << m.l2_bytes << "\n"
+          << "llc_bytes=" << m.llc_bytes << "\n"
+          << "simd=" << m.simd << "\n"
+          << "cpu=" << m.cpu << "\n";
+    }
+    std::rename(tmp.c_str(), path.c_str());
+}
+
+MachineInfo probe_machine(bool force, const std::string &path) {
+    MachineInfo m;
+    if (!force && read_machine_file(path, m)) return m;
+    m.cores = std::max(1u, std::thread::hardware_concurrency());
+    if (const char *n = std::getenv("HL_NUM_THREADS"); n && std::atoi(n) > 0) m.cores = std::atoi(n);
+    probe_caches(m);
+    m.cpu = cpu_name();
+    m.simd = simd_level();
+    m.copy_gbps = probe_copy_gbps(m.cores);
+    m.gflops = probe_gflops(m.cores);
+    write_machine_file(path, m);
+    return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,279 @@
+// `loom bench` smoke tests on the tiny fixtures: a row per schedule, JSON that parses, a broken
+// schedule reported in its row while the others run, eager/inline validate; plus the FLOP and
+// byte counts and the machine file the roofline comes from.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <variant>
+
+#include "codegen/benchmark.h"
+#include "codegen/halide_autoschedulers.h"
+#include "codegen/machine_probe.h"
+#include "graph/error.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --- a minimal JSON reader: enough to check that the report parses and read its fields --------
+
+struct Json;
+using JsonObject = std::map<std::string, Json>;
+using JsonArray = std::vector<Json>;
+struct Json {
+    std::variant<std::nullptr_t, bool, double, std::string, std::shared_ptr<JsonArray>,
+                 std::shared_ptr<JsonObject>>
+        v;
+    const Json &operator[](const std::string &k) const { return std::get<std::shared_ptr<JsonObject>>(v)->at(k); }
+    const JsonArray &array() const { return *std::get<std::shared_ptr<JsonArray>>(v); }
+    const std::string &str() const { return std::get<std::string>(v); }
+    double num() const { return std::get<double>(v); }
+    bool boolean() const { return std::get<bool>(v); }
+    bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
+};
+
+struct JsonParser {
+    const std::string &s;
+    size_t p = 0;
+    void ws() { while (p < s.size() && isspace((unsigned char)s[p])) p++; }
+    void expect(char c) {
+        ws();
+        if (p >= s.size() || s[p] != c) throw std::runtime_error(str_cat("JSON: expected '", c, "' at ", p));
+        p++;
+    }
+    std::string string() {
+        expect('"');
+        std::string o;
+        while (p < s.size() && s[p] != '"') {
+            if (s[p] == '\\') {
+                p++;
+                char e = s[p];
+                if (e == 'u') { o += '?'; p += 4; }
+                else o += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+                p++;
+            } else {
+                o += s[p++];
+            }
+        }
+        expect('"');
+        return o;
+    }
+    Json value() {
+        ws();
+        if (p >= s.size()) throw std::runtime_error("JSON: unexpected end");
+        char c = s[p];
+        if (c == '{') {
+            p++;
+            auto o = std::make_shared<JsonObject>();
+            ws();
+            if (s[p] == '}') { p++; return Json{o}; }
+            for (;;) {
+                std::string k = string();
+                expect(':');
+                (*o)[k] = value();
+                ws();
+                if (s[p] == ',') { p++; continue; }
+                expect('}');
+                return Json{o};
+            }
+        }
+        if (c == '[') {
+            p++;
+            auto a = std::make_shared<JsonArray>();
+            ws();
+            if (s[p] == ']') { p++; return Json{a}; }
+            for (;;) {
+                a->push_back(value());
+                ws();
+                if (s[p] == ',') { p++; continue; }
+                expect(']');
+                return Json{a};
+            }
+        }
+        if (c == '"') return Json{string()};
+        if (s.compare(p, 4, "true") == 0) { p += 4; return Json{true}; }
+        if (s.compare(p, 5, "false") == 0) { p += 5; return Json{false}; }
+        if (s.compare(p, 4, "null") == 0) { p += 4; return Json{nullptr}; }
+        size_t end;
+        double d = std::stod(s.substr(p, 40), &end);
+        p += end;
+        return Json{d};
+    }
+};
+
+Json parse_json(const std::string &text) {
+    JsonParser jp{text};
+    Json j = jp.value();
+    jp.ws();
+    if (jp.p != text.size()) throw std::runtime_error("JSON: trailing characters");
+    return j;
+}
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A scratch folder with a machine file, so no test probes (or writes) the real cache.
+struct Scratch {
+    fs::path dir;
+    Scratch() {
+        dir = fs::temp_directory_path() / ("loom_test_bench_" + std::to_string(::getpid()));
+        fs::create_directories(dir);
+        MachineInfo m;
+        m.copy_gbps = 20;
+        m.gflops = 100;
+        m.cores = 2;
+        m.l2_bytes = 2 << 20;
+        m.llc_bytes = 32 << 20;
+        m.cpu = "test cpu";
+        m.simd = "avx2";
+        write_machine_file((dir / "machine.txt").string(), m);
+    }
+    ~Scratch() { fs::remove_all(dir); }
+    std::string path(const std::string &name) const { return (dir / name).string(); }
+    std::string env() const { return "LOOM_CACHE_DIR=" + dir.string() + " "; }
+};
+
+const Json *row_named(const Json &rep, const std::string &name) {
+    for (const auto &r : rep["rows"].array())
+        if (r["schedule"].str() == name) return &r;
+    return nullptr;
+}
+
+TEST(BenchCli, RowPerScheduleBrokenOneReportedOthersRun) {
+    Scratch s;
+    {
+        std::ofstream f(s.path("broken.sched"));
+        f << "# deliberately wrong: no such Func\nno_such_func.compute_root();\n";
+    }
+    std::string out;
+    std::string cmd = s.env() + testing::loom_binary() + " bench " + testing::data_path("sigmoid_affine.onnx") +
+                      " --eager --inline --schedule " + s.path("broken.sched") + " --json " + s.path("r.json") +
+                      " --csv " + s.path("r.csv") + " --budget-ms 30 --warmup 1";
+    int rc = testing::run_command(cmd, out);
+    ASSERT_EQ(rc, 0) << out;
+    // The table on stdout has one line per schedule; progress lines went to stderr.
+    EXPECT_NE(out.find("eager"), std::string::npos) << out;
+    EXPECT_NE(out.find("broken.sched"), std::string::npos) << out;
+    EXPECT_NE(out.find("FAILED"), std::string::npos) << out;
+    EXPECT_NE(out.find("loom bench sigmoid_affine: ["), std::string::npos) << "no progress lines:\n" << out;
+
+    Json rep = parse_json(slurp(s.path("r.json")));
+    EXPECT_EQ(rep["workload"].str(), "sigmoid_affine");
+    ASSERT_EQ(rep["rows"].array().size(), 3u);
+    for (const char *name : {"eager", "inline"}) {
+        const Json *r = row_named(rep, name);
+        ASSERT_NE(r, nullptr) << name;
+        EXPECT_TRUE((*r)["ok"].boolean()) << name << ": " << (*r)["error"].str();
+        EXPECT_GT((*r)["median_ms"].num(), 0);
+        EXPECT_LE((*r)["min_ms"].num(), (*r)["median_ms"].num());
+        EXPECT_GE((*r)["max_ms"].num(), (*r)["median_ms"].num());
+        EXPECT_GE((*r)["runs"].num(), 3);
+        EXPECT_LT((*r)["rel_error"].num(), 1e-5);
+        EXPECT_GT((*r)["gbps"].num(), 0);
+        EXPECT_GT((*r)["pct_roofline"].num(), 0);
+        EXPECT_FALSE((*r)["schedule_text"].str().empty());
+    }
+    EXPECT_NEAR((*row_named(rep, "eager"))["speedup_vs_eager"].num(), 1.0, 1e-9);
+    const Json *b = row_named(rep, "broken.sched");
+    ASSERT_NE(b, nullptr);
+    EXPECT_FALSE((*b)["ok"].boolean());
+    EXPECT_TRUE((*b)["median_ms"].is_null());
+    EXPECT_NE((*b)["error"].str().find("no_such_func"), std::string::npos) << (*b)["error"].str();
+    // Compulsory bytes: x (64×256) and y out, plus w and b (256 each), all f32.
+    EXPECT_DOUBLE_EQ(rep["cost"]["bytes"].num(), 4.0 * (64 * 256 * 2 + 256 * 2));
+
+    std::string csv = slurp(s.path("r.csv"));
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+}
+
+TEST(BenchCli, HalideAutoschedulerRowValidates) {
+    Scratch s;
+    std::string out;
+    int rc = testing::run_command(s.env() + testing::loom_binary() + " bench " +
+                                      testing::data_path("softmax_rows.onnx") +
+                                      " --eager --halide li2018,mullapudi2016 --json " + s.path("r.json") +
+                                      " --budget-ms 20 --warmup 1",
+                                  out);
+    ASSERT_EQ(rc, 0) << out;
+    Json rep = parse_json(slurp(s.path("r.json")));
+    ASSERT_EQ(rep["rows"].array().size(), 3u);
+    for (const char *name : {"eager", "li2018", "mullapudi2016"}) {
+        const Json *r = row_named(rep, name);
+        ASSERT_NE(r, nullptr) << name;
+        EXPECT_TRUE((*r)["ok"].boolean()) << name << ": " << (*r)["error"].str();
+    }
+    EXPECT_NE((*row_named(rep, "li2018"))["schedule_text"].str().find("compute"), std::string::npos);
+}
+
+TEST(BenchCli, UnknownHalideAutoschedulerIsAUserError) {
+    Scratch s;
+    std::string out;
+    int rc = testing::run_command(s.env() + testing::loom_binary() + " bench " +
+                                      testing::data_path("sigmoid_affine.onnx") + " --halide adams2109",
+                                  out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("adams2019"), std::string::npos) << "no did-you-mean: " << out;
+}
+
+TEST(BenchCost, FlopsAndBytesFromTheGraph) {
+    Graph g;
+    g.values["x"] = ValueInfo{"x", DType::F32, {8, 16}, {}, true};
+    g.inputs = {"x"};
+    g.set_constant("w", Tensor(DType::F32, {16, 32}));
+    g.values["w"].has_shape = true;
+    g.values["m"] = ValueInfo{"m", DType::F32, {8, 32}, {}, true};
+    g.values["y"] = ValueInfo{"y", DType::F32, {8, 32}, {}, true};
+    Node mm;
+    mm.name = "mm", mm.op = "MatMul", mm.inputs = {"x", "w"}, mm.outputs = {"m"};
+    Node relu;
+    relu.name = "relu", relu.op = "Relu", relu.inputs = {"m"}, relu.outputs = {"y"};
+    g.nodes = {mm, relu};
+    g.outputs = {"y"};
+    EXPECT_DOUBLE_EQ(node_flops(g, g.nodes[0]), 2.0 * 8 * 32 * 16);
+    EXPECT_DOUBLE_EQ(node_flops(g, g.nodes[1]), 8.0 * 32);
+    WorkloadCost c = workload_cost(g);
+    EXPECT_DOUBLE_EQ(c.input_bytes, 8 * 16 * 4);
+    EXPECT_DOUBLE_EQ(c.output_bytes, 8 * 32 * 4);
+    EXPECT_DOUBLE_EQ(c.weight_bytes, 16 * 32 * 4);
+    EXPECT_DOUBLE_EQ(c.flops, 2.0 * 8 * 32 * 16 + 8 * 32);
+}
+
+TEST(MachineProbe, FileRoundTripsAndRooflineIsTheSlowerBound) {
+    Scratch s;
+    MachineInfo m;
+    ASSERT_TRUE(read_machine_file(s.path("machine.txt"), m));
+    EXPECT_DOUBLE_EQ(m.copy_gbps, 20);
+    EXPECT_DOUBLE_EQ(m.gflops, 100);
+    EXPECT_EQ(m.cores, 2);
+    EXPECT_EQ(m.l2_bytes, 2 << 20);
+    EXPECT_EQ(m.cpu, "test cpu");
+    // 2 GB at 20 GB/s = 100 ms; 1 GFLOP at 100 GFLOP/s = 10 ms.
+    EXPECT_DOUBLE_EQ(m.roofline_ms(2e9, 1e9), 100);
+    EXPECT_DOUBLE_EQ(m.roofline_ms(1e6, 1e11), 1000);
+    // A probe with the cache present reads it instead of measuring.
+    MachineInfo p = probe_machine(false, s.path("machine.txt"));
+    EXPECT_DOUBLE_EQ(p.copy_gbps, 20);
+    EXPECT_FALSE(read_machine_file(s.path("absent.txt"), m));
+}
+
+TEST(HalideAutoschedulers, NamesAndErrors) {
+    EXPECT_EQ(halide_autoscheduler_registered_name("adams2019"), "Adams2019");
+    EXPECT_EQ(halide_autoscheduler_registered_name("Li2018"), "Li2018");
+    try {
+        halide_autoscheduler_registered_name("mullapudi");
+        FAIL() << "no error";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find("mullapudi2016"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace loom
