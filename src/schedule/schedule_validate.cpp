@@ -553,7 +553,10 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
     if (!f) return "unknown func '" + producer + "'" + did_you_mean(producer, m.names());
     FuncModel *c = m.find(consumer);
     auto legal = [&] { return "; legal: " + join(legal_locations(m, producer)); };
-    if (!c) return "unknown func '" + consumer + "'" + did_you_mean(consumer, m.names()) + legal();
+    auto hint_legal = [&](const std::string &hint) {
+        return hint.empty() ? legal() : hint + " legal: " + join(legal_locations(m, producer));
+    };
+    if (!c) return "unknown func '" + consumer + "'" + hint_legal(did_you_mean(consumer, m.names()));
     if (f->is_output) return producer + " is an output; it can only be computed at root";
     if (consumer == producer) return "a Func cannot be computed at itself" + legal();
     if (c->place.kind == Placement::Inline) return consumer + " is compute_inline and has no loops" + legal();
@@ -572,7 +575,7 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
     }
     auto dims = all_dims(*c);
     if (std::find(dims.begin(), dims.end(), var) == dims.end())
-        return consumer + " has no var '" + var + "'" + did_you_mean(var, dims) + legal();
+        return consumer + " has no var '" + var + "'" + hint_legal(did_you_mean(var, dims));
     return "";
 }
 
