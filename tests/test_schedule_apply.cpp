@@ -1,0 +1,302 @@
+// Applying schedules: the result stays numerically right (against plain C++ loops on random data)
+// and the loop nest changes as the schedule says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "graph/error.h"
+#include "lower/lowered.h"
+#include "schedule/schedule_apply.h"
+#include "schedule/schedule_builtin.h"
+#include "schedule/schedule_parser.h"
+#include "schedule/schedule_printer.h"
+#include "schedule/schedule_validate.h"
+
+using namespace loom;
+
+// A small hand-built pipeline in the shape lower_graph produces (vars outermost first):
+//   a(i, j) = in(i, j) * 2 + 1            pointwise, consumed by b
+//   b(i, j) = Σ_k a(i, k) * w(k, j)       matmul, RDom "k"
+//   c(i, j) = max(b(i, j), 0)             output
+//   tot(j)  = Σ_r in(r, j)                output, RDom "r" (1-D)
+//   g()     = Σ_{r.x, r.y} in(r.y, r.x)   output, RDom "r" (2-D)
+//   nz(i)   = fold of in(i, k): nz*x + 1  output, not associative
+struct TestPipeline {
+    loom::LoweredPipeline p;
+    Halide::ImageParam in;
+    Halide::Buffer<float> w;
+    int M = 64, K = 32, N = 48;
+};
+
+static loom::LoweredFunc lfunc(const std::string &name, Halide::Func f, std::vector<std::string> vars,
+                               std::vector<int64_t> ext, std::vector<std::vector<std::string>> rv,
+                               std::vector<std::string> producers, std::vector<std::string> consumers,
+                               bool out, bool pw) {
+    loom::LoweredFunc lf;
+    lf.name = name;
+    lf.func = f;
+    lf.node = name;
+    lf.op = "Test";
+    lf.vars = vars;
+    lf.extents = ext;
+    lf.update_rvars = rv;
+    lf.producers = producers;
+    lf.consumers = consumers;
+    lf.is_output = out;
+    lf.is_pointwise = pw;
+    return lf;
+}
+
+static TestPipeline make_pipeline() {
+    using namespace Halide;
+    TestPipeline t;
+    t.in = ImageParam(Float(32), 2, "in");
+    t.w = Buffer<float>(t.N, t.K, "w");
+    for (int k = 0; k < t.K; k++)
+        for (int j = 0; j < t.N; j++) t.w(j, k) = 0.01f * ((j * 7 + k * 13) % 17) - 0.08f;
+    Var i("i"), j("j");
+    RDom k(0, t.K, "k"), r(0, t.M, "r"), r2(0, t.K, 0, t.M, "r"), k2(0, t.K, "k");
+    Func a("a"), b("b"), c("c"), tot("tot"), g("g"), nz("nz");
+    a(j, i) = t.in(j, i) * 2.f + 1.f;
+    b(j, i) = 0.f;
+    b(j, i) += a(k, i) * t.w(j, k);
+    c(j, i) = max(b(j, i), 0.f);
+    tot(j) = 0.f;
+    tot(j) += t.in(j, r);
+    g() = 0.f;
+    g() += t.in(r2.x, r2.y);
+    nz(i) = 0.f;
+    nz(i) = nz(i) * t.in(k2, i) + 1.f;
+    auto &p = t.p;
+    p.inputs = {t.in};
+    p.input_names = {"in"};
+    p.funcs.push_back(lfunc("a", a, {"i", "j"}, {t.M, t.K}, {}, {}, {"b"}, false, true));
+    p.funcs.push_back(lfunc("b", b, {"i", "j"}, {t.M, t.N}, {{"k"}}, {"a"}, {"c"}, false, false));
+    p.funcs.push_back(lfunc("c", c, {"i", "j"}, {t.M, t.N}, {}, {"b"}, {}, true, true));
+    p.funcs.push_back(lfunc("tot", tot, {"j"}, {t.K}, {{"r"}}, {}, {}, true, false));
+    p.funcs.push_back(lfunc("g", g, {}, {}, {{"r.x", "r.y"}}, {}, {}, true, false));
+    p.funcs.push_back(lfunc("nz", nz, {"i"}, {t.M}, {{"k"}}, {}, {}, true, false));
+    p.output_funcs = {"c", "tot", "g", "nz"};
+    p.output_names = p.output_funcs;
+    return t;
+}
+
+static const Halide::Target kHost = Halide::get_host_target();
+
+// Random input (never zeros), set on the pipeline's ImageParam.
+static Halide::Buffer<float> random_input(TestPipeline &t, unsigned seed = 7) {
+    Halide::Buffer<float> in(t.K, t.M);  // in(j, i): i < M rows, j < K columns
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(0.1f, 1.0f);
+    in.for_each_value([&](float &v) { v = d(rng) * ((rng() & 1) ? 1.f : -1.f); });
+    t.in.set(in);
+    return in;
+}
+
+static Halide::Func func_of(TestPipeline &t, const std::string &n) {
+    for (auto &f : t.p.funcs)
+        if (f.name == n) return f.func;
+    return {};
+}
+
+// Checks c, tot, g and nz against loops over \p in.
+static void check_numerics(TestPipeline &t, const Halide::Buffer<float> &in) {
+    Halide::Buffer<float> c = func_of(t, "c").realize({t.N, t.M});
+    double err = 0, norm = 0;
+    for (int i = 0; i < t.M; i++)
+        for (int j = 0; j < t.N; j++) {
+            double acc = 0;
+            for (int k = 0; k < t.K; k++) acc += (in(k, i) * 2.0 + 1.0) * t.w(j, k);
+            double ref = std::max(acc, 0.0);
+            ASSERT_FALSE(std::isnan(c(j, i)));
+            err += (c(j, i) - ref) * (c(j, i) - ref), norm += ref * ref;
+        }
+    EXPECT_LT(std::sqrt(err / norm), 1e-5);
+    Halide::Buffer<float> tot = func_of(t, "tot").realize({t.K});
+    for (int j = 0; j < t.K; j++) {
+        double ref = 0;
+        for (int r = 0; r < t.M; r++) ref += in(j, r);
+        EXPECT_NEAR(tot(j), ref, 1e-4);
+    }
+    Halide::Buffer<float> g = func_of(t, "g").realize();
+    double gref = 0;
+    for (int y = 0; y < t.M; y++)
+        for (int x = 0; x < t.K; x++) gref += in(x, y);
+    EXPECT_NEAR(g(), gref, 1e-3);
+    Halide::Buffer<float> nz = func_of(t, "nz").realize({t.M});
+    for (int i = 0; i < t.M; i++) {
+        double ref = 0;
+        for (int k = 0; k < t.K; k++) ref = ref * in(k, i) + 1.0;
+        EXPECT_NEAR(nz(i), ref, 1e-3 * std::max(1.0, std::abs(ref)));
+    }
+}
+
+static bool has(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+
+TEST(ScheduleApply, SplitVectorizeParallelComputeAt) {
+    TestPipeline t = make_pipeline();
+    auto in = random_input(t);
+    const char *text = R"(# loom schedule for test (sha256 0) on host
+a.compute_at(b, i);
+b.compute_root()
+    .split(j, jo, ji, 8).vectorize(ji)
+    .parallel(i);
+b.update(0).reorder(j, k, i).vectorize(j, 8).parallel(i);
+c.compute_root().parallel(i).vectorize(j, 16);
+tot.compute_root();
+tot.update(0).unroll(r, 4);
+g.compute_root();
+nz.compute_root().vectorize(i, 8);
+nz.update(0).vectorize(i, 8);
+)";
+    Schedule s = parse_schedule(text, "test.sched");
+    AppliedSchedule applied = apply_schedule(s, t.p, kHost);
+    std::string nest = loop_nest(t.p, kHost);
+    EXPECT_TRUE(has(nest, "parallel i")) << nest;
+    EXPECT_TRUE(has(nest, "vectorized j.ji")) << nest;
+    EXPECT_TRUE(has(nest, "unrolled r")) << nest;
+    // a is produced inside b's loop over i, not at root.
+    size_t b_loop = nest.find("produce b");
+    size_t a_prod = nest.find("produce a");
+    ASSERT_NE(a_prod, std::string::npos) << nest;
+    EXPECT_GT(a_prod, b_loop) << nest;
+    check_numerics(t, in);
+}
+
+TEST(ScheduleApply, TileFuseAndRfactor) {
+    TestPipeline t = make_pipeline();
+    auto in = random_input(t, 11);
+    const char *text = R"(a.compute_inline();
+b.compute_root().tile(j, i, jo, io, ji, ii, 8, 4).fuse(jo, io, t).parallel(t);
+b.update(0).split(k, ko, ki, 8).reorder(ki, j, ko, i);
+c.compute_root();
+tot.update(0).split(r, ro, ri, 16).rfactor(ro, u) as tot_part;
+tot.compute_root();
+tot_part.compute_root();
+tot_part.update(0).parallel(u);
+g.update(0).rfactor(r.y, v) as g_part;
+g.compute_root();
+g_part.compute_root().parallel(v);
+g_part.update(0).parallel(v);
+nz.compute_root();
+)";
+    Schedule s = parse_schedule(text, "test.sched");
+    AppliedSchedule applied = apply_schedule(s, t.p, kHost);
+    ASSERT_TRUE(applied.funcs.count("tot_part"));
+    ASSERT_TRUE(applied.funcs.count("g_part"));
+    std::string nest = loop_nest(t.p, kHost);
+    EXPECT_TRUE(has(nest, "parallel j.jo.t")) << nest;
+    // rfactor adds a producer loop nest (Halide names it tot_intm, shown as "tot…" when Halide
+    // has uniquified names across tests).
+    auto count = [&](const std::string &w) {
+        int n = 0;
+        for (size_t p = nest.find(w); p != std::string::npos; p = nest.find(w, p + 1)) n++;
+        return n;
+    };
+    EXPECT_GE(count("produce tot"), 2) << nest;
+    EXPECT_GE(count("produce g"), 2) << nest;
+    EXPECT_FALSE(has(nest, "produce a:")) << nest;        // inlined
+    check_numerics(t, in);
+}
+
+TEST(ScheduleApply, BuiltinSchedulesAreCorrect) {
+    for (const std::string spec : {"eager", "inline"}) {
+        TestPipeline t = make_pipeline();
+        auto in = random_input(t, 3);
+        Schedule s = resolve_schedule(t.p, kHost, spec);
+        EXPECT_EQ(parse_schedule(print_schedule(s)), s) << spec;
+        apply_schedule(s, t.p, kHost);
+        std::string nest = loop_nest(t.p, kHost);
+        EXPECT_TRUE(has(nest, "parallel")) << spec << "\n" << nest;
+        EXPECT_TRUE(has(nest, "vectorized")) << spec << "\n" << nest;
+        EXPECT_EQ(has(nest, "produce a"), spec == "eager") << spec << "\n" << nest;
+        check_numerics(t, in);
+    }
+}
+
+TEST(ScheduleApply, DefaultStatementsFollowTheTarget) {
+    TestPipeline t = make_pipeline();
+    const LoweredFunc &b = t.p.funcs[1];
+    auto avx2 = default_statements(b, Halide::Target("x86-64-linux-avx2-sse41-fma-f16c"));
+    ASSERT_EQ(avx2.size(), 2u);
+    Schedule s;
+    s.statements = avx2;
+    EXPECT_EQ(print_schedule(s),
+              "b.compute_root().vectorize(j, 8).parallel(i);\n"
+              "b.update(0).reorder(j, k, i).vectorize(j, 8).parallel(i);\n");
+    auto avx512 = default_statements(b, Halide::Target("x86-64-linux-avx2-avx512-avx512_skylake-sse41-fma-f16c"));
+    EXPECT_EQ(avx512[0].calls[1].str(), "vectorize(j, 16)");
+    auto cuda = default_statements(b, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));
+    s.statements = cuda;
+    EXPECT_EQ(print_schedule(s),
+              "b.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n"
+              "b.update(0).gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n");
+    auto g = default_statements(t.p.funcs[4], Halide::Target("x86-64-linux-cuda"));
+    EXPECT_EQ(g[1].calls[0].name, "gpu_single_thread");
+}
+
+TEST(ScheduleApply, ResolvePrecedence) {
+    TestPipeline t = make_pipeline();
+    std::string path = ::testing::TempDir() + "loom_resolve.sched";
+    {
+        std::ofstream f(path);
+        f << "# loom schedule for test (sha256 abc) on " << kHost.to_string() << "\n\nb.compute_root().parallel(i);\n";
+    }
+    std::vector<std::string> warnings;
+    Schedule s = resolve_schedule(t.p, kHost, path, nullptr, &warnings, "def");
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_TRUE(has(warnings[0], "sha256 abc, but this model's sha256 is def")) << warnings[0];
+    // The file's statement first, then the default for every Func it does not mention.
+    EXPECT_EQ(s.statements[0].func, "b");
+    EXPECT_EQ(s.statements[0].calls.size(), 2u);
+    EXPECT_EQ(s.statements_for("a").size(), 1u);
+    EXPECT_EQ(s.statements_for("a")[0]->comments[0], "default: a is not in the schedule");
+    EXPECT_EQ(s.statements_for("b").size(), 1u);  // b's update keeps Halide's default (serial)
+    int calls = 0;
+    AutoscheduleFn fake = [&](const LoweredPipeline &, const Halide::Target &) {
+        calls++;
+        Schedule a;
+        a.statements.push_back(ScheduleStatement("a").add("compute_inline"));
+        return a;
+    };
+    Schedule a = resolve_schedule(t.p, kHost, "auto", fake);
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(a.statements[0].calls[0].name, "compute_inline");
+    EXPECT_GT(a.statements.size(), 1u);
+    EXPECT_THROW(resolve_schedule(t.p, kHost, "auto"), UserError);
+    try {
+        resolve_schedule(t.p, kHost, "/nonexistent/x.sched");
+        FAIL();
+    } catch (const UserError &e) {
+        EXPECT_TRUE(has(e.what(), "valid schedules: eager, inline, auto or the path of a .sched file")) << e.what();
+    }
+    std::remove(path.c_str());
+}
+
+TEST(ScheduleApply, GpuDefaultScheduleLowersForCuda) {
+    // No GPU needed: lowering to a statement checks the GPU mapping is complete and legal.
+    TestPipeline t = make_pipeline();
+    Halide::Target cuda("x86-64-linux-avx2-cuda-cuda_capability_80");
+    Schedule s = resolve_schedule(t.p, cuda, "inline");
+    apply_schedule(s, t.p, cuda);
+    std::string stmt = ::testing::TempDir() + "loom_gpu.stmt";
+    Halide::Func c = func_of(t, "c");
+    ASSERT_NO_THROW(c.compile_to_lowered_stmt(stmt, {t.in}, Halide::Text, cuda));
+    std::ifstream f(stmt);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(has(text, "cuda_gpu_source_kernels")) << text.substr(0, 2000);
+    EXPECT_TRUE(has(loop_nest(t.p, cuda), "gpu_block")) << loop_nest(t.p, cuda);
+}
+
+TEST(ScheduleApply, CanComputeAtAgreesWithApply) {
+    TestPipeline t = make_pipeline();
+    ASSERT_TRUE(can_compute_at(t.p, "a", "b", "j"));
+    auto in = random_input(t, 5);
+    Schedule s = parse_schedule("a.compute_at(b, j);\nb.compute_root();\nc.compute_root();");
+    fill_defaults(s, t.p, kHost);
+    apply_schedule(s, t.p, kHost);
+    check_numerics(t, in);
+}
