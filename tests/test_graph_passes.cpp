@@ -207,7 +207,7 @@ TEST(GraphPasses, ConvBatchNormFoldingIsExact) {
     EXPECT_EQ(unfolded.nodes.size(), 2u);
     auto ins = random_inputs(b.g, 7);
     auto a = run_reference(b.g, ins), r = run_reference(unfolded, ins);
-    EXPECT_TRUE(testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
+    EXPECT_TRUE(loom::testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
 }
 
 TEST(GraphPasses, CseMergesAndDceRemoves) {
