@@ -240,6 +240,26 @@ TEST(OpsNorm, LayerNorm) {
               (std::vector<std::vector<std::string>>{{"r.x", "r.y"}}));
 }
 
+TEST(OpsNorm, LayerNormStatisticsOutputs) {
+    // The optional Mean and InvStdDev outputs are the statistics Funcs themselves (keepdims shape).
+    Builder b;
+    std::string x = b.input("x", {2, 3, 5});
+    std::string s = b.input("s", {3, 5});
+    std::string y = b.node("LayerNormalization", {x, s}, {2, 3, 5},
+                           {{"axis", int64_t(1)}, {"epsilon", 1e-5}}, DType::F32, "ln");
+    Node &n = b.g.nodes.back();
+    for (const char *extra : {"ln_mean_out", "ln_invstd_out"}) {
+        n.outputs.push_back(extra);
+        b.g.values[extra] = ValueInfo{extra, DType::F32, {2, 1, 1}, {}, true};
+        b.g.outputs.push_back(extra);
+    }
+    check(b.g, 421);
+    LoweredPipeline lp = lower_graph(b.g);
+    EXPECT_TRUE(lp.find("ln_mean")->is_output);
+    EXPECT_TRUE(lp.find("ln_invstd")->is_output);
+    (void)y;
+}
+
 TEST(OpsNorm, BatchInstanceGroup) {
     Builder b;
     std::string x = b.input("x", {2, 6, 3, 5});
