@@ -53,7 +53,10 @@ std::vector<int64_t> squeeze_tail(std::vector<int64_t> v) {
     return v;
 }
 
+// Tail of a split of a pure var: RoundUp when it divides (no guards), else GuardWithIf.
 ScheduleArg tail(bool exact) { return ScheduleArg::tail(exact ? "RoundUp" : "GuardWithIf"); }
+// Tail of a split of an RVar (Halide allows only Auto, GuardWithIf or Predicate there).
+ScheduleArg rtail(bool exact) { return ScheduleArg::tail(exact ? "Auto" : "GuardWithIf"); }
 
 class GpuScheduler {
 public:
@@ -235,7 +238,7 @@ private:
             s.statements.push_back(pure);
         }
         ScheduleStatement up(r.name, 0);
-        up.add("split", {rv, ro, ri, threads, tail(k % threads == 0)});
+        up.add("split", {rv, ro, ri, threads, rtail(k % threads == 0)});
         up.add("rfactor", {ri, "u"}, part);
         s.statements.push_back(up);
         ScheduleStatement ps(part);
@@ -255,9 +258,9 @@ private:
             return;
         }
         std::vector<std::string> pure(r.vars);  // outermost first
-        if (outs >= 2 * 132) {
-            // One block per output: the pure stage keeps the default mapping; the update gets blocks.
-            s.statements.push_back(defaults.front());
+        if (outs >= 2 * 132 || k < 16384) {
+            // One block per output: the pure stage (the init) is mapped like a pointwise kernel.
+            pointwise_kernel(s, r);
             block_reduction(s, r, r.name, pure_block_var(r), kRowThreads, false);
             ScheduleStatement up(r.name, 0);
             add_blocks(up, r);
@@ -275,7 +278,7 @@ private:
         pure_st.add("compute_root").add("gpu_single_thread");
         s.statements.push_back(pure_st);
         ScheduleStatement up(r.name, 0);
-        up.add("split", {rv, rb, rc, (int64_t)chunk, tail(k % chunk == 0)});
+        up.add("split", {rv, rb, rc, (int64_t)chunk, rtail(k % chunk == 0)});
         up.add("rfactor", {rb, "b"}, blk);
         s.statements.push_back(up);
         ScheduleStatement up2(r.name, 0);
@@ -286,7 +289,7 @@ private:
         s.statements.push_back(bp);
         std::string rco = ident(r, rc + "o"), rci = ident(r, rc + "i"), thr = r.name + "_thr";
         ScheduleStatement bu(blk, 0);
-        bu.add("split", {rc, rco, rci, kRowThreads, tail(chunk % kRowThreads == 0)});
+        bu.add("split", {rc, rco, rci, kRowThreads, rtail(chunk % kRowThreads == 0)});
         bu.add("rfactor", {rci, "u"}, thr);
         s.statements.push_back(bu);
         ScheduleStatement bu2(blk, 0);

@@ -1,0 +1,177 @@
+#include "codegen/aot.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/runtime_glue.h"
+#include "graph/error.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path &p, const std::string &text) {
+    std::ofstream f(p, std::ios::binary);
+    f << text;
+    user_check(bool(f), "cannot write ", p.string());
+}
+
+std::string read_text(const fs::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::ostringstream os;
+    os << f.rdbuf();
+    return os.str();
+}
+
+std::string quote(const std::string &s) {
+    std::string r = "'";
+    for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return r + "'";
+}
+
+// Runs a shell command, its output going to \p log; UserError with the log's tail on failure.
+void run_tool(const std::string &cmd, const fs::path &log, const std::string &what) {
+    int rc = std::system((cmd + " >" + quote(log.string()) + " 2>&1").c_str());
+    if (rc != 0) {
+        std::string out = read_text(log);
+        if (out.size() > 4000) out = "…" + out.substr(out.size() - 4000);
+        throw UserError(str_cat("loom compile: ", what, " failed (", cmd, "):\n", out));
+    }
+}
+
+// Where HalideRuntime.h lives (the glue is compiled against it).
+std::string halide_include_dir() {
+    std::vector<std::string> cands;
+    if (const char *e = std::getenv("LOOM_HALIDE_INCLUDE")) cands.push_back(e);
+#ifdef LOOM_HALIDE_INCLUDE_DIR
+    cands.push_back(LOOM_HALIDE_INCLUDE_DIR);
+#endif
+    cands.insert(cands.end(), {"/usr/include/halide14", "/usr/include/halide", "/usr/include",
+                               "/usr/local/include"});
+    for (const auto &c : cands)
+        if (fs::exists(fs::path(c) / "HalideRuntime.h")) return c;
+    throw UserError("loom compile: cannot find HalideRuntime.h (looked in /usr/include/halide14 …); set "
+                    "LOOM_HALIDE_INCLUDE to the folder holding it");
+}
+
+}  // namespace
+
+Halide::Target aot_target(const std::string &name) {
+    if (name == "host") return Halide::get_host_target();
+    if (name == "cuda") return Halide::Target("host-cuda-cuda_capability_80");
+    user_check(Halide::Target::validate_target_string(name), "unknown target '", name,
+               "'; valid: host, cuda, or a Halide target string such as x86-64-linux-avx2");
+    return Halide::Target(name);
+}
+
+std::string aot_manifest(const LoweredPipeline &p, const Halide::Target &target, const std::string &name) {
+    std::ostringstream os;
+    os << "loom-artifact 1\nname " << name << "\ntarget " << target.to_string() << "\nlibrary lib" << name
+       << ".so\ncuda " << (target.has_feature(Halide::Target::CUDA) ? 1 : 0) << "\n";
+    for (size_t k = 0; k < p.input_names.size(); k++) {
+        os << "input " << p.input_names[k] << " " << dtype_name(p.input_dtypes[k]);
+        for (auto d : p.input_shapes[k]) os << " " << d;
+        os << "\n";
+    }
+    for (size_t k = 0; k < p.output_names.size(); k++) {
+        os << "output " << p.output_names[k] << " " << dtype_name(p.output_dtypes[k]);
+        for (auto d : p.output_shapes[k]) os << " " << d;
+        os << "\n";
+    }
+    return os.str();
+}
+
+AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &target, const std::string &out_dir,
+                        const AotOptions &options, const std::function<void(const std::string &)> &extra) {
+    std::string name = sanitize_name(options.name.empty() ? std::string("model") : options.name);
+    fs::path out = fs::absolute(out_dir);
+    user_check(!fs::exists(out) || options.force, "loom compile: ", out.string(),
+               " exists; pass --force to replace it");
+    for (const auto &s : lowered.input_shapes)
+        for (auto d : s) user_check(d > 0, "loom compile: input shapes must be static; bind symbolic dims with --input");
+
+    fs::path tmp = out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    try {
+        AotArtifact a;
+        a.name = name;
+        bool cuda = target.has_feature(Halide::Target::CUDA);
+        std::string fn = name + "_halide";
+        std::vector<Halide::Argument> args;
+        for (const auto &ip : lowered.inputs) args.push_back(Halide::Argument(ip));
+        fs::path obj = tmp / (name + "_halide.o");
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            lowered.pipeline().compile_to({{Halide::OutputFileType::object, obj.string()},
+                                           {Halide::OutputFileType::c_header, (tmp / (name + "_halide.h")).string()}},
+                                          args, fn, target);
+        } catch (const Halide::Error &e) {
+            throw UserError(str_cat("loom compile: Halide rejected the pipeline for ", target.to_string(), ": ",
+                                    e.what()));
+        }
+        a.halide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+        GlueSpec g;
+        g.name = name;
+        g.halide_fn = fn;
+        g.target = target.to_string();
+        g.cuda = cuda;
+        g.input_names = lowered.input_names;
+        g.input_shapes = lowered.input_shapes;
+        g.input_dtypes = lowered.input_dtypes;
+        g.output_names = lowered.output_names;
+        g.output_shapes = lowered.output_shapes;
+        g.output_dtypes = lowered.output_dtypes;
+        write_text(tmp / (name + ".h"), glue_header(g));
+        fs::path glue_cpp = tmp / (name + "_glue.cpp"), glue_o = tmp / (name + "_glue.o");
+        write_text(glue_cpp, glue_source(g));
+
+        std::string cxx = options.cxx;
+        if (const char *e = std::getenv("LOOM_CXX")) cxx = e;
+        fs::path log = tmp / "build.log";
+        run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -c " + quote(glue_cpp.string()) +
+                     " -o " + quote(glue_o.string()),
+                 log, "compiling the C API glue");
+        fs::path lib_a = tmp / ("lib" + name + ".a"), lib_so = tmp / ("lib" + name + ".so");
+        run_tool("ar rcs " + quote(lib_a.string()) + " " + quote(obj.string()) + " " + quote(glue_o.string()), log,
+                 "archiving the static library");
+        run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + quote(obj.string()) + " " +
+                     quote(glue_o.string()) + " -ldl -lpthread",
+                 log, "linking the shared object");
+        fs::remove(log);
+        fs::remove(glue_o);
+        write_text(tmp / "manifest.txt", aot_manifest(lowered, target, name));
+        if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
+        if (extra) extra(tmp.string());
+
+        if (fs::exists(out)) {
+            fs::path old = out.parent_path() / (out.filename().string() + ".old-" + std::to_string(getpid()));
+            fs::rename(out, old);
+            fs::rename(tmp, out);
+            fs::remove_all(old);
+        } else {
+            fs::rename(tmp, out);
+        }
+        a.dir = out.string();
+        a.static_lib = (out / ("lib" + name + ".a")).string();
+        a.shared_lib = (out / ("lib" + name + ".so")).string();
+        a.header = (out / (name + ".h")).string();
+        a.halide_header = (out / (name + "_halide.h")).string();
+        a.manifest = (out / "manifest.txt").string();
+        return a;
+    } catch (...) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+        throw;
+    }
+}
+
+}  // namespace loom

@@ -1,0 +1,57 @@
+/// \file
+/// Ahead-of-time compilation of a lowered, scheduled pipeline into a self-contained artifact folder
+/// (`loom compile`), for the host CPU or for CUDA (`host-cuda-cuda_capability_80`: PTX that the
+/// driver compiles for the GPU it finds). The folder holds
+///
+///     lib<name>.a       Halide's pipeline object + Halide's runtime + the C API glue
+///     lib<name>.so      the same, linked as a shared object (depends only on libc and libdl)
+///     <name>.h          the C API (runtime_glue.h describes it)
+///     <name>_halide.h   Halide's own header of the pipeline function (`<name>_halide(...)`)
+///     manifest.txt      name, target, inputs and outputs (what tools/loom_run reads)
+///     schedule.sched    the schedule the code was compiled with (when given)
+///
+/// plus whatever the caller writes into it (the CLI adds data/<input>.npy and
+/// data/expected_<output>.npy). Weights are baked into the library as constant Buffers.
+/// The folder is written under a temporary name and renamed when complete; an existing folder is
+/// replaced only with `force`. Compiling for CUDA needs no GPU: it runs on the build machines.
+#pragma once
+
+#include <Halide.h>
+
+#include <functional>
+#include <string>
+
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// How to compile.
+struct AotOptions {
+    std::string name;           ///< C identifier of the model (prefix of the API); sanitised
+    bool force = false;         ///< replace an existing output folder
+    std::string schedule_text;  ///< written as schedule.sched when not empty
+    std::string cxx = "g++";    ///< compiler for the glue and the shared object (LOOM_CXX overrides)
+};
+
+/// What was written (absolute paths inside the final folder).
+struct AotArtifact {
+    std::string dir, name, static_lib, shared_lib, header, halide_header, manifest;
+    double halide_seconds = 0;  ///< time Halide took to compile the pipeline
+};
+
+/// The Halide target for a `--target` name: "host" (this machine), "cuda"
+/// (host-cuda-cuda_capability_80), or any Halide target string. UserError naming the valid ones.
+Halide::Target aot_target(const std::string &name);
+
+/// Compiles \p lowered (already scheduled) for \p target into \p out_dir. \p extra, if given, is
+/// called with the temporary folder before it is renamed, to add files. UserError when \p out_dir
+/// exists without force, when Halide rejects the schedule, or when the glue cannot be compiled.
+AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &target, const std::string &out_dir,
+                        const AotOptions &options,
+                        const std::function<void(const std::string &tmp_dir)> &extra = nullptr);
+
+/// The manifest text of an artifact (one `key value…` line each: `name`, `target`, `library`,
+/// `input <name> <dtype> <d0> <d1> …`, `output …`).
+std::string aot_manifest(const LoweredPipeline &lowered, const Halide::Target &target, const std::string &name);
+
+}  // namespace loom

@@ -1,0 +1,311 @@
+#include "codegen/runtime_glue.h"
+
+#include <sstream>
+
+#include "graph/error.h"
+
+namespace loom {
+
+namespace {
+
+std::string shape_list(const Shape &s) {
+    std::ostringstream os;
+    os << "{";
+    for (size_t k = 0; k < s.size(); k++) os << (k ? ", " : "") << s[k] << "LL";
+    if (s.empty()) os << "0";
+    os << "}";
+    return os.str();
+}
+
+// Static tables of one side (inputs or outputs) of the model, as C++ source.
+void emit_tables(std::ostringstream &os, const char *side, const std::vector<std::string> &names,
+                 const std::vector<Shape> &shapes, const std::vector<DType> &dtypes) {
+    size_t n = names.size();
+    for (size_t k = 0; k < n; k++)
+        os << "const int64_t k_" << side << "_shape_" << k << "[] = " << shape_list(shapes[k]) << ";\n";
+    os << "const char *const k_" << side << "_names[] = {";
+    for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << "\"" << names[k] << "\"";
+    os << (n ? "" : "nullptr") << "};\n";
+    os << "const int k_" << side << "_rank[] = {";
+    for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << shapes[k].size();
+    os << (n ? "" : "0") << "};\n";
+    os << "const int64_t *const k_" << side << "_shape[] = {";
+    for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << "k_" << side << "_shape_" << k;
+    os << (n ? "" : "nullptr") << "};\n";
+    os << "const halide_type_t k_" << side << "_type[] = {";
+    for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << "halide_type_t(" << glue_halide_type(dtypes[k]) << ")";
+    os << (n ? "" : "halide_type_t()") << "};\n";
+    os << "const char *const k_" << side << "_dtype[] = {";
+    for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << "\"" << dtype_name(dtypes[k]) << "\"";
+    os << (n ? "" : "nullptr") << "};\n";
+}
+
+// The model-independent part of the glue. NAME and HALIDE_FN are macros defined above it.
+const char *kGlueBody = R"GLUE(
+#define LOOM_CAT2(a, b) a##b
+#define LOOM_CAT(a, b) LOOM_CAT2(a, b)
+#define LOOM_API(suffix) LOOM_CAT(LOOM_NAME, suffix)
+
+extern "C" int LOOM_CAT(LOOM_HALIDE_FN, _argv)(void **args);
+
+namespace {
+
+constexpr int kMaxRank = 16;
+char g_error[4096] = "";
+
+void record_error(void *, const char *msg) {
+    snprintf(g_error, sizeof g_error, "%s", msg);
+    fprintf(stderr, "loom artifact %s: %s\n", LOOM_STR(LOOM_NAME), msg);
+}
+
+struct Model {
+    halide_dimension_t dims[kNumIn + kNumOut + 1][kMaxRank];
+    halide_buffer_t bufs[kNumIn + kNumOut + 1];
+    void *args[kNumIn + kNumOut + 1];
+};
+
+void init_buffer(halide_buffer_t &b, halide_dimension_t *d, halide_type_t t, int rank, const int64_t *shape) {
+    memset(&b, 0, sizeof b);
+    b.type = t;
+    b.dimensions = rank;
+    b.dim = d;
+    int32_t stride = 1;
+    for (int k = 0; k < rank; k++) {  // Halide's dim 0 is the innermost (last) axis
+        int64_t e = shape[rank - 1 - k];
+        d[k].min = 0;
+        d[k].extent = (int32_t)e;
+        d[k].stride = stride;
+        d[k].flags = 0;
+        stride *= (int32_t)e;
+    }
+}
+
+void reset(Model &m) {
+    for (int k = 0; k < kNumIn + kNumOut; k++) {
+        halide_buffer_t &b = m.bufs[k];
+        b.host = nullptr;
+        b.device = 0;
+        b.device_interface = nullptr;
+        b.flags = 0;
+    }
+}
+
+#if LOOM_CUDA
+// --- the CUDA context the model runs in: the application's, not one of Halide's own ---
+typedef int CUresult_;
+typedef void *CUcontext_;
+typedef int CUdevice_;
+CUresult_ (*p_cuInit)(unsigned) = nullptr;
+CUresult_ (*p_cuCtxGetCurrent)(CUcontext_ *) = nullptr;
+CUresult_ (*p_cuDeviceGet)(CUdevice_ *, int) = nullptr;
+CUresult_ (*p_cuDevicePrimaryCtxRetain)(CUcontext_ *, CUdevice_) = nullptr;
+CUcontext_ g_primary = nullptr;
+CUcontext_ g_last = nullptr;
+std::mutex g_ctx_lock;
+
+bool load_driver() {
+    if (p_cuCtxGetCurrent) return true;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) return false;
+    p_cuInit = (CUresult_(*)(unsigned))dlsym(lib, "cuInit");
+    p_cuDeviceGet = (CUresult_(*)(CUdevice_ *, int))dlsym(lib, "cuDeviceGet");
+    p_cuDevicePrimaryCtxRetain = (CUresult_(*)(CUcontext_ *, CUdevice_))dlsym(lib, "cuDevicePrimaryCtxRetain");
+    p_cuCtxGetCurrent = (CUresult_(*)(CUcontext_ *))dlsym(lib, "cuCtxGetCurrent");
+    return p_cuInit && p_cuDeviceGet && p_cuDevicePrimaryCtxRetain && p_cuCtxGetCurrent;
+}
+
+// Halide calls this around every device operation and pushes/pops the context it returns. Returning
+// the caller's current context (else the primary context of Halide's chosen device, which is what
+// cudaMalloc and cudaFree(0) use) makes the model share memory with the application.
+int acquire_context(void *uc, void **ctx, bool create) {
+    std::lock_guard<std::mutex> guard(g_ctx_lock);
+    if (!load_driver()) {
+        record_error(uc, "cannot load libcuda.so.1");
+        return -1;
+    }
+    CUcontext_ c = nullptr;
+    if (p_cuCtxGetCurrent(&c) != 0) c = nullptr;
+    if (!c) {
+        if (!g_primary) {
+            if (!create) {
+                *ctx = nullptr;
+                return 0;
+            }
+            CUdevice_ dev = 0;
+            int ordinal = halide_get_gpu_device(uc);
+            if (p_cuInit(0) != 0 || p_cuDeviceGet(&dev, ordinal < 0 ? 0 : ordinal) != 0 ||
+                p_cuDevicePrimaryCtxRetain(&g_primary, dev) != 0) {
+                record_error(uc, "cannot retain the primary CUDA context");
+                return -1;
+            }
+        }
+        c = g_primary;
+    }
+    g_last = c;
+    *ctx = c;
+    return 0;
+}
+
+int release_context(void *) { return 0; }
+#endif
+
+}  // namespace
+
+extern "C" {
+
+int LOOM_API(_num_inputs)(void) { return kNumIn; }
+int LOOM_API(_num_outputs)(void) { return kNumOut; }
+const char *LOOM_API(_input_name)(int k) { return k >= 0 && k < kNumIn ? k_in_names[k] : nullptr; }
+const char *LOOM_API(_output_name)(int k) { return k >= 0 && k < kNumOut ? k_out_names[k] : nullptr; }
+int LOOM_API(_input_rank)(int k) { return k >= 0 && k < kNumIn ? k_in_rank[k] : -1; }
+int LOOM_API(_output_rank)(int k) { return k >= 0 && k < kNumOut ? k_out_rank[k] : -1; }
+const int64_t *LOOM_API(_input_shape)(int k) { return k >= 0 && k < kNumIn ? k_in_shape[k] : nullptr; }
+const int64_t *LOOM_API(_output_shape)(int k) { return k >= 0 && k < kNumOut ? k_out_shape[k] : nullptr; }
+const char *LOOM_API(_input_dtype)(int k) { return k >= 0 && k < kNumIn ? k_in_dtype[k] : nullptr; }
+const char *LOOM_API(_output_dtype)(int k) { return k >= 0 && k < kNumOut ? k_out_dtype[k] : nullptr; }
+const char *LOOM_API(_target)(void) { return LOOM_TARGET; }
+const char *LOOM_API(_last_error)(void) { return g_error; }
+
+void *LOOM_API(_create)(void) {
+    halide_set_error_handler(record_error);
+#if LOOM_CUDA
+    halide_set_cuda_acquire_context(acquire_context);
+    halide_set_cuda_release_context(release_context);
+#endif
+    Model *m = new (std::nothrow) Model;
+    if (!m) return nullptr;
+    for (int k = 0; k < kNumIn; k++)
+        init_buffer(m->bufs[k], m->dims[k], k_in_type[k], k_in_rank[k], k_in_shape[k]);
+    for (int k = 0; k < kNumOut; k++)
+        init_buffer(m->bufs[kNumIn + k], m->dims[kNumIn + k], k_out_type[k], k_out_rank[k], k_out_shape[k]);
+    for (int k = 0; k < kNumIn + kNumOut; k++) m->args[k] = &m->bufs[k];
+    return m;
+}
+
+void LOOM_API(_destroy)(void *h) { delete (Model *)h; }
+
+int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
+    Model &m = *(Model *)h;
+    g_error[0] = 0;
+    reset(m);
+    for (int k = 0; k < kNumIn; k++) {
+        m.bufs[k].host = (uint8_t *)in[k];
+        m.bufs[k].flags = 1;  // host dirty: Halide copies it to the device if it needs it there
+    }
+    for (int k = 0; k < kNumOut; k++) m.bufs[kNumIn + k].host = (uint8_t *)out[k];
+    int r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
+    for (int k = 0; r == 0 && k < kNumOut; k++) r = halide_copy_to_host(nullptr, &m.bufs[kNumIn + k]);
+    for (int k = 0; k < kNumIn + kNumOut; k++)
+        if (m.bufs[k].device) halide_device_free(nullptr, &m.bufs[k]);
+    reset(m);
+    return r;
+}
+
+int LOOM_API(_run_device)(void *h, const void *const *in, void *const *out) {
+#if LOOM_CUDA
+    Model &m = *(Model *)h;
+    g_error[0] = 0;
+    reset(m);
+    int r = 0;
+    for (int k = 0; r == 0 && k < kNumIn + kNumOut; k++) {
+        const void *p = k < kNumIn ? in[k] : out[k - kNumIn];
+        r = halide_cuda_wrap_device_ptr(nullptr, &m.bufs[k], (uint64_t)(uintptr_t)p);
+    }
+    if (r == 0) r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
+    for (int k = 0; k < kNumIn + kNumOut; k++)
+        if (m.bufs[k].device) halide_cuda_detach_device_ptr(nullptr, &m.bufs[k]);
+    reset(m);
+    return r;
+#else
+    snprintf(g_error, sizeof g_error, "%s was compiled for %s, which has no device", LOOM_STR(LOOM_NAME), LOOM_TARGET);
+    return -1;
+#endif
+}
+
+void *LOOM_API(_cuda_context)(void) {
+#if LOOM_CUDA
+    return g_last;
+#else
+    return nullptr;
+#endif
+}
+
+}  // extern "C"
+)GLUE";
+
+}  // namespace
+
+std::string glue_halide_type(DType t) {
+    switch (t) {
+    case DType::F32: return "halide_type_float, 32";
+    case DType::F16: return "halide_type_float, 16";
+    case DType::F64: return "halide_type_float, 64";
+    case DType::I64: return "halide_type_int, 64";
+    case DType::I32: return "halide_type_int, 32";
+    case DType::I16: return "halide_type_int, 16";
+    case DType::I8: return "halide_type_int, 8";
+    case DType::U8: return "halide_type_uint, 8";
+    case DType::Bool: return "halide_type_uint, 1";
+    }
+    throw InternalError("glue_halide_type: unknown dtype");
+}
+
+std::string glue_header(const GlueSpec &s) {
+    const std::string &n = s.name;
+    std::ostringstream os;
+    os << "/* " << n << ".h: C API of the Loom model '" << n << "' (generated by `loom compile`).\n"
+       << " * Inputs and outputs are dense row-major arrays in graph order and graph dtype:\n";
+    for (size_t k = 0; k < s.input_names.size(); k++)
+        os << " *   input  " << k << " " << s.input_names[k] << ": " << dtype_name(s.input_dtypes[k]) << " "
+           << shape_str(s.input_shapes[k]) << "\n";
+    for (size_t k = 0; k < s.output_names.size(); k++)
+        os << " *   output " << k << " " << s.output_names[k] << ": " << dtype_name(s.output_dtypes[k]) << " "
+           << shape_str(s.output_shapes[k]) << "\n";
+    os << " * Functions return 0 on success, else a Halide error code (" << n << "_last_error() says why).\n";
+    if (s.cuda)
+        os << " * " << n << "_run_device takes CUDA device pointers of the calling thread's current context\n"
+           << " * (else device 0's primary context), enqueues on the default stream and does not sync.\n";
+    os << " */\n#ifndef LOOM_MODEL_" << n << "_H\n#define LOOM_MODEL_" << n << "_H\n\n#include <stdint.h>\n\n"
+       << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+       << "void *" << n << "_create(void);\n"
+       << "int " << n << "_run_host(void *model, const void *const *inputs, void *const *outputs);\n"
+       << "int " << n << "_run_device(void *model, const void *const *inputs, void *const *outputs);\n"
+       << "void " << n << "_destroy(void *model);\n"
+       << "const char *" << n << "_last_error(void);\n"
+       << "void *" << n << "_cuda_context(void);\n"
+       << "const char *" << n << "_target(void);\n"
+       << "int " << n << "_num_inputs(void);\nint " << n << "_num_outputs(void);\n"
+       << "const char *" << n << "_input_name(int k);\nconst char *" << n << "_output_name(int k);\n"
+       << "int " << n << "_input_rank(int k);\nint " << n << "_output_rank(int k);\n"
+       << "const int64_t *" << n << "_input_shape(int k);\nconst int64_t *" << n << "_output_shape(int k);\n"
+       << "const char *" << n << "_input_dtype(int k);\nconst char *" << n << "_output_dtype(int k);\n\n"
+       << "#ifdef __cplusplus\n}\n#endif\n#endif\n";
+    return os.str();
+}
+
+std::string glue_source(const GlueSpec &s) {
+    internal_check(s.input_names.size() == s.input_shapes.size() && s.input_names.size() == s.input_dtypes.size(),
+                   "glue_source: inconsistent inputs");
+    internal_check(s.output_names.size() == s.output_shapes.size() && s.output_names.size() == s.output_dtypes.size(),
+                   "glue_source: inconsistent outputs");
+    for (const auto &sh : s.input_shapes) user_check(sh.size() <= 16, "an input of rank > 16 is not supported");
+    for (const auto &sh : s.output_shapes) user_check(sh.size() <= 16, "an output of rank > 16 is not supported");
+    std::ostringstream os;
+    os << "// Glue of the Loom model '" << s.name << "' (generated by `loom compile`; see " << s.name << ".h).\n"
+       << "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <mutex>\n#include <new>\n"
+       << "#include \"HalideRuntime.h\"\n";
+    if (s.cuda) os << "#include \"HalideRuntimeCuda.h\"\n";
+    os << "#define LOOM_NAME " << s.name << "\n#define LOOM_HALIDE_FN " << s.halide_fn << "\n"
+       << "#define LOOM_STR2(x) #x\n#define LOOM_STR(x) LOOM_STR2(x)\n"
+       << "#define LOOM_CUDA " << (s.cuda ? 1 : 0) << "\n#define LOOM_TARGET \"" << s.target << "\"\n"
+       << "namespace {\n"
+       << "constexpr int kNumIn = " << s.input_names.size() << ";\nconstexpr int kNumOut = " << s.output_names.size()
+       << ";\n";
+    emit_tables(os, "in", s.input_names, s.input_shapes, s.input_dtypes);
+    emit_tables(os, "out", s.output_names, s.output_shapes, s.output_dtypes);
+    os << "}  // namespace\n" << kGlueBody;
+    return os.str();
+}
+
+}  // namespace loom

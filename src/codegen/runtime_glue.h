@@ -1,0 +1,55 @@
+/// \file
+/// The small C API around an ahead-of-time compiled model (`loom compile`), generated per model:
+/// the header a user includes and the C++ glue source compiled into the artifact next to Halide's
+/// pipeline object and runtime.
+///
+/// For a model called `m` (names derived from the model file, sanitised) the header declares:
+/// \code
+///   void *m_create(void);                                             // NULL on failure
+///   int   m_run_host(void *h, const void *const *in, void *const *out);   // host pointers
+///   int   m_run_device(void *h, const void *const *in, void *const *out); // CUDA device pointers
+///   void  m_destroy(void *h);
+///   const char *m_last_error(void);        // Halide's last error message ("" if none)
+///   void *m_cuda_context(void);            // CUcontext the last CUDA call ran in (NULL on host)
+/// \endcode
+/// plus the model's shapes (`m_num_inputs`, `m_input_name(k)`, `m_input_rank(k)`,
+/// `m_input_shape(k)` …). Inputs and outputs are dense, row-major, in graph order and graph dtype.
+///
+/// CUDA artifacts share the application's context: the glue overrides Halide's weak
+/// `halide_cuda_acquire_context` / `halide_cuda_release_context` to return the calling thread's
+/// current context, else device 0's primary context (the one the CUDA runtime API uses), so
+/// cudaMalloc'd pointers can be passed to `m_run_device`. The glue loads libcuda with dlopen, so the
+/// artifact needs no libcudart. `m_run_device` enqueues on the default stream and returns without a
+/// device sync; `m_run_host` copies in, runs, copies out and frees its device buffers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "graph/tensor.h"
+
+namespace loom {
+
+/// What the glue needs to know about one model.
+struct GlueSpec {
+    std::string name;           ///< C identifier prefix of the API (`m` above)
+    std::string halide_fn;      ///< the Halide pipeline function (its `_argv` entry is called)
+    std::string target;         ///< Halide target string (returned by `m_target()`)
+    bool cuda = false;          ///< target has CUDA: device entry points and the context override
+    std::vector<std::string> input_names, output_names;
+    std::vector<Shape> input_shapes, output_shapes;
+    std::vector<DType> input_dtypes, output_dtypes;
+};
+
+/// The C header of the API (`<name>.h`).
+std::string glue_header(const GlueSpec &s);
+
+/// The C++ source of the glue (compiled with Halide's runtime headers on the include path).
+std::string glue_source(const GlueSpec &s);
+
+/// Halide's type code/bits for a Loom dtype, as the glue writes them into halide_type_t
+/// ("halide_type_float, 32").
+std::string glue_halide_type(DType t);
+
+}  // namespace loom
