@@ -99,6 +99,18 @@ TEST(OpsElementwise, ErfIsAccurate) {
     check(b, {{"x", Tensor::from_doubles(DType::F32, {n}, v)}}, 3e-7);
 }
 
+TEST(OpsElementwise, SinCosAreAccurate) {
+    // Vectorisable polynomial sin/cos: a sweep over [-100, 100] (many quadrants) against libm.
+    Builder b;
+    const int n = 4001;
+    std::string x = b.input("x", {n});
+    b.out("Sin", {x}, {n});
+    b.out("Cos", {x}, {n});
+    std::vector<double> v(n);
+    for (int k = 0; k < n; k++) v[k] = -100.0 + 200.0 * k / (n - 1) + 1e-3 * (k % 7);
+    check(b, {{"x", Tensor::from_doubles(DType::F32, {n}, v)}}, 1e-6);
+}
+
 TEST(OpsElementwise, BinaryBroadcast) {
     Builder b;
     std::string a = b.input("a", {3, 1, 5});

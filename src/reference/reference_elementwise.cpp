@@ -208,6 +208,8 @@ LOOM_UNARY(ceil, std::ceil(x))
 LOOM_UNARY(sigmoid, sigmoid(x))
 LOOM_UNARY(tanh, std::tanh(x))
 LOOM_UNARY(erf, std::erf(x))
+LOOM_UNARY(sin, std::sin(x))
+LOOM_UNARY(cos, std::cos(x))
 LOOM_UNARY(softplus, x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)))
 LOOM_UNARY(hardswish, x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)))
 LOOM_UNARY(not, x == 0 ? 1.0 : 0.0)
@@ -298,6 +300,8 @@ void register_elementwise_ops(OpTable &t) {
     t["Relu"] = op_relu;
     t["Sigmoid"] = op_sigmoid;
     t["Tanh"] = op_tanh;
+    t["Sin"] = op_sin;
+    t["Cos"] = op_cos;
     t["Erf"] = op_erf;
     t["Softplus"] = op_softplus;
     t["HardSwish"] = op_hardswish;
