@@ -95,6 +95,11 @@ class EncoderBlock(nn.Module):
         return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
 
 
+class SinCos(nn.Module):
+    def forward(self, x):
+        return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
 class SigmoidAffine(nn.Module):
     def forward(self, x, w, b):
         return torch.sigmoid(x * w + b)
@@ -139,6 +144,7 @@ def fixtures():
                         {"opset_version": 9, "keep_initializers_as_inputs": True}),
         # opset 16 (< 17) so LayerNorm decomposes into ReduceMean/Sub/Pow/Sqrt/Div and GELU into Erf.
         "transformer": (EncoderBlock, {"x": (2, 16, 64)}, ["y"], {"opset_version": 16}),
+        "sincos": (SinCos, {"x": (4096,)}, ["y"], {}),
         "sigmoid_affine": (SigmoidAffine, {"x": (64, 256), "w": (256,), "b": (256,)}, ["y"], {}),
         "sum_prologue": (SumPrologue, {"x": (64, 256), "y": (64, 256), "z": (64, 256)}, ["out"], {}),
         "softmax_rows": (SoftmaxRows, {"x": (64, 256)}, ["y"], {}),

@@ -98,15 +98,16 @@ void infer_shapes_and_fold(Graph &g) {
         bool all_inputs_const = true;
         for (const auto &in : n.inputs) all_inputs_const &= in.empty() || g.is_constant(in);
         int64_t out_elems = 0;
-        for (const auto &o : n.outputs) out_elems += shape_numel(g.value(o).shape);
+        for (const auto &o : n.outputs)
+            if (!o.empty()) out_elems += shape_numel(g.value(o).shape);
         if (all_inputs_const && out_elems <= kMaxFoldedElements) {
             std::vector<const Tensor *> ins;
             for (const auto &in : n.inputs) ins.push_back(in.empty() ? nullptr : g.constant(in));
             std::vector<ValueInfo> outs;
-            for (const auto &o : n.outputs) outs.push_back(g.value(o));
+            for (const auto &o : n.outputs) outs.push_back(o.empty() ? ValueInfo{} : g.value(o));
             std::vector<Tensor> res = evaluate_node(n, ins, outs);
             for (size_t i = 0; i < n.outputs.size(); i++)
-                g.set_constant(n.outputs[i], res[i].cast(outs[i].dtype));
+                if (!n.outputs[i].empty()) g.set_constant(n.outputs[i], res[i].cast(outs[i].dtype));
             continue;
         }
         done.push_back(std::move(n));
