@@ -7,7 +7,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev googletest libcli11-dev libomp-dev
   python3 python3-numpy python3-onnx python3-torch python3-matplotlib
-  graphviz
+  graphviz libssl-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

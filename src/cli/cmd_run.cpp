@@ -1,11 +1,17 @@
-// `loom run model.onnx`: run a model on the reference interpreter (and, with a schedule, compiled).
+// `loom run model.onnx`: run a model on the reference interpreter, or compiled (JIT) under a
+// schedule, optionally checked against the reference.
+#include <algorithm>
 #include <chrono>
+#include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "cli/scheduling.h"
+#include "codegen/jit.h"
 #include "graph/error.h"
 #include "reference/reference.h"
+#include "schedule/schedule_printer.h"
 
 namespace loom::cli {
 
@@ -15,17 +21,80 @@ struct RunOptions {
     std::vector<std::string> inputs;
     std::string input_dir;
     std::string save_dir;
+    std::string schedule;
     uint64_t seed = 1;
     bool reference = false;
+    bool autosched = false;
+    bool check = false;
+    double rtol = 1e-5;
+    int repeats = 5;
 };
 
+// Compares each output with the reference; prints a line per output and returns false past tolerance.
+bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std::string, Tensor> &ref,
+                   double rtol) {
+    bool ok = true;
+    for (const auto &[name, r] : ref) {
+        const Tensor &o = outs.at(name);
+        double num = 0, den = 0, max_abs = 0;
+        int64_t worst = 0, bad = 0;
+        for (int64_t i = 0; i < r.numel(); i++) {
+            double a = o.get(i), b = r.get(i), d = std::abs(a - b);
+            if (!std::isfinite(a) && std::isfinite(b)) d = INFINITY, bad++;
+            num += d * d, den += b * b;
+            if (d > max_abs || i == 0) max_abs = d, worst = i;
+        }
+        double rel = std::sqrt(num / (den > 0 ? den : 1));
+        bool pass = bad == 0 && rel < rtol && std::isfinite(rel);
+        ok &= pass;
+        std::vector<int64_t> idx(r.rank());
+        for (int d = r.rank() - 1, w = worst; d >= 0; d--) idx[d] = w % r.shape()[d], w /= r.shape()[d];
+        std::cout << "  check " << name << ": rel error " << std::scientific << std::setprecision(2) << rel
+                  << ", max abs " << max_abs << std::defaultfloat << " at [";
+        for (size_t d = 0; d < idx.size(); d++) std::cout << (d ? "," : "") << idx[d];
+        std::cout << "] (got " << o.get(worst) << ", want " << r.get(worst) << ")";
+        if (bad) std::cout << ", " << bad << " non-finite";
+        std::cout << (pass ? "  ok\n" : "  FAILED\n");
+    }
+    return ok;
+}
+
 void run(const RunOptions &o) {
+    user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
+    std::string spec = o.autosched ? "auto" : o.schedule;
+    user_check(!(o.reference && !spec.empty()), "loom run: --reference runs the interpreter; drop --schedule/--auto");
     Graph g = load_model(o.model, o.inputs);
     auto ins = make_inputs(g, o.input_dir, o.seed);
-    auto t0 = std::chrono::steady_clock::now();
-    auto outs = run_reference(g, ins);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << "reference run of " << o.model << ": " << ms << " ms\n" << summarize(outs);
+    std::map<std::string, Tensor> outs, ref;
+    if (spec.empty() || o.check) {
+        auto t0 = std::chrono::steady_clock::now();
+        ref = run_reference(g, ins);
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (spec.empty()) {
+            std::cout << "reference run of " << o.model << ": " << ms << " ms\n" << summarize(ref);
+            outs = ref;
+        }
+    }
+    if (!spec.empty()) {
+        Halide::Target target = host_target();
+        ScheduledModel sm = schedule_model(g, spec, target, o.model);
+        for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+        JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
+        JitModel &m = jit_cache_get(key, [&] {
+            return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
+        });
+        outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
+        std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
+        std::sort(times.begin(), times.end());
+        std::cout << "compiled " << o.model << " with schedule '" << spec << "' for " << target.to_string()
+                  << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s, run "
+                  << std::setprecision(3) << times[times.size() / 2] << " ms (median of " << times.size()
+                  << ")\n" << std::defaultfloat << summarize(outs);
+        if (o.check && !check_outputs(outs, ref, o.rtol))
+            throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond rel. error ",
+                                    o.rtol, " under schedule '", spec,
+                                    "'; compare with --schedule eager to tell a lowering bug from a schedule bug"));
+    }
     if (!o.save_dir.empty()) {
         save_outputs(o.save_dir, outs, g);
         std::cout << "saved " << outs.size() << " output(s) to " << o.save_dir << "/<name>.npy\n";
@@ -35,9 +104,14 @@ void run(const RunOptions &o) {
 
 void add_run_command(CLI::App &app) {
     auto o = std::make_shared<RunOptions>();
-    CLI::App *c = app.add_subcommand("run", "Run a model on random (or given) inputs and summarise its outputs");
-    c->add_option("model", o->model, "ONNX model file")->required();
-    c->add_flag("--reference", o->reference, "Run on the reference interpreter");
+    CLI::App *c = app.add_subcommand("run", "Run a model (reference interpreter, or compiled under a schedule)");
+    c->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
+    c->add_flag("--reference", o->reference, "Run on the reference interpreter (the default without --schedule)");
+    c->add_option("--schedule", o->schedule, "eager | inline | auto | path to a .sched file: compile with it (JIT)");
+    c->add_flag("--auto", o->autosched, "Compile with Loom's auto-schedule (same as --schedule auto)");
+    c->add_flag("--check", o->check, "Compare every output with the reference interpreter; fail past --rtol");
+    c->add_option("--rtol", o->rtol, "Tolerance of --check on ‖out−ref‖/‖ref‖")->default_val(1e-5);
+    c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);

@@ -1,0 +1,49 @@
+#include "cli/scheduling.h"
+
+#include <openssl/evp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autoschedule/autoschedule.h"
+#include "autoschedule/gpu_schedule.h"
+#include "graph/error.h"
+
+namespace loom::cli {
+
+std::string file_sha256(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    user_check(f.good(), "cannot read '", path, "'");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    std::string bytes = ss.str();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+    static const char *hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < len; i++) out += hex[md[i] >> 4], out += hex[md[i] & 15];
+    return out;
+}
+
+AutoscheduleFn autoscheduler_for(const Halide::Target &target) {
+    if (target.has_gpu_feature())
+        return [](const LoweredPipeline &p, const Halide::Target &t) { return gpu_auto_schedule(p, t); };
+    return [](const LoweredPipeline &p, const Halide::Target &t) { return auto_schedule(p, t); };
+}
+
+ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
+                              const std::string &model_path) {
+    ScheduledModel m;
+    m.pipeline = lower_graph(g);
+    std::string sha = model_path.empty() ? "" : file_sha256(model_path);
+    m.schedule = resolve_schedule(m.pipeline, target, spec, autoscheduler_for(target), &m.warnings, sha);
+    if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();
+    if (m.schedule.sha256.empty()) m.schedule.sha256 = sha;
+    if (m.schedule.target.empty()) m.schedule.target = target.to_string();
+    m.applied = apply_schedule(m.schedule, m.pipeline, target);
+    return m;
+}
+
+}  // namespace loom::cli

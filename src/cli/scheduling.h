@@ -1,0 +1,39 @@
+/// \file
+/// The step every compiling command shares: lower a prepared graph, pick its schedule by the one
+/// precedence rule (schedule file, else auto-schedule, else default — resolve_schedule), and
+/// apply it. Also the model file's hash that schedule headers record.
+#pragma once
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "lower/lowered.h"
+#include "schedule/schedule_apply.h"
+#include "schedule/schedule_builtin.h"
+
+namespace loom::cli {
+
+/// Hex sha256 of a file's bytes; UserError when it cannot be read.
+std::string file_sha256(const std::string &path);
+
+/// Loom's cost model for \p target: the GPU auto-scheduler for CUDA targets, the CPU one otherwise.
+AutoscheduleFn autoscheduler_for(const Halide::Target &target);
+
+/// A lowered, scheduled model, ready to compile.
+struct ScheduledModel {
+    LoweredPipeline pipeline;
+    Schedule schedule;       ///< as resolved (with defaults filled in)
+    AppliedSchedule applied;
+    std::vector<std::string> warnings;  ///< header mismatches etc., for the CLI to print
+};
+
+/// Lowers \p g and applies the schedule named by \p spec ("eager" | "inline" | "auto" | a path).
+/// \p model_path names the model in an emitted schedule's header and gives the hash a file's
+/// header is checked against.
+ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
+                              const std::string &model_path);
+
+}  // namespace loom::cli
