@@ -75,6 +75,10 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
         fi.calls.push_back(count(fn.definition()));
         for (const auto &u : fn.updates()) {
             fi.calls.push_back(count(u));
+            for (size_t a = 0; a < u.args().size(); a++) {
+                const Variable *var = u.args()[a].as<Variable>();
+                if (!var || a >= fn.args().size() || var->name != fn.args()[a]) fi.pure_lhs = false;
+            }
             std::vector<int64_t> ext;
             double iters = fi.points;
             for (const auto &rv : u.schedule().rvars()) {

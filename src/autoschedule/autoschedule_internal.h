@@ -28,6 +28,9 @@ struct FuncInfo {
     /// var in the update reads contiguous memory).
     bool inner_var_contiguous = true;
     bool is_matmul = false, is_conv = false;
+    /// Every update writes f(pure vars) (a reduction, not a scan): its pure vars may be
+    /// parallelised and vectorised.
+    bool pure_lhs = true;
 };
 
 /// Analyses every Func of \p p.

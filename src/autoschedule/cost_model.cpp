@@ -7,6 +7,7 @@
 
 #include "autoschedule/autoschedule_internal.h"
 #include "graph/error.h"
+#include "schedule/schedule_validate.h"
 
 namespace loom {
 
@@ -174,6 +175,31 @@ struct Planner {
 
     std::string kernel_of(const std::string &f) const { return dec.at(f).kernel; }
 
+    // The placements decided so far, as the schedule validator reads them.
+    Schedule context;
+    bool context_ready = false;
+
+    // Asks the schedule validator (checks before actions) whether \p f may be computed inside
+    // \p root; on no, \p why gets its reason.
+    bool legal_at(const std::string &f, const std::string &root, std::string &why) {
+        if (!context_ready) {
+            for (const auto &lf : p.funcs)
+                if (dec.at(lf.name).placement == Placement::Inline) {
+                    ScheduleStatement st(lf.name);
+                    st.add("compute_inline");
+                    context.statements.push_back(st);
+                }
+            context_ready = true;
+        }
+        const auto &vars = fi(root).lf->vars;
+        if (vars.empty()) return false;
+        if (!can_compute_at(p, f, root, vars[0], &context, &why)) return false;
+        ScheduleStatement st(f);
+        st.add("compute_at", {root, vars[0]});
+        context.statements.push_back(st);
+        return true;
+    }
+
     // Attaches materialized Funcs to the kernel of their consumers where that pays.
     void group() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
@@ -196,7 +222,10 @@ struct Planner {
             bool root_pure = !r.has_update;
             if (f.has_update && !f.is_matmul && !f.is_conv && root_pure) {
                 int depth = row_depth(n, root);
-                if (depth > 0) {
+                std::string why;
+                if (depth > 0 && !legal_at(n, root, why)) {
+                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+                } else if (depth > 0) {
                     d.placement = Placement::Row;
                     d.kernel = root;
                     d.why = str_cat("computed per row of ", root, " (depth ", depth,
@@ -207,19 +236,26 @@ struct Planner {
             }
             if ((f.is_matmul || f.is_conv) && root_pure && cons.size() == 1 && *cons.begin() == root &&
                 same_extents(n, root) && fi(root).lf->is_pointwise && (int)f.lf->extents.size() >= 2) {
+                std::string why;
+                if (!legal_at(n, root, why)) {
+                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+                    continue;
+                }
                 d.placement = Placement::Tile;
                 d.kernel = root;
                 d.why = str_cat("computed per output tile of its epilogue ", root, ": saves ",
                                 human_bytes(2 * f.points * f.esize), " of traffic");
                 continue;
             }
-            if (!f.has_update && root_pure && same_extents(n, root) && r.lf->extents.size() >= 2) {
+            if (!f.has_update && root_pure && (same_extents(n, root) || row_depth(n, root) > 0) &&
+                r.lf->extents.size() >= 2) {
                 bool all_pointwise = true;
                 for (const auto &c : cons) all_pointwise &= fi(c).lf->is_pointwise || fi(c).has_update;
                 bool rows_ok = true;
                 for (const auto &c : cons)
                     if (c != root && dec.at(c).placement != Placement::Row) rows_ok = false;
-                if (all_pointwise && rows_ok) {
+                std::string why;
+                if (all_pointwise && rows_ok && legal_at(n, root, why)) {
                     d.placement = Placement::Row;
                     d.kernel = root;
                     d.why += str_cat("; computed per row of ", root, " (its only consumer kernel)");

@@ -6,7 +6,6 @@
 
 #include "autoschedule/autoschedule_internal.h"
 #include "graph/error.h"
-#include "schedule/schedule_builtin.h"
 
 namespace loom::autosched {
 
@@ -161,8 +160,9 @@ struct Ctx {
         int depth = 0;
         for (const auto &f : k.funcs) {
             const FuncDecision *d = plan.decision(f);
-            if (d->placement != Placement::Row || !fi(f).has_update) continue;
+            if (d->placement != Placement::Row) continue;
             const auto &es = lf(f).extents, &er = lf(R).extents;
+            if (es == er) continue;
             int dd = 0;
             while (dd < r && es[dd] == er[dd]) dd++;
             depth = depth == 0 ? dd : std::min(depth, dd);
@@ -175,7 +175,7 @@ struct Ctx {
             const FuncDecision *d = plan.decision(f);
             if (d->placement != Placement::Row) continue;
             if (row.empty()) {  // no row loop (rank 1/0): own loop nest
-                for (auto &s : default_statements(lf(f), target)) out.push_back(s);
+                generic_func(f, false);
                 continue;
             }
             ScheduleStatement &ms = add(f);
@@ -374,6 +374,12 @@ struct Ctx {
             // the k loop in vector lanes, a 4x4 block of outputs sharing loads.
             int MRd = (int)std::min<int64_t>(M, m.vector_registers >= 32 ? 4 : 3);
             int NRd = (int)std::min<int64_t>(N, 4);
+            if (!epilogue) {
+                // The partial dot products are computed per tile: with no pure epilogue to shift
+                // tiles inwards, tiles must divide the output exactly to stay in bounds.
+                while (M % MRd) MRd--;
+                while (N % NRd) NRd--;
+            }
             bool exact = M % MRd == 0 && N % NRd == 0;
             std::string dot = fresh(func_names, F + "_dot");
             std::string ko = fresh(fused_, "ko"), ki = fresh(fused_, "ki"), u = fresh(fused_, "u");
@@ -464,16 +470,46 @@ struct Ctx {
         inline_members();
     }
 
+    // compute_root with parallel outer work and a vectorised inner var, on every stage; update
+    // stages vectorise only a var their reads keep contiguous, with GuardWithIf on a ragged tail.
+    void generic_func(const std::string &f, bool kernel_comment) {
+        const FuncInfo &fo = fi(f);
+        const auto &v = lf(f).vars;
+        const auto &e = lf(f).extents;
+        int r = (int)v.size();
+        int V = lanes(f);
+        ScheduleStatement &st = add(f);
+        if (kernel_comment) comment_kernel(st);
+        else note(st, f);
+        st.add("compute_root");
+        pure_loops(st, f, 0);
+        if (!fo.pure_lhs || r == 0) return;
+        for (size_t u = 0; u < lf(f).update_rvars.size(); u++) {
+            ScheduleStatement us(f, (int)u);
+            std::vector<std::string> used = names_of(f);
+            bool vec = u == 0 && fo.inner_var_contiguous && e[r - 1] >= V && V >= 4;
+            std::string vo;
+            if (vec) {
+                vo = fresh(used, v[r - 1] + "o");
+                std::string vi = fresh(used, v[r - 1] + "i");
+                Args split = {v[r - 1], vo, vi, V};
+                if (e[r - 1] % V) split.push_back(ScheduleArg::tail("GuardWithIf"));
+                Args reorder = {vi};
+                for (const auto &rv : lf(f).update_rvars[u]) reorder.push_back(rv);
+                reorder.push_back(vo);
+                us.add("split", split).add("reorder", reorder).add("vectorize", {vi});
+            }
+            if (r >= 2 && e[0] >= 2) us.add("parallel", {v[0]});
+            else if (r == 1 && vec && e[0] >= 2 * V) us.add("parallel", {vo});
+            if (!us.calls.empty()) out.push_back(us);
+        }
+    }
+
     void generic() {
-        bool first = true;
         for (const auto &f : k.funcs) {
             const FuncDecision *d = plan.decision(f);
             if (d->placement == Placement::Inline) continue;
-            std::vector<ScheduleStatement> st = default_statements(lf(f), target);
-            if (!st.empty() && first && f == k.root) comment_kernel(st[0]);
-            if (f != k.root && !st.empty()) note(st[0], f);
-            for (auto &s : st) out.push_back(s);
-            first = false;
+            generic_func(f, f == k.root);
         }
         inline_members();
     }

@@ -1,0 +1,254 @@
+// The auto-scheduler: its schedules are correct on every fixture (against the reference
+// interpreter, outputs poisoned), deterministic, printable and parseable; and the decisions whose
+// answer is known are made (a pointwise chain is one loop nest, a costly producer read by 8
+// consumers is materialized, a one-output reduction is split with rfactor).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "autoschedule/autoschedule.h"
+#include "codegen/jit.h"
+#include "frontends/onnx/onnx_import.h"
+#include "graph/passes.h"
+#include "lower/lowered.h"
+#include "reference/reference.h"
+#include "schedule/schedule_apply.h"
+#include "schedule/schedule_parser.h"
+#include "schedule/schedule_printer.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+using loom::testing::close;
+
+MachineModel test_machine() { return reference_machine(host_target(), 2); }
+
+Graph fixture(const std::string &name) {
+    Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
+    prepare_graph(g);
+    return g;
+}
+
+/// Auto-schedules \p g, JIT-runs it on random inputs and compares every output with the reference.
+void check_auto(const Graph &g, const std::string &what, double rel = 1e-5) {
+    LoweredPipeline lp = lower_graph(g);
+    Schedule s = auto_schedule(lp, host_target(), test_machine());
+    SCOPED_TRACE(what + " schedule:\n" + print_schedule(s));
+    std::map<std::string, Tensor> outs;
+    auto in = random_inputs(g, 7);
+    try {
+        apply_schedule(s, lp, host_target());
+        JitModel m(std::move(lp));
+        outs = m.run(in);
+    } catch (const std::exception &e) {
+        FAIL() << what << ": " << e.what() << "\nschedule:\n" << print_schedule(s);
+    }
+    auto ref = run_reference(g, in);
+    ASSERT_EQ(outs.size(), ref.size());
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, rel)) << what << " output " << name;
+}
+
+TEST(Autoschedule, FixturesMatchReference) {
+    for (const char *name : {"sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mlp",
+                             "cnn", "transformer"})
+        check_auto(fixture(name), name);
+}
+
+/// A hand-built canonical graph (as in the op tests).
+struct Builder {
+    Graph g;
+    int count = 0;
+    std::string input(const std::string &name, Shape s) {
+        g.values[name] = ValueInfo{name, DType::F32, s, {}, true};
+        g.inputs.push_back(name);
+        return name;
+    }
+    std::string weight(Shape s, uint64_t seed) {
+        Tensor t(DType::F32, s);
+        fill_random(t, seed);
+        std::string name = "w" + std::to_string(count++);
+        g.set_constant(name, t);
+        g.values[name].has_shape = true;
+        return name;
+    }
+    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
+                     std::map<std::string, AttrValue> attrs = {}, bool output = false) {
+        Node n;
+        n.op = op;
+        n.name = op + "_" + std::to_string(count);
+        n.inputs = std::move(in);
+        std::string out = "v" + std::to_string(count++);
+        n.outputs = {out};
+        n.attrs = std::move(attrs);
+        g.values[out] = ValueInfo{out, DType::F32, s, {}, true};
+        g.nodes.push_back(n);
+        if (output) g.outputs.push_back(out);
+        return out;
+    }
+};
+
+TEST(Autoschedule, OddSizesAreCorrect) {
+    // Sizes that divide nothing: every tail strategy the emitters pick must stay in bounds.
+    Builder b;
+    std::string x = b.input("x", {37, 45});
+    std::string y = b.input("y", {45, 29});
+    b.node("Relu", {b.node("MatMul", {x, y}, {37, 29})}, {37, 29}, {}, true);  // j-contiguous GEMM
+    b.node("MatMul", {x, y}, {37, 29}, {}, true);                              // no epilogue
+    std::string w = b.weight({29, 45}, 3);
+    b.node("Gemm", {x, w}, {37, 29}, {{"transB", int64_t(1)}}, true);           // dot-product GEMM
+    std::string z = b.input("z", {33, 133});
+    b.node("Softmax", {z}, {33, 133}, {{"axis", int64_t(1)}}, true);
+    b.node("ReduceSum", {z}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
+    b.node("ReduceSum", {z}, {133}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}}, true);
+    std::string t = b.input("t", {2, 3, 11, 13});
+    std::string k = b.weight({4, 3, 3, 3}, 5);
+    b.node("Relu", {b.node("Conv", {t, k}, {2, 4, 9, 11}, {{"kernel_shape", std::vector<int64_t>{3, 3}}})},
+           {2, 4, 9, 11}, {}, true);
+    prepare_graph(b.g);
+    check_auto(b.g, "odd sizes");
+}
+
+TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
+    Builder b;
+    std::string x = b.input("x", {64, 1024});
+    b.node("Softmax", {x}, {64, 1024}, {{"axis", int64_t(1)}}, true);
+    b.node("ReduceSum", {x}, {1}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
+    std::string a = b.input("a", {96, 256});
+    std::string w = b.weight({256, 160}, 9);
+    std::string bias = b.weight({160}, 10);
+    b.node("Relu", {b.node("Add", {b.node("MatMul", {a, w}, {96, 160}), bias}, {96, 160})}, {96, 160}, {}, true);
+    prepare_graph(b.g);
+    check_auto(b.g, "big rows");
+}
+
+TEST(Autoschedule, Deterministic) {
+    Graph g = fixture("transformer");
+    LoweredPipeline a = lower_graph(g), c = lower_graph(g);
+    std::string sa = print_schedule(auto_schedule(a, host_target(), test_machine()));
+    std::string sc = print_schedule(auto_schedule(c, host_target(), test_machine()));
+    EXPECT_EQ(sa, sc);
+}
+
+TEST(Autoschedule, PrintsAndParsesBack) {
+    for (const char *name : {"softmax_rows", "mlp", "transformer"}) {
+        LoweredPipeline lp = lower_graph(fixture(name));
+        Schedule s = auto_schedule(lp, host_target(), test_machine());
+        Schedule back = parse_schedule(print_schedule(s), name);
+        EXPECT_EQ(back, s) << name;
+        EXPECT_EQ(print_schedule(back), print_schedule(s)) << name;
+    }
+}
+
+TEST(Autoschedule, PointwiseChainIsOneLoopNest) {
+    Builder b;
+    Shape s{256, 512};
+    std::string x = b.input("x", s);
+    std::string v = b.node("Mul", {x, x}, s);
+    v = b.node("Add", {v, x}, s);
+    v = b.node("Sigmoid", {v}, s);
+    v = b.node("Relu", {v}, s, {}, true);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    FusionPlan plan = plan_fusion(lp, test_machine());
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    EXPECT_EQ(plan.kernels[0].name, "fused_mul_add_sigmoid_relu");
+    for (const auto &d : plan.decisions)
+        if (d.func != plan.kernels[0].root) EXPECT_EQ(d.placement, Placement::Inline) << d.func;
+}
+
+TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
+    Builder b;
+    Shape s{256, 512};
+    std::string x = b.input("x", s);
+    std::string e = b.node("Erf", {x}, s);
+    std::vector<std::string> outs;
+    for (int k = 0; k < 8; k++) b.node("Mul", {e, b.input("y" + std::to_string(k), s)}, s, {}, true);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    FusionPlan plan = plan_fusion(lp, test_machine());
+    const LoweredFunc *erf = nullptr;
+    for (const auto &f : lp.funcs)
+        if (f.op == "Erf") erf = &f;
+    ASSERT_NE(erf, nullptr);
+    EXPECT_NE(plan.decision(erf->name)->placement, Placement::Inline) << plan.decision(erf->name)->why;
+    // One cheap producer with one consumer is inlined.
+    Builder c;
+    std::string xx = c.input("x", s);
+    c.node("Neg", {c.node("Abs", {xx}, s)}, s, {}, true);
+    prepare_graph(c.g);
+    LoweredPipeline lc = lower_graph(c.g);
+    EXPECT_EQ(plan_fusion(lc, test_machine()).kernels.size(), 1u);
+}
+
+TEST(Autoschedule, OneOutputReductionIsSplit) {
+    Builder b;
+    std::string x = b.input("x", {512, 1024});
+    b.node("ReduceSum", {x}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    Schedule s = auto_schedule(lp, host_target(), test_machine());
+    bool rfactor = false, parallel = false;
+    for (const auto &st : s.statements)
+        for (const auto &c : st.calls) {
+            rfactor |= c.name == "rfactor";
+            parallel |= c.name == "parallel" && !c.as_name.size() && st.func != lp.funcs.back().name;
+        }
+    EXPECT_TRUE(rfactor) << print_schedule(s);
+    EXPECT_TRUE(parallel) << print_schedule(s);
+}
+
+TEST(Autoschedule, RowStatisticsAreComputedPerRow) {
+    LoweredPipeline lp = lower_graph(fixture("softmax_rows"));
+    FusionPlan plan = plan_fusion(lp, test_machine());
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    EXPECT_EQ(plan.kernels[0].kind, "rows");
+    for (const auto &d : plan.decisions)
+        if (d.func != plan.kernels[0].root) EXPECT_EQ(d.placement, Placement::Row) << d.func;
+}
+
+TEST(Autoschedule, MachineModelOverridesAndCacheFile) {
+    MachineModel m = test_machine();
+    override_machine(m, "cores=8");
+    override_machine(m, "l2_bytes=1M");
+    EXPECT_EQ(m.cores, 8);
+    EXPECT_EQ(m.l2_bytes, 1 << 20);
+    try {
+        override_machine(m, "coers=2");
+        FAIL() << "no error";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find("did you mean 'cores'"), std::string::npos) << e.what();
+    }
+    std::string path = ::testing::TempDir() + "/loom_machine_test.txt";
+    std::ofstream(path) << "copy_gbps=30.5\ngflops=200\ncpu=test cpu\n";
+    MachineModel d = detect_machine(host_target(), path);
+    EXPECT_TRUE(d.measured);
+    EXPECT_DOUBLE_EQ(d.copy_gbps, 30.5);
+    EXPECT_DOUBLE_EQ(d.gflops, 200);
+}
+
+TEST(Autoschedule, CommandWritesOnceAndReports) {
+    namespace fs = std::filesystem;
+    std::string dir = ::testing::TempDir() + "/loom_autosched_cli";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::string out = dir + "/m.sched", log;
+    std::string base = loom::testing::loom_binary() + " autoschedule " + loom::testing::data_path("sum_prologue.onnx");
+    ASSERT_EQ(loom::testing::run_command(base + " -o " + out, log), 0) << log;
+    ASSERT_TRUE(fs::exists(out));
+    EXPECT_NE(loom::testing::run_command(base + " -o " + out, log), 0);
+    EXPECT_NE(log.find("--force"), std::string::npos) << log;
+    ASSERT_EQ(loom::testing::run_command(base + " -o " + out + " --force --report --dot " + dir + "/g.dot", log), 0)
+        << log;
+    EXPECT_NE(log.find("fused_add_mul_sum"), std::string::npos) << log;
+    EXPECT_TRUE(fs::exists(dir + "/g.dot"));
+    EXPECT_TRUE(fs::exists(dir + "/g.before.dot"));
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NO_THROW(parse_schedule(text, out));
+}
+
+}  // namespace
+}  // namespace loom
