@@ -5,6 +5,7 @@ namespace loom::cli {
 void add_commands(CLI::App &app) {
     add_inspect_command(app);
     add_run_command(app);
+    add_schedule_command(app);
     add_autoschedule_command(app);
     add_compile_command(app);
     add_bench_command(app);

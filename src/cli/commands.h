@@ -12,6 +12,7 @@ void add_commands(CLI::App &app);
 
 void add_inspect_command(CLI::App &app);
 void add_run_command(CLI::App &app);
+void add_schedule_command(CLI::App &app);
 void add_autoschedule_command(CLI::App &app);
 void add_compile_command(CLI::App &app);
 void add_bench_command(CLI::App &app);
