@@ -1,0 +1,142 @@
+// The `loom` command line end to end: exit codes (0 ok, 1 user error, 2 internal), --help, and
+// that every user error names the culprit and the fix.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "graph/npy.h"
+#include "test_util.h"
+
+using loom::testing::data_path;
+using loom::testing::loom_binary;
+using loom::testing::run_command;
+
+namespace {
+
+struct Result {
+    int rc;
+    std::string out;
+};
+
+Result run_loom(const std::string &args) {
+    Result r;
+    r.rc = run_command(loom_binary() + " " + args, r.out);
+    return r;
+}
+
+std::string temp_dir() {
+    auto d = std::filesystem::temp_directory_path() / ("loom_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+}  // namespace
+
+TEST(Cli, HelpOnEveryCommandSucceeds) {
+    for (const char *cmd : {"", "inspect", "run", "schedule", "schedule print", "autoschedule", "bench", "compile"}) {
+        Result r = run_loom(std::string(cmd) + " --help");
+        EXPECT_EQ(r.rc, 0) << cmd << ": " << r.out;
+        EXPECT_HAS(r.out, "Usage");
+    }
+}
+
+TEST(Cli, InspectPrintsNodesAndHistogram) {
+    Result r = run_loom("inspect " + data_path("cnn.onnx"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "op histogram:");
+    EXPECT_HAS(r.out, "Conv");
+    EXPECT_HAS(r.out, "parameters");
+}
+
+TEST(Cli, InspectFuncsListsVarsAndConsumers) {
+    Result r = run_loom("inspect " + data_path("layernorm_rows.onnx") + " --funcs");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "(i:64, j:256)");
+    EXPECT_HAS(r.out, "update(0) over r.x");
+    EXPECT_HAS(r.out, "read by");
+}
+
+TEST(Cli, RunReferenceMatchesPyTorchAndSaves) {
+    std::string dir = temp_dir() + "/out";
+    Result r = run_loom("run " + data_path("mlp.onnx") + " --reference --inputs " + data_path("mlp") + " --save " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    loom::Tensor saved = loom::read_npy(dir + "/y.npy"), torch = loom::read_npy(data_path("mlp/expected_y.npy"));
+    EXPECT_TRUE(loom::testing::close(saved, torch, 1e-5, 1e-5));
+}
+
+TEST(Cli, RunCheckPassesUnderBuiltinSchedules) {
+    for (const char *s : {"eager", "inline"}) {
+        Result r = run_loom("run " + data_path("transformer.onnx") + " --schedule " + s + " --check --repeats 1");
+        EXPECT_EQ(r.rc, 0) << s << ": " << r.out;
+        EXPECT_HAS(r.out, "compile");
+        EXPECT_HAS(r.out, " ok");
+    }
+}
+
+TEST(Cli, MissingModelFileIsAUserError) {
+    Result r = run_loom("inspect /nonexistent/model.onnx");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "/nonexistent/model.onnx");
+}
+
+TEST(Cli, CorruptModelIsAUserError) {
+    std::string p = temp_dir() + "/corrupt.onnx";
+    std::ofstream(p) << "this is not a protobuf";
+    Result r = run_loom("inspect " + p);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "corrupt.onnx");
+}
+
+TEST(Cli, UnboundDimNamesTheFlag) {
+    Result r = run_loom("run " + data_path("dynamic_mlp.onnx"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "'batch'");
+    EXPECT_HAS(r.out, "--input batch=N");
+}
+
+TEST(Cli, BadInputFlagShowsTheForm) {
+    Result r = run_loom("run " + data_path("dynamic_mlp.onnx") + " --input batch=abc");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "NAME=DIMS");
+    r = run_loom("run " + data_path("dynamic_mlp.onnx") + " --input bacth=4");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "did you mean 'batch'");
+}
+
+TEST(Cli, UnknownFlagAndCommandAreUserErrors) {
+    EXPECT_EQ(run_loom("run " + data_path("mlp.onnx") + " --no-such-flag").rc, 1);
+    EXPECT_EQ(run_loom("frobnicate").rc, 1);
+}
+
+TEST(Cli, BadScheduleFileNamesLineColumnAndSuggestion) {
+    std::string p = temp_dir() + "/bad.sched";
+    std::ofstream(p) << "# a schedule with a typo\nsoftmax_rows.compute_root();\nsofmax.compute_root();\n";
+    Result r = run_loom("run " + data_path("softmax_rows.onnx") + " --schedule " + p);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "bad.sched:");
+    EXPECT_HAS(r.out, "did you mean");
+}
+
+TEST(Cli, MissingScheduleFileIsAUserError) {
+    Result r = run_loom("run " + data_path("mlp.onnx") + " --schedule /nonexistent.sched");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "/nonexistent.sched");
+}
+
+TEST(Cli, LoopNestNeedsASchedule) {
+    Result r = run_loom("inspect " + data_path("mlp.onnx") + " --loop-nest");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "--schedule");
+}
+
+TEST(Cli, WrongInputFileShapeNamesTheFix) {
+    std::string d = temp_dir() + "/ins";
+    std::filesystem::create_directories(d);
+    std::filesystem::copy_file(data_path("sincos/x.npy"), d + "/x.npy", std::filesystem::copy_options::overwrite_existing);
+    Result r = run_loom("run " + data_path("mlp.onnx") + " --inputs " + d);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "x.npy");
+}
