@@ -6,7 +6,7 @@ PKGS=(
   libhalide14-0-dev                      # Halide 14 + autoscheduler plugins
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev googletest libcli11-dev libomp-dev
-  python3 python3-numpy python3-onnx python3-torch python3-matplotlib
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
   graphviz libssl-dev
 )
 missing=()
