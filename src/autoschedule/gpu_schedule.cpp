@@ -239,14 +239,38 @@ private:
         }
         ScheduleStatement up(r.name, 0);
         up.add("split", {rv, ro, ri, threads, rtail(k % threads == 0)});
-        up.add("rfactor", {ri, "u"}, part);
+        if (threads <= 32) {
+            up.add("rfactor", {ri, "u"}, part);
+            s.statements.push_back(up);
+            ScheduleStatement ps(part);
+            ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
+            s.statements.push_back(ps);
+            ScheduleStatement pu(part, 0);
+            pu.add("gpu_threads", {"u"});
+            s.statements.push_back(pu);
+            return;
+        }
+        // Two levels, so that no thread combines more than threads/32 + 32 partials serially:
+        // part2(w, u) (threads × coalesced loads) → part(u) (32 threads) → r (one thread).
+        std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u"), part2 = r.name + "_part2";
+        up.add("split", {ri, rw, ru, 32, rtail(true)});
+        up.add("rfactor", {ru, "u"}, part);
         s.statements.push_back(up);
         ScheduleStatement ps(part);
         ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
         s.statements.push_back(ps);
         ScheduleStatement pu(part, 0);
-        pu.add("gpu_threads", {"u"});
+        pu.add("rfactor", {rw, "w"}, part2);
         s.statements.push_back(pu);
+        ScheduleStatement pu2(part, 0);
+        pu2.add("gpu_threads", {"u"});
+        s.statements.push_back(pu2);
+        ScheduleStatement qs(part2);
+        qs.add("compute_at", {at, var}).add("gpu_threads", {"u", "w"});
+        s.statements.push_back(qs);
+        ScheduleStatement qu(part2, 0);
+        qu.add("gpu_threads", {"u", "w"});
+        s.statements.push_back(qu);
     }
 
     void reduction_kernel(Schedule &s, const LoweredFunc &r) {
@@ -254,7 +278,36 @@ private:
         int64_t outs = product(r.extents);
         auto defaults = default_statements(r, t_);
         if (k < 256) {
-            for (auto &d : defaults) s.statements.push_back(d);
+            if (k < 0 || r.vars.empty()) {
+                for (auto &d : defaults) s.statements.push_back(d);
+                return;
+            }
+            // Short reductions (small GEMMs, pools): one output per thread, the reduction serial
+            // inside; guarded tails so that small extents never read outside the inputs.
+            pointwise_kernel(s, r);
+            ScheduleStatement up(r.name, 0);
+            std::string x = r.vars.back(), xo = ident(r, x + "o"), xt = ident(r, x + "t");
+            int64_t nx = r.extents.back();
+            int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nx));
+            up.add("split", {x, xo, xt, tx, tail(nx % tx == 0)});
+            std::vector<ScheduleArg> order = {r.update_rvars[0][0], xt};
+            std::vector<ScheduleArg> threads = {xt}, blocks = {xo};
+            if (r.vars.size() >= 2) {
+                std::string y = r.vars[r.vars.size() - 2], yo = ident(r, y + "o"), yt = ident(r, y + "t");
+                int64_t ny = r.extents[r.vars.size() - 2];
+                int ty = (int)std::max<int64_t>(1, std::min<int64_t>(kPointThreads / tx, pow2_floor(ny)));
+                up.add("split", {y, yo, yt, ty, tail(ny % ty == 0)});
+                order.push_back(yt);
+                threads.push_back(yt);
+                blocks.push_back(yo);
+            }
+            for (auto &b : blocks) order.push_back(b);
+            if (r.vars.size() >= 3) {
+                blocks.push_back(fuse_outer(up, r, (int)r.vars.size() - 2));
+                order.push_back(blocks.back());
+            }
+            up.add("reorder", order).add("gpu_threads", threads).add("gpu_blocks", blocks);
+            s.statements.push_back(up);
             return;
         }
         std::vector<std::string> pure(r.vars);  // outermost first
@@ -275,22 +328,29 @@ private:
         ScheduleStatement pure_st(r.name);
         pure_st.comments.push_back("split reduction: " + std::to_string((k + chunk - 1) / chunk) + " blocks of " +
                                    std::to_string(chunk) + " elements, then one thread");
-        pure_st.add("compute_root").add("gpu_single_thread");
+        pure_st.add("compute_root").add("gpu_single_thread");  // the init
         s.statements.push_back(pure_st);
         ScheduleStatement up(r.name, 0);
         up.add("split", {rv, rb, rc, (int64_t)chunk, rtail(k % chunk == 0)});
         up.add("rfactor", {rb, "b"}, blk);
         s.statements.push_back(up);
+        // The block partials are combined by atomic adds, one thread each: no serial chain.
+        std::string rbo = ident(r, rb + "o"), rbi = ident(r, rb + "i");
+        int64_t nb = (k + chunk - 1) / chunk;
         ScheduleStatement up2(r.name, 0);
-        up2.add("gpu_single_thread");
+        up2.add("atomic").add("split", {rb, rbo, rbi, 64, rtail(nb % 64 == 0)});
+        up2.add("gpu_blocks", {rbo}).add("gpu_threads", {rbi});
         s.statements.push_back(up2);
         ScheduleStatement bp(blk);
         bp.add("compute_root").add("gpu_tile", {"b", "bo", "bi", 64});
         s.statements.push_back(bp);
-        std::string rco = ident(r, rc + "o"), rci = ident(r, rc + "i"), thr = r.name + "_thr";
+        // Each block: kRowThreads threads accumulate coalesced partials, in two levels as above.
+        std::string rco = ident(r, rc + "o"), rci = ident(r, rc + "i"), rcw = ident(r, rc + "w"),
+                    rcu = ident(r, rc + "u"), thr = r.name + "_thr", thr2 = r.name + "_thr2";
         ScheduleStatement bu(blk, 0);
         bu.add("split", {rc, rco, rci, kRowThreads, rtail(chunk % kRowThreads == 0)});
-        bu.add("rfactor", {rci, "u"}, thr);
+        bu.add("split", {rci, rcw, rcu, 32, rtail(true)});
+        bu.add("rfactor", {rcu, "u"}, thr);
         s.statements.push_back(bu);
         ScheduleStatement bu2(blk, 0);
         bu2.add("gpu_blocks", {"b"});
@@ -299,17 +359,23 @@ private:
         ts.add("compute_at", {blk, "b"}).add("gpu_threads", {"u"});
         s.statements.push_back(ts);
         ScheduleStatement tu(thr, 0);
-        tu.add("gpu_threads", {"u"});
+        tu.add("rfactor", {rcw, "w"}, thr2);
         s.statements.push_back(tu);
+        ScheduleStatement tu2(thr, 0);
+        tu2.add("gpu_threads", {"u"});
+        s.statements.push_back(tu2);
+        ScheduleStatement t2(thr2);
+        t2.add("compute_at", {blk, "b"}).add("gpu_threads", {"u", "w"});
+        s.statements.push_back(t2);
+        ScheduleStatement t2u(thr2, 0);
+        t2u.add("gpu_threads", {"u", "w"});
+        s.statements.push_back(t2u);
         (void)pure;
     }
 
-    // The block var of a reduction's update: its outermost non-unit pure var (others stay serial).
-    std::string pure_block_var(const LoweredFunc &r) {
-        for (size_t i = 0; i < r.vars.size(); i++)
-            if (r.extents[i] > 1) return r.vars[i];
-        return r.vars.empty() ? "" : r.vars.front();
-    }
+    // The block var of a reduction's update at which its partials are computed: the innermost
+    // block var (add_blocks maps up to three innermost pure vars onto blocks).
+    std::string pure_block_var(const LoweredFunc &r) { return r.vars.empty() ? "" : r.vars.back(); }
 
     void add_blocks(ScheduleStatement &up, const LoweredFunc &r) {
         std::vector<ScheduleArg> b;

@@ -1,0 +1,23 @@
+#!/bin/bash
+# On a build machine (no GPU needed): export the suite to ONNX and compile every workload for CUDA
+# into artifacts/gpu/<workload>[__<variant>] (no data: gpu_bench.py writes inputs and float64
+# references there), and the small CUDA fixtures with Loom's reference data into artifacts/gpufx.
+# Usage: bench/gpu/build_gpu_artifacts.sh [path/to/loom]
+set -e
+cd "$(dirname "$0")/../.."
+loom=${1:-build-cuda/loom}
+/usr/bin/python3 bench/gpu/export_workloads.py --out artifacts/onnx >/dev/null 2>&1
+mkdir -p artifacts/gpu artifacts/gpufx
+for m in sincos sigmoid_affine sum_prologue softmax_rows layernorm_rows mse; do
+  $loom compile artifacts/onnx/$m.onnx --target cuda --auto --no-reference -o artifacts/gpu/$m --force >/dev/null 2>&1
+  if [ -f schedules/$m.cuda.sched ]; then
+    $loom compile artifacts/onnx/$m.onnx --target cuda --schedule schedules/$m.cuda.sched --no-reference \
+      -o artifacts/gpu/${m}__hand --force >/dev/null
+  fi
+done
+$loom compile artifacts/onnx/sincos.onnx --target cuda --eager --no-reference -o artifacts/gpu/sincos__eager --force >/dev/null 2>&1
+for m in sigmoid_affine sum_prologue softmax_rows layernorm_rows mlp cnn transformer; do
+  $loom compile tests/data/$m.onnx --target cuda -o artifacts/gpufx/$m --force >/dev/null 2>&1 || echo "fixture $m: compile failed"
+done
+rm -f artifacts/gpu/*/lib*.a artifacts/gpufx/*/lib*.a   # the runner loads the .so; keep the carry small
+du -sh artifacts/gpu artifacts/gpufx

@@ -1,0 +1,116 @@
+"""GPU bench (run on the GPU machine with its python3: PyTorch 2.11, Triton).
+
+For each workload of workloads.py that has a Loom artifact (`loom compile --target cuda`) under
+--artifacts: draws seeded inputs on the GPU, computes the reference in float64 with PyTorch, writes
+both as .npy into the artifact's data/ folder, runs tools/loom_run on it (checks, then times with
+CUDA events, L2 flushed, median) and times PyTorch eager and torch.compile (default mode) with
+triton.testing.do_bench (same method: events, L2 flush, median), after checking their outputs too.
+Prints one table; writes all numbers as JSON to --out.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workloads import WORKLOADS  # noqa: E402
+
+
+def rel_err(out, ref):
+    out = out.double()
+    if torch.isnan(out).any():
+        return float("nan")
+    return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--artifacts", required=True, help="folder of <workload>[_<variant>]/ artifact folders")
+    ap.add_argument("--runner", required=True)
+    ap.add_argument("--out", default="gpu_bench.json")
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("names", nargs="*")
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    name = torch.cuda.get_device_name()
+    x = torch.empty(1 << 28, device=dev)
+    y = torch.empty_like(x)
+    copy_ms = bench(lambda: y.copy_(x))
+    copy_gbs = 2 * x.nbytes / copy_ms / 1e6
+    del x, y
+    print(f"device {name}; torch {torch.__version__}; triton {triton.__version__}; "
+          f"device copy {copy_gbs:.0f} GB/s", flush=True)
+
+    rows = []
+    variants = sorted(os.listdir(a.artifacts))
+    for wname, (factory, shapes, out_name, nbytes) in WORKLOADS.items():
+        if a.names and wname not in a.names:
+            continue
+        mine = [v for v in variants if v == wname or v.startswith(wname + "__")]
+        torch.manual_seed(0)
+        model = factory().to(dev).eval()
+        g = torch.Generator(device=dev).manual_seed(1234)
+        ins = [torch.rand(s, device=dev, generator=g) * 2 - 1 for s in shapes.values()]
+        with torch.no_grad():
+            ref = model.double()(*[t.double() for t in ins])
+            model.float()
+            eager_out = model(*ins)
+            e_err = rel_err(eager_out, ref)
+            eager_ms = bench(lambda: model(*ins))
+            cm = torch.compile(model)
+            c_out = cm(*ins)
+            c_err = rel_err(c_out, ref)
+            comp_ms = bench(lambda: cm(*ins))
+        for v in mine:
+            d = os.path.join(a.artifacts, v)
+            os.makedirs(os.path.join(d, "data"), exist_ok=True)
+            for (n, _), t in zip(shapes.items(), ins):
+                np.save(os.path.join(d, "data", n + ".npy"), t.cpu().numpy())
+            np.save(os.path.join(d, "data", "expected_" + out_name + ".npy"), ref.cpu().numpy())
+            js = os.path.join(d, "result.json")
+            p = subprocess.run([a.runner, d, "--reps", str(a.reps), "--warmup", "20", "--tol", str(a.tol),
+                                "--json", js], capture_output=True, text=True)
+            print(p.stdout.strip(), p.stderr.strip()[-2000:], sep="\n", flush=True)
+            r = json.load(open(js)) if os.path.exists(js) else {"ok": False, "median_ms": float("nan")}
+            r["ok"] = r.get("ok", False) and p.returncode == 0
+            ms = r["median_ms"]
+            rows.append(dict(workload=wname, variant=v, loom_ms=ms, ok=r["ok"], context=r.get("context"),
+                             eager_ms=eager_ms, compile_ms=comp_ms, eager_err=e_err, compile_err=c_err,
+                             bytes=nbytes, loom_gbs=nbytes / ms / 1e6 if ms else float("nan"),
+                             compile_gbs=nbytes / comp_ms / 1e6))
+            for f in os.listdir(os.path.join(d, "data")):  # big files: not wanted back
+                os.remove(os.path.join(d, "data", f))
+        if not mine:
+            rows.append(dict(workload=wname, variant="(no artifact)", loom_ms=float("nan"), ok=False,
+                             eager_ms=eager_ms, compile_ms=comp_ms, eager_err=e_err, compile_err=c_err,
+                             bytes=nbytes, loom_gbs=float("nan"), compile_gbs=nbytes / comp_ms / 1e6))
+        del ins, ref
+        torch.cuda.empty_cache()
+
+    hdr = (f"| workload | variant | check | Loom ms | Loom GB/s | % copy BW | eager ms | torch.compile ms | "
+           f"compile GB/s | vs eager | vs compile |")
+    print(f"\n{name}, {datetime.date.today()}, device copy {copy_gbs:.0f} GB/s, medians (events, L2 flushed)")
+    print(hdr)
+    print("|" + " --- |" * 11)
+    for r in rows:
+        ok = "ok" if r["ok"] else "FAIL"
+        print(f"| {r['workload']} | {r['variant']} | {ok} | {r['loom_ms']:.4f} | {r['loom_gbs']:.0f} | "
+              f"{100 * r['loom_gbs'] / copy_gbs:.0f}% | {r['eager_ms']:.4f} | {r['compile_ms']:.4f} | "
+              f"{r['compile_gbs']:.0f} | {r['eager_ms'] / r['loom_ms']:.2f}x | {r['compile_ms'] / r['loom_ms']:.2f}x |")
+    json.dump(dict(device=name, date=str(datetime.date.today()), copy_gbs=copy_gbs, torch=torch.__version__,
+                   rows=rows), open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
