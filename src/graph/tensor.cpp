@@ -71,13 +71,13 @@ uint16_t float_to_half(float f) {
     return h;
 }
 template <typename T>
-T load(const std::vector<uint8_t> &b, int64_t i) {
+T load(const TensorBytes &b, int64_t i) {
     T v;
     std::memcpy(&v, b.data() + i * sizeof(T), sizeof(T));
     return v;
 }
 template <typename T>
-void store(std::vector<uint8_t> &b, int64_t i, T v) {
+void store(TensorBytes &b, int64_t i, T v) {
     std::memcpy(b.data() + i * sizeof(T), &v, sizeof(T));
 }
 template <typename T>

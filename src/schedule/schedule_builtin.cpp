@@ -77,7 +77,14 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
         for (size_t i = 1; i < pure.size(); i++) order.push_back(pure[i]);
         st.add("reorder", order);
     }
-    if (vec) st.add("vectorize", {inner, w});
+    if (vec) {
+        // An explicit tail: Halide's default for an intermediate rounds the loop up and reads past
+        // the end of the inputs (constant weights have no slack). ShiftInwards recomputes a few
+        // points of a pure stage; an update cannot be recomputed, so it guards its tail.
+        bool multiple = ext_in >= 0 && ext_in % w == 0;
+        if (multiple) st.add("vectorize", {inner, w});
+        else st.add("vectorize", {inner, w, ScheduleArg::tail(rvars.empty() && st.stage < 0 ? "ShiftInwards" : "GuardWithIf")});
+    }
     std::string outer = pure.back();
     if (pure.size() >= 3) {
         int64_t e = extent_of(f, outer);
