@@ -317,8 +317,12 @@ struct Ctx {
         bool epilogue = R != F;
         std::vector<std::string> rused = names_of(R);
         std::vector<std::string> fused_ = names_of(F);
-        if (f.inner_var_contiguous && N >= V) {
-            int NR = N >= 2 * V ? 2 * V : V;
+        // j in vector lanes, i unrolled, k outermost in the tile: the accumulators stay in
+        // registers. When B is stored [N, K] (a Linear layer) the B loads are gathers; a
+        // dot-product form (k in lanes, rfactor) measured 15-30x slower here, so it is not used.
+        if (N >= V && (epilogue || f.inner_var_contiguous)) {
+            // Gathered B loads (B stored [N, K]) are the bottleneck: one vector of j per row.
+            int NR = N >= 2 * V && f.inner_var_contiguous ? 2 * V : V;
             int MR = (int)std::min<int64_t>({8, M, std::max(1, (m.vector_registers - 4) / (NR / V))});
             int64_t NC = std::max<int64_t>(NR, ((int64_t)m.l2_bytes / 2 / (K * f.esize)) / NR * NR);
             bool block = NC < N;
@@ -358,7 +362,16 @@ struct Ctx {
                 std::vector<std::string> uused = fused_;
                 jb = fresh(uused, "jb"), jr = fresh(uused, "jr"), jo = fresh(uused, "jo"), ji = fresh(uused, "ji"),
                 io = fresh(uused, "io"), ii = fresh(uused, "ii");
-                tiles(u, !exact);
+                if (!exact) {
+                    // Ragged edges: one guarded vector of j per step, no nested splits.
+                    u.add("split", {j, jo, ji, V, ScheduleArg::tail("GuardWithIf")})
+                        .add("split", {i, io, ii, MR, ScheduleArg::tail("GuardWithIf")})
+                        .add("reorder", {ji, ii, kv, jo, io}).add("vectorize", {ji})
+                        .add("parallel", {io});
+                    inline_members();
+                    return;
+                }
+                tiles(u, false);
                 std::string jvo = fresh(uused, "jvo"), jvi = fresh(uused, "jvi");
                 u.add("split", {ji, jvo, jvi, V});
                 Args ro = {jvi, jvo, ii, kv, jo, io};
@@ -366,56 +379,6 @@ struct Ctx {
                 u.add("reorder", ro).add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {ii})
                     .add("parallel", {io});
             }
-            inline_members();
-            return;
-        }
-        if (!f.inner_var_contiguous && K % V == 0 && K >= 2 * V) {
-            // Both operands contiguous in k (A·Bᵀ, a Linear layer's weights): dot products with
-            // the k loop in vector lanes, a 4x4 block of outputs sharing loads.
-            int MRd = (int)std::min<int64_t>(M, m.vector_registers >= 32 ? 4 : 3);
-            int NRd = (int)std::min<int64_t>(N, 4);
-            if (!epilogue) {
-                // The partial dot products are computed per tile: with no pure epilogue to shift
-                // tiles inwards, tiles must divide the output exactly to stay in bounds.
-                while (M % MRd) MRd--;
-                while (N % NRd) NRd--;
-            }
-            bool exact = M % MRd == 0 && N % NRd == 0;
-            std::string dot = fresh(func_names, F + "_dot");
-            std::string ko = fresh(fused_, "ko"), ki = fresh(fused_, "ki"), u = fresh(fused_, "u");
-            ScheduleStatement &st = add(R);
-            comment_kernel(st);
-            st.comments.push_back(str_cat("dot-product micro-kernel ", MRd, "x", NRd, ", k in ", V,
-                                          " vector lanes (both operands contiguous in k)"));
-            st.add("compute_root");
-            std::string jo, ji, io, ii;
-            if (epilogue) {
-                jo = fresh(rused, "jo"), ji = fresh(rused, "ji"), io = fresh(rused, "io"), ii = fresh(rused, "ii");
-                st.add("split", {j, jo, ji, NRd}).add("split", {i, io, ii, MRd}).add("reorder", {ji, ii, jo, io})
-                    .add("parallel", {io});
-            } else {
-                pure_loops(st, F, 1);
-            }
-            ScheduleStatement rs(F, 0);
-            rs.add("split", {kv, ko, ki, V}).add("rfactor", {ki, u}, dot);
-            out.push_back(rs);
-            if (epilogue) {
-                ScheduleStatement &fs = add(F);
-                note(fs, F);
-                fs.add("compute_at", {R, jo});
-            } else {
-                std::vector<std::string> uused = fused_;
-                uused.push_back(ko), uused.push_back(ki);
-                jo = fresh(uused, "jo"), ji = fresh(uused, "ji"), io = fresh(uused, "io"), ii = fresh(uused, "ii");
-                Args sj = {j, jo, ji, NRd}, si = {i, io, ii, MRd};
-                if (!exact) sj.push_back(ScheduleArg::tail("GuardWithIf")), si.push_back(ScheduleArg::tail("GuardWithIf"));
-                add(F, 0).add("split", sj).add("split", si).add("reorder", {ji, ii, jo, io}).add("parallel", {io});
-            }
-            ScheduleStatement &ds = add(dot);
-            ds.add("compute_at", {R, jo}).add("vectorize", {u});
-            ScheduleStatement &du = add(dot, 0);
-            du.add("reorder", {u, j, i, ko}).add("vectorize", {u});
-            if (epilogue || exact) du.add("unroll", {j}).add("unroll", {i});
             inline_members();
             return;
         }
