@@ -218,6 +218,8 @@ private:
         for (auto x : {jo, jt, row}) order.push_back(x);
         st.add("reorder", order);
         if (v > 1) st.add("vectorize", {jv});
+        int64_t jo_ext = (n / v + threads - 1) / threads;
+        if (jo_ext >= 2 && jo_ext <= 16) st.add("unroll", {jo});  // loads in flight
         st.add("gpu_threads", {jt}).add("gpu_blocks", {row});
         s.statements.push_back(st);
         for (const auto &rn : rows_[c.name]) block_reduction(s, *p_.find(rn), c.name, row, threads, true);
@@ -265,11 +267,19 @@ private:
         ScheduleStatement pu2(part, 0);
         pu2.add("gpu_threads", {"u"});
         s.statements.push_back(pu2);
+        // (u, w) fused into one thread dim: the kernel's block stays 1-D (threads ≤ 1024), u innermost.
         ScheduleStatement qs(part2);
-        qs.add("compute_at", {at, var}).add("gpu_threads", {"u", "w"});
+        qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
         s.statements.push_back(qs);
         ScheduleStatement qu(part2, 0);
-        qu.add("gpu_threads", {"u", "w"});
+        int64_t iters = (k + threads - 1) / threads;
+        if (iters >= 2) {
+            // Unrolled: several independent loads in flight per thread instead of one.
+            int un = (int)std::min<int64_t>(8, pow2_floor(iters));
+            std::string roo = ident(r, ro + "o"), roi = ident(r, ro + "i");
+            qu.add("split", {ro, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
+        }
+        qu.add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
         s.statements.push_back(qu);
     }
 
@@ -365,10 +375,16 @@ private:
         tu2.add("gpu_threads", {"u"});
         s.statements.push_back(tu2);
         ScheduleStatement t2(thr2);
-        t2.add("compute_at", {blk, "b"}).add("gpu_threads", {"u", "w"});
+        t2.add("compute_at", {blk, "b"}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
         s.statements.push_back(t2);
         ScheduleStatement t2u(thr2, 0);
-        t2u.add("gpu_threads", {"u", "w"});
+        int64_t iters = chunk / kRowThreads;
+        if (iters >= 2) {
+            int un = (int)std::min<int64_t>(8, pow2_floor(iters));
+            std::string roo = ident(r, rco + "o"), roi = ident(r, rco + "i");
+            t2u.add("split", {rco, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
+        }
+        t2u.add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
         s.statements.push_back(t2u);
         (void)pure;
     }
