@@ -1,0 +1,143 @@
+// Ahead-of-time compilation (codegen/aot.h, `loom compile`) and the runner (tools/loom_run).
+// CI has no GPU: the CUDA path is compiled (PTX generation, the C API links), the host path is run
+// end to end against the reference outputs saved by `loom compile`.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autoschedule/gpu_schedule.h"
+#include "codegen/aot.h"
+#include "frontends/onnx/onnx_import.h"
+#include "graph/error.h"
+#include "graph/npy.h"
+#include "graph/passes.h"
+#include "schedule/schedule_apply.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace loom;
+
+namespace {
+
+fs::path scratch(const std::string &name) {
+    fs::path p = fs::temp_directory_path() / ("loom_test_aot_" + std::to_string(getpid())) / name;
+    fs::remove_all(p);
+    fs::create_directories(p.parent_path());
+    return p;
+}
+
+std::string slurp(const fs::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::ostringstream os;
+    os << f.rdbuf();
+    return os.str();
+}
+
+LoweredPipeline lowered_fixture(const std::string &name) {
+    Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
+    prepare_graph(g);
+    return lower_graph(g);
+}
+
+}  // namespace
+
+TEST(Aot, CudaArtifactHasPtxAndCApi) {
+    LoweredPipeline p = lowered_fixture("softmax_rows");
+    Halide::Target t = aot_target("cuda");
+    ASSERT_TRUE(t.has_feature(Halide::Target::CUDA));
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    fs::path out = scratch("cuda_softmax");
+    AotOptions o;
+    o.name = "softmax_rows";
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    for (const auto &f : {a.static_lib, a.shared_lib, a.header, a.halide_header, a.manifest})
+        EXPECT_TRUE(fs::exists(f)) << f;
+    std::string h = slurp(a.header);
+    for (const char *fn : {"softmax_rows_create(void)", "softmax_rows_run_host(", "softmax_rows_run_device(",
+                           "softmax_rows_destroy(", "softmax_rows_last_error("})
+        EXPECT_NE(h.find(fn), std::string::npos) << fn;
+    // The PTX is embedded in the pipeline object: one kernel per fusion group, 16-byte loads.
+    std::string obj = slurp(out / "softmax_rows_halide.o");
+    EXPECT_NE(obj.find(".entry"), std::string::npos);
+    EXPECT_NE(obj.find("ld.global.nc.v4.f32"), std::string::npos);
+    EXPECT_NE(slurp(a.manifest).find("cuda 1"), std::string::npos);
+
+    // A C program links against the static library with only libc/libdl (no libHalide, no libcuda).
+    fs::path c = out / "main.c", exe = out / "main";
+    std::ofstream(c) << "#include \"softmax_rows.h\"\n#include <stdio.h>\nint main(void) {\n"
+                        "  printf(\"%d %d\\n\", softmax_rows_num_inputs(), softmax_rows_num_outputs());\n"
+                        "  return softmax_rows_create == 0; }\n";
+    std::string output;
+    int rc = loom::testing::run_command("cc -I" + out.string() + " " + c.string() + " " + a.static_lib + " -o " +
+                                   exe.string() + " -ldl -lpthread -lstdc++ -lm && " + exe.string(),
+                               output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("1 1"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, HostArtifactRunsAndMatchesReference) {
+    fs::path out = scratch("host_sum_prologue");
+    std::string output;
+    int rc = loom::testing::run_command(loom::testing::loom_binary() + " compile " + loom::testing::data_path("sum_prologue.onnx") +
+                                   " --target host -o " + out.string(),
+                               output);
+    ASSERT_EQ(rc, 0) << output;
+    ASSERT_TRUE(fs::exists(out / "data" / "expected_out.npy")) << output;
+
+    // Through the C API (dlopen, as an application would), outputs poisoned first.
+    void *lib = dlopen((out / "libsum_prologue.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    auto create = (void *(*)())dlsym(lib, "sum_prologue_create");
+    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "sum_prologue_run_host");
+    auto destroy = (void (*)(void *))dlsym(lib, "sum_prologue_destroy");
+    ASSERT_TRUE(create && run && destroy);
+    Tensor x = read_npy((out / "data" / "x.npy").string()), y = read_npy((out / "data" / "y.npy").string()),
+           z = read_npy((out / "data" / "z.npy").string());
+    Tensor ref = read_npy((out / "data" / "expected_out.npy").string());
+    Tensor got(DType::F32, ref.shape());
+    loom::testing::poison(got);
+    const void *ins[] = {x.data(), y.data(), z.data()};
+    void *outs[] = {got.data()};
+    void *m = create();
+    ASSERT_EQ(run(m, ins, outs), 0);
+    destroy(m);
+    auto cmp = loom::testing::compare(got, ref);
+    EXPECT_LT(cmp.rel_error, 1e-5);
+    EXPECT_FALSE(cmp.any_nan);
+    dlclose(lib);
+
+    // The standalone runner (no CUDA here): checks against the saved reference and times.
+    fs::path runner = out.parent_path() / "loom_run";
+    rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
+                                        "/tools/loom_run/build.sh " + runner.string(),
+                                    output);
+    ASSERT_EQ(rc, 0) << output;
+    rc = loom::testing::run_command(runner.string() + " " + out.string() + " --mode host --reps 3 --warmup 1", output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("ok=1"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, RefusesToOverwriteWithoutForce) {
+    LoweredPipeline p = lowered_fixture("sigmoid_affine");
+    fs::path out = scratch("exists");
+    fs::create_directories(out);
+    AotOptions o;
+    o.name = "sigmoid_affine";
+    try {
+        compile_aot(p, Halide::get_host_target(), out.string(), o);
+        FAIL() << "expected a UserError";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::is_empty(out));  // nothing half-written
+    o.force = true;
+    compile_aot(p, Halide::get_host_target(), out.string(), o);
+    EXPECT_TRUE(fs::exists(out / "libsigmoid_affine.so"));
+    fs::remove_all(out.parent_path());
+}
