@@ -16,27 +16,12 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-Halide::Type buffer_type(DType t) {
-    switch (t) {
-    case DType::F32: return Halide::Float(32);
-    case DType::F16: return Halide::Float(16);
-    case DType::F64: return Halide::Float(64);
-    case DType::I64: return Halide::Int(64);
-    case DType::I32: return Halide::Int(32);
-    case DType::I16: return Halide::Int(16);
-    case DType::I8: return Halide::Int(8);
-    case DType::U8: return Halide::UInt(8);
-    case DType::Bool: return Halide::Bool();
-    }
-    throw InternalError("unknown dtype");
-}
-
 /// A Halide buffer over a Tensor's own bytes (Halide dim 0 = innermost tensor dim): no copy.
 /// Halide never writes to an input, so wrapping a const Tensor is safe.
 Halide::Buffer<> wrap(const Tensor &t, const std::string &name) {
     std::vector<int> sizes;
     for (int d = t.rank() - 1; d >= 0; d--) sizes.push_back((int)t.shape()[d]);
-    return Halide::Buffer<>(buffer_type(t.dtype()), const_cast<void *>(t.data()), sizes, name);
+    return Halide::Buffer<>(halide_type(t.dtype()), const_cast<void *>(t.data()), sizes, name);
 }
 
 /// Runs \p f, turning Halide's exceptions into Loom's: a compile error is the schedule's (the

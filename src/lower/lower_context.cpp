@@ -12,7 +12,26 @@ using Halide::Func;
 using Halide::Type;
 using Halide::Var;
 
-Type LowerContext::halide_type(DType t) {
+std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
+
+Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
+    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
+}
+
+std::vector<std::string> rvar_names(const Halide::RDom &r) {
+    std::vector<std::string> names;
+    for (int d = 0; d < r.dimensions(); d++) {
+        std::string n = r[d].name();
+        auto p = n.find('$');
+        if (p != std::string::npos) n[p] = '.';
+        names.push_back(n);
+    }
+    return names;
+}
+
+Type LowerContext::halide_type(DType t) { return loom::halide_type(t); }
+
+Type halide_type(DType t) {
     switch (t) {
     case DType::F32: return Halide::Float(32);
     case DType::F16: return Halide::Float(16);

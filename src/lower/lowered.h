@@ -54,6 +54,9 @@ struct LoweredPipeline {
     Halide::Pipeline pipeline() const;
 };
 
+/// The Halide type of a dtype (bool is Halide's Bool, one byte in buffers).
+Halide::Type halide_type(DType t);
+
 /// Turns a graph identifier into a Halide/schedule identifier: "/encoder/fc1/Gemm" →
 /// "encoder_fc1_gemm" (lower case, runs of non-alphanumerics become one '_', no leading digit).
 std::string sanitize_name(const std::string &name);

@@ -21,24 +21,6 @@ using Halide::Var;
 
 namespace {
 
-std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
-
-Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
-    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
-}
-
-// "r$x" -> "r.x" (schedules write an RVar as rdom.dim).
-std::vector<std::string> rvar_names(const RDom &r) {
-    std::vector<std::string> names;
-    for (int d = 0; d < r.dimensions(); d++) {
-        std::string n = r[d].name();
-        auto p = n.find('$');
-        if (p != std::string::npos) n[p] = '.';
-        names.push_back(n);
-    }
-    return names;
-}
-
 struct ConvParams {
     int sp = 0;  // spatial rank
     std::vector<int64_t> kernel, strides, dilations, pad_begin, pad_end, out_pad;

@@ -12,13 +12,6 @@ using Halide::Var;
 
 namespace {
 
-std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
-
-// f(idx outermost first) as an assignable reference, for update definitions.
-Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
-    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
-}
-
 // NumPy matmul: a [..., M, K] (or [K]) times b [..., K, N] (or [K]); batch dims broadcast.
 void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];

@@ -25,23 +25,6 @@ using Halide::Var;
 
 namespace {
 
-std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
-
-Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
-    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
-}
-
-std::vector<std::string> rvar_names(const RDom &r) {
-    std::vector<std::string> names;
-    for (int d = 0; d < r.dimensions(); d++) {
-        std::string n = r[d].name();
-        auto p = n.find('$');
-        if (p != std::string::npos) n[p] = '.';
-        names.push_back(n);
-    }
-    return names;
-}
-
 Expr lit(DType t, double v) { return LowerContext::literal(t, v); }
 
 // A statistic over some dims of x: \p sx is x's shape, \p stat_shape the Func's shape (reduced dims

@@ -97,6 +97,13 @@ private:
     std::set<std::string> used_names_;
 };
 
+/// Vars as Exprs (for index lists).
+std::vector<Halide::Expr> exprs(const std::vector<Halide::Var> &vs);
+/// f(idx outermost first) as an assignable reference, for update definitions.
+Halide::FuncRef ref(Halide::Func f, const std::vector<Halide::Expr> &idx_outer_first);
+/// The RVars of \p r as schedules write them: "r$x" -> "r.x".
+std::vector<std::string> rvar_names(const Halide::RDom &r);
+
 // One lowering function per op family (src/ops/<family>.cpp). Each defines every output of
 // \p node with ctx.make_func / ctx.define / ctx.bind_output.
 void lower_elementwise(LowerContext &ctx, const Node &node);

@@ -19,23 +19,6 @@ using Halide::Var;
 
 namespace {
 
-std::vector<Expr> exprs(const std::vector<Var> &vs) { return {vs.begin(), vs.end()}; }
-
-Halide::FuncRef ref(Func f, const std::vector<Expr> &idx) {
-    return f(std::vector<Expr>(idx.rbegin(), idx.rend()));
-}
-
-std::vector<std::string> rvar_names(const RDom &r) {
-    std::vector<std::string> names;
-    for (int d = 0; d < r.dimensions(); d++) {
-        std::string n = r[d].name();
-        auto p = n.find('$');
-        if (p != std::string::npos) n[p] = '.';
-        names.push_back(n);
-    }
-    return names;
-}
-
 // Index of the input (rank \p in_rank) for an output point: kept dims read the output's vars
 // (\p out, with or without the reduced dims per \p keepdims), reduced dims read \p red[i] for the
 // i-th reduced axis.

@@ -14,20 +14,6 @@ namespace loom {
 
 namespace {
 
-Halide::Type halide_type(DType t) {
-    switch (t) {
-    case DType::F16: return Halide::Float(16);
-    case DType::F64: return Halide::Float(64);
-    case DType::I64: return Halide::Int(64);
-    case DType::I32: return Halide::Int(32);
-    case DType::I16: return Halide::Int(16);
-    case DType::I8: return Halide::Int(8);
-    case DType::U8:
-    case DType::Bool: return Halide::UInt(8);
-    default: return Halide::Float(32);
-    }
-}
-
 int64_t extent_of(const LoweredFunc &f, const std::string &v) {
     for (size_t i = 0; i < f.vars.size(); i++)
         if (f.vars[i] == v && i < f.extents.size()) return f.extents[i];

@@ -488,19 +488,22 @@ private:
 };
 
 // Whether \p g runs inside the loops of \p c under the placements of \p m.
-bool inside(Model &m, const std::string &g, const std::string &c, std::set<std::string> &seen) {
+// True if every use of Func \p g happens inside the loops of \p c. \p path holds the Funcs on the
+// current walk (a cycle of placements is not "inside"); a Func reached twice through a diamond of
+// inlined Funcs (GELU's x·(1+erf(x)) reads x twice) is simply checked again.
+bool inside(Model &m, const std::string &g, const std::string &c, std::set<std::string> &path) {
     if (g == c) return true;
-    if (!seen.insert(g).second) return false;
+    if (!path.insert(g).second) return false;
     FuncModel *f = m.find(g);
-    if (!f) return false;
-    if (f->place.kind == Placement::Inline) {
-        if (f->consumers.empty()) return false;
-        for (const auto &u : f->consumers)
-            if (!inside(m, u, c, seen)) return false;
-        return true;
+    bool result = false;
+    if (f && f->place.kind == Placement::Inline) {
+        result = !f->consumers.empty();
+        for (const auto &u : f->consumers) result = result && inside(m, u, c, path);
+    } else if (f && f->place.kind == Placement::At) {
+        result = inside(m, f->place.func, c, path);
     }
-    if (f->place.kind == Placement::At) return inside(m, f->place.func, c, seen);
-    return false;
+    path.erase(g);
+    return result;
 }
 
 std::vector<std::string> all_dims(const FuncModel &f) {
