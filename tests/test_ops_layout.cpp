@@ -5,6 +5,7 @@
 #include "codegen/jit.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace loom {
@@ -12,60 +13,8 @@ namespace {
 
 using loom::testing::close;
 
-/// A hand-built canonical graph.
-struct Builder {
-    Graph g;
-    int count = 0;
-    std::string input(const std::string &name, Shape s, DType t = DType::F32) {
-        g.values[name] = ValueInfo{name, t, s, {}, true};
-        g.inputs.push_back(name);
-        return name;
-    }
-    std::string constant(Tensor t) {
-        std::string name = "const" + std::to_string(count++);
-        g.set_constant(name, t);
-        g.values[name].has_shape = true;
-        return name;
-    }
-    std::string scalar(double v, DType t = DType::F32) { return constant(Tensor::scalar(t, v)); }
-    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32) {
-        Node n;
-        n.op = op;
-        n.name = op + "_" + std::to_string(count);
-        n.inputs = std::move(in);
-        std::string out = "v" + std::to_string(count++);
-        n.outputs = {out};
-        n.attrs = std::move(attrs);
-        g.values[out] = ValueInfo{out, t, s, {}, true};
-        g.nodes.push_back(n);
-        return out;
-    }
-    /// A node that is also a graph output.
-    std::string out(const std::string &op, std::vector<std::string> in, Shape s,
-                    std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32) {
-        std::string v = node(op, std::move(in), s, std::move(attrs), t);
-        g.outputs.push_back(v);
-        return v;
-    }
-};
-
-/// Lowers, compute_roots every Func, JIT-runs on \p in and checks every output against the
-/// reference (outputs are poisoned by the JIT before the run).
-void check(const Builder &b, const std::map<std::string, Tensor> &in, double rel = 1e-5) {
-    LoweredPipeline lp = lower_graph(b.g);
-    for (auto &f : lp.funcs) f.func.compute_root();
-    JitModel m(std::move(lp));
-    auto outs = m.run(in);
-    auto ref = run_reference(b.g, in);
-    ASSERT_EQ(outs.size(), ref.size());
-    for (const auto &[name, t] : ref) {
-        const Node &n = b.g.nodes[b.g.producer(name)];
-        EXPECT_EQ(outs.at(name).dtype(), b.g.value(name).dtype) << n.op;
-        EXPECT_TRUE(close(outs.at(name), t, rel)) << n.op << " (" << n.name << ")";
-    }
-}
-
+using Builder = loom::testing::GraphBuilder;
+using loom::testing::check;
 
 TEST(OpsLayout, ReshapeTransposeSliceExpandTile) {
     Builder b;
