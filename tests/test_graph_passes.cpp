@@ -254,3 +254,24 @@ TEST(GraphPasses, IdentityAndDropoutRemoved) {
     EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
     EXPECT_EQ(b.g.nodes[1].op, "Reshape");
 }
+
+TEST(GraphPasses, GemmWeightsArePretransposedExactly) {
+    Builder b;
+    b.input("x", {3, 5});
+    Tensor w(DType::F32, {4, 5}), bias(DType::F32, {4});
+    fill_random(w, 11), fill_random(bias, 12);
+    b.constant("w", w).constant("bias", bias);
+    Node &n = b.node("Gemm", {"x", "w", "bias"}, {"y"});
+    n.attrs["transB"] = int64_t(1);
+    b.output("y");
+    Graph plain = b.g;
+    plain.topo_sort();
+    bind_input_shapes(plain, {});
+    infer_shapes_and_fold(plain);
+    prepare_graph(b.g);
+    ASSERT_EQ(b.g.nodes.size(), 1u);
+    EXPECT_EQ(b.g.nodes[0].get_int("transB", -1), 0);
+    EXPECT_EQ(b.g.value(b.g.nodes[0].inputs[1]).shape, (Shape{5, 4}));
+    auto ins = random_inputs(b.g, 5);
+    EXPECT_TRUE(loom::testing::close(run_reference(b.g, ins).at("y"), run_reference(plain, ins).at("y"), 1e-12, 1e-12));
+}

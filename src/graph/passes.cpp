@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -202,6 +203,24 @@ void fold_conv_batchnorm(Graph &g) {
                   g.nodes.end());
 }
 
+void pretranspose_gemm_weights(Graph &g) {
+    for (auto &n : g.nodes) {
+        if (n.op != "Gemm" || n.get_int("transB", 0) == 0) continue;
+        const Tensor *b = g.constant(n.inputs[1]);
+        if (!b || b->rank() != 2) continue;
+        int64_t N = b->shape()[0], K = b->shape()[1];
+        Tensor t(b->dtype(), {K, N});
+        int es = dtype_size(b->dtype());
+        for (int64_t i = 0; i < N; i++)
+            for (int64_t k = 0; k < K; k++)
+                std::memcpy((uint8_t *)t.data() + (k * N + i) * es, (const uint8_t *)b->data() + (i * K + k) * es, es);
+        std::string name = g.unique_name(n.inputs[1] + "_t");
+        g.set_constant(name, std::move(t));
+        n.inputs[1] = name;
+        n.attrs["transB"] = int64_t(0);
+    }
+}
+
 void eliminate_common_subexpressions(Graph &g) {
     std::map<std::string, size_t> seen;  // node key -> index in kept
     std::map<std::string, std::string> renamed;
@@ -274,6 +293,7 @@ void prepare_graph(Graph &g, const PrepareOptions &opts) {
     step("remove_identities", [&] { remove_identities(g); });
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
+    step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     if (opts.cse) step("eliminate_common_subexpressions", [&] { eliminate_common_subexpressions(g); });
     step("eliminate_dead_code", [&] { eliminate_dead_code(g); });
     g.validate();

@@ -44,6 +44,9 @@ void eliminate_dead_code(Graph &g);
 /// Folds BatchNormalization into the Conv that feeds it (when the Conv has no other consumer):
 /// exact, in double precision, into the Conv's weights and bias.
 void fold_conv_batchnorm(Graph &g);
+/// Gemm with transB=1 and a constant B (PyTorch's Linear stores weights [N, K]) gets B transposed
+/// once at compile time and transB=0, so the kernel reads weights along N, the vectorised dim.
+void pretranspose_gemm_weights(Graph &g);
 /// Merges nodes with the same op, inputs and attributes.
 void eliminate_common_subexpressions(Graph &g);
 
