@@ -8,12 +8,12 @@
 ///   outer vars fused into a third block dim).
 /// - A row reduction consumed only by one row-shaped kernel (softmax, layernorm: the reduction's
 ///   pure extents are the kernel's outer extents) is computed inside that kernel, one block per
-///   row: the kernel's row is split over T threads × 4-wide vectors, and each reduction is split
-///   by T and rfactor'ed so that T threads accumulate coalesced partials (in shared memory) that one
-///   thread then combines.
+///   row: the row is split over T threads × 4-wide vectors (16 elements per thread, T ≤ 512), and
+///   each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
+///   (unrolled by up to 8: loads in flight), 32 threads combine those, one thread the last 32.
 /// - A reduction that is its own kernel: one block per output when there are many outputs (same
-///   block scheme), a two-level split reduction when there are few (rfactor into ~1024 block
-///   partials, each reduced by a block as above, then one thread combines them).
+///   block scheme), a split reduction when there are few (rfactor into ~2048 block partials, each
+///   reduced by a block as above, combined by float atomics).
 /// - Anything else (GEMMs, reductions over several rvars) keeps the default GPU mapping of
 ///   schedule_builtin.h. No shared-memory GEMM tiling or cuBLAS extern stages yet.
 #pragma once

@@ -15,10 +15,12 @@
 /// plus the model's shapes (`m_num_inputs`, `m_input_name(k)`, `m_input_rank(k)`,
 /// `m_input_shape(k)` …). Inputs and outputs are dense, row-major, in graph order and graph dtype.
 ///
-/// CUDA artifacts share the application's context: the glue overrides Halide's weak
-/// `halide_cuda_acquire_context` / `halide_cuda_release_context` to return the calling thread's
-/// current context, else device 0's primary context (the one the CUDA runtime API uses), so
-/// cudaMalloc'd pointers can be passed to `m_run_device`. The glue loads libcuda with dlopen, so the
+/// CUDA artifacts share the application's context: `m_create` installs acquire/release handlers
+/// through Halide 14's `halide_set_cuda_acquire_context` / `halide_set_cuda_release_context` (the
+/// hooks of its weak `halide_cuda_acquire_context`, which by default cuCtxCreate's a context of its
+/// own) that return the calling thread's current context, else the primary context of Halide's
+/// device (the one the CUDA runtime API uses), so cudaMalloc'd pointers can be passed to
+/// `m_run_device` (tools/loom_run checks that the contexts are the same). The glue loads libcuda with dlopen, so the
 /// artifact needs no libcudart. `m_run_device` enqueues on the default stream and returns without a
 /// device sync; `m_run_host` copies in, runs, copies out and frees its device buffers.
 #pragma once
