@@ -350,6 +350,5 @@ int main(int argc, char **argv) {
           << ", \"median_ms\": " << med << ", \"min_ms\": " << mn << ", \"bytes\": " << bytes
           << ", \"context\": \"" << context_note << "\"}\n";
     }
-    m.name.clear();
     return ok ? 0 : 3;
 }
