@@ -385,6 +385,11 @@ struct Ctx {
         generic();
     }
 
+    // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
+    // block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
+    // step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
+    // (n, channel block, rows) is parallel. Measured on conv_bn_relu (2 cores, AVX-512): 7 ms vs
+    // 130 ms for the per-row schedule it replaces and 17 ms for Adams2019.
     void conv() {
         const std::string &R = k.root;
         std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
@@ -393,42 +398,108 @@ struct Ctx {
         const auto &e = lf(F).extents;
         int r = (int)v.size();
         int V = lanes(F);
-        int lw = fit_lanes(V, e[r - 1]);
-        const std::string &w = v[r - 1], &c = v[1], &row = v[r - 2];
+        int64_t W = e[r - 1], C = e[1];
+        const std::string &w = v[r - 1], &c = v[1];
+        int lw = fit_lanes(V, W);
+        // Tile width: two vectors when the row holds them, else one (or the lanes that fit).
+        int WT = W >= 2 * V ? 2 * V : W >= V ? V : std::max(1, lw);
+        int nvec = lw ? std::max(1, WT / lw) : 1;
+        int vl = lw ? std::min(lw, WT) : 0;
+        // Channel block: accumulators CB * nvec within the registers, keeping ~8 for operands.
+        int max_cb = std::max(1, (m.vector_registers - 8) / nvec);
+        int CB = 1;
+        for (int cb : {8, 4, 2})
+            if (cb <= max_cb && C % cb == 0) {
+                CB = cb;
+                break;
+            }
         std::vector<std::string> rused = names_of(R);
+        std::vector<std::string> fused_ = names_of(F);
+        const auto &rv = lf(F).update_rvars[0];
         ScheduleStatement &st = add(R);
         comment_kernel(st);
+        st.comments.push_back(str_cat("conv tile ", WT, " (w) x ", CB, " (channels): ", nvec * CB,
+                                      " vector accumulators; reduction over ", rv.size(), " dims outside it"));
         st.add("compute_root");
-        std::string par = c;
-        if (e[0] > 1) {
-            par = fresh(rused, v[0] + c);
-            st.add("fuse", {c, v[0], par});
-        }
-        if (lw) st.add("vectorize", {w, lw});
-        st.add("parallel", {par});
-        Args reorder = {w};
-        for (const auto &rv : lf(F).update_rvars[0]) reorder.push_back(rv);
         if (R != F) {
+            // The epilogue owns the loop nest; its pure splits may shift inwards (WT <= W, CB | C),
+            // so the conv computed per tile always has the full tile and no tail.
+            std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
+            std::string co = fresh(rused, c + "o"), ci = fresh(rused, c + "i");
+            bool wsplit = WT < W;
+            if (wsplit) st.add("split", {w, wo, wi, WT});
+            if (CB > 1) st.add("split", {c, co, ci, CB});
+            Args ro = {wsplit ? wi : w};
+            if (CB > 1) ro.push_back(ci);
+            if (wsplit) ro.push_back(wo);
+            for (int d = r - 2; d >= 2; d--) ro.push_back(v[d]);
+            ro.push_back(CB > 1 ? co : c);
+            ro.push_back(v[0]);
+            st.add("reorder", ro);
+            // Parallel over (n, channel block, rows): fuse outward from the innermost row var.
+            std::string par = ro[(wsplit ? 2 : 1) + (CB > 1 ? 1 : 0)].name;
+            size_t first = (wsplit ? 2 : 1) + (CB > 1 ? 1 : 0);
+            for (size_t q = first + 1; q < ro.size(); q++) {
+                std::string fz = fresh(rused, "t");
+                st.add("fuse", {par, ro[q].name, fz});
+                par = fz;
+            }
+            if (vl) st.add("vectorize", {wsplit ? wi : w, vl});
+            st.add("parallel", {par});
             ScheduleStatement &fs = add(F);
             note(fs, F);
-            fs.add("compute_at", {R, row});
-            if (lw) fs.add("vectorize", {w, lw});
+            fs.add("compute_at", {R, wsplit ? wo : ro[first].name});
+            if (vl) fs.add("vectorize", {w, vl});
+            if (CB > 1) fs.add("unroll", {c});
             ScheduleStatement &u = add(F, 0);
-            u.add("reorder", reorder);
-            if (lw) {
-                Args vz = {w, lw};
-                if (e[r - 1] % lw) vz.push_back(ScheduleArg::tail("GuardWithIf"));
-                u.add("vectorize", vz);
+            Args reorder;
+            std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
+            if (vl && nvec > 1) {
+                u.add("split", {w, wvo, wvi, vl});
+                reorder = {wvi, wvo};
+            } else {
+                reorder = {w};
             }
+            reorder.push_back(c);
+            for (const auto &x : rv) reorder.push_back(x);
+            u.add("reorder", reorder);
+            if (vl) u.add("vectorize", {nvec > 1 ? wvi : w});
+            if (vl && nvec > 1) u.add("unroll", {wvo});
+            if (CB > 1) u.add("unroll", {c});
         } else {
-            ScheduleStatement &u = add(F, 0);
-            u.add("reorder", reorder);
-            if (lw) {
-                Args vz = {w, lw};
-                if (e[r - 1] % lw) vz.push_back(ScheduleArg::tail("GuardWithIf"));
-                u.add("vectorize", vz);
+            // No epilogue: the update's own splits, guarded where ragged.
+            if (vl) st.add("vectorize", {w, vl});
+            std::string par = c;
+            if (e[0] > 1) {
+                par = fresh(rused, v[0] + c);
+                st.add("fuse", {c, v[0], par});
             }
-            u.add("parallel", {c});
+            st.add("parallel", {par});
+            ScheduleStatement &u = add(F, 0);
+            std::string wo = fresh(fused_, w + "o"), wi = fresh(fused_, w + "i");
+            std::string co = fresh(fused_, c + "o"), ci = fresh(fused_, c + "i");
+            std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
+            auto guard = [](Args a, bool g) {
+                if (g) a.push_back(ScheduleArg::tail("GuardWithIf"));
+                return a;
+            };
+            u.add("split", guard({w, wo, wi, WT}, W % WT != 0));
+            if (vl && nvec > 1) u.add("split", {wi, wvo, wvi, vl});
+            if (CB > 1) u.add("split", {c, co, ci, CB});
+            Args reorder;
+            if (vl && nvec > 1) reorder = {wvi, wvo};
+            else reorder = {wi};
+            if (CB > 1) reorder.push_back(ci);
+            for (const auto &x : rv) reorder.push_back(x);
+            reorder.push_back(wo);
+            for (int d = r - 2; d >= 2; d--) reorder.push_back(v[d]);
+            reorder.push_back(CB > 1 ? co : c);
+            reorder.push_back(v[0]);
+            u.add("reorder", reorder);
+            if (vl) u.add("vectorize", {nvec > 1 ? wvi : wi});
+            if (vl && nvec > 1) u.add("unroll", {wvo});
+            if (CB > 1) u.add("unroll", {ci});
+            u.add("parallel", {CB > 1 ? co : c});
         }
         inline_members();
     }
