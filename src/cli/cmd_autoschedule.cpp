@@ -10,6 +10,8 @@
 #include "autoschedule/autoschedule.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "cli/output_files.h"
+#include "cli/scheduling.h"
 #include "codegen/jit.h"
 #include "graph/error.h"
 #include "schedule/schedule_apply.h"
@@ -30,27 +32,6 @@ struct AutoscheduleOptions {
     bool report = false;
 };
 
-// Writes \p text to \p path through a temporary file in the same folder and a rename, so a
-// reader never sees half a file; refuses to replace an existing file unless \p force.
-void write_atomically(const std::string &path, const std::string &text, bool force) {
-    namespace fs = std::filesystem;
-    user_check(force || !fs::exists(path), "'", path, "' exists; pass --force to overwrite it");
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary);
-        user_check((bool)out, "cannot write '", tmp, "'");
-        out << text;
-        out.close();
-        user_check((bool)out, "cannot write '", tmp, "'");
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        fs::remove(tmp);
-        throw UserError(str_cat("cannot write '", path, "': ", ec.message()));
-    }
-}
-
 void autoschedule(const AutoscheduleOptions &o) {
     Halide::Target target = o.target == "host" ? host_target() : Halide::Target(o.target);
     user_check(!target.has_gpu_feature(), "loom autoschedule plans CPU schedules; target '", o.target,
@@ -61,6 +42,8 @@ void autoschedule(const AutoscheduleOptions &o) {
     LoweredPipeline p = lower_graph(g);
     AutoScheduleResult r = auto_schedule_with_plan(p, target, m);
     r.schedule.model = std::filesystem::path(o.model).filename().string();
+    r.schedule.sha256 = file_sha256(o.model);
+    r.schedule.target = target.to_string();
     std::string text = print_schedule(r.schedule);
     if (!o.dot.empty()) {
         std::string before = o.dot, after = o.dot;
@@ -68,8 +51,8 @@ void autoschedule(const AutoscheduleOptions &o) {
         std::string stem = dotpos != std::string::npos && dotpos + 4 == o.dot.size() ? o.dot.substr(0, dotpos) : o.dot;
         before = stem + ".before.dot";
         after = o.dot;
-        write_atomically(before, fusion_dot(p, r.plan, false), true);
-        write_atomically(after, fusion_dot(p, r.plan, true), true);
+        write_file_atomically(before, fusion_dot(p, r.plan, false), true);
+        write_file_atomically(after, fusion_dot(p, r.plan, true), true);
         std::cout << "wrote " << before << " (before fusion) and " << after << " (after)\n";
         if (std::system("command -v dot >/dev/null 2>&1") == 0) {
             for (const auto &d : {before, after}) {
@@ -92,7 +75,7 @@ void autoschedule(const AutoscheduleOptions &o) {
         if (!o.report) std::cout << text;
         return;
     }
-    write_atomically(o.output, text, o.force);
+    write_file_atomically(o.output, text, o.force);
     std::cout << "wrote " << o.output << ": " << r.plan.kernels.size() << " kernels for " << p.funcs.size()
               << " Funcs\n";
 }

@@ -6,10 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <type_traits>
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "cli/output_files.h"
+#include "cli/scheduling.h"
 #include "codegen/benchmark.h"
 #include "codegen/halide_autoschedulers.h"
 #include "codegen/jit.h"
@@ -19,35 +20,11 @@
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
 
-// The cost-model auto-scheduler lands separately; `--auto` uses it when its header is there (and
-// has an `auto_schedule(pipeline, target)`), else the row reports that it is missing.
-// (LOOM_BENCH_NO_AUTO builds without it, for a tree where the header exists but its code not yet.)
-#if __has_include("autoschedule/autoschedule.h") && !defined(LOOM_BENCH_NO_AUTO)
-#include "autoschedule/autoschedule.h"
-#endif
-
 namespace loom::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// Detects `auto_schedule(const LoweredPipeline &, const Halide::Target &)` by argument-dependent
-// lookup, so this file compiles before and after src/autoschedule provides it.
-template <typename P, typename = void>
-struct HasAutoSchedule : std::false_type {};
-template <typename P>
-struct HasAutoSchedule<P, std::void_t<decltype(Schedule(auto_schedule(std::declval<const P &>(),
-                                                                       std::declval<const Halide::Target &>())))>>
-    : std::true_type {};
-
-template <typename P>
-AutoscheduleFn autoscheduler_for() {
-    if constexpr (HasAutoSchedule<P>::value)
-        return [](const P &p, const Halide::Target &t) { return Schedule(auto_schedule(p, t)); };
-    else
-        return nullptr;
-}
 
 struct BenchCliOptions {
     std::string model;
@@ -77,12 +54,6 @@ std::string find_plot_script() {
     throw UserError("--plot: cannot find bench/plot.py (set LOOM_SOURCE_DIR to the Loom source tree)");
 }
 
-void write_file(const std::string &path, const std::string &text) {
-    std::ofstream f(path);
-    user_check((bool)f, "cannot write ", path);
-    f << text;
-}
-
 std::string shell_quote(const std::string &s) {
     std::string o = "'";
     for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -100,7 +71,7 @@ void bench(const BenchCliOptions &o) {
     bool any = o.eager || o.inline_ || o.auto_ || !o.halide.empty() || !o.schedules.empty();
     std::vector<BenchVariant> variants;
     auto builtin = [&](const std::string &spec) {
-        AutoscheduleFn autofn = autoscheduler_for<LoweredPipeline>();
+        AutoscheduleFn autofn = autoscheduler_for(target);
         variants.push_back({spec, spec, [spec, autofn](LoweredPipeline &p, const Halide::Target &t) {
                                 Schedule s = resolve_schedule(p, t, spec, autofn);
                                 apply_schedule(s, p, t);
@@ -109,7 +80,7 @@ void bench(const BenchCliOptions &o) {
     };
     if (o.eager || !any) builtin("eager");
     if (o.inline_ || !any) builtin("inline");
-    if (o.auto_ || (!any && HasAutoSchedule<LoweredPipeline>::value)) builtin("auto");
+    if (o.auto_ || !any) builtin("auto");
     for (const auto &h : o.halide) {
         std::string name = h;
         halide_autoscheduler_registered_name(name);  // a typo is a user error before anything runs
@@ -118,7 +89,7 @@ void bench(const BenchCliOptions &o) {
                             }});
     }
     for (const auto &path : o.schedules) {
-        AutoscheduleFn autofn = autoscheduler_for<LoweredPipeline>();
+        AutoscheduleFn autofn = autoscheduler_for(target);
         variants.push_back({fs::path(path).filename().string(), "file",
                             [path, autofn](LoweredPipeline &p, const Halide::Target &t) {
                                 Schedule s = resolve_schedule(p, t, path, autofn);
@@ -143,8 +114,8 @@ void bench(const BenchCliOptions &o) {
     std::string json_path = o.json;
     if (!o.plot.empty() && json_path.empty())
         json_path = (fs::temp_directory_path() / ("loom_bench_" + std::to_string(::getpid()) + ".json")).string();
-    if (!json_path.empty()) write_file(json_path, to_json(rep));
-    if (!o.csv.empty()) write_file(o.csv, to_csv(rep));
+    if (!json_path.empty()) write_file_atomically(json_path, to_json(rep));
+    if (!o.csv.empty()) write_file_atomically(o.csv, to_csv(rep));
     if (!o.plot.empty()) {
         std::string cmd = "/usr/bin/python3 " + shell_quote(find_plot_script()) + " " + shell_quote(json_path) +
                           " -o " + shell_quote(o.plot);
@@ -179,7 +150,7 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--tolerance", o->tolerance, "Largest relative error a schedule may have")->default_val(1e-5);
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_flag("--reprobe", o->reprobe, "Re-measure the machine's copy bandwidth and FLOP rate");
-    c->footer("With no schedule flag: eager, inline (and auto when available). A schedule that fails to "
+    c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run.");
     c->callback([o] { bench(*o); });
 }

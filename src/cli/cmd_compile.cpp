@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "autoschedule/gpu_schedule.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "cli/scheduling.h"
 #include "codegen/aot.h"
 #include "graph/error.h"
 #include "graph/npy.h"
@@ -30,22 +30,13 @@ void compile(const CompileOptions &o) {
     Halide::Target target = aot_target(o.target);
     bool gpu = target.has_gpu_feature();
     Graph g = load_model(o.model, o.inputs);
-    LoweredPipeline p = lower_graph(g);
-
     std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
-    AutoscheduleFn autos;
-    if (gpu) autos = [](const LoweredPipeline &lp, const Halide::Target &t) { return gpu_auto_schedule(lp, t); };
-    else if (spec == "auto")
-        throw UserError("loom compile: --auto for a CPU target needs the CPU cost model, not wired into "
-                        "`loom compile` yet; use --eager or --schedule");
-    std::vector<std::string> warnings;
-    Schedule s = resolve_schedule(p, target, spec, autos, &warnings);
-    for (const auto &w : warnings) std::cerr << "warning: " << w << "\n";
-    if (s.model.empty()) s.model = std::filesystem::path(o.model).filename().string();
-    if (s.target.empty()) s.target = target.to_string();
-    std::string text = print_schedule(s);
+    ScheduledModel sm = schedule_model(g, spec, target, o.model);
+    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+    LoweredPipeline &p = sm.pipeline;
+    AppliedSchedule &applied = sm.applied;
+    std::string text = print_schedule(sm.schedule);
     if (o.print_schedule) std::cout << text;
-    AppliedSchedule applied = apply_schedule(s, p, target);
 
     AotOptions ao;
     ao.name = o.name.empty() ? std::filesystem::path(o.model).stem().string() : o.name;
