@@ -346,16 +346,72 @@ struct Ctx {
                                           (block ? NC : N) * K * f.esize / 1024, " KiB in L2)"));
             st.add("compute_root");
             if (epilogue) {
-                tiles(st, false);
-                Args ro = {ji, ii, jo, io};
-                if (block) ro.push_back(jb);
-                st.add("reorder", ro).add("vectorize", {ji, V}).add("parallel", {io});
+                // Cache blocking (after BLIS/GotoBLAS): the epilogue's tile MC x NC holds the
+                // GEMM's results; within it k runs in chunks of KC so that a B strip (KC x NR)
+                // stays in L1 while the micro-kernel walks the MC rows, and A's block (MC x KC)
+                // and B's (KC x NC) stay in L2. Measured on linear_relu (512x1024x1024, 2 cores
+                // AVX-512): ~10 ms vs ~25 ms for the unblocked micro-kernel (k whole per tile).
+                int64_t KC = 1;
+                while (KC * 2 * NR * f.esize <= m.l1_bytes * 3 / 4) KC *= 2;
+                bool ksplit = KC < K;
+                int64_t MC = std::min<int64_t>(M, 8 * MR), NCt = std::min<int64_t>(N, 8 * NR);
+                bool jsplit = NCt < N, isplit = MC < M;
+                std::string jt = fresh(rused, "jt"), it_ = fresh(rused, "it");
+                st.comments.back() = str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
+                                             " vector accumulators) in tiles of ", MC, "x", NCt,
+                                             ", k in chunks of ", ksplit ? KC : K, " (B strip ",
+                                             (ksplit ? KC : K) * NR * f.esize / 1024, " KiB in L1)");
+                if (jsplit) st.add("split", {j, jo, jt, NCt});
+                if (isplit) st.add("split", {i, io, it_, MC});
+                Args ro = {jsplit ? jt : j, isplit ? it_ : i};
+                if (jsplit) ro.push_back(jo);
+                if (isplit) ro.push_back(io);
+                for (int d = r - 3; d >= 0; d--) ro.push_back(v[d]);
+                st.add("reorder", ro);
+                std::string par;
+                for (size_t q = 2; q < ro.size(); q++) {
+                    if (par.empty()) {
+                        par = ro[q].name;
+                        continue;
+                    }
+                    std::string fz = fresh(rused, "t");
+                    st.add("fuse", {par, ro[q].name, fz});
+                    par = fz;
+                }
+                st.add("vectorize", {ro[0].name, V});
+                if (!par.empty()) st.add("parallel", {par});
                 ScheduleStatement &fs = add(F);
                 note(fs, F);
-                std::string jvo = fresh(fused_, "jvo"), jvi = fresh(fused_, "jvi");
-                fs.add("compute_at", {R, jo}).add("vectorize", {j, V}).add("unroll", {i});
-                add(F, 0).add("split", {j, jvo, jvi, V}).add("reorder", {jvi, jvo, i, kv})
-                    .add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {i});
+                std::string at = par;  // the loop just outside the tile (all outer loops fused)
+                if (at.empty()) fs.add("compute_root");  // one tile: the whole result
+                else fs.add("compute_at", {R, at});
+                fs.add("vectorize", {j, V});
+                ScheduleStatement &u = add(F, 0);
+                std::vector<std::string> uused = fused_;
+                std::string ko = fresh(uused, "ko"), ki = fresh(uused, "ki"), ujo = fresh(uused, "jo"),
+                            uji = fresh(uused, "ji"), jvo = fresh(uused, "jvo"), jvi = fresh(uused, "jvi"),
+                            uio = fresh(uused, "io"), uii = fresh(uused, "ii");
+                auto sp = [&](const std::string &a, const std::string &o, const std::string &in_, int64_t fct,
+                              bool guard) {
+                    Args x = {a, o, in_, fct};
+                    if (guard) x.push_back(ScheduleArg::tail("GuardWithIf"));
+                    u.add("split", x);
+                };
+                if (ksplit) sp(kv, ko, ki, KC, K % KC != 0);
+                sp(j, ujo, uji, NR, NCt % NR != 0);
+                if (NR > V) sp(uji, jvo, jvi, V, false);
+                sp(i, uio, uii, MR, MC % MR != 0);
+                Args uro = {NR > V ? jvi : uji};
+                if (NR > V) uro.push_back(jvo);
+                uro.push_back(uii);
+                uro.push_back(ksplit ? ki : kv);
+                uro.push_back(uio);
+                uro.push_back(ujo);
+                if (ksplit) uro.push_back(ko);
+                u.add("reorder", uro).add("vectorize", {NR > V ? jvi : uji});
+                if (NR > V) u.add("unroll", {jvo});
+                u.add("unroll", {uii});
+                if (at.empty() && M >= 2 * MR) u.add("parallel", {uio});
             } else {
                 pure_loops(st, F, 1);
                 ScheduleStatement &u = add(F, 0);
