@@ -2,6 +2,7 @@
 // inner var, GEMM micro-kernel, conv rows) and the placement of its members. Every split is either
 // exact, ShiftInwards on a pure stage (factor <= extent), or GuardWithIf, so any size is correct.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "autoschedule/autoschedule_internal.h"
@@ -133,9 +134,46 @@ struct Ctx {
             row = fused;
         }
         int lv = fit_lanes(V, e[r - 1]);
-        if (lv) st.add("vectorize", {v[r - 1], lv});
-        if (prod(e, 0, depth) >= 2) st.add("parallel", {row});
+        int64_t piece = lv ? concat_piece(f) : 0;
+        if (piece > 0) {
+            // A concat along the inner var: one unrolled copy per input, each a plain vector
+            // copy (the select chain folds away); vectorised over all, it costs a select per input.
+            std::string jo = fresh(used, v[r - 1] + "o"), ji = fresh(used, v[r - 1] + "i");
+            st.add("split", {v[r - 1], jo, ji, piece}).add("unroll", {jo}).add("vectorize", {ji, lv});
+        } else if (lv) {
+            st.add("vectorize", {v[r - 1], lv});
+        }
+        double rows = prod(e, 0, depth), row_elems = prod(e, depth, e.size());
+        if (rows < 2) return row;
+        // Halide hands out parallel iterations one at a time: give each task enough rows to
+        // amortise that (>= 32K elements) while leaving >= 8 tasks per core.
+        int64_t per = (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(32768.0 / row_elems));
+        if (per >= 2) {
+            std::string ro = fresh(used, row + "o"), ri = fresh(used, row + "i");
+            st.add("split", {row, ro, ri, per}).add("parallel", {ro});
+            return ri;
+        }
+        st.add("parallel", {row});
         return row;
+    }
+
+    // Width of each input of a concat along \p f's innermost var when all are equal Funcs, a
+    // multiple of the vector width and at most 32 of them; else 0.
+    int64_t concat_piece(const std::string &f) const {
+        const LoweredFunc &c = lf(f);
+        if (c.op != "Concat" || !c.input_reads.empty() || c.producers.empty() || c.producers.size() > 32)
+            return 0;
+        int64_t w = -1;
+        for (const auto &pr : c.producers) {
+            const auto &pe = lf(pr).extents;
+            if (pe.size() != c.extents.size()) return 0;
+            for (size_t d = 0; d + 1 < pe.size(); d++)
+                if (pe[d] != c.extents[d]) return 0;
+            if (w >= 0 && pe.back() != w) return 0;
+            w = pe.back();
+        }
+        if (w <= 0 || w * (int64_t)c.producers.size() != c.extents.back() || w % lanes(f) != 0) return 0;
+        return w;
     }
 
     void comment_kernel(ScheduleStatement &st) {
