@@ -8,7 +8,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS  # noqa: E402
+from workloads import WORKLOADS, GEMM_WORKLOADS  # noqa: E402
 
 
 def main():
@@ -17,7 +17,7 @@ def main():
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for name, (factory, shapes, out, _) in WORKLOADS.items():
+    for name, (factory, shapes, out, _) in {**WORKLOADS, **GEMM_WORKLOADS}.items():
         if a.names and name not in a.names:
             continue
         model = factory().eval()

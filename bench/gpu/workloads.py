@@ -59,3 +59,69 @@ WORKLOADS = {
     "layernorm_rows": (LayerNormRows, {"x": (8192, 4096)}, "y", 2 * 8192 * 4096 * F4),
     "mse": (Mse, {"x": (N26,), "y": (N26,)}, "loss", 2 * N26 * F4),
 }
+
+
+def _seeded(mod, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for prm in mod.parameters():
+            prm.copy_((torch.rand(prm.shape, generator=g) * 2 - 1) / prm.shape[-1] ** 0.5 if prm.dim() > 1
+                      else torch.rand(prm.shape, generator=g) * 0.5 + 0.25)
+    return mod
+
+
+class LinearRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = _seeded(nn.Linear(1024, 4096), 11)
+
+    def forward(self, x):
+        return F.relu(self.fc(x))
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = _seeded(nn.Conv2d(64, 64, 3, padding=1, bias=False), 12)
+        self.bn = nn.BatchNorm2d(64)
+        g = torch.Generator().manual_seed(13)
+        with torch.no_grad():
+            self.bn.weight.copy_(torch.rand(64, generator=g) + 0.5)
+            self.bn.bias.copy_(torch.randn(64, generator=g) * 0.1)
+            self.bn.running_mean.copy_(torch.randn(64, generator=g) * 0.1)
+            self.bn.running_var.copy_(torch.rand(64, generator=g) + 0.5)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+
+class SplitStack(nn.Module):
+    """16 × (LayerNorm(64) + tanh) over the 64-wide slices of 1024, concatenated, Linear 1024→256, ReLU."""
+    def __init__(self):
+        super().__init__()
+        self.lns = nn.ModuleList([nn.LayerNorm(64) for _ in range(16)])
+        self.fc = _seeded(nn.Linear(1024, 256), 14)
+
+    def forward(self, x):
+        parts = [torch.tanh(ln(c)) for ln, c in zip(self.lns, torch.split(x, 64, dim=-1))]
+        return F.relu(self.fc(torch.cat(parts, dim=-1)))
+
+
+class Combined(nn.Module):
+    """The same computation with one LayerNorm(64) over x viewed as [B, 16, 64] (shared affine)."""
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(64)
+        self.fc = _seeded(nn.Linear(1024, 256), 14)
+
+    def forward(self, x):
+        h = torch.tanh(self.ln(x.reshape(x.shape[0], 16, 64))).reshape(x.shape[0], 1024)
+        return F.relu(self.fc(h))
+
+
+GEMM_WORKLOADS = {  # name -> (factory, inputs, output, FLOPs): compute-bound, rated in TFLOP/s
+    "linear_relu": (LinearRelu, {"x": (8192, 1024)}, "y", 2 * 8192 * 1024 * 4096),
+    "conv_bn_relu": (ConvBnRelu, {"x": (32, 64, 56, 56)}, "y", 2 * 32 * 64 * 56 * 56 * 64 * 9),
+    "split_stack": (SplitStack, {"x": (16384, 1024)}, "y", 2 * 16384 * 1024 * 256),
+    "combined": (Combined, {"x": (16384, 1024)}, "y", 2 * 16384 * 1024 * 256),
+}

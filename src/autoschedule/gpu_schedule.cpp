@@ -1,6 +1,7 @@
 #include "autoschedule/gpu_schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -15,6 +16,7 @@ namespace {
 constexpr int kVec = 4;            // floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128; // threads per block of a pointwise kernel
 constexpr int kRowThreads = 256;   // threads per row in a row kernel / block reduction
+constexpr int kGemmTile = 64;   // GEMM output tile per block (both dims)
 constexpr int kSplitBlocks = 2048; // block partials of a few-output reduction (H200: 2048 beat 1024 by ~5% on mse)
 
 int num_updates(const LoweredFunc &f) { return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size(); }
@@ -79,7 +81,8 @@ public:
         for (const auto &f : p_.funcs) {
             if (inlined_.count(f.name) || owner_.count(f.name)) continue;
             if (num_updates(f) == 0) {
-                if (rows_.count(f.name)) row_kernel(s, f);
+                if (gemm_of_.count(f.name)) gemm_kernel(s, f, *p_.find(gemm_of_[f.name]));
+                else if (rows_.count(f.name)) row_kernel(s, f);
                 else pointwise_kernel(s, f);
             } else {
                 reduction_kernel(s, f);
@@ -95,10 +98,24 @@ private:
     std::map<std::string, std::string> owner_;   // fused reduction → row kernel it lives in
     std::map<std::string, std::vector<std::string>> rows_;  // row kernel → its reductions (pipeline order)
     std::map<std::string, std::set<std::string>> eff_consumers_;
+    std::map<std::string, std::string> gemm_of_;  // pointwise epilogue kernel → the GEMM computed inside it
+
+    // A matrix product with a register-tiled schedule: rank 2, one rvar of extent K (K % 4 == 0),
+    // M and N multiples of the block tile.
+    bool gemm_like(const LoweredFunc &f) {
+        if (f.vars.size() != 2 || num_updates(f) != 1) return false;
+        int64_t k = rvar_extent(f);
+        return k >= 64 && k % kVec == 0 && f.extents[0] % kGemmTile == 0 && f.extents[1] % kGemmTile == 0;
+    }
 
     void classify() {
         for (const auto &f : p_.funcs)
             if (num_updates(f) == 0 && !f.is_output && !f.vars.empty()) inlined_.insert(f.name);
+        // A GEMM's operands are read N (or M) times each: a pure producer of one is computed once,
+        // as its own kernel, instead of being recomputed inside the product's inner loop.
+        for (const auto &f : p_.funcs)
+            if (gemm_like(f))
+                for (const auto &pn : f.producers) inlined_.erase(pn);
         // Consumers seen through inlined Funcs.
         std::function<void(const std::string &, std::set<std::string> &)> walk = [&](const std::string &n,
                                                                                      std::set<std::string> &out) {
@@ -111,6 +128,16 @@ private:
         };
         for (const auto &f : p_.funcs)
             if (!inlined_.count(f.name)) walk(f.name, eff_consumers_[f.name]);
+        // A GEMM whose only consumer is a same-shaped pointwise kernel (bias/ReLU epilogue) is
+        // computed inside that kernel's threads: one kernel, the epilogue applied in registers.
+        for (const auto &f : p_.funcs) {
+            if (!gemm_like(f) || f.is_output || eff_consumers_[f.name].size() != 1) continue;
+            const LoweredFunc *c = p_.find(*eff_consumers_[f.name].begin());
+            if (c && num_updates(*c) == 0 && c->extents == f.extents && !gemm_of_.count(c->name)) {
+                gemm_of_[c->name] = f.name;
+                owner_[f.name] = c->name;
+            }
+        }
         // Row fusion, consumers first.
         for (auto it = p_.funcs.rbegin(); it != p_.funcs.rend(); ++it) {
             const LoweredFunc &r = *it;
@@ -285,7 +312,82 @@ private:
         s.statements.push_back(qu);
     }
 
+    // Register-tiled GEMM: kernel \p c (the GEMM itself, or its pointwise epilogue) is tiled into
+    // kGemmTile × kGemmTile blocks; each thread computes a ti × tj register tile. The reduction k
+    // is split by 4 and rfactor'ed into a 4-wide vector lane, so that every operand load is a
+    // 16-byte float4 (A(i, k..k+3), B(j, k..k+3) when k is innermost in memory), and the per-thread
+    // partials (ti × tj × 4 floats) stay in registers; a last unrolled step adds the 4 lanes.
+    // No shared-memory staging: the schedule language cannot wrap graph inputs or constant
+    // weights with in(), so operand reuse across threads comes from L1.
+    void gemm_kernel(Schedule &s, const LoweredFunc &c, const LoweredFunc &g) {
+        int ti = 8, tj = 4;  // measured on H200: bench/gpu/RESULTS_GPU.md
+        if (const char *e = std::getenv("LOOM_GPU_GEMM_TILE")) {  // bench variants: "<ti>x<tj>"
+            int a = 0, b = 0;
+            if (std::sscanf(e, "%dx%d", &a, &b) == 2 && a > 0 && b > 0 && kGemmTile % a == 0 && kGemmTile % b == 0)
+                ti = a, tj = b;
+        }
+        bool self = &c == &g;
+        std::string i = c.vars[0], j = c.vars[1];
+        std::string io = ident(c, i + "o"), ii = ident(c, i + "i"), it = ident(c, i + "t"), ir = ident(c, i + "r");
+        std::string jo = ident(c, j + "o"), ji = ident(c, j + "i"), jt = ident(c, j + "t"), jr = ident(c, j + "r");
+        int64_t k = rvar_extent(g);
+        ScheduleStatement st(c.name);
+        st.comments.push_back("GEMM" + std::string(self ? "" : " " + g.name + " with its epilogue") + ": " +
+                              std::to_string(kGemmTile) + "×" + std::to_string(kGemmTile) + " tiles per block, " +
+                              std::to_string(ti) + "×" + std::to_string(tj) + " per thread (" +
+                              std::to_string((kGemmTile / ti) * (kGemmTile / tj)) + " threads), k in float4 lanes");
+        st.add("compute_root");
+        st.add("split", {j, jo, ji, kGemmTile, tail(true)}).add("split", {i, io, ii, kGemmTile, tail(true)});
+        st.add("split", {ji, jt, jr, tj, tail(true)}).add("split", {ii, it, ir, ti, tail(true)});
+        st.add("reorder", {jr, ir, jt, it, jo, io});
+        if (!self) {
+            st.add("vectorize", {jr}).add("unroll", {ir});
+            st.add("gpu_threads", {jt, it}).add("gpu_blocks", {jo, io});
+            s.statements.push_back(st);
+            ScheduleStatement gp(g.name);
+            gp.add("compute_at", {c.name, jt}).add("vectorize", {g.vars[1]}).add("unroll", {g.vars[0]});
+            s.statements.push_back(gp);
+        } else {
+            st.add("unroll", {jr}).add("unroll", {ir});
+            st.add("gpu_threads", {jt, it}).add("gpu_blocks", {jo, io});
+            s.statements.push_back(st);
+        }
+        std::string kv = g.update_rvars[0][0];
+        std::string ko = ident(g, kv + "o"), kl = ident(g, kv + "v"), lanes = g.name + "_lanes";
+        ScheduleStatement up(g.name, 0);
+        up.add("split", {kv, ko, kl, kVec, rtail(true)}).add("rfactor", {kl, "v"}, lanes);
+        s.statements.push_back(up);
+        std::string gi = g.vars[0], gj = g.vars[1];
+        ScheduleStatement up2(g.name, 0);
+        if (self) {
+            // The GEMM is its own kernel: its update runs in the same thread tiles as its init.
+            up2.add("split", {gj, jo, ji, kGemmTile, tail(true)}).add("split", {gi, io, ii, kGemmTile, tail(true)});
+            up2.add("split", {ji, jt, jr, tj, tail(true)}).add("split", {ii, it, ir, ti, tail(true)});
+            up2.add("reorder", {kl, jr, ir, jt, it, jo, io}).add("unroll", {kl}).add("unroll", {jr}).add("unroll", {ir});
+            up2.add("gpu_threads", {jt, it}).add("gpu_blocks", {jo, io});
+        } else {
+            up2.add("reorder", {kl, gj, gi}).add("unroll", {kl}).add("unroll", {gj}).add("unroll", {gi});
+        }
+        s.statements.push_back(up2);
+        ScheduleStatement lp(lanes);
+        lp.comments.push_back("per-thread partials: " + std::to_string(ti * tj * kVec) + " floats in registers");
+        // j and the k lane both vectorized: A(i, k..k+3) and B(k, j..j+3) are float4 loads whichever
+        // of k or j is innermost in B (the PTX of the Linear workload: only v4 loads).
+        lp.add("compute_at", {self ? g.name : c.name, jt}).add("reorder", {gj, "v", gi});
+        lp.add("vectorize", {gj}).add("vectorize", {"v"}).add("unroll", {gi});
+        s.statements.push_back(lp);
+        ScheduleStatement lu(lanes, 0);
+        int64_t kos = k / kVec;
+        lu.add("reorder", {gj, "v", gi, ko}).add("vectorize", {gj}).add("vectorize", {"v"}).add("unroll", {gi});
+        if (kos % 2 == 0) {
+            std::string koo = ident(g, ko + "o"), koi = ident(g, ko + "i");
+            lu.add("split", {ko, koo, koi, 2, rtail(true)}).add("unroll", {koi});
+        }
+        s.statements.push_back(lu);
+    }
+
     void reduction_kernel(Schedule &s, const LoweredFunc &r) {
+        if (gemm_like(r)) return gemm_kernel(s, r, r);
         int64_t k = rvar_extent(r);
         int64_t outs = product(r.extents);
         auto defaults = default_statements(r, t_);
