@@ -320,7 +320,7 @@ private:
     // No shared-memory staging: the schedule language cannot wrap graph inputs or constant
     // weights with in(), so operand reuse across threads comes from L1.
     void gemm_kernel(Schedule &s, const LoweredFunc &c, const LoweredFunc &g) {
-        int ti = 8, tj = 4;  // measured on H200: bench/gpu/RESULTS_GPU.md
+        int ti = 4, tj = 4;  // H200, Linear 8192x1024x4096: 4x4 20.9 ms, 8x4 72.7 ms (RESULTS_GPU.md, run 6)
         if (const char *e = std::getenv("LOOM_GPU_GEMM_TILE")) {  // bench variants: "<ti>x<tj>"
             int a = 0, b = 0;
             if (std::sscanf(e, "%dx%d", &a, &b) == 2 && a > 0 && b > 0 && kGemmTile % a == 0 && kGemmTile % b == 0)

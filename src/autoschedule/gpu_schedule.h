@@ -14,8 +14,14 @@
 /// - A reduction that is its own kernel: one block per output when there are many outputs (same
 ///   block scheme), a split reduction when there are few (rfactor into ~2048 block partials, each
 ///   reduced by a block as above, combined by float atomics).
-/// - Anything else (GEMMs, reductions over several rvars) keeps the default GPU mapping of
-///   schedule_builtin.h. No shared-memory GEMM tiling or cuBLAS extern stages yet.
+/// - A rank-2 matrix product (one rvar, K % 4 == 0, M and N multiples of 64): 64×64 output tiles
+///   per block, a 4×4 register tile per thread, k split into float4 lanes by rfactor (16-byte
+///   operand loads); a single same-shaped pointwise consumer (bias/ReLU) is the kernel and the
+///   product is computed inside its threads. Its pure producers are computed once (not inlined).
+///   No shared-memory staging (graph inputs and weights cannot be wrapped with in()); measured far
+///   below cuBLAS (bench/gpu/RESULTS_GPU.md).
+/// - Anything else (convolutions, reductions over several rvars) keeps the default GPU mapping of
+///   schedule_builtin.h.
 #pragma once
 
 #include <Halide.h>
