@@ -26,20 +26,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+from models import MLP, EncoderLayer, SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402
+
 # --- models -----------------------------------------------------------------------------------
-
-class MLP(nn.Module):
-    """Linear-ReLU-Linear-GELU-Linear, 64 -> 128 -> 128 -> 10."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(64, 128)
-        self.fc2 = nn.Linear(128, 128)
-        self.fc3 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        return self.fc3(F.gelu(self.fc2(F.relu(self.fc1(x)))))
-
 
 def conv_bn(cin, cout, k, stride=1, groups=1):
     return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
@@ -69,54 +58,6 @@ class CNN(nn.Module):
         return F.softmax(self.fc(x), dim=1)
 
 
-class EncoderBlock(nn.Module):
-    """One post-norm transformer encoder block written out op by op (so the export shows
-    MatMul/Softmax/Transpose/Reshape); seq 16, dim 64, 4 heads, FFN 256."""
-
-    def __init__(self, batch=2, seq=16, dim=64, heads=4, ffn=256):
-        super().__init__()
-        self.b, self.s, self.d, self.h = batch, seq, dim, heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.ln1 = nn.LayerNorm(dim)
-        self.ff1 = nn.Linear(dim, ffn)
-        self.ff2 = nn.Linear(ffn, dim)
-        self.ln2 = nn.LayerNorm(dim)
-
-    def forward(self, x):
-        b, s, d, h = self.b, self.s, self.d, self.h
-        q, k, v = self.qkv(x).split(d, dim=-1)
-        q = q.reshape(b, s, h, d // h).transpose(1, 2)          # b h s dh
-        k = k.reshape(b, s, h, d // h).permute(0, 2, 3, 1)      # b h dh s
-        v = v.reshape(b, s, h, d // h).transpose(1, 2)
-        att = torch.softmax(torch.matmul(q, k) / math.sqrt(d // h), dim=-1)
-        o = torch.matmul(att, v).transpose(1, 2).reshape(b, s, d)
-        x = self.ln1(x + self.proj(o))
-        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
-
-
-class SinCos(nn.Module):
-    def forward(self, x):
-        return torch.sin(x) ** 2 + torch.cos(x) ** 2
-
-
-class SigmoidAffine(nn.Module):
-    def forward(self, x, w, b):
-        return torch.sigmoid(x * w + b)
-
-
-class SumPrologue(nn.Module):
-    def forward(self, x, y, z):
-        return ((x + y) * z).sum(-1)
-
-
-class SoftmaxRows(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=-1)
-
-
-# --- export -----------------------------------------------------------------------------------
-
 def randomize_batchnorm(model, gen):
     """Non-trivial running statistics and affine parameters, so BN (and Conv+BN folding) is
     really exercised."""
@@ -135,15 +76,15 @@ def randomize_batchnorm(model, gen):
 def fixtures():
     """name -> (model factory, {input name: shape}, [output names], export options)."""
     return {
-        "mlp": (MLP, {"x": (4, 64)}, ["y"], {}),
-        "dynamic_mlp": (MLP, {"x": (3, 64)}, ["y"],
+        "mlp": (lambda: MLP(64, 128, 10), {"x": (4, 64)}, ["y"], {}),
+        "dynamic_mlp": (lambda: MLP(64, 128, 10), {"x": (3, 64)}, ["y"],
                         {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}),
         "cnn": (CNN, {"x": (2, 3, 32, 32)}, ["y"], {}),
         # Old attribute forms (Clip min/max and Pad pads as attributes, opset-9 Softmax) and weights listed as inputs.
         "cnn_opset9": (CNN, {"x": (2, 3, 32, 32)}, ["y"],
                         {"opset_version": 9, "keep_initializers_as_inputs": True}),
         # opset 16 (< 17) so LayerNorm decomposes into ReduceMean/Sub/Pow/Sqrt/Div and GELU into Erf.
-        "transformer": (EncoderBlock, {"x": (2, 16, 64)}, ["y"], {"opset_version": 16}),
+        "transformer": (lambda: EncoderLayer(2, 16, 64, 4, 256), {"x": (2, 16, 64)}, ["y"], {"opset_version": 16}),
         "sincos": (SinCos, {"x": (4096,)}, ["y"], {}),
         "sigmoid_affine": (SigmoidAffine, {"x": (64, 256), "w": (256,), "b": (256,)}, ["y"], {}),
         "sum_prologue": (SumPrologue, {"x": (64, 256), "y": (64, 256), "z": (64, 256)}, ["out"], {}),
