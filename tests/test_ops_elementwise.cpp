@@ -49,13 +49,15 @@ TEST(OpsElementwise, ErfIsAccurate) {
     check(b, {{"x", Tensor::from_doubles(DType::F32, {n}, v)}}, 3e-7);
 }
 
-TEST(OpsElementwise, SinCosAreAccurate) {
-    // Vectorisable polynomial sin/cos: a sweep over [-100, 100] (many quadrants) against libm.
+TEST(OpsElementwise, SinCosTanhAreAccurate) {
+    // Vectorisable polynomial sin/cos and rational tanh: a sweep over [-100, 100] (many quadrants) against libm.
     Builder b;
     const int n = 4001;
     std::string x = b.input("x", {n});
     b.out("Sin", {x}, {n});
     b.out("Cos", {x}, {n});
+    b.out("Tanh", {x}, {n});
+    b.out("Tanh", {b.node("Mul", {x, b.scalar(0.01)}, {n})}, {n});  // [-1, 1]: the curved part
     std::vector<double> v(n);
     for (int k = 0; k < n; k++) v[k] = -100.0 + 200.0 * k / (n - 1) + 1e-3 * (k % 7);
     check(b, {{"x", Tensor::from_doubles(DType::F32, {n}, v)}}, 1e-6);
