@@ -140,3 +140,20 @@ TEST(Cli, WrongInputFileShapeNamesTheFix) {
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_HAS(r.out, "x.npy");
 }
+
+TEST(Cli, AutoscheduleWritesCudaScheduleAndNeverOverwrites) {
+    std::string p = temp_dir() + "/softmax.cuda.sched";
+    std::filesystem::remove(p);
+    Result r = run_loom("autoschedule " + data_path("softmax_rows.onnx") + " --target cuda -o " + p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::ifstream f(p);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_HAS(text, "cuda");
+    EXPECT_HAS(text, "gpu_");
+    r = run_loom("autoschedule " + data_path("softmax_rows.onnx") + " --target cuda -o " + p);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "--force");
+    r = run_loom("autoschedule " + data_path("softmax_rows.onnx") + " --target cuda --report");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_HAS(r.out, "--report");
+}
