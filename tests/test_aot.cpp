@@ -80,6 +80,33 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     fs::remove_all(out.parent_path());
 }
 
+// With LowerOptions::gemm_extern (what `loom compile --target cuda` uses), the mlp fixture's Gemms
+// (constant weights) become extern stages calling cuBLAS: the pipeline object calls
+// loom_cublas_sgemm, the shared object defines it and links libcublas. CPU lowering is unchanged.
+TEST(Aot, CudaGemmCallsCublasExternStage) {
+    Graph g = import_onnx(loom::testing::data_path("mlp.onnx"));
+    prepare_graph(g);
+    EXPECT_TRUE(lower_graph(g).extern_calls.empty());
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cublas_sgemm"});
+    Halide::Target t = aot_target("cuda");
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    fs::path out = scratch("cuda_mlp_cublas");
+    AotOptions o;
+    o.name = "mlp";
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    EXPECT_NE(slurp(out / "mlp_halide.o").find("loom_cublas_sgemm"), std::string::npos);
+    std::string output;
+    int rc = loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
+}
+
 TEST(Aot, HostArtifactRunsAndMatchesReference) {
     fs::path out = scratch("host_sum_prologue");
     std::string output;

@@ -110,7 +110,7 @@ private:
 
     void classify() {
         for (const auto &f : p_.funcs)
-            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty()) inlined_.insert(f.name);
+            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty() && !f.feeds_extern) inlined_.insert(f.name);
         // A GEMM's operands are read N (or M) times each: a pure producer of one is computed once,
         // as its own kernel, instead of being recomputed inside the product's inner loop.
         for (const auto &f : p_.funcs)

@@ -20,6 +20,9 @@
 ///   product is computed inside its threads. Its pure producers are computed once (not inlined).
 ///   No shared-memory staging (graph inputs and weights cannot be wrapped with in()); measured far
 ///   below cuBLAS (bench/gpu/RESULTS_GPU.md).
+/// - A Func read by an extern stage (a cuBLAS GEMM, LowerOptions::gemm_extern) is its own kernel;
+///   the extern is compute_root from lowering, and its pointwise epilogue (bias, ReLU) is inlined
+///   into the next kernel like any pointwise chain.
 /// - Anything else (convolutions, reductions over several rvars) keeps the default GPU mapping of
 ///   schedule_builtin.h.
 #pragma once

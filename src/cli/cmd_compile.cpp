@@ -21,6 +21,7 @@ struct CompileOptions {
     std::string model, target = "host", schedule, out, name;
     std::vector<std::string> inputs;
     bool autosched = false, eager = false, force = false, no_reference = false, print_schedule = false;
+    bool no_cublas = false, tf32 = false;
     uint64_t seed = 1;
 };
 
@@ -31,7 +32,11 @@ void compile(const CompileOptions &o) {
     bool gpu = target.has_gpu_feature();
     Graph g = load_model(o.model, o.inputs);
     std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
-    ScheduledModel sm = schedule_model(g, spec, target, o.model);
+    // CUDA: float GEMMs with constant weights go to cuBLAS (extern stages, lower/lowered.h).
+    LowerOptions lo;
+    lo.gemm_extern = target.has_feature(Halide::Target::CUDA) && !o.no_cublas;
+    lo.gemm_tf32 = lo.gemm_extern && o.tf32;
+    ScheduledModel sm = schedule_model(g, spec, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     LoweredPipeline &p = sm.pipeline;
     AppliedSchedule &applied = sm.applied;
@@ -74,6 +79,8 @@ void add_compile_command(CLI::App &app) {
     c->add_flag("--force", o->force, "Replace an existing output folder");
     c->add_flag("--no-reference", o->no_reference, "Do not write data/ (inputs and reference outputs)");
     c->add_flag("--print-schedule", o->print_schedule, "Print the schedule used");
+    c->add_flag("--no-cublas", o->no_cublas, "cuda: lower GEMMs in Halide instead of calling cuBLAS");
+    c->add_flag("--tf32", o->tf32, "cuda: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)");
     c->callback([o] { compile(*o); });
 }
 

@@ -34,9 +34,9 @@ AutoscheduleFn autoscheduler_for(const Halide::Target &target) {
 }
 
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
-                              const std::string &model_path) {
+                              const std::string &model_path, const LowerOptions &lower_options) {
     ScheduledModel m;
-    m.pipeline = lower_graph(g);
+    m.pipeline = lower_graph(g, lower_options);
     std::string sha = model_path.empty() ? "" : file_sha256(model_path);
     m.schedule = resolve_schedule(m.pipeline, target, spec, autoscheduler_for(target), &m.warnings, sha);
     if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();

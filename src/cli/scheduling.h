@@ -32,8 +32,8 @@ struct ScheduledModel {
 
 /// Lowers \p g and applies the schedule named by \p spec ("eager" | "inline" | "auto" | a path).
 /// \p model_path names the model in an emitted schedule's header and gives the hash a file's
-/// header is checked against.
+/// header is checked against. \p lower_options go to lower_graph (default: all off).
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
-                              const std::string &model_path);
+                              const std::string &model_path, const LowerOptions &lower_options = {});
 
 }  // namespace loom::cli

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "codegen/cublas_gemm.h"
 #include "codegen/runtime_glue.h"
 #include "graph/error.h"
 
@@ -141,13 +143,31 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                      " -o " + quote(glue_o.string()),
                  log, "compiling the C API glue");
         fs::path lib_a = tmp / ("lib" + name + ".a"), lib_so = tmp / ("lib" + name + ".so");
-        run_tool("ar rcs " + quote(lib_a.string()) + " " + quote(obj.string()) + " " + quote(glue_o.string()), log,
-                 "archiving the static library");
-        run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + quote(obj.string()) + " " +
-                     quote(glue_o.string()) + " -ldl -lpthread",
-                 log, "linking the shared object");
+        // Extern stages calling cuBLAS (LowerOptions::gemm_extern): their C function is compiled in,
+        // and the shared object links cuBLAS from the toolkit (rpath: the same path on the GPU machines).
+        std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
+        fs::path blas_o = tmp / (name + "_cublas.o");
+        bool blas = std::find(lowered.extern_calls.begin(), lowered.extern_calls.end(), kCublasSgemm) !=
+                    lowered.extern_calls.end();
+        if (blas) {
+            user_check(cuda, "loom compile: cuBLAS extern stages need a CUDA target");
+            fs::path blas_cpp = tmp / (name + "_cublas.cpp");
+            write_text(blas_cpp, cublas_gemm_source());
+            std::string cuda_dir = cuda_home();
+            run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -I" +
+                         quote(cuda_dir + "/include") + " -c " + quote(blas_cpp.string()) + " -o " +
+                         quote(blas_o.string()),
+                     log, "compiling the cuBLAS extern stage");
+            objs += " " + quote(blas_o.string());
+            libs = " -L" + quote(cuda_dir + "/lib64") + " -Wl,-rpath," + quote(cuda_dir + "/lib64") +
+                   " -lcublas -lcublasLt";
+        }
+        run_tool("ar rcs " + quote(lib_a.string()) + " " + objs, log, "archiving the static library");
+        run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + objs + libs + " -ldl -lpthread", log,
+                 "linking the shared object");
         fs::remove(log);
         fs::remove(glue_o);
+        if (blas) fs::remove(blas_o);
         write_text(tmp / "manifest.txt", aot_manifest(lowered, target, name));
         if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
         if (extra) extra(tmp.string());

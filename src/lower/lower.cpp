@@ -134,9 +134,10 @@ void sort_funcs(LoweredPipeline &p) {
 
 }  // namespace
 
-LoweredPipeline lower_graph(const Graph &g) {
+LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
     LoweredPipeline out;
     LowerContext ctx(g, out);
+    ctx.options = options;
 
     for (const auto &name : g.inputs) {
         const ValueInfo &vi = g.value(name);

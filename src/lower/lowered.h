@@ -31,6 +31,21 @@ struct LoweredFunc {
     bool is_pointwise = false;  ///< pure definition only, one point of each producer per point
     DType dtype = DType::F32;
     double flops_per_point = 1;  ///< rough arithmetic per output point (all stages), for cost models
+    /// Read by an extern stage (a cuBLAS GEMM, LowerOptions::gemm_extern): it must be realized
+    /// (compute_root or at a block), never inlined.
+    bool feeds_extern = false;
+};
+
+/// Options of lower_graph. All off by default: the CPU path never changes.
+struct LowerOptions {
+    /// CUDA targets only: a float MatMul/Gemm whose B is a constant matrix (A 2-D, or batched
+    /// with a 2-D B) becomes a Halide extern stage (`<node>_cublas`, compute_root, DeviceAPI::CUDA)
+    /// calling `loom_cublas_sgemm` (codegen/cublas_gemm.h), compiled into the artifact; bias,
+    /// beta·C and everything after stay Halide Funcs that read the extern's output.
+    bool gemm_extern = false;
+    /// Let cuBLAS use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH): faster, ~1e-3 relative
+    /// error. Off: CUBLAS_DEFAULT_MATH, full FP32.
+    bool gemm_tf32 = false;
 };
 
 /// A lowered graph.
@@ -44,6 +59,9 @@ struct LoweredPipeline {
     std::vector<std::string> output_funcs;   ///< the Func computing each output
     std::vector<Shape> output_shapes;
     std::vector<DType> output_dtypes;
+    /// C functions the pipeline's extern stages call ("loom_cublas_sgemm"): the artifact must
+    /// define them (codegen/aot.cpp compiles codegen/cublas_gemm.h's source in).
+    std::vector<std::string> extern_calls;
 
     /// The Func called \p name, or nullptr.
     const LoweredFunc *find(const std::string &name) const;
@@ -67,7 +85,7 @@ std::vector<std::string> var_names_for_rank(int rank);
 
 /// Lowers a canonical graph (after prepare_graph) to one Pipeline: inputs become ImageParams with
 /// estimates from their shapes, initializers constant Buffers, each node one or more named Funcs.
-/// Leaves every Func unscheduled.
-LoweredPipeline lower_graph(const Graph &g);
+/// Leaves every Func unscheduled (except extern stages made under \p options: compute_root).
+LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options = {});
 
 }  // namespace loom

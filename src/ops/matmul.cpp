@@ -1,5 +1,10 @@
 // MatMul and Gemm: one Func per node, a pure init (zero or the bias) and one update over the RDom
 // "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
+// With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
+// an extern stage calling cuBLAS (codegen/cublas_gemm.h) and the node's Func a pointwise read of it.
+#include <algorithm>
+#include <cstring>
+
 #include "graph/error.h"
 #include "ops/ops_internal.h"
 
@@ -11,6 +16,58 @@ using Halide::RDom;
 using Halide::Var;
 
 namespace {
+
+// The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
+// undefined Func when the product does not fit (then the caller lowers it in Halide).
+// Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, tf32, then the output.
+Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha) {
+    if (!ctx.options.gemm_extern) return Func();
+    const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
+    const Shape &sa = ctx.shape(a), &sy = ctx.shape(y);
+    const Tensor *cb = ctx.constant(b);
+    int ra = (int)sa.size(), ry = (int)sy.size();
+    if (!cb || cb->rank() != 2 || cb->dtype() != DType::F32 || ctx.dtype(a) != DType::F32 ||
+        ctx.dtype(y) != DType::F32 || ctx.constant(a) || ra != ry || ra < 2 || ra > 3 || (ta && ra != 2))
+        return Func();
+    for (auto d : sy)
+        if (d <= 0 || d >= (1LL << 31)) return Func();
+    int64_t M = sy[ry - 2], N = sy[ry - 1], K = ta ? sa[ra - 2] : sa[ra - 1];
+    if ((tb ? cb->shape()[1] : cb->shape()[0]) != K || (tb ? cb->shape()[0] : cb->shape()[1]) != N) return Func();
+    if (ra == 3 && sa[0] != sy[0]) return Func();  // broadcast batch: not here
+    // A: the graph input's ImageParam itself, or a Func of the pipeline (then realized, not inlined).
+    Halide::ExternFuncArgument arg_a;
+    LoweredFunc *producer = nullptr;
+    bool found = false;
+    for (size_t k = 0; k < ctx.result.input_names.size(); k++)
+        if (ctx.result.input_names[k] == a) {
+            arg_a = ctx.result.inputs[k].parameter();
+            found = true;
+        }
+    if (!found) {
+        Func fa = ctx.value(a);
+        producer = ctx.result.find(fa.name());
+        if (!producer) return Func();
+        arg_a = fa;
+    }
+    std::vector<int> sizes = {(int)cb->shape()[1], (int)cb->shape()[0]};
+    Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
+    std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
+
+    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cublas"));
+    std::vector<Var> v = ctx.vars(ry);
+    std::vector<Var> halide_order(v.rbegin(), v.rend());
+    std::vector<Halide::ExternFuncArgument> args = {
+        arg_a, Halide::ExternFuncArgument(wb), Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0),
+        Expr(tb ? 1 : 0), Expr((float)alpha), Expr(ctx.options.gemm_tf32 ? 1 : 0)};
+    ext.define_extern("loom_cublas_sgemm", args, Halide::Float(32), halide_order, Halide::NameMangling::C,
+                      Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // not a LoweredFunc: no schedule touches it
+    if (producer) producer->feeds_extern = true;
+    auto &calls = ctx.result.extern_calls;
+    if (std::find(calls.begin(), calls.end(), "loom_cublas_sgemm") == calls.end())
+        calls.push_back("loom_cublas_sgemm");
+    return ext;
+}
 
 // NumPy matmul: a [..., M, K] (or [K]) times b [..., K, N] (or [K]); batch dims broadcast.
 void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
@@ -29,6 +86,12 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     DType dt = ctx.dtype(y);
     Func f = ctx.make_func(node, "", ry);
     std::vector<Var> v = ctx.vars(ry);
+    if (Func ext = cublas_product(ctx, node, false, false, 1.0); ext.defined()) {
+        ctx.define(f, v, LowerContext::call(ext, exprs(v)));
+        ctx.note_cost(f, true, 0);
+        ctx.bind_output(y, f);
+        return;
+    }
     RDom k({{0, (int)K}}, "k");
 
     std::vector<Expr> bidx(v.begin(), v.begin() + batch);
@@ -80,6 +143,14 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     if (node.has_input(2) && beta != 0) {
         init = LowerContext::cast_to(dt, ctx.at(node.inputs[2], {i, j}));
         if (beta != 1) init = init * LowerContext::literal(dt, beta);
+    }
+    if (Func ext = cublas_product(ctx, node, ta, tb, alpha); ext.defined()) {
+        Expr e = LowerContext::call(ext, {i, j});
+        if (node.has_input(2) && beta != 0) e = e + init;
+        ctx.define(f, v, e);
+        ctx.note_cost(f, true, 1);
+        ctx.bind_output(y, f);
+        return;
     }
     ctx.define(f, v, init);
     Expr ea = LowerContext::cast_to(dt, ta ? ctx.at(a, {k.x, i}) : ctx.at(a, {i, k.x}));

@@ -25,6 +25,7 @@ public:
 
     const Graph &graph;
     LoweredPipeline &result;
+    LowerOptions options;  ///< lower_graph's options (set before any op is lowered)
 
     /// A Func for any graph value: a produced Func, an ImageParam (graph input) or a constant
     /// Buffer (initializer), always callable with one Expr per dim.
