@@ -18,9 +18,9 @@ done
 for m in linear_relu split_stack combined conv_bn_relu; do
   $loom compile artifacts/onnx/$m.onnx --target cuda --auto --no-reference -o artifacts/gpu/$m --force >/dev/null 2>&1 || echo "$m: compile failed"
 done
-# GEMM register tile variant (ti x tj per thread; auto: 8x4)
-LOOM_GPU_GEMM_TILE=4x4 $loom compile artifacts/onnx/linear_relu.onnx --target cuda --auto --no-reference \
-  -o artifacts/gpu/linear_relu__t4x4 --force >/dev/null 2>&1 || echo "linear_relu t4x4: compile failed"
+# GEMM without cuBLAS (the Halide register-tiled GEMM, 4x4 per thread), for comparison
+$loom compile artifacts/onnx/linear_relu.onnx --target cuda --auto --no-cublas --no-reference \
+  -o artifacts/gpu/linear_relu__halide --force >/dev/null 2>&1 || echo "linear_relu halide: compile failed"
 $loom compile artifacts/onnx/sincos.onnx --target cuda --eager --no-reference -o artifacts/gpu/sincos__eager --force >/dev/null 2>&1
 for m in sigmoid_affine sum_prologue softmax_rows layernorm_rows mlp cnn transformer; do
   $loom compile tests/data/$m.onnx --target cuda -o artifacts/gpufx/$m --force >/dev/null 2>&1 || echo "fixture $m: compile failed"

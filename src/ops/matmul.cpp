@@ -46,7 +46,10 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if (!found) {
         Func fa = ctx.value(a);
         producer = ctx.result.find(fa.name());
-        if (!producer) return Func();
+        if (!producer || producer->vars.size() != sa.size()) return Func();
+        // The extern's bounds query is a runtime call: bound A's Func to its whole shape, so that
+        // its own loops keep constant extents (and can be unrolled).
+        for (size_t d = 0; d < sa.size(); d++) fa.bound(Var(producer->vars[d]), 0, (int)sa[d]);
         arg_a = fa;
     }
     std::vector<int> sizes = {(int)cb->shape()[1], (int)cb->shape()[0]};
