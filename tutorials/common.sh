@@ -1,7 +1,7 @@
 # Sourced by every lesson script: tutorials/NN_name.sh /path/to/loom
 # Sets LOOM (the binary), DATA (tests/data), WORK (a temp dir, removed on exit, where every file
 # the lesson writes goes), and two helpers:
-#   show CMD...      print "$ CMD" then run it (the output a lesson's .md shows)
+#   show CMD...      print "$ CMD" (on stderr, so that pipes after it filter only its output), run it (the output a lesson's .md shows)
 #   expect PAT FILE  fail the lesson unless FILE has a line matching the extended regex PAT
 #   count PAT FILE N fail unless exactly N lines of FILE match PAT
 set -euo pipefail
@@ -14,7 +14,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/loom-tutorial.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 loom() { "$LOOM" "$@"; }
-show() { echo "\$ $*" | sed "s|$DATA/|tests/data/|g"; "$@"; }
+show() { echo "\$ $*" | sed "s|$DATA/|tests/data/|g" >&2; "$@"; }
 expect() {
   grep -Eq -- "$1" "$2" || { echo "LESSON FAILED: expected /$1/ in $2:" >&2; cat "$2" >&2; exit 1; }
 }
