@@ -4,7 +4,8 @@ source "$(dirname "$0")/common.sh"
 M=$DATA/dynamic_mlp.onnx
 
 loom autoschedule $M --input batch=256 -o mlp.sched > /dev/null
-show loom bench $M --input batch=256 --eager --inline --auto --schedule mlp.sched --halide li2018 \
+echo '$ loom bench tests/data/dynamic_mlp.onnx --input batch=256 --eager --inline --auto --schedule mlp.sched --halide li2018 --budget-ms 200 --json bench.json --plot bench.png'
+loom bench $M --input batch=256 --eager --inline --auto --schedule mlp.sched --halide li2018 \
   --budget-ms 200 --json bench.json --plot bench.png 2> progress.txt | tee table.txt
 echo '$ (stderr, progress) tail -4'; tail -4 progress.txt
 for row in eager inline auto li2018 mlp.sched; do expect "^$row +[0-9.]+ " table.txt; done
