@@ -28,7 +28,7 @@ S
 echo '$ cat sum1.sched'; cat sum1.sched
 show loom inspect $M --schedule sum1.sched --loop-nest | sed -n '/^loop nest/,$p' | tee b1.txt
 count '^ *produce ' b1.txt 1
-expect '^  for r in \[0, 255\]:' b1.txt
+expect '^    for r in \[0, 255\]:' b1.txt
 cat > sum2.sched <<'S'
 add.compute_inline();
 mul.compute_inline();

@@ -91,7 +91,11 @@ void inspect(const InspectOptions &o) {
     ScheduledModel sm = schedule_model(g, o.schedule, target, o.model);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     if (o.funcs) print_funcs(sm.pipeline);
-    if (o.loop_nest) std::cout << "\nloop nest under schedule '" << o.schedule << "':\n" << loop_nest(sm.pipeline, target);
+    if (o.loop_nest) {
+        std::string nest = loop_nest(sm.pipeline, target);
+        if (!nest.empty() && nest.back() != '\n') nest += '\n';
+        std::cout << "\nloop nest under schedule '" << o.schedule << "':\n" << nest << std::flush;
+    }
     if (!o.stmt.empty()) {
         with_schedule_errors(sm.applied, [&] { write_stmt_html(sm.pipeline, target, o.stmt); });
         std::cout << "wrote Halide's lowered statement to " << o.stmt << "\n";

@@ -33,7 +33,15 @@ void halide_guard(const std::string &what, F &&f) {
     } catch (const Halide::CompileError &e) {
         throw UserError(str_cat(what, ": Halide rejected the pipeline: ", e.what()));
     } catch (const Halide::RuntimeError &e) {
-        throw UserError(str_cat(what, ": Halide runtime error: ", e.what()));
+        std::string msg = e.what();
+        // The usual cause: a split or vectorize whose factor does not divide the extent rounds the
+        // loop up, so a producer is asked for points past the end of a weight or an input.
+        if (msg.find("is accessed at") != std::string::npos)
+            msg += "\n  hint: a split/vectorize/tile factor that does not divide its loop's extent rounds the loop "
+                   "up past the data; give it a tail strategy, e.g. vectorize(j, 8, GuardWithIf) or "
+                   "split(j, jo, ji, 8, ShiftInwards), or pick a factor that divides the extent "
+                   "(`loom inspect M --funcs` lists the extents)";
+        throw UserError(str_cat(what, ": Halide runtime error: ", msg));
     } catch (const Halide::InternalError &e) {
         throw InternalError(str_cat(what, ": Halide internal error: ", e.what()));
     } catch (const Halide::Error &e) {

@@ -56,6 +56,22 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
     std::string inner = pure.front();
     int64_t ext_in = extent_of(f, inner);
     bool vec = w > 1 && (ext_in < 0 || ext_in >= w);
+    bool multiple = ext_in >= 0 && ext_in % w == 0;
+    if (vec && !rvars.empty() && pure.size() == 1) {
+        // A 1-D reduction (a row sum): vector accumulators need the pure var inside the reduction,
+        // which would leave the reduction as the outermost, serial loop around the thread pool.
+        // Split it: vectors inside, the blocks of vectors outside and parallel.
+        std::string io = fresh_name(f, inner + "o"), ii = fresh_name(f, inner + "i");
+        if (multiple) st.add("split", {inner, io, ii, w});
+        else st.add("split", {inner, io, ii, w, ScheduleArg::tail("GuardWithIf")});
+        std::vector<ScheduleArg> order = {ii};
+        for (const auto &r : rvars) order.push_back(r);
+        order.push_back(io);
+        st.add("reorder", order);
+        st.add("vectorize", {ii});
+        st.add("parallel", {io});
+        return;
+    }
     if (vec && !rvars.empty()) {
         // The vectorized pure var goes inside the reduction loops: vector accumulators.
         std::vector<ScheduleArg> order = {inner};
@@ -67,7 +83,6 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
         // An explicit tail: Halide's default for an intermediate rounds the loop up and reads past
         // the end of the inputs (constant weights have no slack). ShiftInwards recomputes a few
         // points of a pure stage; an update cannot be recomputed, so it guards its tail.
-        bool multiple = ext_in >= 0 && ext_in % w == 0;
         if (multiple) st.add("vectorize", {inner, w});
         else st.add("vectorize", {inner, w, ScheduleArg::tail(rvars.empty() && st.stage < 0 ? "ShiftInwards" : "GuardWithIf")});
     }
