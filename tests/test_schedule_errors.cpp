@@ -122,6 +122,13 @@ TEST(ScheduleErrors, GpuPrimitiveOnCpuTarget) {
     EXPECT_EQ(error_of("c.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8);", kCuda), "");
 }
 
+TEST(ScheduleErrors, GpuLanesOnCpuTarget) {
+    std::string m = error_of("c.compute_root().split(j, jo, ji, 32).gpu_lanes(ji);");
+    EXPECT_STARTS(m, "mlp.cpu.sched:1:39: c.gpu_lanes(ji): target x86-64-linux-avx2 has no GPU; "
+                     "GPU primitives need a GPU target");
+    EXPECT_EQ(error_of("c.compute_root().split(j, jo, ji, 32).gpu_lanes(ji).gpu_blocks(jo);", kCuda), "");
+}
+
 TEST(ScheduleErrors, CpuParallelOnGpuTarget) {
     std::string m = error_of("c.compute_root().parallel(i);", kCuda);
     EXPECT_STARTS(m, "mlp.cpu.sched:1:18: c.parallel(i): on GPU target");

@@ -97,6 +97,18 @@ TEST(ScheduleParse, LongChainsUseContinuationLines) {
     EXPECT_EQ(parse_schedule(print_schedule(s)), s);
 }
 
+TEST(ScheduleParse, GpuLanesRoundTrip) {
+    std::string text = "s_part.update(0).split(r, ro, ri, 32).gpu_lanes(u).gpu_threads(w);\n";
+    Schedule s = parse_schedule(text);
+    ASSERT_EQ(s.statements.size(), 1u);
+    ASSERT_EQ(s.statements[0].calls.size(), 3u);
+    EXPECT_EQ(s.statements[0].calls[1].name, "gpu_lanes");
+    ASSERT_EQ(s.statements[0].calls[1].args.size(), 1u);
+    EXPECT_EQ(s.statements[0].calls[1].args[0].name, "u");
+    EXPECT_EQ(parse_schedule(print_schedule(s)), s);
+    EXPECT_NE(print_schedule(s).find(".gpu_lanes(u)"), std::string::npos) << print_schedule(s);
+}
+
 TEST(ScheduleParse, EqualityIgnoresPositions) {
     Schedule a = parse_schedule("f.compute_root();\n");
     Schedule b = parse_schedule("\n\n   f .compute_root( ) ;");

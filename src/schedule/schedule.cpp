@@ -102,6 +102,7 @@ static const PrimitiveInfo kPrimitives[] = {
      false, true, false},
     {"gpu_blocks", 1, 3, "gpu_blocks(x[, y[, z]])", false, true, false},
     {"gpu_threads", 1, 3, "gpu_threads(x[, y[, z]])", false, true, false},
+    {"gpu_lanes", 1, 1, "gpu_lanes(var)", false, true, false},
     {"gpu_single_thread", 0, 0, "gpu_single_thread()", false, true, false},
     {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
     {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},

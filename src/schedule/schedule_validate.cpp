@@ -350,7 +350,7 @@ private:
                 split_dims(s, s.find(vars[i]), o, in);
             }
             s.gpu_mapped = true;
-        } else if (p == "gpu_blocks" || p == "gpu_threads") {
+        } else if (p == "gpu_blocks" || p == "gpu_threads" || p == "gpu_lanes") {
             gpu_check(c);
             for (size_t i = 0; i < n; i++) race_check(f, c, dim(f, c, i));
             s.gpu_mapped = true;
