@@ -3,31 +3,18 @@ with Debian's torch 1.13) and gpu_bench.py (PyTorch eager / torch.compile on the
 
 Each workload: name -> (module factory, {input name: shape}, output name, compulsory bytes).
 """
+import os
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The seed modules are defined once, in frontends/torch/models.py (the repository travels whole).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends", "torch"))
+from models import SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402,F401
+
 N26 = 1 << 26
-
-
-class SinCos(nn.Module):
-    def forward(self, x):
-        return torch.sin(x) ** 2 + torch.cos(x) ** 2
-
-
-class SigmoidAffine(nn.Module):
-    def forward(self, x, w, b):
-        return torch.sigmoid(x * w + b)
-
-
-class SumPrologue(nn.Module):
-    def forward(self, x, y, z):
-        return ((x + y) * z).sum(-1)
-
-
-class SoftmaxRows(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=-1)
 
 
 class LayerNormRows(nn.Module):
