@@ -82,6 +82,7 @@ public:
             if (inlined_.count(f.name) || owner_.count(f.name)) continue;
             if (num_updates(f) == 0) {
                 if (gemm_of_.count(f.name)) gemm_kernel(s, f, *p_.find(gemm_of_[f.name]));
+                else if (conv_of_.count(f.name)) conv_kernel(s, f, *p_.find(conv_of_[f.name]));
                 else if (rows_.count(f.name)) row_kernel(s, f);
                 else pointwise_kernel(s, f);
             } else {
@@ -99,6 +100,14 @@ private:
     std::map<std::string, std::vector<std::string>> rows_;  // row kernel → its reductions (pipeline order)
     std::map<std::string, std::set<std::string>> eff_consumers_;
     std::map<std::string, std::string> gemm_of_;  // pointwise epilogue kernel → the GEMM computed inside it
+    std::map<std::string, std::string> conv_of_;  // pointwise epilogue kernel → the 2-D conv computed inside it
+
+    // A 2-D convolution as lowered by ops/conv.cpp: rank 4 (n, c, h, w), one update over
+    // (r.x = kw, r.y = kh, r.z = input channel).
+    bool conv_like(const LoweredFunc &f) {
+        return f.func.defined() && f.vars.size() == 4 && num_updates(f) == 1 && f.update_rvars.size() == 1 &&
+               f.update_rvars[0].size() == 3;
+    }
 
     // A matrix product with a register-tiled schedule: rank 2, one rvar of extent K (K % 4 == 0),
     // M and N multiples of the block tile.
@@ -135,6 +144,17 @@ private:
             const LoweredFunc *c = p_.find(*eff_consumers_[f.name].begin());
             if (c && num_updates(*c) == 0 && c->extents == f.extents && !gemm_of_.count(c->name)) {
                 gemm_of_[c->name] = f.name;
+                owner_[f.name] = c->name;
+            }
+        }
+        // Likewise a 2-D conv whose only consumer is a same-shaped pointwise epilogue (BN/ReLU):
+        // computed per thread register tile of the epilogue.
+        for (const auto &f : p_.funcs) {
+            if (!conv_like(f) || f.is_output || eff_consumers_[f.name].size() != 1) continue;
+            const LoweredFunc *c = p_.find(*eff_consumers_[f.name].begin());
+            if (c && num_updates(*c) == 0 && c->extents == f.extents && !gemm_of_.count(c->name) &&
+                !conv_of_.count(c->name)) {
+                conv_of_[c->name] = f.name;
                 owner_[f.name] = c->name;
             }
         }
@@ -384,6 +404,62 @@ private:
             lu.add("split", {ko, koo, koi, 2, rtail(true)}).add("unroll", {koi});
         }
         s.statements.push_back(lu);
+    }
+
+    // Largest of \p cands (descending) that divides \p n (1 if none).
+    static int pick_div(int64_t n, std::initializer_list<int> cands) {
+        for (int c : cands)
+            if (c >= 1 && n % c == 0) return c;
+        return 1;
+    }
+
+    // Conv + pointwise epilogue \p c (vars n, c, h, w): each block an output tile of
+    // (tx·rw) w × th h × (tc·cr) c, each thread a cr (channels) × rw (w) register tile; the conv is
+    // computed at the epilogue's innermost thread var with its reduction (r.z, r.y, r.x) outside the
+    // unrolled register tile, the padded input inlined; the epilogue writes from registers. All
+    // splits exact (tile sizes are picked to divide the extents), so no producer reads past its input.
+    void conv_kernel(Schedule &s, const LoweredFunc &c, const LoweredFunc &g) {
+        int64_t C = c.extents[1], H = c.extents[2], W = c.extents[3];
+        int cr = 4, rw = 4;  // H200, conv_bn_relu 32x64x56x56: 4x4 0.462 ms, 8x2 0.466, 4x2 0.658 (RESULTS_GPU.md, run 9)
+        if (const char *e = std::getenv("LOOM_GPU_CONV_TILE")) {  // bench variants: "<cr>x<rw>"
+            int a = 0, b = 0;
+            if (std::sscanf(e, "%dx%d", &a, &b) == 2 && a > 0 && b > 0) cr = a, rw = b;
+        }
+        cr = pick_div(C, {cr, 4, 2, 1});
+        rw = pick_div(W, {rw, 4, 2, 1});
+        int tx = pick_div(W / rw, {8, 4, 2, 1});
+        int tc = pick_div(C / cr, {4, 2, 1});
+        int th = 1;
+        for (int t : {16, 8, 4, 2, 1})
+            if (H % t == 0 && tx * tc * t <= 128) { th = t; break; }
+        std::string n = c.vars[0], ch = c.vars[1], h = c.vars[2], w = c.vars[3];
+        std::string wo = ident(c, w + "o"), wi = ident(c, w + "i"), wt = ident(c, w + "t"), wr = ident(c, w + "r");
+        std::string ho = ident(c, h + "o"), ht = ident(c, h + "t");
+        std::string co = ident(c, ch + "o"), ci = ident(c, ch + "i"), ct = ident(c, ch + "t"), crr = ident(c, ch + "r");
+        std::string con = ident(c, ch + "_" + n);
+        ScheduleStatement st(c.name);
+        st.comments.push_back("conv " + g.name + " with its epilogue: block tile " + std::to_string(tx * rw) + " w × " +
+                              std::to_string(th) + " h × " + std::to_string(tc * cr) + " c (" +
+                              std::to_string(tx * th * tc) + " threads), " + std::to_string(cr) + " c × " +
+                              std::to_string(rw) + " w per thread in registers");
+        st.add("compute_root");
+        st.add("split", {w, wo, wi, (int64_t)(tx * rw), tail(true)}).add("split", {wi, wt, wr, (int64_t)rw, tail(true)});
+        st.add("split", {h, ho, ht, (int64_t)th, tail(true)});
+        st.add("split", {ch, co, ci, (int64_t)(tc * cr), tail(true)}).add("split", {ci, ct, crr, (int64_t)cr, tail(true)});
+        st.add("reorder", {wr, crr, wt, ht, ct, wo, ho, co, n});
+        st.add("fuse", {co, n, con});
+        st.add("unroll", {wr}).add("unroll", {crr});
+        st.add("gpu_threads", {wt, ht, ct}).add("gpu_blocks", {wo, ho, con});
+        s.statements.push_back(st);
+        ScheduleStatement gp(g.name);
+        gp.add("compute_at", {c.name, wt}).add("reorder", {g.vars[3], g.vars[1], g.vars[2], g.vars[0]});
+        gp.add("unroll", {g.vars[3]}).add("unroll", {g.vars[1]});
+        s.statements.push_back(gp);
+        const auto &rv = g.update_rvars[0];  // r.x (kw), r.y (kh), r.z (input channel)
+        ScheduleStatement up(g.name, 0);
+        up.add("reorder", {g.vars[3], g.vars[1], rv[0], rv[1], rv[2], g.vars[2], g.vars[0]});
+        up.add("unroll", {g.vars[3]}).add("unroll", {g.vars[1]}).add("unroll", {rv[0]});
+        s.statements.push_back(up);
     }
 
     void reduction_kernel(Schedule &s, const LoweredFunc &r) {
