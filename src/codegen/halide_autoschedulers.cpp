@@ -22,7 +22,7 @@ std::string halide_autoscheduler_registered_name(const std::string &name) {
     std::string valid;
     for (const auto &n : halide_autoscheduler_names()) valid += (valid.empty() ? "" : ", ") + n;
     throw UserError(str_cat("unknown Halide autoscheduler '", name, "'",
-                            did_you_mean(lower, halide_autoscheduler_names()), "; valid: ", valid));
+                            did_you_mean(lower, halide_autoscheduler_names()), " (valid: ", valid, ")"));
 }
 
 std::string halide_plugin_dir() {
