@@ -107,6 +107,39 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     fs::remove_all(out.parent_path());
 }
 
+// With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
+// become extern stages calling cuDNN; the bias stays a Halide Func reading the extern's output.
+TEST(Aot, CudaConvCallsCudnnExternStage) {
+    Graph g = import_onnx(loom::testing::data_path("cnn.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.conv_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
+    int convs = 0;
+    for (const auto &f : p.funcs)
+        if (f.op == "Conv") {
+            convs++;
+            EXPECT_TRUE(f.is_pointwise) << f.name << ": the bias read of the extern is pointwise";
+            EXPECT_TRUE(f.update_rvars.empty()) << f.name;
+        }
+    EXPECT_GT(convs, 0);
+    Halide::Target t = aot_target("cuda");
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    fs::path out = scratch("cuda_cnn_cudnn");
+    AotOptions o;
+    o.name = "cnn";
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    EXPECT_NE(slurp(out / "cnn_halide.o").find("loom_cudnn_conv"), std::string::npos);
+    std::string output;
+    int rc = loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+    EXPECT_NE(output.find("cudnnConvolutionForward"), std::string::npos) << output;
+    EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
+}
+
 TEST(Aot, HostArtifactRunsAndMatchesReference) {
     fs::path out = scratch("host_sum_prologue");
     std::string output;

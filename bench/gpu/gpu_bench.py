@@ -40,8 +40,15 @@ def main():
     ap.add_argument("--out", default="gpu_bench.json")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--tf32", action="store_true",
+                    help="let PyTorch use TF32 (cuDNN and matmul) and run only the artifacts compiled with "
+                         "--tf32 (variants named <workload>__tf32); default: both sides full FP32, those skipped")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
+    # Same precision on both sides: PyTorch's default lets cuDNN convs use TF32 tensor cores
+    # (torch.backends.cudnn.allow_tf32 = True), Loom's artifacts are full FP32 unless --tf32.
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name()
     x = torch.empty(1 << 28, device=dev)
@@ -50,7 +57,7 @@ def main():
     copy_gbs = 2 * x.nbytes / copy_ms / 1e6
     del x, y
     print(f"device {name}; torch {torch.__version__}; triton {triton.__version__}; "
-          f"device copy {copy_gbs:.0f} GB/s", flush=True)
+          f"device copy {copy_gbs:.0f} GB/s; TF32 {'on' if a.tf32 else 'off'} on both sides", flush=True)
 
     rows = []
     variants = sorted(os.listdir(a.artifacts))
@@ -58,7 +65,7 @@ def main():
         gemm = wname in GEMM_WORKLOADS  # nbytes holds FLOPs: rated in TFLOP/s
         if a.names and wname not in a.names:
             continue
-        mine = [v for v in variants if v == wname or v.startswith(wname + "__")]
+        mine = [v for v in variants if (v == wname or v.startswith(wname + "__")) and v.endswith("__tf32") == a.tf32]
         torch.manual_seed(0)
         model = factory().to(dev).eval()
         g = torch.Generator(device=dev).manual_seed(1234)

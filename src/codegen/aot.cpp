@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "codegen/cublas_gemm.h"
+#include "codegen/cudnn_conv.h"
 #include "codegen/runtime_glue.h"
 #include "graph/error.h"
 
@@ -143,31 +144,40 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                      " -o " + quote(glue_o.string()),
                  log, "compiling the C API glue");
         fs::path lib_a = tmp / ("lib" + name + ".a"), lib_so = tmp / ("lib" + name + ".so");
-        // Extern stages calling cuBLAS (LowerOptions::gemm_extern): their C function is compiled in,
-        // and the shared object links cuBLAS from the toolkit (rpath: the same path on the GPU machines).
+        // Extern stages calling cuBLAS / cuDNN (LowerOptions::gemm_extern, conv_extern): their C
+        // functions are compiled in, and the shared object links the libraries from the toolkit
+        // (rpath: the same path on the GPU machines; cuDNN is found through LD_LIBRARY_PATH there).
         std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
-        fs::path blas_o = tmp / (name + "_cublas.o");
-        bool blas = std::find(lowered.extern_calls.begin(), lowered.extern_calls.end(), kCublasSgemm) !=
-                    lowered.extern_calls.end();
-        if (blas) {
-            user_check(cuda, "loom compile: cuBLAS extern stages need a CUDA target");
-            fs::path blas_cpp = tmp / (name + "_cublas.cpp");
-            write_text(blas_cpp, cublas_gemm_source());
+        struct ExternSource {
+            const char *fn, *file, *what, *libs;
+            std::string (*source)();
+        };
+        const ExternSource externs[] = {
+            {kCublasSgemm, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt", cublas_gemm_source},
+            {kCudnnConv, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", cudnn_conv_source},
+        };
+        std::vector<fs::path> extern_objs;
+        for (const auto &e : externs) {
+            if (std::find(lowered.extern_calls.begin(), lowered.extern_calls.end(), e.fn) == lowered.extern_calls.end())
+                continue;
+            user_check(cuda, "loom compile: ", e.what, " needs a CUDA target");
+            fs::path src = tmp / (name + e.file + ".cpp"), o = tmp / (name + e.file + ".o");
+            write_text(src, e.source());
             std::string cuda_dir = cuda_home();
             run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -I" +
-                         quote(cuda_dir + "/include") + " -c " + quote(blas_cpp.string()) + " -o " +
-                         quote(blas_o.string()),
-                     log, "compiling the cuBLAS extern stage");
-            objs += " " + quote(blas_o.string());
-            libs = " -L" + quote(cuda_dir + "/lib64") + " -Wl,-rpath," + quote(cuda_dir + "/lib64") +
-                   " -lcublas -lcublasLt";
+                         quote(cuda_dir + "/include") + " -c " + quote(src.string()) + " -o " + quote(o.string()),
+                     log, "compiling " + std::string(e.what));
+            objs += " " + quote(o.string());
+            if (libs.empty()) libs = " -L" + quote(cuda_dir + "/lib64") + " -Wl,-rpath," + quote(cuda_dir + "/lib64");
+            libs += e.libs;
+            extern_objs.push_back(o);
         }
         run_tool("ar rcs " + quote(lib_a.string()) + " " + objs, log, "archiving the static library");
         run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + objs + libs + " -ldl -lpthread", log,
                  "linking the shared object");
         fs::remove(log);
         fs::remove(glue_o);
-        if (blas) fs::remove(blas_o);
+        for (const auto &o : extern_objs) fs::remove(o);
         write_text(tmp / "manifest.txt", aot_manifest(lowered, target, name));
         if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
         if (extra) extra(tmp.string());

@@ -5,7 +5,8 @@
 ///
 ///     lib<name>.a       Halide's pipeline object + Halide's runtime + the C API glue
 ///     lib<name>.so      the same, linked as a shared object (depends only on libc and libdl, and
-///                       on libcublas/libcublasLt when the pipeline has cuBLAS extern stages)
+///                       on libcublas/libcublasLt when the pipeline has cuBLAS extern stages,
+///                       libcudnn/libcudart when it has cuDNN ones)
 ///     <name>.h          the C API (runtime_glue.h describes it)
 ///     <name>_halide.h   Halide's own header of the pipeline function (`<name>_halide(...)`)
 ///     manifest.txt      name, target, inputs and outputs (what tools/loom_run reads)

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -176,6 +177,28 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, const 
     Func f = make_func(node, suffix, (int)shape.size());
     record(f).extents = shape;
     return f;
+}
+
+bool LowerContext::extern_operand(const std::string &name, Halide::ExternFuncArgument &arg) {
+    for (size_t k = 0; k < result.input_names.size(); k++)
+        if (result.input_names[k] == name) {
+            arg = result.inputs[k].parameter();
+            return true;
+        }
+    if (!values_.count(name)) return false;
+    Func f = value(name);
+    LoweredFunc *producer = result.find(f.name());
+    const Shape &s = shape(name);
+    if (!producer || producer->vars.size() != s.size()) return false;
+    for (size_t d = 0; d < s.size(); d++) f.bound(Halide::Var(producer->vars[d]), 0, (int)s[d]);
+    producer->feeds_extern = true;
+    arg = f;
+    return true;
+}
+
+void LowerContext::note_extern_call(const std::string &fn) {
+    auto &calls = result.extern_calls;
+    if (std::find(calls.begin(), calls.end(), fn) == calls.end()) calls.push_back(fn);
 }
 
 LoweredFunc &LowerContext::record(const Func &f) {

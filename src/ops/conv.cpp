@@ -9,6 +9,8 @@
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
 // stride, inside the input).
+#include <cstring>
+
 #include "graph/error.h"
 #include "ops/ops_internal.h"
 
@@ -70,6 +72,41 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
     return RDom(region, "r");
 }
 
+// The extern stage `<node>_cudnn` computing the convolution without bias on the GPU, or an
+// undefined Func when it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide).
+// Arguments of loom_cudnn_conv: x, w, N, C, H, W, pads, strides, dilations, groups, tf32, then y.
+Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
+    if (!ctx.options.conv_extern || p.sp != 2) return Func();
+    const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
+    const Tensor *cw = ctx.constant(w);
+    if (!cw || cw->dtype() != DType::F32 || ctx.dtype(x) != DType::F32 || ctx.dtype(y) != DType::F32 ||
+        ctx.constant(x))
+        return Func();
+    for (int d = 0; d < 2; d++)
+        if (p.pad_begin[d] != p.pad_end[d]) return Func();  // cuDNN pads both sides alike
+    const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(y);
+    for (auto d : sy)
+        if (d <= 0 || d >= (1LL << 31)) return Func();
+    Halide::ExternFuncArgument arg_x;
+    if (!ctx.extern_operand(x, arg_x)) return Func();
+    std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
+    Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn"));
+    std::memcpy(wb.data(), cw->data(), (size_t)cw->numel() * sizeof(float));
+
+    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn"));
+    std::vector<Var> v = ctx.vars(4);
+    std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb)};
+    for (auto d : sx) args.push_back(Expr((int)d));
+    for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
+                      p.group, (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
+        args.push_back(Expr((int)e));
+    ext.define_extern("loom_cudnn_conv", args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
+                      Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // not a LoweredFunc: no schedule touches it
+    ctx.note_extern_call("loom_cudnn_conv");
+    return ext;
+}
+
 void lower_conv_forward(LowerContext &ctx, const Node &node) {
     const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
     ConvParams p = conv_params(ctx, node, false);
@@ -77,6 +114,17 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     int rank = (int)sx.size();
     DType dt = ctx.dtype(y);
     int64_t cg = sw[1], mg = sw[0] / p.group;
+    if (Func ext = cudnn_conv(ctx, node, p); ext.defined()) {
+        // The node's Func: the extern's output plus the bias, pointwise (fused into the next kernel).
+        Func f = ctx.make_func(node, "", rank);
+        std::vector<Var> v = ctx.vars(rank);
+        Expr e = LowerContext::call(ext, exprs(v));
+        if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));
+        ctx.define(f, v, e);
+        ctx.note_cost(f, true, 1);
+        ctx.bind_output(y, f);
+        return;
+    }
 
     // Padded input in padded coordinates (0 .. in + pads).
     bool padded = false;

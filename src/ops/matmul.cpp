@@ -2,7 +2,6 @@
 // "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
 // With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
 // an extern stage calling cuBLAS (codegen/cublas_gemm.h) and the node's Func a pointwise read of it.
-#include <algorithm>
 #include <cstring>
 
 #include "graph/error.h"
@@ -34,24 +33,8 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     int64_t M = sy[ry - 2], N = sy[ry - 1], K = ta ? sa[ra - 2] : sa[ra - 1];
     if ((tb ? cb->shape()[1] : cb->shape()[0]) != K || (tb ? cb->shape()[0] : cb->shape()[1]) != N) return Func();
     if (ra == 3 && sa[0] != sy[0]) return Func();  // broadcast batch: not here
-    // A: the graph input's ImageParam itself, or a Func of the pipeline (then realized, not inlined).
     Halide::ExternFuncArgument arg_a;
-    LoweredFunc *producer = nullptr;
-    bool found = false;
-    for (size_t k = 0; k < ctx.result.input_names.size(); k++)
-        if (ctx.result.input_names[k] == a) {
-            arg_a = ctx.result.inputs[k].parameter();
-            found = true;
-        }
-    if (!found) {
-        Func fa = ctx.value(a);
-        producer = ctx.result.find(fa.name());
-        if (!producer || producer->vars.size() != sa.size()) return Func();
-        // The extern's bounds query is a runtime call: bound A's Func to its whole shape, so that
-        // its own loops keep constant extents (and can be unrolled).
-        for (size_t d = 0; d < sa.size(); d++) fa.bound(Var(producer->vars[d]), 0, (int)sa[d]);
-        arg_a = fa;
-    }
+    if (!ctx.extern_operand(a, arg_a)) return Func();
     std::vector<int> sizes = {(int)cb->shape()[1], (int)cb->shape()[0]};
     Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
     std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
@@ -65,10 +48,7 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     ext.define_extern("loom_cublas_sgemm", args, Halide::Float(32), halide_order, Halide::NameMangling::C,
                       Halide::DeviceAPI::CUDA);
     ext.compute_root();  // not a LoweredFunc: no schedule touches it
-    if (producer) producer->feeds_extern = true;
-    auto &calls = ctx.result.extern_calls;
-    if (std::find(calls.begin(), calls.end(), "loom_cublas_sgemm") == calls.end())
-        calls.push_back("loom_cublas_sgemm");
+    ctx.note_extern_call("loom_cublas_sgemm");
     return ext;
 }
 

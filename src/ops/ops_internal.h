@@ -62,6 +62,14 @@ public:
     /// sets its rough arithmetic cost per point.
     void note_cost(Halide::Func f, bool pointwise, double flops_per_point);
 
+    /// Graph value \p name as an argument of an extern stage (a cuBLAS GEMM, a cuDNN conv): the
+    /// input's ImageParam, or the producing Func, then bound to its whole shape (the extern's bounds
+    /// query is a runtime call: the Func's own loops keep constant extents) and marked
+    /// feeds_extern (realized, never inlined). False when it is neither (a constant).
+    bool extern_operand(const std::string &name, Halide::ExternFuncArgument &arg);
+    /// Registers extern C function \p fn as called by the pipeline (LoweredPipeline::extern_calls).
+    void note_extern_call(const std::string &fn);
+
     /// The LoweredFunc record of a Func made by make_func (InternalError if \p f is not one).
     LoweredFunc &record(const Halide::Func &f);
 

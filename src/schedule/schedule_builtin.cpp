@@ -99,16 +99,26 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
     st.add("parallel", {outer});
 }
 
+// A tile size no larger than the var's extent (a power of two): the default ShiftInwards tail then
+// stays inside [0, extent), which matters when the Func is bound to its shape (an extern's operand).
+int tile_for(const LoweredFunc &f, const std::string &v, int want) {
+    int64_t e = extent_of(f, v);
+    if (e < 0) return want;
+    int t = 1;
+    while (t * 2 <= want && t * 2 <= e) t *= 2;
+    return t;
+}
+
 void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &pure) {
     if (pure.empty()) {
         st.add("gpu_single_thread");
     } else if (pure.size() == 1) {
         const std::string &x = pure[0];
-        st.add("gpu_tile", {x, fresh_name(f, x + "o"), fresh_name(f, x + "i"), 256});
+        st.add("gpu_tile", {x, fresh_name(f, x + "o"), fresh_name(f, x + "i"), tile_for(f, x, 256)});
     } else {
         const std::string &x = pure[0], &y = pure[1];
         st.add("gpu_tile", {x, y, fresh_name(f, x + "o"), fresh_name(f, y + "o"), fresh_name(f, x + "i"),
-                            fresh_name(f, y + "i"), 32, 8});
+                            fresh_name(f, y + "i"), tile_for(f, x, 32), tile_for(f, y, 8)});
     }
 }
 

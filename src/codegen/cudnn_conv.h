@@ -1,0 +1,32 @@
+/// \file
+/// The cuDNN convolution that a CUDA artifact's extern stages call (LowerOptions::conv_extern):
+/// C++ source compiled into the artifact next to Halide's pipeline object, defining
+/// \code
+///   extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
+///                                  int32_t h, int32_t w, int32_t pad_h, int32_t pad_w,
+///                                  int32_t stride_h, int32_t stride_w, int32_t dil_h, int32_t dil_w,
+///                                  int32_t groups, int32_t tf32, halide_buffer_t *y);
+/// \endcode
+/// y = conv2d(x, w) (cross-correlation, NCHW float32, no bias: the bias and everything after stay
+/// Halide Funcs). x is the whole input (n × c × h × w: its bounds query asks for all of it), w the constant [K, C/groups, R, S] filter; the output
+/// region Halide asks for must be the whole output (the extern is compute_root). The algorithm is
+/// chosen once per shape by cudnnFindConvolutionForwardAlgorithm (timed on the device, as
+/// PyTorch's `cudnn.benchmark`), restricted to CUDNN_FMA_MATH (full FP32) unless tf32 != 0; the
+/// workspace is kept between calls. Stream: the legacy default stream (Halide's); context: the
+/// calling thread's (runtime_glue.h).
+///
+/// cuDNN is not in /usr/local/cuda on the GPU machines seen so far, only in PyTorch's wheels
+/// (`site-packages/nvidia/cudnn/lib`): bench/gpu/run_gpu_bench.sh puts it on LD_LIBRARY_PATH.
+#pragma once
+
+#include <string>
+
+namespace loom {
+
+/// The C function's name, as extern stages call it.
+inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
+
+/// Source of the extern function (compiled with HalideRuntime.h and cudnn.h on the path).
+std::string cudnn_conv_source();
+
+}  // namespace loom
