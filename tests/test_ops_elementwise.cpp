@@ -3,6 +3,12 @@
 // compile) to keep the test quick.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
 #include "codegen/jit.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
@@ -61,6 +67,88 @@ TEST(OpsElementwise, SinCosTanhAreAccurate) {
     std::vector<double> v(n);
     for (int k = 0; k < n; k++) v[k] = -100.0 + 200.0 * k / (n - 1) + 1e-3 * (k % 7);
     check(b, {{"x", Tensor::from_doubles(DType::F32, {n}, v)}}, 1e-6);
+}
+
+// Max abs error of the float32 sin/cos against libm in double, on random floats of several
+// ranges (the reduction and the quadrant logic are what break first as |x| grows).
+TEST(OpsElementwise, SinCosMaxErrorAcrossRanges) {
+    Builder b;
+    const int n = 1 << 14;
+    std::string x = b.input("x", {n});
+    b.out("Sin", {x}, {n});
+    b.out("Cos", {x}, {n});
+    LoweredPipeline lp = lower_graph(b.g);
+    for (auto &f : lp.funcs) f.func.compute_root();
+    JitModel m(std::move(lp));
+    const std::string sin_out = b.g.outputs.at(0), cos_out = b.g.outputs.at(1);
+    std::mt19937 rng(7);
+    auto sample = [&](double lo, double hi) {
+        std::uniform_real_distribution<double> u(lo, hi);
+        std::vector<double> v(n);
+        for (auto &e : v) e = (float)u(rng);
+        return Tensor::from_doubles(DType::F32, {n}, v);
+    };
+    // Documented accuracy: about 1 ulp (7e-8) up to |x| = 1e5; the bound leaves room for 2 ulp.
+    const double ranges[][2] = {{-1, 1}, {-10, 10}, {-1e3, 1e3}, {-1e4, 1e4}, {-1e5, 1e5},
+                                {-1e4, -1}, {-1e5, -5e4}, {5e4, 1e5}, {-1e-3, 1e-3}};
+    for (const auto &rg : ranges) {
+        Tensor in = sample(rg[0], rg[1]);
+        auto outs = m.run({{"x", in}});
+        double es = 0, ec = 0;
+        for (int64_t k = 0; k < n; k++) {
+            double v = in.get(k);
+            es = std::max(es, std::fabs(outs.at(sin_out).get(k) - std::sin(v)));
+            ec = std::max(ec, std::fabs(outs.at(cos_out).get(k) - std::cos(v)));
+        }
+        EXPECT_LE(es, 1.5e-7) << "sin on [" << rg[0] << ", " << rg[1] << "]";
+        EXPECT_LE(ec, 1.5e-7) << "cos on [" << rg[0] << ", " << rg[1] << "]";
+    }
+    // Beyond the accurate range the result is meaningless but bounded: never NaN, |v| <= 1.
+    const double huge[][2] = {{1e6, 1e7}, {-1e9, -1e7}, {-1e38, 1e38}};
+    for (const auto &rg : huge) {
+        auto outs = m.run({{"x", sample(rg[0], rg[1])}});
+        for (const auto *name : {&sin_out, &cos_out})
+            for (int64_t k = 0; k < n; k++) {
+                double v = outs.at(*name).get(k);
+                ASSERT_TRUE(std::isfinite(v) && std::fabs(v) <= 1.0)
+                    << *name << " on [" << rg[0] << ", " << rg[1] << "] gave " << v << " at " << k;
+            }
+    }
+}
+
+// sin(x)² + cos(x)² and sin(x)·cos(x) with sin and cos inlined into one loop, as the sincos
+// workload runs: correct, and the range reduction is computed once (Halide's CSE shares it; the
+// 1.5·2^23 shifter appears once in the lowered statement).
+TEST(OpsElementwise, SinCosInlinedShareOneReduction) {
+    Builder b;
+    const int n = 1024;  // a multiple of the vector width: one loop, no tail version
+    Shape s{n};
+    std::string x = b.input("x", s);
+    std::string sn = b.node("Sin", {x}, s), cs = b.node("Cos", {x}, s);
+    b.out("Add", {b.node("Mul", {sn, sn}, s), b.node("Mul", {cs, cs}, s)}, s);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (auto &f : lp.funcs)
+        if (f.is_output) f.func.compute_root().vectorize(f.func.args()[0], 16);
+        else f.func.compute_inline();
+    std::string stmt_path = ::testing::TempDir() + "sincos_shared.stmt";
+    std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
+    lp.pipeline().compile_to_lowered_stmt(stmt_path, args, Halide::Text, host_target());
+    std::ifstream f(stmt_path);
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string st = text.str();
+    size_t count = 0;
+    for (size_t at = st.find("12582912"); at != std::string::npos; at = st.find("12582912", at + 1)) count++;
+    EXPECT_EQ(count, 1u) << "the sin/cos range reduction is not shared:\n" << st;
+    std::remove(stmt_path.c_str());
+
+    JitModel m(std::move(lp));
+    std::vector<double> v(n);
+    for (int k = 0; k < n; k++) v[k] = -300.0 + 600.0 * k / (n - 1);
+    Tensor in = Tensor::from_doubles(DType::F32, s, v);
+    auto outs = m.run({{"x", in}});
+    auto ref = run_reference(b.g, {{"x", in}});
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, 1e-6, 3e-7)) << name;
 }
 
 TEST(OpsElementwise, BinaryBroadcast) {

@@ -21,25 +21,55 @@ Expr widen(Expr e) {
 
 Expr fconst(const Expr &like, double v) { return Halide::cast(like.type(), Expr(v)); }
 
-/// erf for float32 (f64 arguments go through float32 too): a rational minimax approximation
-/// on [-4, 4], odd numerator of degree 13 over even denominator of degree 8 (the form used by
-/// XLA/Eigen); beyond |x| = 4 erf is ±1 in float32. Max error a few ulp.
-// sin or cos in float32 as straight-line arithmetic that vectorises (Halide's sin/cos call scalar
-// libm). Cody–Waite reduction by π/2 in three parts, then Cephes' minimax polynomials on
-// [-π/4, π/4]; about 1 ulp for |x| up to ~1e4, far under the 1e-5 tolerance of the tests.
+// sin and cos in float32 as straight-line arithmetic that vectorises (Halide's sin/cos call scalar
+// libm). Both build the same reduction and kernels from the same argument, so where a schedule
+// inlines sin(x) and cos(x) into one loop, Halide's CSE computes all of it once and only the
+// final blend and sign differ.
+//
+// Reduction: x = k·π/2 + r, |r| <= π/4. Adding 1.5·2^23 to x·2/π rounds it to the integer k and
+// leaves k mod 4 in the low mantissa bits (no round, no float->int conversion); subtracting it
+// again gives k as a float. r = x − k·C1 − k·C2 − k·C3 (Cody–Waite): C1 has 8 significant bits and
+// C2 7, so k·C1 and k·C2 are exact and the first subtraction is exact for |k| < 2^16; C3 is the
+// float nearest π/2 − C1 − C2 (the rest is 5e-15). strict_float because Halide's fast-math flags
+// let LLVM fold the steps back into x − k·(C1 + C2 + C3), which loses the reduction.
+//
+// Kernels on |r| <= 0.8 (π/4 plus room for the k that x·2/π rounded in float32 puts one off near
+// a quadrant boundary): sin r = r + r³·P(r²), cos r = 1 + r²·Q(r²), deg P = 2, deg Q = 3, fitted
+// for Loom by a Remez exchange minimising the relative error (Horner form, so every step is one
+// FMA): 2.6e-9 and 1.5e-9 in exact arithmetic, far under float32's 6e-8 ulp near 1.
+//
+// Quadrant q = k mod 4: sin x = ±(q odd ? cos r : sin r), negative when bit 1 of q is set;
+// cos x = sin(x + π/2), the same with q + 1. Sign flips are an xor of the sign bit.
+//
+// Accuracy: max abs error about 7e-8 (1 ulp) for |x| up to 1e5 (tests/test_ops_elementwise.cpp);
+// past 65536·π/2 ≈ 1.03e5, k·C1 is no longer exact and the error grows (~3e-2 at 1e6); past
+// 2^22·π/2 ≈ 6.6e6 the shifter no longer yields k and the value is meaningless but r is clamped,
+// so the result stays in [-1, 1] and is never NaN for finite x.
+struct SinCosParts {
+    Expr sin_r, cos_r;  ///< the kernels at the reduced argument
+    Expr q;             ///< k as uint32 bits: k mod 4 in bits 0-1
+};
+
+SinCosParts sincos_parts(const Expr &x) {
+    const float shifter = 12582912.0f;  // 1.5 * 2^23
+    Expr kb = Halide::strict_float(x * 0.636619746685028076171875f + shifter);
+    Expr k = Halide::strict_float(kb - shifter);
+    Expr r = Halide::strict_float(((x - k * 1.5703125f) - k * 0.000484466552734375f) - k * -6.397578431e-07f);
+    r = Halide::clamp(r, -0.9f, 0.9f);
+    Expr t = r * r;
+    Expr p = (t * -1.950524020e-04f + 8.332090452e-03f) * t + -1.666665375e-01f;
+    Expr qpoly = ((t * 2.437514377e-05f + -1.388660166e-03f) * t + 4.166661948e-02f) * t + -0.5f;
+    return {(r * t) * p + r, t * qpoly + 1.0f, Halide::reinterpret(Halide::UInt(32), kb)};
+}
+
 Expr sincos_approx(Expr x_in, bool want_cos) {
     Halide::Type t = x_in.type();
-    Expr x = Halide::cast(Halide::Float(32), x_in);
-    Expr k = Halide::round(x * 0.636619772367581f);
-    // strict_float: Halide's default float flags allow reassociation, which would undo the
-    // three-part reduction.
-    Expr r = Halide::strict_float(((x - k * 1.5703125f) - k * 4.837512969970703125e-4f) - k * 7.54978995489188216e-8f);
-    Expr r2 = r * r;
-    Expr s = r + r * r2 * (-1.6666654611e-1f + r2 * (8.3321608736e-3f + r2 * -1.9515295891e-4f));
-    Expr c = 1.0f - 0.5f * r2 + r2 * r2 * (4.166664568298827e-2f + r2 * (-1.388731625493765e-3f + r2 * 2.443315711809948e-5f));
-    Expr q = Halide::cast(Halide::Int(32), k) + (want_cos ? 1 : 0);  // cos(x) = sin(x + π/2)
-    q = q & 3;
-    Expr v = Halide::select(q == 0, s, q == 1, c, q == 2, -s, -c);
+    SinCosParts sc = sincos_parts(Halide::cast(Halide::Float(32), x_in));
+    Expr q = want_cos ? sc.q + 1 : sc.q;
+    Expr odd = (sc.q & 1) != 0;  // q and q + 1 differ in parity: one test serves both
+    Expr v = want_cos ? Halide::select(odd, sc.sin_r, sc.cos_r) : Halide::select(odd, sc.cos_r, sc.sin_r);
+    Expr sign = (q >> 1) << 31;
+    v = Halide::reinterpret(Halide::Float(32), Halide::reinterpret(Halide::UInt(32), v) ^ sign);
     return Halide::cast(t, v);
 }
 
@@ -60,6 +90,9 @@ Expr tanh_approx(Expr x_in) {
     return Halide::cast(t, p / q);
 }
 
+/// erf for float32 (f64 arguments go through float32 too): a rational minimax approximation
+/// on [-4, 4], odd numerator of degree 13 over even denominator of degree 8 (the form used by
+/// XLA/Eigen); beyond |x| = 4 erf is ±1 in float32. Max error a few ulp.
 Expr erf_approx(Expr x_in) {
     Halide::Type t = x_in.type();
     Expr x = Halide::clamp(Halide::cast(Halide::Float(32), x_in), -4.0f, 4.0f);
