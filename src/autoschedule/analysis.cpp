@@ -105,6 +105,15 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                 }
             }
         }
+        if (fi.is_matmul && fi.has_update && lf.vars.size() >= 2) {
+            const std::string &row = lf.vars[lf.vars.size() - 2];
+            for (const Call *c : reads_of(fn.updates()[0]).calls) {
+                if (c->name == lf.name || c->call_type != Call::Halide) continue;
+                bool by_row = false;
+                for (const auto &a : c->args) by_row |= uses(a, row);
+                if (by_row && fi.matmul_a.empty()) fi.matmul_a = c->name;
+            }
+        }
         out[lf.name] = fi;
     }
     return out;

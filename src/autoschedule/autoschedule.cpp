@@ -10,10 +10,31 @@
 
 namespace loom {
 
+std::string ScheduleKnobs::describe() const {
+    std::vector<std::string> parts;
+    if (gemm_mr > 0 || gemm_nr_vectors > 0)
+        parts.push_back(str_cat("gemm ", gemm_mr > 0 ? std::to_string(gemm_mr) : std::string("auto"), "x",
+                                gemm_nr_vectors > 0 ? std::to_string(gemm_nr_vectors) + "v" : std::string("auto")));
+    if (gemm_tile_kernels > 0) parts.push_back(str_cat("tile ", gemm_tile_kernels, " kernels"));
+    if (gemm_kc > 0) parts.push_back(str_cat("kc ", gemm_kc));
+    if (!gemm_prologue) parts.push_back("no prologue fusion");
+    if (!row_stats) parts.push_back("row stats at root");
+    if (task_elems > 0) parts.push_back(str_cat("task ", task_elems, " elems"));
+    std::string out;
+    for (const auto &x : parts) out += (out.empty() ? "" : ", ") + x;
+    return out.empty() ? "model's choice" : out;
+}
+
+bool ScheduleKnobs::operator==(const ScheduleKnobs &o) const {
+    return gemm_mr == o.gemm_mr && gemm_nr_vectors == o.gemm_nr_vectors &&
+           gemm_tile_kernels == o.gemm_tile_kernels && gemm_kc == o.gemm_kc &&
+           gemm_prologue == o.gemm_prologue && row_stats == o.row_stats && task_elems == o.task_elems;
+}
+
 AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halide::Target &target,
-                                           const MachineModel &m) {
+                                           const MachineModel &m, const ScheduleKnobs &knobs) {
     AutoScheduleResult r;
-    r.plan = plan_fusion(p, m);
+    r.plan = plan_fusion(p, m, knobs);
     auto info = autosched::analyze(p);
     std::vector<std::string> func_names = p.func_names();
     for (const auto &in : p.inputs) func_names.push_back(in.name());
@@ -22,7 +43,7 @@ AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halid
     s.header_comments.push_back("auto-scheduled by loom's cost model for " + m.describe());
     s.header_comments.push_back(str_cat(r.plan.kernels.size(), " kernels for ", p.funcs.size(), " Funcs"));
     for (const Kernel &k : r.plan.kernels)
-        autosched::emit_kernel(p, info, r.plan, k, target, m, s.statements, func_names);
+        autosched::emit_kernel(p, info, r.plan, k, target, m, knobs, s.statements, func_names);
     return r;
 }
 
@@ -41,6 +62,7 @@ const char *placement_name(Placement pl) {
     case Placement::Inline: return "inline";
     case Placement::Row: return "per row";
     case Placement::Tile: return "per tile";
+    case Placement::Block: return "per row block";
     }
     return "?";
 }

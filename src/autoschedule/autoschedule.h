@@ -12,6 +12,8 @@
 ///   row is read from cache, and vectorise their reductions with rfactor;
 /// - compute a GEMM/conv at the tile of its pointwise epilogue (bias, activation, residual), with a
 ///   register-blocked micro-kernel sized from the vector width and register count;
+/// - compute a GEMM's A operand (e.g. a LayerNorm + activation) and its row statistics per row
+///   block of that tile loop, so the operand is read from L2 instead of written and re-read;
 /// - split a reduction with too few outputs to fill the cores (rfactor over a parallel var);
 /// - parallelise over enough outer work for every core, vectorise by the target's width; tails use
 ///   ShiftInwards only on pure stages and GuardWithIf elsewhere, so any size is correct.
@@ -35,6 +37,23 @@ enum class Placement {
     Inline,  ///< compute_inline into its consumers
     Row,     ///< compute_at the row loop of its kernel's root
     Tile,    ///< compute_at the output tile of its (epilogue) kernel root
+    Block,   ///< compute_at the parallel row block of a GEMM's epilogue root: the GEMM's A operand
+             ///< (a prologue) and its row statistics, computed where the GEMM reads them
+};
+
+/// The knobs of the CPU cost model that candidates.h varies for `loom autoschedule --tune`. The
+/// defaults are the model's own choice (what `loom autoschedule` writes without --tune).
+struct ScheduleKnobs {
+    int gemm_mr = 0;           ///< GEMM micro-kernel rows (0: the model's choice, 8 where registers allow)
+    int gemm_nr_vectors = 0;   ///< micro-kernel columns in vectors (0: the model's choice, 1 or 2)
+    int gemm_tile_kernels = 0; ///< micro-kernels per epilogue tile along i and j (0: 8)
+    int gemm_kc = 0;           ///< k chunk of an epilogue tile (0: the B strip fills 3/4 of L1)
+    bool gemm_prologue = true; ///< compute a GEMM's A operand (and its row statistics) per row block
+    bool row_stats = true;     ///< compute row statistics per row of their consumer (else own kernel)
+    int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: 32768)
+    /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
+    std::string describe() const;
+    bool operator==(const ScheduleKnobs &o) const;
 };
 
 /// The plan for one Func.
@@ -64,7 +83,7 @@ struct FusionPlan {
 };
 
 /// Groups the Funcs of \p p into kernels (no tiling yet).
-FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m);
+FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m, const ScheduleKnobs &knobs = {});
 
 /// A schedule and the plan it realises.
 struct AutoScheduleResult {
@@ -72,9 +91,9 @@ struct AutoScheduleResult {
     FusionPlan plan;
 };
 
-/// Plans and tiles \p p for \p target on machine \p m.
+/// Plans and tiles \p p for \p target on machine \p m (with \p knobs away from the model's choice).
 AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halide::Target &target,
-                                           const MachineModel &m);
+                                           const MachineModel &m, const ScheduleKnobs &knobs = {});
 
 /// The schedule alone (what `loom run --auto` / `loom bench --auto` use).
 Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target, const MachineModel &m);

@@ -31,7 +31,21 @@ struct FuncInfo {
     /// Every update writes f(pure vars) (a reduction, not a scan): its pure vars may be
     /// parallelised and vectorised.
     bool pure_lhs = true;
+    /// A matmul: the Func read as its A operand (indexed by the output's row var), or "".
+    std::string matmul_a;
 };
+
+/// The register and cache blocking of a GEMM (tiling.cpp's gemm emitter and the cost model's
+/// estimates share it): micro-kernel MR x NR, column panels of NC (no epilogue), epilogue tiles of
+/// MC x NCt with k in chunks of KC.
+struct GemmTile {
+    bool ok = false;         ///< the vectorised micro-kernel path applies (N >= a vector …)
+    int V = 1, MR = 1, NR = 1;
+    int64_t M = 0, N = 0, K = 0, NC = 0, KC = 0, MC = 0, NCt = 0;
+};
+
+/// The blocking of matmul \p f (computed in an epilogue's tile when \p epilogue) for \p m.
+GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, const ScheduleKnobs &knobs);
 
 /// Analyses every Func of \p p.
 std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p);
@@ -42,7 +56,7 @@ std::string fresh(std::vector<std::string> &used, const std::string &base);
 /// Appends the statements of kernel \p k to \p out.
 void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                  const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
-                 const MachineModel &m, std::vector<ScheduleStatement> &out,
+                 const MachineModel &m, const ScheduleKnobs &knobs, std::vector<ScheduleStatement> &out,
                  std::vector<std::string> &func_names);
 
 }  // namespace loom::autosched

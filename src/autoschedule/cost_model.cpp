@@ -68,11 +68,13 @@ std::string short_op(const std::string &op) {
 struct Planner {
     const LoweredPipeline &p;
     const MachineModel &m;
+    const ScheduleKnobs &knobs;
     std::map<std::string, FuncInfo> info;
     std::map<std::string, FuncDecision> dec;
     std::map<std::string, double> evals;  // pure-stage evaluations of each Func in the plan
 
-    Planner(const LoweredPipeline &p_, const MachineModel &m_) : p(p_), m(m_), info(autosched::analyze(p_)) {}
+    Planner(const LoweredPipeline &p_, const MachineModel &m_, const ScheduleKnobs &k_)
+        : p(p_), m(m_), knobs(k_), info(autosched::analyze(p_)) {}
 
     const FuncInfo &fi(const std::string &n) const { return info.at(n); }
 
@@ -200,6 +202,50 @@ struct Planner {
         return true;
     }
 
+    // The matmul computed per tile of epilogue \p root when its epilogue tiles are whole row
+    // blocks (rank 2, j not split, at least two blocks, the A block in L2), else "".
+    std::string gemm_block_of(const std::string &root) const {
+        for (const auto &[name, d] : dec) {
+            if (d.placement != Placement::Tile || d.kernel != root || !fi(name).is_matmul) continue;
+            const FuncInfo &g = fi(name);
+            if (g.lf->extents.size() != 2 || g.matmul_a.empty()) return "";
+            autosched::GemmTile t = autosched::gemm_tile(g, true, m, knobs);
+            if (!t.ok || t.NCt < t.N || t.MC >= t.M) return "";
+            if ((double)t.MC * t.K * g.esize > (double)m.l2_bytes / 4) return "";
+            return name;
+        }
+        return "";
+    }
+
+    // Whether \p n reads a matmul or conv directly or through inlined Funcs (an epilogue: its
+    // GEMM is better fused into it than recomputed per block of another GEMM).
+    bool reads_gemm(const std::string &n) const {
+        for (const auto &pr : fi(n).lf->producers) {
+            if (fi(pr).is_matmul || fi(pr).is_conv) return true;
+            if (dec.at(pr).placement == Placement::Inline && reads_gemm(pr)) return true;
+        }
+        return false;
+    }
+
+    // Whether \p n (consumed by \p cons, all in kernel \p root) belongs in the row blocks of
+    // root's GEMM: the GEMM's A operand itself, or a Func all of whose consumers are already there,
+    // when both index rows by their first var (so a block of rows needs a block of rows).
+    bool block_ok(const std::string &n, const std::set<std::string> &cons, const std::string &root) const {
+        if (!knobs.gemm_prologue) return false;
+        std::string g = gemm_block_of(root);
+        if (g.empty()) return false;
+        const FuncInfo &f = fi(n);
+        if (f.is_matmul || f.is_conv || f.lf->is_output || f.lf->extents.empty()) return false;
+        if (f.has_update && !f.pure_lhs) return false;
+        int64_t M = fi(g).lf->extents[0];
+        if (f.lf->extents[0] != M) return false;
+        if (n == fi(g).matmul_a)
+            return !f.has_update && cons.size() == 1 && *cons.begin() == g && !reads_gemm(n);
+        for (const auto &c : cons)
+            if (dec.at(c).placement != Placement::Block || fi(c).lf->extents[0] != M) return false;
+        return true;
+    }
+
     // Attaches materialized Funcs to the kernel of their consumers where that pays.
     void group() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
@@ -220,7 +266,22 @@ struct Planner {
             const std::string root = *kernels.begin();
             const FuncInfo &r = fi(root);
             bool root_pure = !r.has_update;
-            if (f.has_update && !f.is_matmul && !f.is_conv && root_pure) {
+            if (block_ok(n, cons, root)) {
+                std::string why;
+                if (!legal_at(n, root, why)) {
+                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+                    continue;
+                }
+                d.placement = Placement::Block;
+                d.kernel = root;
+                d.why = str_cat("computed per row block of ", root, ", where its GEMM reads it: saves ",
+                                human_bytes((f.has_update ? 1 : 2) * f.points * f.esize), " of traffic");
+                continue;
+            }
+            bool feeds_block = false;  // a row block holds its consumer: no row loop to join
+            for (const auto &c : cons) feeds_block |= dec.at(c).placement == Placement::Block;
+            if (feeds_block) continue;
+            if (f.has_update && !f.is_matmul && !f.is_conv && root_pure && knobs.row_stats) {
                 int depth = row_depth(n, root);
                 std::string why;
                 if (depth > 0 && !legal_at(n, root, why)) {
@@ -337,8 +398,8 @@ struct Planner {
 
 }  // namespace
 
-FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m) {
-    Planner pl(p, m);
+FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m, const ScheduleKnobs &knobs) {
+    Planner pl(p, m, knobs);
     pl.decide_inlining();
     pl.group();
     return pl.finish();

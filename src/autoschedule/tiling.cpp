@@ -65,6 +65,7 @@ struct Ctx {
     const Kernel &k;
     const Halide::Target &target;
     const MachineModel &m;
+    const ScheduleKnobs &knobs;
     std::vector<ScheduleStatement> &out;
     std::vector<std::string> &func_names;
 
@@ -178,7 +179,8 @@ struct Ctx {
         if (rows < 2) return row;
         // Halide hands out parallel iterations one at a time: give each task enough rows to
         // amortise that (>= 32K elements) while leaving >= 8 tasks per core.
-        int64_t per = (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(32768.0 / row_elems));
+        double task = knobs.task_elems > 0 ? (double)knobs.task_elems : 32768.0;
+        int64_t per = (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(task / row_elems));
         if (per >= 2) {
             std::string ro = fresh(used, row + "o"), ri = fresh(used, row + "i");
             st.add("split", {row, ro, ri, per}).add("parallel", {ro});
@@ -370,6 +372,26 @@ struct Ctx {
         return "";
     }
 
+    // The GEMM's prologue (Placement::Block) computed per row block \p par of the epilogue: a
+    // pure Func vectorised along its inner var, a row reduction vectorised by rfactor.
+    void block_members(const std::string &par) {
+        if (par.empty()) return;
+        for (const auto &f : k.funcs) {
+            if (plan.decision(f)->placement != Placement::Block) continue;
+            ScheduleStatement &ms = add(f);
+            note(ms, f);
+            ms.add("compute_at", {k.root, par});
+            const auto &v = lf(f).vars;
+            if (v.empty()) continue;
+            int lv = fit_lanes(lanes(f), lf(f).extents.back());
+            if (!fi(f).has_update) {
+                if (lv) ms.add("vectorize", {v.back(), lv});
+            } else {
+                rfactor_rows(f, f, v.back());
+            }
+        }
+    }
+
     void gemm() {
         const std::string &R = k.root;
         std::string F = fi(R).is_matmul ? R : member_with(Placement::Tile);
@@ -389,11 +411,10 @@ struct Ctx {
         // j in vector lanes, i unrolled, k outermost in the tile: the accumulators stay in
         // registers. When B is stored [N, K] (a Linear layer) the B loads are gathers; a
         // dot-product form (k in lanes, rfactor) measured 15-30x slower here, so it is not used.
-        if (N >= V && (epilogue || f.inner_var_contiguous)) {
-            // Gathered B loads (B stored [N, K]) are the bottleneck: one vector of j per row.
-            int NR = N >= 2 * V && f.inner_var_contiguous ? 2 * V : V;
-            int MR = (int)std::min<int64_t>({8, M, std::max(1, (m.vector_registers - 4) / (NR / V))});
-            int64_t NC = std::max<int64_t>(NR, ((int64_t)m.l2_bytes / 2 / (K * f.esize)) / NR * NR);
+        GemmTile gt = gemm_tile(f, epilogue, m, knobs);
+        if (gt.ok) {
+            int NR = gt.NR, MR = gt.MR;
+            int64_t NC = gt.NC;
             bool block = NC < N;
             bool exact = M % MR == 0 && N % NR == 0 && (!block || N % NC == 0);
             std::string jb = fresh(rused, "jb"), jr = fresh(rused, "jr"), jo = fresh(rused, "jo"),
@@ -420,10 +441,9 @@ struct Ctx {
                 // stays in L1 while the micro-kernel walks the MC rows, and A's block (MC x KC)
                 // and B's (KC x NC) stay in L2. Measured on linear_relu (512x1024x1024, 2 cores
                 // AVX-512): ~10 ms vs ~25 ms for the unblocked micro-kernel (k whole per tile).
-                int64_t KC = 1;
-                while (KC * 2 * NR * f.esize <= m.l1_bytes * 3 / 4) KC *= 2;
+                int64_t KC = gt.KC;
                 bool ksplit = KC < K;
-                int64_t MC = std::min<int64_t>(M, 8 * MR), NCt = std::min<int64_t>(N, 8 * NR);
+                int64_t MC = gt.MC, NCt = gt.NCt;
                 bool jsplit = NCt < N, isplit = MC < M;
                 std::string jt = fresh(rused, "jt"), it_ = fresh(rused, "it");
                 st.comments.back() = str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
@@ -449,6 +469,7 @@ struct Ctx {
                 }
                 st.add("vectorize", {ro[0].name, V});
                 if (!par.empty()) st.add("parallel", {par});
+                block_members(par);
                 ScheduleStatement &fs = add(F);
                 note(fs, F);
                 std::string at = par;  // the loop just outside the tile (all outer loops fused)
@@ -729,11 +750,39 @@ struct Ctx {
 
 }  // namespace
 
+GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, const ScheduleKnobs &knobs) {
+    GemmTile t;
+    const auto &e = f.lf->extents;
+    size_t r = e.size();
+    if (r < 2 || f.rvar_extents.empty() || f.rvar_extents[0].size() != 1) return t;
+    t.V = m.lanes(f.lf->dtype);
+    t.M = e[r - 2], t.N = e[r - 1], t.K = f.rvar_extents[0][0];
+    int V = t.V;
+    if (!(t.N >= V && (epilogue || f.inner_var_contiguous))) return t;
+    t.ok = true;
+    // Gathered B loads (B stored [N, K]) are the bottleneck: one vector of j per row.
+    int nrv = t.N >= 2 * V && f.inner_var_contiguous ? 2 : 1;
+    if (knobs.gemm_nr_vectors > 0 && f.inner_var_contiguous && t.N >= (int64_t)knobs.gemm_nr_vectors * V)
+        nrv = knobs.gemm_nr_vectors;
+    t.NR = nrv * V;
+    int max_mr = std::max(1, (m.vector_registers - 4) / nrv);
+    t.MR = (int)std::min<int64_t>({knobs.gemm_mr > 0 ? knobs.gemm_mr : 8, t.M, max_mr});
+    t.NC = std::max<int64_t>(t.NR, ((int64_t)m.l2_bytes / 2 / (t.K * f.esize)) / t.NR * t.NR);
+    t.KC = 1;
+    if (knobs.gemm_kc > 0) t.KC = knobs.gemm_kc;
+    else
+        while (t.KC * 2 * t.NR * f.esize <= m.l1_bytes * 3 / 4) t.KC *= 2;
+    int tiles = knobs.gemm_tile_kernels > 0 ? knobs.gemm_tile_kernels : 8;
+    t.MC = std::min<int64_t>(t.M, (int64_t)tiles * t.MR);
+    t.NCt = std::min<int64_t>(t.N, (int64_t)tiles * t.NR);
+    return t;
+}
+
 void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                  const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
-                 const MachineModel &m, std::vector<ScheduleStatement> &out,
+                 const MachineModel &m, const ScheduleKnobs &knobs, std::vector<ScheduleStatement> &out,
                  std::vector<std::string> &func_names) {
-    Ctx c{p, info, plan, k, target, m, out, func_names};
+    Ctx c{p, info, plan, k, target, m, knobs, out, func_names};
     if (k.funcs.size() == 1 && !conv_of_pad(p, info, plan, m, k.root).empty()) return;  // conv() places it
     if (k.kind == "gemm") return c.gemm();
     if (k.kind == "conv") return c.conv();

@@ -8,11 +8,14 @@
 #include <iostream>
 
 #include "autoschedule/autoschedule.h"
+#include "autoschedule/candidates.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "cli/output_files.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
+#include "codegen/machine_probe.h"
+#include "codegen/tuning.h"
 #include "graph/error.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"
@@ -30,12 +33,58 @@ struct AutoscheduleOptions {
     std::string dot;
     bool force = false;
     bool report = false;
+    int tune = 0;               ///< --tune N (0: not given; checked by tune_given)
+    bool tune_given = false;
+    double tune_budget_ms = 300;
 };
+
+// --tune's checks, before anything slow runs.
+void check_tune_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
+    if (!o.tune_given) return;
+    user_check(o.tune >= 1, "loom autoschedule --tune ", o.tune,
+               ": the number of candidate schedules to compile and time must be at least 1; "
+               "try --tune 4 (or drop --tune for the cost model's choice without timing)");
+    user_check(!target.has_gpu_feature(), "loom autoschedule --tune with --target ", o.target,
+               ": tuning compiles and times candidates of the CPU cost model on this machine; "
+               "drop --tune for a GPU target (or tune for the host: --target host)");
+    user_check(o.tune_budget_ms > 0, "loom autoschedule --tune-budget-ms ", o.tune_budget_ms,
+               ": the timing budget must be positive, e.g. --tune-budget-ms 300");
+    user_check(o.output.empty() || o.force || !std::filesystem::exists(o.output), "'", o.output,
+               "' exists; pass --force to overwrite it");
+}
+
+// Times the first o.tune candidates and returns the plan of the fastest with its tuned schedule.
+AutoScheduleResult tune(const AutoscheduleOptions &o, const Graph &g, const LoweredPipeline &p,
+                        const Halide::Target &target, const MachineModel &m) {
+    std::vector<ScheduleCandidate> cands = schedule_candidates(p, target, m);
+    std::cerr << "loom autoschedule --tune " << o.tune << ": the cost model offers " << cands.size()
+              << " candidate(s)";
+    if ((size_t)o.tune > cands.size()) std::cerr << "; timing all of them";
+    std::cerr << "\n";
+    std::cerr << "loom autoschedule: probing the machine (cached in " << machine_cache_path() << ")\n";
+    MachineInfo machine = probe_machine(false);
+    TuneOptions to;
+    to.count = o.tune;
+    to.bench.budget_ms = o.tune_budget_ms;
+    to.bench.seed = 1;
+    to.bench.target = target;
+    to.bench.progress = [](const std::string &line) { std::cerr << "loom autoschedule --tune: " << line << "\n"; };
+    TuneResult tr = tune_schedule(g, cands, to, machine);
+    for (const auto &t : tr.measured)
+        if (!t.ok) std::cerr << "loom autoschedule --tune: candidate " << t.index + 1 << " (" << t.label
+                             << ") skipped: " << t.error << "\n";
+    for (const auto &line : tuning_table(tr, to)) std::cerr << "  " << line << "\n";
+    const ScheduleCandidate &best = cands[tr.measured[tr.best].index];
+    AutoScheduleResult r = auto_schedule_with_plan(p, target, m, best.knobs);
+    r.schedule = tr.schedule;
+    return r;
+}
 
 void autoschedule(const AutoscheduleOptions &o) {
     Halide::Target target = o.target == "host" ? host_target()
                             : o.target == "cuda" ? Halide::Target("host-cuda-cuda_capability_80")
                                                  : Halide::Target(o.target);
+    check_tune_flags(o, target);
     if (target.has_gpu_feature()) {
         // The GPU cost model has no fusion report or machine overrides yet: it writes the file only.
         user_check(!o.report && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ", o.target,
@@ -55,7 +104,7 @@ void autoschedule(const AutoscheduleOptions &o) {
     for (const auto &kv : o.machine) override_machine(m, kv);
     Graph g = load_model(o.model, o.inputs);
     LoweredPipeline p = lower_graph(g);
-    AutoScheduleResult r = auto_schedule_with_plan(p, target, m);
+    AutoScheduleResult r = o.tune_given ? tune(o, g, p, target, m) : auto_schedule_with_plan(p, target, m);
     r.schedule.model = std::filesystem::path(o.model).filename().string();
     r.schedule.sha256 = file_sha256(o.model);
     r.schedule.target = target.to_string();
@@ -107,6 +156,12 @@ void add_autoschedule_command(CLI::App &app) {
     c->add_flag("--force", o->force, "Overwrite an existing output file");
     c->add_flag("--report", o->report, "Print each kernel (loop nest) with the graph nodes it fuses");
     c->add_option("--dot", o->dot, "Write the Func graph after fusion here (and <stem>.before.dot; SVG with Graphviz)");
+    c->add_option("--tune", o->tune,
+                  "Compile, validate and time the N best candidate schedules of the cost model (JIT, "
+                  "fixed input seed) and keep the fastest (CPU only)")
+        ->each([o](const std::string &) { o->tune_given = true; });
+    c->add_option("--tune-budget-ms", o->tune_budget_ms, "With --tune: timed runs per candidate and round, in ms")
+        ->default_val(300);
     c->add_option("--machine", o->machine,
                   "Override the machine model: cores=2, l2_bytes=2M, copy_gbps=20, gflops=150, vector_bytes=64 …");
     c->callback([o] { autoschedule(*o); });
