@@ -2,6 +2,7 @@
 // be valid. Validation runs before anything touches Halide.
 #include <gtest/gtest.h>
 
+#include "codegen/jit.h"
 #include "graph/error.h"
 #include "lower/lowered.h"
 #include "schedule/schedule_apply.h"
@@ -9,6 +10,7 @@
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_validate.h"
 
+#include "graph_builder.h"
 #include "schedule_test_pipeline.h"
 
 using namespace loom;
@@ -220,4 +222,74 @@ TEST(ScheduleErrors, HalideRejectionIsReportedAgainstTheStatement) {
         EXPECT_STARTS(m, "mlp.cpu.sched:2:1: a.compute_root().store_in(MemoryType::Register): Halide rejected the "
                          "schedule: Allocation a");
     }
+}
+
+// The warnings validate_schedule gives for \p text (legal schedules only).
+static std::vector<std::string> warnings_of(const std::string &text) {
+    TestPipeline t = make_pipeline();
+    std::vector<std::string> w;
+    validate_schedule(parse_schedule(text, "mlp.cpu.sched"), t.p, kCpu, &w);
+    return w;
+}
+
+// A split factor larger than the loop with a ShiftInwards or RoundUp tail still runs `factor`
+// points: legal to Halide, out of bounds at run time (a schedule written for a larger model).
+TEST(ScheduleErrors, SplitFactorBeyondExtentWarns) {
+    auto w = warnings_of("c.compute_root();\na.split(j, jo, ji, 64).parallel(jo);");  // a(i:64, j:32)
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0], "mlp.cpu.sched:2:3: a.split(j, jo, ji, 64): factor 64 exceeds the extent 32 of j; with "
+                    "TailStrategy::ShiftInwards (the default for a pure definition) the loop still runs 64 points, "
+                    "32 outside j, so this Func and what it reads are accessed out of bounds; valid: "
+                    "split(j, jo, ji, 64, TailStrategy::GuardWithIf) or a factor of at most 32");
+    // Explicit RoundUp; the default for a pure var of an update (b: j is 48) is RoundUp too.
+    w = warnings_of("a.vectorize(j, 64, RoundUp);");
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "mlp.cpu.sched:1:3: a.vectorize(j, 64, RoundUp): factor 64 exceeds the extent "
+                     "32 of j; with TailStrategy::RoundUp the loop");
+    EXPECT_HAS(w[0], "valid: vectorize(j, 64, TailStrategy::GuardWithIf) or a factor of at most 32");
+    w = warnings_of("b.update(0).vectorize(j, 64);");
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "with TailStrategy::RoundUp (the default for a pure var of an update)");
+    // tile checks both dims; a split's inner loop has the factor as its extent.
+    w = warnings_of("c.tile(i, j, ii, ji, 128, 8);\na.split(j, jo, ji, 16).vectorize(ji, 32);");
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_HAS(w[0], "mlp.cpu.sched:1:3: c.tile(i, j, ii, ji, 128, 8): factor 128 exceeds the extent 64 of i");
+    EXPECT_HAS(w[1], "mlp.cpu.sched:2:24: a.vectorize(ji, 32): factor 32 exceeds the extent 16 of ji");
+    // No warning: a guarded tail, a factor that fits, an RVar (GuardWithIf by default), a reduction's
+    // constant initial value (b(i, j) = 0 reads nothing), an extent widened by bound().
+    EXPECT_TRUE(warnings_of("a.split(j, jo, ji, 64, GuardWithIf).vectorize(i, 64);").empty());
+    EXPECT_TRUE(warnings_of("a.split(j, jo, ji, 32).vectorize(ji, 8);").empty());
+    EXPECT_TRUE(warnings_of("b.update(0).split(k, ko, ki, 64);").empty());
+    EXPECT_TRUE(warnings_of("b.compute_root().split(j, jo, ji, 64);").empty());
+    EXPECT_TRUE(warnings_of("a.compute_root().split(j, jo, ji, 64).bound(j, 0, 64);").empty());
+}
+
+// A run that fails a bounds check reports one message: Halide's compile-time burst of
+// "guaranteed to fail an assertion" / halide_error_constraint_violated(...) lines is not printed.
+TEST(ScheduleErrors, OutOfBoundsRunIsOneCleanMessage) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {10});
+    b.out("Relu", {x}, {10});
+    LoweredPipeline lp = lower_graph(b.g);
+    const std::string f = lp.output_funcs.at(0);
+    Schedule s = parse_schedule(f + ".vectorize(i, 16);", "small.sched");
+    std::vector<std::string> w;
+    validate_schedule(s, lp, host_target(), &w);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "small.sched:1:" + std::to_string(f.size() + 2) + ": " + f +
+                         ".vectorize(i, 16): factor 16 exceeds the extent 10 of i");
+    apply_schedule(s, lp, host_target());
+    std::string error;
+    ::testing::internal::CaptureStderr();
+    try {
+        JitModel m(std::move(lp));
+        m.run({{"x", Tensor::from_doubles(DType::F32, {10}, {1, -2, 3, -4, 5, -6, 7, -8, 9, -10})}});
+    } catch (const UserError &e) {
+        error = e.what();
+    }
+    std::string printed = ::testing::internal::GetCapturedStderr();
+    EXPECT_HAS(error, "is accessed at -6, which is before the min (0)");
+    EXPECT_HAS(error, "hint:");
+    EXPECT_EQ(printed.find("halide_error_constraint_violated"), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("guaranteed to fail"), std::string::npos) << printed;
 }

@@ -19,6 +19,7 @@
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
+#include "schedule/schedule_validate.h"
 
 namespace loom::cli {
 
@@ -92,7 +93,10 @@ void bench(const BenchCliOptions &o) {
         AutoscheduleFn autofn = autoscheduler_for(target);
         variants.push_back({fs::path(path).filename().string(), "file",
                             [path, autofn](LoweredPipeline &p, const Halide::Target &t) {
-                                Schedule s = resolve_schedule(p, t, path, autofn);
+                                std::vector<std::string> warnings;
+                                Schedule s = resolve_schedule(p, t, path, autofn, &warnings);
+                                validate_schedule(s, p, t, &warnings);
+                                for (const auto &w : warnings) std::cerr << "warning: " << w << "\n";
                                 apply_schedule(s, p, t);
                                 return print_schedule(s);
                             }});

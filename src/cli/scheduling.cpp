@@ -9,6 +9,7 @@
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/gpu_schedule.h"
 #include "graph/error.h"
+#include "schedule/schedule_validate.h"
 
 namespace loom::cli {
 
@@ -42,6 +43,7 @@ ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Hal
     if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();
     if (m.schedule.sha256.empty()) m.schedule.sha256 = sha;
     if (m.schedule.target.empty()) m.schedule.target = target.to_string();
+    validate_schedule(m.schedule, m.pipeline, target, &m.warnings);  // apply_schedule validates again, silently
     m.applied = apply_schedule(m.schedule, m.pipeline, target);
     return m;
 }

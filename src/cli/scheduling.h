@@ -27,7 +27,7 @@ struct ScheduledModel {
     LoweredPipeline pipeline;
     Schedule schedule;       ///< as resolved (with defaults filled in)
     AppliedSchedule applied;
-    std::vector<std::string> warnings;  ///< header mismatches etc., for the CLI to print
+    std::vector<std::string> warnings;  ///< header mismatches, risky splits: for the CLI to print
 };
 
 /// Lowers \p g and applies the schedule named by \p spec ("eager" | "inline" | "auto" | a path).

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <mutex>
+#include <sstream>
 
 #include "graph/error.h"
 
@@ -24,6 +26,45 @@ Halide::Buffer<> wrap(const Tensor &t, const std::string &name) {
     return Halide::Buffer<>(halide_type(t.dtype()), const_cast<void *>(t.data()), sizes, name);
 }
 
+/// Halide 14 writes compile-time warnings straight to std::cerr. When a schedule makes a runtime
+/// bounds check fail for certain (a split running past the data), lowering prints "Warning: This
+/// pipeline is guaranteed to fail an assertion at runtime:" and the failing
+/// `halide_error_constraint_violated(...)` call for every such check, every time it lowers: a burst
+/// of lines ahead of the one error the run then reports. While Halide compiles, std::cerr goes to
+/// a buffer; those warnings are dropped (the run's own error says what failed) and any other text
+/// is passed on unchanged. (Halide's CompileTimeErrorReporter would also take over its errors, losing
+/// their kind, and aborts if the reporter returns.)
+class HalideWarningFilter {
+public:
+    HalideWarningFilter() : saved_(std::cerr.rdbuf(buf_.rdbuf())) {}
+    ~HalideWarningFilter() {
+        std::cerr.rdbuf(saved_);
+        std::cerr << kept(buf_.str()) << std::flush;
+    }
+    HalideWarningFilter(const HalideWarningFilter &) = delete;
+    HalideWarningFilter &operator=(const HalideWarningFilter &) = delete;
+
+    /// \p text less every "Warning: …guaranteed to fail an assertion at runtime: " line and the
+    /// line after it (the assertion, which Halide prints on a line of its own).
+    static std::string kept(const std::string &text) {
+        std::string out;
+        int drop = 0;
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("Warning:", 0) == 0 &&
+                line.find("guaranteed to fail an assertion at runtime") != std::string::npos)
+                drop = 2;
+            if (drop > 0) drop--;
+            else out += line + "\n";
+        }
+        return out;
+    }
+
+private:
+    std::ostringstream buf_;
+    std::streambuf *saved_;
+};
+
 /// Runs \p f, turning Halide's exceptions into Loom's: a compile error is the schedule's (the
 /// user's) fault, a runtime error usually bad inputs; anything else is ours.
 template <typename F>
@@ -35,11 +76,12 @@ void halide_guard(const std::string &what, F &&f) {
     } catch (const Halide::RuntimeError &e) {
         std::string msg = e.what();
         // The usual cause: a split or vectorize whose factor does not divide the extent rounds the
-        // loop up, so a producer is asked for points past the end of a weight or an input.
+        // loop up (RoundUp), or exceeds it (ShiftInwards cannot shift a loop shorter than the
+        // factor), so a producer is asked for points past the end of a weight or an input.
         if (msg.find("is accessed at") != std::string::npos)
-            msg += "\n  hint: a split/vectorize/tile factor that does not divide its loop's extent rounds the loop "
-                   "up past the data; give it a tail strategy, e.g. vectorize(j, 8, GuardWithIf) or "
-                   "split(j, jo, ji, 8, ShiftInwards), or pick a factor that divides the extent "
+            msg += "\n  hint: a split/vectorize/tile factor that does not divide its loop's extent (RoundUp) or "
+                   "exceeds it (ShiftInwards) runs the loop past the data; give it TailStrategy::GuardWithIf, "
+                   "e.g. vectorize(j, 8, GuardWithIf), or pick a factor that divides the extent "
                    "(`loom inspect M --funcs` lists the extents)";
         throw UserError(str_cat(what, ": Halide runtime error: ", msg));
     } catch (const Halide::InternalError &e) {
@@ -56,6 +98,7 @@ Halide::Target host_target() { return Halide::get_jit_target_from_environment();
 JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target)
     : lowered_(std::move(lowered)), target_(target) {
     auto t0 = Clock::now();
+    HalideWarningFilter quiet;  // lowering is where Halide warns
     halide_guard("JIT compile for " + target_.to_string(), [&] {
         pipeline_ = lowered_.pipeline();
         pipeline_.compile_jit(target_);

@@ -21,6 +21,7 @@ struct DimModel {
     std::string halide_name;  ///< as Halide matches it ("x", "xo", "r$x", "k$x")
     bool rvar = false;
     bool race_free = true;    ///< false for an RVar the update does not write by (ImpureRVar)
+    int64_t extent = -1;      ///< the loop's extent where the shapes fix it, else -1
 };
 
 /// One stage (pure definition or update) of a Func.
@@ -62,6 +63,7 @@ struct Model {
     std::vector<std::string> order;   ///< pipeline order, created Funcs appended
     std::vector<std::string> inputs;  ///< ImageParam names (for prefetch)
     Halide::Target target;
+    std::vector<std::string> warnings;  ///< legal but likely wrong (check_statement appends)
     FuncModel *find(const std::string &n);
     std::vector<std::string> names() const { return order; }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include "graph/error.h"
 #include "schedule/schedule_internal.h"
@@ -70,8 +71,16 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
         fm.consumers = lf.consumers;
         fm.is_output = lf.is_output ||
                        std::find(p.output_funcs.begin(), p.output_funcs.end(), lf.name) != p.output_funcs.end();
+        std::map<std::string, int64_t> extent_of;  // pure var -> extent, where known
+        for (size_t i = 0; i < lf.vars.size() && i < lf.extents.size(); i++)
+            if (lf.extents[i] > 0) extent_of[lf.vars[i]] = lf.extents[i];
+        auto extent = [&](const std::string &v) {
+            auto it = extent_of.find(v);
+            return it == extent_of.end() ? int64_t(-1) : it->second;
+        };
         StageModel pure;
-        for (auto it = lf.vars.rbegin(); it != lf.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
+        for (auto it = lf.vars.rbegin(); it != lf.vars.rend(); ++it)
+            pure.dims.push_back({*it, *it, false, true, extent(*it)});
         fm.stages.push_back(pure);
         int nupd = lf.func.defined() ? lf.func.num_update_definitions() : (int)lf.update_rvars.size();
         for (int k = 0; k < nupd; k++) {
@@ -80,6 +89,9 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
             if (k < (int)lf.update_rvars.size())
                 for (const auto &r : lf.update_rvars[k]) sched_of[rvar_halide_name(r)] = r;
             if (lf.func.defined()) {
+                std::map<std::string, int64_t> rvar_extent;
+                for (const auto &rv : lf.func.function().update(k).schedule().rvars())
+                    if (const int64_t *e = Halide::Internal::as_const_int(rv.extent)) rvar_extent[rv.var] = *e;
                 for (const auto &d : lf.func.function().update(k).schedule().dims()) {
                     if (d.var == Halide::Var::outermost().name()) continue;
                     DimModel dm;
@@ -94,6 +106,8 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
                         std::replace(n.begin(), n.end(), '$', '.');
                         dm.name = n;
                     }
+                    auto re = rvar_extent.find(d.var);
+                    dm.extent = dm.rvar ? (re == rvar_extent.end() ? -1 : re->second) : extent(d.var);
                     st.dims.push_back(dm);
                 }
                 st.associative = update_is_associative(lf.func, k);
@@ -244,6 +258,50 @@ private:
                         "on a CPU use parallel/vectorize");
     }
 
+    // The TailStrategy Halide uses for a split of \p dm: the one written, else what Auto picks.
+    std::string effective_tail(const DimModel &dm, const ScheduleArg *written, std::string &why) const {
+        why.clear();
+        if (written && written->name != "Auto") return written->name;
+        if (st_.stage < 0) {
+            why = " (the default for a pure definition)";
+            return "ShiftInwards";
+        }
+        if (dm.rvar) return "GuardWithIf";
+        why = " (the default for a pure var of an update)";
+        return "RoundUp";
+    }
+    // Warns when splitting \p dm by \p factor makes the loop cover points outside its extent: a
+    // factor larger than the extent with ShiftInwards or RoundUp still runs `factor` points (a
+    // schedule written for a larger model, run on a smaller one). Legal to Halide, but the Func
+    // and what it reads are then accessed out of bounds, which fails at run time.
+    void split_warning(const PrimitiveCall &c, const DimModel &dm, int64_t factor, size_t tail_index) {
+        if (dm.extent <= 0 || factor <= dm.extent) return;
+        if (st_.stage < 0 && constant_init(*m_.find(st_.func))) return;
+        const ScheduleArg *written = tail_index < c.args.size() ? &c.args[tail_index] : nullptr;
+        std::string why, tail = effective_tail(dm, written, why);
+        if (tail != "ShiftInwards" && tail != "RoundUp") return;
+        PrimitiveCall fixed = c;
+        ScheduleArg guard = ScheduleArg::tail("GuardWithIf");
+        if (written) fixed.args[tail_index] = guard;
+        else fixed.args.push_back(guard);  // the tail is always the last argument
+        std::string e = std::to_string(dm.extent), fs = std::to_string(factor);
+        m_.warnings.push_back(where(c.loc.line > 0 ? c.loc : st_.loc, file_) + st_.stage_name() + "." + c.str() +
+                              ": factor " + fs + " exceeds the extent " + e + " of " + dm.name +
+                              "; with TailStrategy::" + tail + why + " the loop still runs " + fs +
+                              " points, " + std::to_string(factor - dm.extent) + " outside " + dm.name +
+                              ", so this Func and what it reads are accessed out of bounds; valid: " +
+                              fixed.str() + " or a factor of at most " + e);
+    }
+    // A reduction's initial value (`f(…) = 0` before its updates) of a Func that is not an output:
+    // running its loop past the extent only writes more of its own buffer, nothing is read.
+    static bool constant_init(const FuncModel &f) {
+        if (f.is_output || f.stages.size() < 2 || !f.func.defined()) return false;
+        for (const auto &v : f.func.function().definition().values())
+            if (!Halide::Internal::is_const(v)) return false;
+        return true;
+    }
+    static int64_t ceil_div(int64_t e, int64_t f) { return e <= 0 ? -1 : (e + f - 1) / f; }
+
     void check_call(FuncModel &f, const PrimitiveCall &c) {
         const std::string &p = c.name;
         size_t n = c.args.size();
@@ -267,9 +325,13 @@ private:
             std::string old = c.args[0].name;
             std::string outer = fresh(f, c, 1, {old}), inner = fresh(f, c, 2, {old});
             if (outer == inner) fail(c, "outer and inner must differ", &c.args[2].loc);
-            positive(c, 3, "split factor");
+            int64_t factor = positive(c, 3, "split factor");
             if (n > 4) tail(c, 4);
+            split_warning(c, s.dims[d], factor, 4);
+            int64_t e = s.dims[d].extent;
             split_dims(s, d, outer, inner);
+            s.dims[d].extent = factor;
+            s.dims[d + 1].extent = ceil_div(e, factor);
         } else if (p == "fuse") {
             int di = dim(f, c, 0), dout = dim(f, c, 1);
             if (di == dout) fail(c, "fuse needs two different vars");
@@ -278,6 +340,7 @@ private:
             fd.rvar = s.dims[di].rvar || s.dims[dout].rvar;
             fd.race_free = s.dims[di].race_free && s.dims[dout].race_free;
             fd.name = fd.halide_name = fused;
+            fd.extent = s.dims[di].extent > 0 && s.dims[dout].extent > 0 ? s.dims[di].extent * s.dims[dout].extent : -1;
             s.dims[di] = fd;
             s.dims.erase(s.dims.begin() + dout);
         } else if (p == "reorder") {
@@ -304,16 +367,28 @@ private:
             yi = fresh(f, c, k + 1, {y});
             std::set<std::string> names = {xo, yo, xi, yi};
             if (names.size() != 4) fail(c, "the new vars must all differ");
-            positive(c, k + 2, "x factor");
-            positive(c, k + 3, "y factor");
+            int64_t fx = positive(c, k + 2, "x factor");
+            int64_t fy = positive(c, k + 3, "y factor");
             if (has_tail) tail(c, n - 1);
-            split_dims(s, s.find(x), xo, xi);
-            split_dims(s, s.find(y), yo, yi);
+            split_warning(c, s.dims[s.find(x)], fx, k + 4);
+            split_warning(c, s.dims[s.find(y)], fy, k + 4);
+            for (auto [v, o, i, fac] : {std::make_tuple(x, xo, xi, fx), std::make_tuple(y, yo, yi, fy)}) {
+                int d = s.find(v);
+                int64_t e = s.dims[d].extent;
+                split_dims(s, d, o, i);
+                s.dims[d].extent = fac;
+                s.dims[d + 1].extent = ceil_div(e, fac);
+            }
             reorder_dims(s, {s.find(xi), s.find(yi), s.find(xo), s.find(yo)});
         } else if (p == "vectorize" || p == "unroll" || p == "parallel") {
             int d = dim(f, c, 0);
-            if (n > 1) positive(c, 1, p == "parallel" ? "task size" : p + " factor");
-            if (n > 2) tail(c, 2);
+            if (n > 1) {
+                // Halide splits off an inner loop of this size (the var stays as the outer loop).
+                int64_t factor = positive(c, 1, p == "parallel" ? "task size" : p + " factor");
+                if (n > 2) tail(c, 2);
+                split_warning(c, s.dims[d], factor, 2);
+                s.dims[d].extent = ceil_div(s.dims[d].extent, factor);
+            }
             if (p != "unroll") {
                 race_check(f, c, d);
                 if (!s.cpu_parallel) {
@@ -628,13 +703,30 @@ void finish_checks(Model &m, const Schedule &s) {
 
 using namespace sched_internal;
 
-void validate_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target) {
+// `f.bound(v, min, extent)` fixes v's extent wherever it is written in the file.
+static void record_bounds(Model &m, const Schedule &s) {
+    for (const auto &st : s.statements)
+        for (const auto &c : st.calls) {
+            FuncModel *f = m.find(st.func);
+            if (!f || c.name != "bound" || c.args.size() != 3 || !c.args[0].is_ident() || !c.args[2].is_int() ||
+                c.args[2].value <= 0)
+                continue;
+            for (auto &stage : f->stages)
+                for (auto &d : stage.dims)
+                    if (d.name == c.args[0].name && !d.rvar) d.extent = c.args[2].value;
+        }
+}
+
+void validate_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target,
+                       std::vector<std::string> *warnings) {
     Model m = build_model(p, target);
+    record_bounds(m, s);
     // Placements first: compute_at legality depends on where every other Func goes.
     Model pre = m;
     for (const auto &st : s.statements) check_statement(pre, st, s.file);
     record_placements(pre, s);
     finish_checks(pre, s);
+    if (warnings) warnings->insert(warnings->end(), pre.warnings.begin(), pre.warnings.end());
 }
 
 static Model context_model(const LoweredPipeline &p, const Schedule *context) {

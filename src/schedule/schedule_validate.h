@@ -21,7 +21,11 @@
 namespace loom {
 
 /// Throws UserError at the first mistake of \p s for \p p on \p target; returns if it is legal.
-void validate_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target);
+/// With \p warnings, appends what is legal but likely wrong, in the same "file:line:col: call: …"
+/// form: a split, tile, vectorize, unroll or parallel factor larger than its loop's extent with a
+/// ShiftInwards or RoundUp tail (written or the default), which runs the loop past the data.
+void validate_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target,
+                       std::vector<std::string> *warnings = nullptr);
 
 /// Whether `producer.compute_at(consumer, var)` is legal, using the same checks as compute_at in
 /// validate_schedule. Other Funcs are placed as \p context says (nullptr: every Func at root, the
