@@ -16,6 +16,8 @@
 #include "graph/npy.h"
 #include "graph/passes.h"
 #include "schedule/schedule_apply.h"
+#include "graph_builder.h"
+#include "schedule/schedule_printer.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -138,6 +140,59 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     EXPECT_NE(output.find("cudnnConvolutionForward"), std::string::npos) << output;
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
     fs::remove_all(out.parent_path());
+}
+
+// GPU auto-scheduling of statistics over segments of a row (LayerNorm over [B, 4, 64] read by a
+// [B, 256] kernel): computed per block of that kernel in 4-element pieces (one fused thread dim),
+// and of costly Concat inputs: computed per row over their own slice. The CUDA code compiles.
+TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    Halide::Target t = aot_target("cuda");
+    {
+        GraphBuilder b;
+        std::string x = b.input("x", {8, 256});
+        std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {8, 4, 64}));
+        std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {8, 256}));
+        std::string x3 = b.node("Reshape", {x, s3}, {8, 4, 64});
+        std::string m = b.node("ReduceMean", {x3}, {8, 4, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
+        std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {8, 4, 64})}, {8, 4, 64});
+        b.out("Reshape", {d, s2}, {8, 256});
+        LoweredPipeline p = lower_graph(b.g);
+        Schedule s = gpu_auto_schedule(p, t);
+        std::string text = print_schedule(s);
+        EXPECT_NE(text.find("segment statistic"), std::string::npos) << text;
+        EXPECT_NE(text.find("rfactor(r_xo, u)"), std::string::npos) << text;
+        EXPECT_NE(text.find("fuse(u, i, u_i)"), std::string::npos) << text;
+        apply_schedule(s, p, t);
+        fs::path out = scratch("cuda_segments");
+        AotOptions o;
+        o.name = "segments";
+        EXPECT_NO_THROW(compile_aot(p, t, out.string(), o));
+        fs::remove_all(out.parent_path());
+    }
+    {
+        GraphBuilder b;
+        std::vector<std::string> parts;
+        for (int k = 0; k < 2; k++) {
+            std::string a = b.input("a" + std::to_string(k), {8, 64});
+            std::string m = b.node("ReduceMean", {a}, {8, 1}, {{"axes", Ints{1}}, {"keepdims", int64_t(1)}});
+            parts.push_back(b.node("Tanh", {b.node("Sub", {a, m}, {8, 64})}, {8, 64}));
+        }
+        b.out("Concat", parts, {8, 128}, {{"axis", int64_t(1)}});
+        LoweredPipeline p = lower_graph(b.g);
+        Schedule s = gpu_auto_schedule(p, t);
+        std::string text = print_schedule(s);
+        EXPECT_NE(text.find("concat input: computed per row"), std::string::npos) << text;
+        for (const auto &f : p.funcs)
+            if (f.op == "Tanh") EXPECT_NE(text.find(f.name + ".compute_at("), std::string::npos) << text;
+        apply_schedule(s, p, t);
+        fs::path out = scratch("cuda_concat_rows");
+        AotOptions o;
+        o.name = "concat_rows";
+        EXPECT_NO_THROW(compile_aot(p, t, out.string(), o));
+        fs::remove_all(out.parent_path());
+    }
 }
 
 TEST(Aot, HostArtifactRunsAndMatchesReference) {

@@ -101,6 +101,8 @@ private:
     std::map<std::string, std::set<std::string>> eff_consumers_;
     std::map<std::string, std::string> gemm_of_;  // pointwise epilogue kernel → the GEMM computed inside it
     std::map<std::string, std::string> conv_of_;  // pointwise epilogue kernel → the 2-D conv computed inside it
+    std::set<std::string> segment_;  // fused reductions with several outputs per row of their kernel
+    std::map<std::string, std::vector<std::string>> branches_;  // concat kernel → costly inputs computed per row
 
     // A 2-D convolution as lowered by ops/conv.cpp: rank 4 (n, c, h, w), one update over
     // (r.x = kw, r.y = kh, r.z = input channel).
@@ -125,6 +127,24 @@ private:
         for (const auto &f : p_.funcs)
             if (gemm_like(f))
                 for (const auto &pn : f.producers) inlined_.erase(pn);
+        // A Concat reads every input at every point (a select chain: Halide evaluates all branches),
+        // so a costly inlined input (a normalisation, a transcendental) would be recomputed for the
+        // whole row once per input: such inputs are computed per row of the concat instead, each
+        // over its own slice only, and the select reads them back from shared memory.
+        for (const auto &c : p_.funcs) {
+            if (c.op != "Concat" || inlined_.count(c.name) || c.vars.size() < 2 || num_updates(c) != 0) continue;
+            for (const auto &pn : c.producers) {
+                const LoweredFunc *in = p_.find(pn);
+                if (!in || !inlined_.count(pn) || in->consumers.size() != 1 || in->vars.size() != c.vars.size() ||
+                    !costly_inline(*in) || in->extents.back() > 1024)
+                    continue;
+                std::vector<int64_t> a(in->extents.begin(), in->extents.end() - 1), b(c.extents.begin(), c.extents.end() - 1);
+                if (a != b) continue;
+                inlined_.erase(pn);
+                owner_[pn] = c.name;
+                branches_[c.name].push_back(pn);
+            }
+        }
         // Consumers seen through inlined Funcs.
         std::function<void(const std::string &, std::set<std::string> &)> walk = [&](const std::string &n,
                                                                                      std::set<std::string> &out) {
@@ -167,15 +187,55 @@ private:
             for (const auto &c : eff_consumers_[r.name]) {
                 std::string o;
                 if (owner_.count(c)) o = owner_[c];
-                else if (row_shaped(c, r)) o = c;
+                else if (row_shaped(c, r) || !segment_var(c, r).empty()) o = c;
                 if (o.empty() || (!owner.empty() && o != owner)) ok = false;
                 owner = o;
                 if (!ok) break;
             }
+            if (ok && !row_shaped(owner, r)) {
+                ok = !segment_var(owner, r).empty();
+                if (ok) segment_.insert(r.name);
+            }
             if (ok) owner_[r.name] = owner;
         }
         for (const auto &f : p_.funcs)
-            if (owner_.count(f.name)) rows_[owner_[f.name]].push_back(f.name);
+            if (owner_.count(f.name) && num_updates(f) > 0) rows_[owner_[f.name]].push_back(f.name);
+        for (const auto &[c, br] : branches_) rows_[c];  // a concat with per-row inputs is a row kernel
+    }
+
+    // Whether inlining \p f would recompute real work: it (or a pure producer inlined into it)
+    // reads a reduction, or the inlined chain costs several operations per point.
+    bool costly_inline(const LoweredFunc &f) {
+        double flops = 0;
+        std::set<std::string> seen;
+        std::function<bool(const LoweredFunc &)> walk = [&](const LoweredFunc &g) {
+            if (!seen.insert(g.name).second) return false;
+            flops += g.flops_per_point;
+            for (const auto &pn : g.producers) {
+                const LoweredFunc *q = p_.find(pn);
+                if (!q) continue;
+                if (num_updates(*q) > 0) return true;
+                if (inlined_.count(pn) && walk(*q)) return true;
+            }
+            return false;
+        };
+        return walk(f) || flops >= 8;
+    }
+
+    // A reduction with several outputs per row of kernel \p cname (LayerNorm over [B, 16, 64]
+    // feeding a [B, 1024] kernel): the var of \p r that runs over the row's segments, or "" when
+    // r's outputs are not the kernel's rows times S segments (S ≤ 1024 dividing the row).
+    std::string segment_var(const std::string &cname, const LoweredFunc &r) {
+        const LoweredFunc *c = p_.find(cname);
+        if (!c || num_updates(*c) != 0 || c->vars.size() < 2 || rvar_extent(r) < 2) return "";
+        int64_t rows = product(std::vector<int64_t>(c->extents.begin(), c->extents.end() - 1));
+        int64_t outs = product(r.extents);
+        if (outs % rows != 0) return "";
+        int64_t segs = outs / rows;
+        if (segs < 2 || segs > 1024 || c->extents.back() % segs != 0) return "";
+        for (int d = (int)r.vars.size() - 1; d >= 0; d--)
+            if (r.extents[d] > 1) return r.extents[d] == segs ? r.vars[d] : "";
+        return "";
     }
 
     // A pure kernel of rank >= 2 whose outer extents are the reduction's pure extents.
@@ -254,6 +314,12 @@ private:
         // 16 elements (four 16-byte vectors) per thread: measured on H200 (bench/gpu/RESULTS_GPU.md)
         // 256 threads best for rows of 4096 (128: -6%, 512: -30%), 512 for rows of 8192 (256: -15%).
         int threads = (int)std::max<int64_t>(32, std::min<int64_t>(2 * kRowThreads, pow2_floor(n / 16)));
+        // Rows cut into segments (several statistics per row): one vector per thread, so that the
+        // 4-element pieces of every segment have a thread.
+        // (Concat inputs alone keep the default: split_stack on H200 0.465 ms with 64 threads, 0.789 with 256.)
+        bool segmented = false;
+        for (const auto &rn : rows_[c.name]) segmented |= segment_.count(rn) > 0;
+        if (segmented && n / v <= 1024) threads = (int)std::max<int64_t>(32, pow2_floor(n / v));
         ScheduleStatement st(c.name);
         st.comments.push_back("row kernel: one block per row, " + std::to_string(threads) + " threads × " +
                               std::to_string(v) + "-wide vectors; fuses " + join(rows_[c.name]));
@@ -271,7 +337,65 @@ private:
         if (jo_ext >= 2 && jo_ext <= 16) st.add("unroll", {jo});  // loads in flight
         st.add("gpu_threads", {jt}).add("gpu_blocks", {row});
         s.statements.push_back(st);
-        for (const auto &rn : rows_[c.name]) block_reduction(s, *p_.find(rn), c.name, row, threads, true);
+        for (const auto &bn : branches_[c.name]) {
+            const LoweredFunc &b = *p_.find(bn);
+            ScheduleStatement bs(bn);
+            bs.comments.push_back("concat input: computed per row of " + c.name + " over its own slice only");
+            bs.add("compute_at", {c.name, row}).add("gpu_threads", {b.vars.back()});
+            s.statements.push_back(bs);
+        }
+        for (const auto &rn : rows_[c.name]) {
+            const LoweredFunc &r = *p_.find(rn);
+            if (segment_.count(rn)) segment_reduction(s, r, c.name, row, threads);
+            else block_reduction(s, r, c.name, row, threads, true);
+        }
+    }
+
+    // Segment statistic \p r computed per block (row) of \p at. When each segment splits into
+    // 4-element pieces that the block's threads cover, the pieces are summed by one thread each
+    // (four consecutive elements: a 16-byte load, coalesced across the threads), then one thread
+    // per segment adds its segment's pieces; otherwise one thread per segment reduces it serially.
+    void segment_reduction(Schedule &s, const LoweredFunc &r, const std::string &at, const std::string &row,
+                           int threads) {
+        std::string v = segment_var(at, r), rv = r.update_rvars[0][0];
+        int64_t k = rvar_extent(r), segs = 1;
+        for (size_t d = 0; d < r.vars.size(); d++)
+            if (r.vars[d] == v) segs = r.extents[d];
+        bool pieces = k % kVec == 0 && (k / kVec) * segs <= threads;
+        ScheduleStatement pure(r.name);
+        pure.comments.push_back("segment statistic: per block of " + at + ", " + std::to_string(segs) + " segments of " +
+                                std::to_string(k) + (pieces ? ", summed in 4-element pieces by " +
+                                                                  std::to_string((k / kVec) * segs) + " threads"
+                                                            : ", one thread per segment"));
+        pure.add("compute_at", {at, row}).add("gpu_threads", {v});
+        s.statements.push_back(pure);
+        if (!pieces) {
+            ScheduleStatement up(r.name, 0);
+            up.add("gpu_threads", {v});
+            s.statements.push_back(up);
+            return;
+        }
+        std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i"), part = r.name + "_part";
+        ScheduleStatement up(r.name, 0);
+        up.add("split", {rv, ro, ri, kVec, rtail(true)}).add("rfactor", {ro, "u"}, part);
+        s.statements.push_back(up);
+        ScheduleStatement up2(r.name, 0);
+        up2.add("gpu_threads", {v});
+        s.statements.push_back(up2);
+        // (u, segment) fused into one thread dim: Halide sizes a block by the largest extent of each
+        // thread dim over its stages, so a second dim would multiply the row's threads.
+        std::vector<ScheduleArg> order = {"u", v};
+        for (auto it = r.vars.rbegin(); it != r.vars.rend(); ++it)
+            if (*it != v) order.push_back(*it);
+        std::string uv = ident(r, "u_" + v);
+        ScheduleStatement ps(part);
+        ps.add("compute_at", {at, row}).add("reorder", order).add("fuse", {"u", v, uv}).add("gpu_threads", {uv});
+        s.statements.push_back(ps);
+        ScheduleStatement pu(part, 0);
+        std::vector<ScheduleArg> uorder = {ri};
+        uorder.insert(uorder.end(), order.begin(), order.end());
+        pu.add("reorder", uorder).add("unroll", {ri}).add("fuse", {"u", v, uv}).add("gpu_threads", {uv});
+        s.statements.push_back(pu);
     }
 
     // Reduction \p r computed at \p at.\p var (a block), its rvar split over \p threads threads.

@@ -11,6 +11,12 @@
 ///   row: the row is split over T threads × 4-wide vectors (16 elements per thread, T ≤ 512), and
 ///   each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
 ///   (unrolled by up to 8: loads in flight), 32 threads combine those, one thread the last 32.
+/// - Statistics over segments of a row (LayerNorm over [B, 16, 64] read by a [B, 1024] kernel) are
+///   computed per block (row) of that kernel, one 16-byte vector per thread: each 4-element piece of
+///   a segment summed by one thread (rfactor), then one thread per segment adds its pieces.
+/// - A Concat evaluates every input at every point (a select chain), so its costly inlined inputs
+///   (reading a reduction, or ≥ 8 ops per point) are computed per row of the Concat over their own
+///   slice only (shared memory) and their statistics fused into the same row kernel.
 /// - A reduction that is its own kernel: one block per output when there are many outputs (same
 ///   block scheme), a split reduction when there are few (rfactor into ~2048 block partials, each
 ///   reduced by a block as above, combined by float atomics).
@@ -23,7 +29,9 @@
 /// - A Func read by an extern stage (a cuBLAS GEMM, LowerOptions::gemm_extern) is its own kernel;
 ///   the extern is compute_root from lowering, and its pointwise epilogue (bias, ReLU) is inlined
 ///   into the next kernel like any pointwise chain.
-/// - Anything else (convolutions, reductions over several rvars) keeps the default GPU mapping of
+/// - A 2-D conv whose only consumer is a same-shaped pointwise epilogue: register-tiled in Halide
+///   (used with `--no-cudnn`; by default convs are cuDNN extern stages, LowerOptions::conv_extern).
+/// - Anything else (reductions over several rvars) keeps the default GPU mapping of
 ///   schedule_builtin.h.
 #pragma once
 
