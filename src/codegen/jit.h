@@ -25,7 +25,9 @@ Halide::Target host_target();
 class JitModel {
 public:
     /// Compiles \p lowered (already scheduled: the schedule lives in its Funcs) for \p target.
-    /// UserError carrying Halide's message when Halide rejects the schedule.
+    /// UserError carrying Halide's message when Halide rejects the schedule. Halide's compile-time
+    /// "guaranteed to fail an assertion at runtime" warnings are not printed: the run that fails
+    /// reports it, as one message; other Halide warnings still go to stderr.
     JitModel(LoweredPipeline lowered, const Halide::Target &target = host_target());
 
     /// Runs the model on \p inputs (by graph input name; converted to the graph dtype if they
