@@ -384,7 +384,12 @@ struct Ctx {
             const auto &v = lf(f).vars;
             if (v.empty()) continue;
             int lv = fit_lanes(lanes(f), lf(f).extents.back());
-            if (!fi(f).has_update) {
+            int64_t piece = lv && !fi(f).has_update ? concat_piece(f) : 0;
+            if (piece > 0) {  // as in pure_loops: one unrolled vector copy per concatenated input
+                std::vector<std::string> used = names_of(f);
+                std::string jo = fresh(used, v.back() + "o"), ji = fresh(used, v.back() + "i");
+                ms.add("split", {v.back(), jo, ji, piece}).add("unroll", {jo}).add("vectorize", {ji, lv});
+            } else if (!fi(f).has_update) {
                 if (lv) ms.add("vectorize", {v.back(), lv});
             } else {
                 rfactor_rows(f, f, v.back());
