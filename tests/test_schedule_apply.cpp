@@ -15,6 +15,7 @@
 #include "schedule/schedule_printer.h"
 #include "schedule/schedule_validate.h"
 
+#include "graph_builder.h"
 #include "schedule_test_pipeline.h"
 
 using namespace loom;
@@ -235,4 +236,26 @@ TEST(ScheduleApply, CanComputeAtAgreesWithApply) {
     fill_defaults(s, t.p, kHost);
     apply_schedule(s, t.p, kHost);
     check_numerics(t, in);
+}
+
+// `x.in() as x_row` wraps a graph input (its reading Func, vars named by layout) so that a
+// schedule can place the row read: staged per row of a softmax, the result is unchanged.
+TEST(ScheduleApply, InputWrapperStagesARow) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {16, 96});
+    b.out("Softmax", {x}, {16, 96}, {{"axis", int64_t(1)}});
+    LoweredPipeline lp = lower_graph(b.g);
+    const std::string out = lp.output_funcs.at(0);
+    std::string text = "x.in() as x_row;\nx_row.compute_at(" + out + ", i).vectorize(j, 8);\n" + out +
+                       "_max.compute_at(" + out + ", i);\n" + out + "_sum.compute_at(" + out + ", i);\n" +
+                       out + ".parallel(i).vectorize(j, 8);\n";
+    AppliedSchedule a = apply_schedule(parse_schedule(text, "rows.sched"), lp, kHost);
+    std::string nest = loop_nest(lp, kHost);
+    EXPECT_TRUE(has(nest, "produce x_read_global_wrapper")) << nest;
+    EXPECT_LT(nest.find("parallel i"), nest.find("produce x_read_global_wrapper")) << nest;
+    auto in = random_inputs(b.g, 3);
+    auto ref = run_reference(b.g, in);
+    JitModel m(std::move(lp));
+    auto outs = m.run(in);
+    for (const auto &[name, t] : ref) EXPECT_TRUE(loom::testing::close(outs.at(name), t)) << name;
 }

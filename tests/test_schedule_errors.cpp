@@ -293,3 +293,24 @@ TEST(ScheduleErrors, OutOfBoundsRunIsOneCleanMessage) {
     EXPECT_EQ(printed.find("halide_error_constraint_violated"), std::string::npos) << printed;
     EXPECT_EQ(printed.find("guaranteed to fail"), std::string::npos) << printed;
 }
+
+// A graph input is not a Func: only in() applies to it, and the message says what to do instead.
+TEST(ScheduleErrors, GraphInputTakesOnlyIn) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {4, 8});
+    b.out("Relu", {x}, {4, 8});
+    LoweredPipeline lp = lower_graph(b.g);
+    auto message = [&](const std::string &text) {
+        try {
+            validate_schedule(parse_schedule(text, "in.sched"), lp, host_target());
+        } catch (const UserError &e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_STARTS(message("x.compute_root();"),
+                  "in.sched:1:3: x.compute_root(): x is a graph input, not a Func: only `x.in([consumer]) as "
+                  "<name>;` applies to it; schedule that wrapper instead");
+    EXPECT_EQ(message("x.in() as x_tile;\nx_tile.compute_root();"), "");
+    EXPECT_HAS(message("x.in(nope) as x_tile;"), "nope does not consume x");
+}

@@ -147,7 +147,7 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         ctx.reserve_name(pname + "_im");
         Halide::ImageParam p(LowerContext::halide_type(vi.dtype), (int)vi.shape.size(), pname);
         constrain_dense(p, vi.shape);
-        ctx.add_input(name, p);
+        out.input_funcs.push_back(ctx.add_input(name, p, ctx.reserve_name(pname + "_read")));
         out.inputs.push_back(p);
         out.input_names.push_back(name);
         out.input_shapes.push_back(vi.shape);

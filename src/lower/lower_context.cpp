@@ -78,11 +78,14 @@ std::string LowerContext::reserve_name(const std::string &name) {
     return n;
 }
 
-void LowerContext::add_input(const std::string &name, const Halide::ImageParam &p) {
-    Func f = p;  // the ImageParam's own Func ("<name>_im"), inlined by Halide
+Func LowerContext::add_input(const std::string &name, const Halide::ImageParam &p, const std::string &read_name) {
+    Func f(read_name);
+    std::vector<Var> v = vars(p.dimensions());
+    define(f, v, LowerContext::call(p, exprs(v)));
     values_[name] = f;
     used_names_.insert(f.name());
     wrappers_[f.name()] = name;
+    return f;
 }
 
 Func LowerContext::value(const std::string &name) {

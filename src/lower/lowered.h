@@ -57,6 +57,9 @@ struct LoweredPipeline {
     std::vector<LoweredFunc> funcs;          ///< producers before consumers
     std::vector<Halide::ImageParam> inputs;  ///< graph inputs, in graph order
     std::vector<std::string> input_names;    ///< graph names of inputs
+    /// The Func reading each input (`<input>_read`, vars named by layout): inlined by Halide unless a
+    /// schedule wraps it (`x.in(consumer) as x_tile`, e.g. to stage a row in GPU shared memory).
+    std::vector<Halide::Func> input_funcs;
     std::vector<Shape> input_shapes;
     std::vector<DType> input_dtypes;
     std::vector<std::string> output_names;   ///< graph names of outputs, in graph order

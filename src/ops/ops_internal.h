@@ -89,8 +89,10 @@ public:
         return values_.count(name) > 0 || graph.constant(name) != nullptr;
     }
 
-    /// Used by lower_graph: registers graph input \p name's ImageParam and a Func reading it.
-    void add_input(const std::string &name, const Halide::ImageParam &p);
+    /// Used by lower_graph: registers graph input \p name's ImageParam and returns the Func
+    /// \p read_name through which every op reads it (vars named by layout, so that a schedule's
+    /// `x.in(consumer) as x_tile` wrapper has them; inlined unless wrapped).
+    Halide::Func add_input(const std::string &name, const Halide::ImageParam &p, const std::string &read_name);
     /// Reserves \p name so that no Func made later takes it; returns the name made unique.
     std::string reserve_name(const std::string &name);
     /// Wrapper Func name (input "_im" Funcs and constant wrappers) -> graph value name, for

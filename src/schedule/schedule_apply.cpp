@@ -87,7 +87,13 @@ private:
     const LoweredPipeline &p_;
     AppliedSchedule &out_;
 
-    Halide::Func func(const std::string &n) { return out_.funcs.at(n); }
+    Halide::Func func(const std::string &n) {
+        auto it = out_.funcs.find(n);
+        if (it != out_.funcs.end()) return it->second;
+        for (size_t k = 0; k < p_.inputs.size() && k < p_.input_funcs.size(); k++)  // `x.in(...)` on an input
+            if (p_.inputs[k].name() == n) return p_.input_funcs[k];
+        throw InternalError("schedule apply: no func " + n);
+    }
 
     VarOrRVar v(const ScheduleStatement &st, const FuncModel &before, const ScheduleArg &a) {
         const StageModel &now = m_.find(st.func)->stages[st.stage + 1];

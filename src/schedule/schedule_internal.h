@@ -53,6 +53,7 @@ struct FuncModel {
     std::vector<std::string> consumers;
     bool is_output = false;
     bool created = false;
+    bool is_input = false;  ///< a graph input (its reading Func): only `in` applies to it
     Placement place;
     std::string stage_label(int stage) const;  ///< "f" or "f.update(k)"
 };

@@ -117,6 +117,23 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
         m.order.push_back(fm.name);
         m.funcs[fm.name] = fm;
     }
+    // Graph inputs, by their schedule names (not in `order`: they are not Funcs to list or
+    // default), so that `x.in(consumer) as x_tile` can wrap one.
+    for (size_t k = 0; k < p.inputs.size() && k < p.input_shapes.size(); k++) {
+        FuncModel fm;
+        fm.name = p.inputs[k].name();
+        if (k < p.input_funcs.size()) fm.func = p.input_funcs[k];
+        fm.vars = var_names_for_rank((int)p.input_shapes[k].size());
+        fm.is_input = true;
+        for (const auto &lf : p.funcs)
+            if (std::find(lf.input_reads.begin(), lf.input_reads.end(), p.input_names[k]) != lf.input_reads.end())
+                fm.consumers.push_back(lf.name);
+        StageModel pure;
+        for (int d = (int)fm.vars.size() - 1; d >= 0; d--)
+            pure.dims.push_back({fm.vars[d], fm.vars[d], false, true, p.input_shapes[k][d]});
+        fm.stages.push_back(pure);
+        if (!m.funcs.count(fm.name)) m.funcs[fm.name] = fm;
+    }
     return m;
 }
 
@@ -145,6 +162,9 @@ public:
         for (const auto &c : st_.calls) {
             std::string form = check_call_form(c, st_.stage);
             if (!form.empty()) fail(c, form);
+            if (f->is_input && c.name != "in")
+                fail(c, f->name + " is a graph input, not a Func: only `" + f->name +
+                            ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
             check_call(*m_.find(st_.func), c);
         }
     }
