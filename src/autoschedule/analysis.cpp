@@ -105,8 +105,26 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                 }
             }
         }
+        if (!fn.args().empty()) {
+            const std::string outer = fn.args().back();  // Halide: innermost first
+            std::vector<const Definition *> defs = {&fn.definition()};
+            for (const auto &u : fn.updates()) defs.push_back(&u);
+            for (const Definition *d : defs) {
+                // Lets inlined, so an index computed once (a reshape's flat index) shows its vars.
+                Reads rd;
+                std::vector<Halide::Expr> keep;  // rd holds pointers into these
+                for (const auto &v : d->values()) keep.push_back(substitute_in_all_lets(v));
+                for (const auto &v : keep) v.accept(&rd);
+                for (const Call *c : rd.calls) {
+                    if (c->name == lf.name || c->call_type != Call::Halide) continue;
+                    bool rows = !c->args.empty() && uses(c->args.back(), outer);
+                    auto it = fi.reads_rows.find(c->name);
+                    fi.reads_rows[c->name] = rows && (it == fi.reads_rows.end() || it->second);
+                }
+            }
+        }
         if (fi.is_matmul && fi.has_update && lf.vars.size() >= 2) {
-            const std::string &row = lf.vars[lf.vars.size() - 2];
+            const std::string row = fn.args().size() >= 2 ? fn.args()[1] : lf.vars[lf.vars.size() - 2];
             for (const Call *c : reads_of(fn.updates()[0]).calls) {
                 if (c->name == lf.name || c->call_type != Call::Halide) continue;
                 bool by_row = false;

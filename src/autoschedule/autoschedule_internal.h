@@ -33,6 +33,9 @@ struct FuncInfo {
     bool pure_lhs = true;
     /// A matmul: the Func read as its A operand (indexed by the output's row var), or "".
     std::string matmul_a;
+    /// Per producer Func: every read of it indexes its outermost dim by an expression of this
+    /// Func's outermost var (a block of rows here needs a block of rows there, not all of them).
+    std::map<std::string, bool> reads_rows;
 };
 
 /// The register and cache blocking of a GEMM (tiling.cpp's gemm emitter and the cost model's

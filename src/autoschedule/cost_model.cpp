@@ -227,6 +227,19 @@ struct Planner {
         return false;
     }
 
+    // Whether every reader of \p n (through inlined Funcs too) has M rows and reads a row of n
+    // for a row of its own: then a block of the GEMM's rows needs only that block of n.
+    bool rows_follow(const std::string &n, int64_t M) const {
+        for (const auto &c : fi(n).lf->consumers) {
+            const FuncInfo &ci = fi(c);
+            auto it = ci.reads_rows.find(n);
+            if (it == ci.reads_rows.end() || !it->second || ci.lf->extents.empty() || ci.lf->extents[0] != M)
+                return false;
+            if (dec.at(c).placement == Placement::Inline && !rows_follow(c, M)) return false;
+        }
+        return true;
+    }
+
     // Whether \p n (consumed by \p cons, all in kernel \p root) belongs in the row blocks of
     // root's GEMM: the GEMM's A operand itself, or a Func all of whose consumers are already there,
     // when both index rows by their first var (so a block of rows needs a block of rows).
@@ -238,7 +251,7 @@ struct Planner {
         if (f.is_matmul || f.is_conv || f.lf->is_output || f.lf->extents.empty()) return false;
         if (f.has_update && !f.pure_lhs) return false;
         int64_t M = fi(g).lf->extents[0];
-        if (f.lf->extents[0] != M) return false;
+        if (f.lf->extents[0] != M || !rows_follow(n, M)) return false;
         if (n == fi(g).matmul_a)
             return !f.has_update && cons.size() == 1 && *cons.begin() == g && !reads_gemm(n);
         for (const auto &c : cons)
