@@ -24,6 +24,7 @@ struct PrepareOptions {
     InputBindings bindings;
     bool fold_conv_bn = true;  ///< fold inference BatchNorm into a preceding Conv's weights
     bool cse = true;           ///< merge identical nodes
+    bool horizontal_fusion = true;  ///< fuse_horizontal_slices
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
 };
 
@@ -47,11 +48,19 @@ void fold_conv_batchnorm(Graph &g);
 /// Gemm with transB=1 and a constant B (PyTorch's Linear stores weights [N, K]) gets B transposed
 /// once at compile time and transB=0, so the kernel reads weights along N, the vectorised dim.
 void pretranspose_gemm_weights(Graph &g);
+/// Horizontal fusion of siblings: K isomorphic chains of pointwise ops, last-axis reductions,
+/// Softmax or LayerNormalization over the K equal slices of a Split along the last axis, whose
+/// results a Concat joins back along that axis, become one chain over the input viewed as
+/// [..., K, n] (Reshape in, Reshape out); per-slice constants are stacked into [K, n] (a
+/// LayerNorm's per-slice scale and bias become a Mul and an Add after it). Graphs that do not
+/// match exactly are left unchanged. (split_stack: 16 LayerNorm+tanh slices → one.)
+void fuse_horizontal_slices(Graph &g);
 /// Merges nodes with the same op, inputs and attributes.
 void eliminate_common_subexpressions(Graph &g);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
-/// CSE, dead-code elimination, final validation.
+/// Gemm weight pre-transposition, horizontal fusion of slices, CSE, dead-code elimination, final
+/// validation.
 void prepare_graph(Graph &g, const PrepareOptions &opts = {});
 
 /// Prints the graph (inputs, nodes with shapes, outputs), one node per line.
