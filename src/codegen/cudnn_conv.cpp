@@ -113,6 +113,8 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N
             if (!tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
             p.algo = perf[i].algo;
             p.workspace = perf[i].memory;
+            // Run it in the math mode it was timed in (cuDNN's advice for Find results).
+            if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
             chosen = true;
         }
         if (!chosen) return fail("cuDNN found no algorithm for this convolution", found);
