@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "autoschedule/gpu_schedule.h"
 #include "codegen/aot.h"
@@ -43,6 +44,22 @@ LoweredPipeline lowered_fixture(const std::string &name) {
     Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
     return lower_graph(g);
+}
+
+// Auto-schedules \p p for CUDA and compiles it into a scratch artifact named \p name; returns
+// the pipeline object's bytes and `nm -D` + `ldd` of the shared object.
+std::pair<std::string, std::string> cuda_artifact(LoweredPipeline &p, const std::string &name) {
+    Halide::Target t = aot_target("cuda");
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    fs::path out = scratch("cuda_" + name);
+    AotOptions o;
+    o.name = name;
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    std::string object = slurp(out / (name + "_halide.o")), output;
+    int rc = loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output);
+    EXPECT_EQ(rc, 0) << output;
+    fs::remove_all(out.parent_path());
+    return {object, output};
 }
 
 }  // namespace
@@ -93,20 +110,11 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     lo.gemm_extern = true;
     LoweredPipeline p = lower_graph(g, lo);
     ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cublas_sgemm"});
-    Halide::Target t = aot_target("cuda");
-    apply_schedule(gpu_auto_schedule(p, t), p, t);
-    fs::path out = scratch("cuda_mlp_cublas");
-    AotOptions o;
-    o.name = "mlp";
-    AotArtifact a = compile_aot(p, t, out.string(), o);
-    EXPECT_NE(slurp(out / "mlp_halide.o").find("loom_cublas_sgemm"), std::string::npos);
-    std::string output;
-    int rc = loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output);
-    EXPECT_EQ(rc, 0) << output;
+    auto [object, output] = cuda_artifact(p, "mlp");
+    EXPECT_NE(object.find("loom_cublas_sgemm"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
-    fs::remove_all(out.parent_path());
 }
 
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
@@ -126,20 +134,11 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
             EXPECT_TRUE(f.update_rvars.empty()) << f.name;
         }
     EXPECT_GT(convs, 0);
-    Halide::Target t = aot_target("cuda");
-    apply_schedule(gpu_auto_schedule(p, t), p, t);
-    fs::path out = scratch("cuda_cnn_cudnn");
-    AotOptions o;
-    o.name = "cnn";
-    AotArtifact a = compile_aot(p, t, out.string(), o);
-    EXPECT_NE(slurp(out / "cnn_halide.o").find("loom_cudnn_conv"), std::string::npos);
-    std::string output;
-    int rc = loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output);
-    EXPECT_EQ(rc, 0) << output;
+    auto [object, output] = cuda_artifact(p, "cnn");
+    EXPECT_NE(object.find("loom_cudnn_conv"), std::string::npos);
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
     EXPECT_NE(output.find("cudnnConvolutionForward"), std::string::npos) << output;
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
-    fs::remove_all(out.parent_path());
 }
 
 // GPU auto-scheduling of statistics over segments of a row (LayerNorm over [B, 4, 64] read by a

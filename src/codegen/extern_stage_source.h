@@ -1,0 +1,16 @@
+/// \file
+/// What every extern-stage source compiled into a CUDA artifact shares (codegen/cublas_gemm.h,
+/// codegen/cudnn_conv.h): Halide's runtime headers, `fail(what, code)` (reports through
+/// halide_error, prefixed with the extern's name, and returns -1) and `set_dim(buffer, d, min,
+/// extent)` (answers a bounds query), in an anonymous namespace so that several externs link into
+/// one library.
+#pragma once
+
+#include <string>
+
+namespace loom {
+
+/// The shared prelude of an extern source whose C function is \p fn ("loom_cublas_sgemm").
+std::string extern_stage_prelude(const std::string &fn);
+
+}  // namespace loom
