@@ -157,3 +157,12 @@ TEST(Cli, AutoscheduleWritesCudaScheduleAndNeverOverwrites) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_HAS(r.out, "--report");
 }
+
+// --tf32 only means something where cuBLAS/cuDNN run: on the host it is refused, naming the flag.
+TEST(Cli, Tf32OnHostIsAUserError) {
+    std::string out = temp_dir() + "/tf32_host";
+    Result r = run_loom("compile " + data_path("mlp.onnx") + " --target host --tf32 -o " + out);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--tf32 applies to cuBLAS/cuDNN on --target cuda only; drop it");
+    EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
+}
