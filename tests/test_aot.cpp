@@ -17,6 +17,8 @@
 #include "graph/npy.h"
 #include "graph/passes.h"
 #include "schedule/schedule_apply.h"
+#include "schedule/schedule_parser.h"
+#include "schedule/schedule_validate.h"
 #include "graph_builder.h"
 #include "schedule/schedule_printer.h"
 #include "test_util.h"
@@ -118,22 +120,46 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
 }
 
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
-// become extern stages calling cuDNN; the bias stays a Halide Func reading the extern's output.
+// become extern stages calling cuDNN. Each of its convs feeds only a Relu, so cuDNN applies the bias
+// and the ReLU (fuse_conv_relu): the extern is listed as a LoweredFunc (is_extern) standing for the
+// Relu's output, and no Halide Relu Func is left. Without the fusion the bias and the Relu stay
+// Halide Funcs reading the extern.
 TEST(Aot, CudaConvCallsCudnnExternStage) {
     Graph g = import_onnx(loom::testing::data_path("cnn.onnx"));
     prepare_graph(g);
     LowerOptions lo;
     lo.conv_extern = true;
+    lo.fuse_conv_relu = false;
+    LoweredPipeline plain = lower_graph(g, lo);
+    int pointwise_convs = 0, relus = 0;
+    for (const auto &f : plain.funcs) {
+        pointwise_convs += f.op == "Conv" && f.is_pointwise && f.update_rvars.empty() && !f.is_extern;
+        relus += f.op == "Relu";
+    }
+    EXPECT_EQ(pointwise_convs, 3);
+    EXPECT_EQ(relus, 3);
+    lo.fuse_conv_relu = true;
     LoweredPipeline p = lower_graph(g, lo);
     ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
-    int convs = 0;
-    for (const auto &f : p.funcs)
+    int externs = 0;
+    for (const auto &f : p.funcs) {
+        EXPECT_NE(f.op, "Relu") << f.name << ": the ReLU is applied by cuDNN";
         if (f.op == "Conv") {
-            convs++;
-            EXPECT_TRUE(f.is_pointwise) << f.name << ": the bias read of the extern is pointwise";
-            EXPECT_TRUE(f.update_rvars.empty()) << f.name;
+            EXPECT_TRUE(f.is_extern) << f.name;
+            externs++;
         }
-    EXPECT_GT(convs, 0);
+    }
+    EXPECT_EQ(externs, 3);
+    // A schedule cannot touch an extern stage, and says why.
+    std::string ext;
+    for (const auto &f : p.funcs)
+        if (f.is_extern) ext = f.name;
+    try {
+        validate_schedule(parse_schedule(ext + ".compute_root();", "cnn.cuda.sched"), p, aot_target("cuda"));
+        ADD_FAILURE() << "a statement on an extern stage was accepted";
+    } catch (const UserError &e) {
+        EXPECT_NE(std::string(e.what()).find(ext + " is an extern stage"), std::string::npos) << e.what();
+    }
     auto [object, output] = cuda_artifact(p, "cnn");
     EXPECT_NE(object.find("loom_cudnn_conv"), std::string::npos);
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;

@@ -71,6 +71,7 @@ public:
         s.header_comments.push_back("row reductions one block per row; 4-wide vector accesses per thread");
         classify();
         for (const auto &f : p_.funcs) {
+            if (f.is_extern) continue;  // a library call, computed at root by lowering
             if (inlined_.count(f.name)) {
                 ScheduleStatement st(f.name);
                 st.comments.push_back("pointwise: fused into its consumers");
@@ -79,7 +80,7 @@ public:
             }
         }
         for (const auto &f : p_.funcs) {
-            if (inlined_.count(f.name) || owner_.count(f.name)) continue;
+            if (f.is_extern || inlined_.count(f.name) || owner_.count(f.name)) continue;
             if (num_updates(f) == 0) {
                 if (gemm_of_.count(f.name)) gemm_kernel(s, f, *p_.find(gemm_of_[f.name]));
                 else if (conv_of_.count(f.name)) conv_kernel(s, f, *p_.find(conv_of_[f.name]));
@@ -121,7 +122,8 @@ private:
 
     void classify() {
         for (const auto &f : p_.funcs)
-            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty() && !f.feeds_extern) inlined_.insert(f.name);
+            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty() && !f.feeds_extern && !f.is_extern)
+                inlined_.insert(f.name);
         // A GEMM's operands are read N (or M) times each: a pure producer of one is computed once,
         // as its own kernel, instead of being recomputed inside the product's inner loop.
         for (const auto &f : p_.funcs)
@@ -227,7 +229,7 @@ private:
     // r's outputs are not the kernel's rows times S segments (S ≤ 1024 dividing the row).
     std::string segment_var(const std::string &cname, const LoweredFunc &r) {
         const LoweredFunc *c = p_.find(cname);
-        if (!c || num_updates(*c) != 0 || c->vars.size() < 2 || rvar_extent(r) < 2) return "";
+        if (!c || c->is_extern || num_updates(*c) != 0 || c->vars.size() < 2 || rvar_extent(r) < 2) return "";
         int64_t rows = product(std::vector<int64_t>(c->extents.begin(), c->extents.end() - 1));
         int64_t outs = product(r.extents);
         if (outs % rows != 0) return "";
@@ -241,7 +243,7 @@ private:
     // A pure kernel of rank >= 2 whose outer extents are the reduction's pure extents.
     bool row_shaped(const std::string &cname, const LoweredFunc &r) {
         const LoweredFunc *c = p_.find(cname);
-        if (!c || num_updates(*c) != 0 || c->vars.size() < 2) return false;
+        if (!c || c->is_extern || num_updates(*c) != 0 || c->vars.size() < 2) return false;
         std::vector<int64_t> outer(c->extents.begin(), c->extents.end() - 1);
         return squeeze_tail(outer) == squeeze_tail(r.extents) && c->extents.back() >= 2 * kVec;
     }

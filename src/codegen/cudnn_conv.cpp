@@ -18,7 +18,8 @@ namespace {
 
 // One configured convolution: descriptors and the algorithm found for it.
 struct Plan {
-    cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+    cudnnActivationDescriptor_t relu = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -37,9 +38,10 @@ bool ok(cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS; }
 
 }  // namespace
 
-extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N, int32_t C, int32_t H,
-                               int32_t W, int32_t pad_h, int32_t pad_w, int32_t stride_h, int32_t stride_w,
-                               int32_t dil_h, int32_t dil_w, int32_t groups, int32_t tf32, halide_buffer_t *y) {
+extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *bias, int32_t N, int32_t C,
+                               int32_t H, int32_t W, int32_t pad_h, int32_t pad_w, int32_t stride_h,
+                               int32_t stride_w, int32_t dil_h, int32_t dil_w, int32_t groups, int32_t mode,
+                               int32_t tf32, halide_buffer_t *y) {
     // Halide order: dims (w, h, c, n) for x and y, (s, r, c/g, k) for the filter.
     if (x->is_bounds_query()) {  // the whole input, whatever part of the output is asked for
         set_dim(x, 0, 0, W);
@@ -48,7 +50,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N
         set_dim(x, 3, 0, N);
         return 0;
     }
-    if (w->is_bounds_query() || y->is_bounds_query()) return 0;  // w: a constant Buffer, never queried
+    if (w->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;  // constants: never queried
     const int K = w->dim[3].extent, Cg = w->dim[2].extent, R = w->dim[1].extent, S = w->dim[0].extent;
     const int oN = y->dim[3].extent, oK = y->dim[2].extent, oH = y->dim[1].extent, oW = y->dim[0].extent;
     for (int d = 0; d < 4; d++)
@@ -58,12 +60,13 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N
     int r;
     if ((r = halide_copy_to_device(nullptr, x, cuda)) != 0) return fail("copying X to the device", r);
     if ((r = halide_copy_to_device(nullptr, w, cuda)) != 0) return fail("copying W to the device", r);
+    if (mode && (r = halide_copy_to_device(nullptr, bias, cuda)) != 0) return fail("copying the bias to the device", r);
     if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
 
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
     if (!ok(cudnnSetStream(g_handle, nullptr))) return fail("cudnnSetStream", 0);
-    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 2 + (tf32 ? 1 : 0)};
+    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 4 + mode * 2 + (tf32 ? 1 : 0)};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
         Plan p;
@@ -79,6 +82,12 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N
         if (ok(s)) s = cudnnSetConvolution2dDescriptor(p.conv, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
         if (ok(s)) s = cudnnSetConvolutionGroupCount(p.conv, groups);
+        if (ok(s) && mode) {  // y = relu(conv + bias): one call, the epilogue in cuDNN's kernel
+            s = cudnnCreateTensorDescriptor(&p.bias);
+            if (ok(s)) s = cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, K, 1, 1);
+            if (ok(s)) s = cudnnCreateActivationDescriptor(&p.relu);
+            if (ok(s)) s = cudnnSetActivationDescriptor(p.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+        }
         // FMA math: no tensor-core down-conversion (TF32), so float32 results hold 1e-5.
         if (ok(s)) s = cudnnSetConvolutionMathType(p.conv, tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH);
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
@@ -115,9 +124,14 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t N
         g_workspace_size = p.workspace;
     }
     const float one = 1.0f, zero = 0.0f;
-    cudnnStatus_t s = cudnnConvolutionForward(g_handle, &one, p.x, (const void *)(uintptr_t)x->device, p.w,
-                                              (const void *)(uintptr_t)w->device, p.conv, p.algo, g_workspace,
-                                              p.workspace, &zero, p.y, (void *)(uintptr_t)y->device);
+    const void *px = (const void *)(uintptr_t)x->device, *pw = (const void *)(uintptr_t)w->device;
+    void *py = (void *)(uintptr_t)y->device;
+    cudnnStatus_t s =
+        mode ? cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo, g_workspace,
+                                                     p.workspace, &zero, p.y, py, p.bias,
+                                                     (const void *)(uintptr_t)bias->device, p.relu, p.y, py)
+             : cudnnConvolutionForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo, g_workspace, p.workspace,
+                                       &zero, p.y, py);
     if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
     y->set_device_dirty(true);
     return 0;

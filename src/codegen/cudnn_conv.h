@@ -2,14 +2,18 @@
 /// The cuDNN convolution that a CUDA artifact's extern stages call (LowerOptions::conv_extern):
 /// C++ source compiled into the artifact next to Halide's pipeline object, defining
 /// \code
-///   extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
-///                                  int32_t h, int32_t w, int32_t pad_h, int32_t pad_w,
-///                                  int32_t stride_h, int32_t stride_w, int32_t dil_h, int32_t dil_w,
-///                                  int32_t groups, int32_t tf32, halide_buffer_t *y);
+///   extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *bias,
+///                                  int32_t n, int32_t c, int32_t h, int32_t w, int32_t pad_h,
+///                                  int32_t pad_w, int32_t stride_h, int32_t stride_w, int32_t dil_h,
+///                                  int32_t dil_w, int32_t groups, int32_t mode, int32_t tf32,
+///                                  halide_buffer_t *y);
 /// \endcode
-/// y = conv2d(x, w) (cross-correlation, NCHW float32, no bias: the bias and everything after stay
-/// Halide Funcs). x is the whole input (n × c × h × w: its bounds query asks for all of it), w the constant [K, C/groups, R, S] filter; the output
-/// region Halide asks for must be the whole output (the extern is compute_root). The algorithm is
+/// mode 0: y = conv2d(x, w) (cross-correlation, NCHW float32; the bias and everything after stay
+/// Halide Funcs); mode 1: y = relu(conv2d(x, w) + bias) in one cudnnConvolutionBiasActivationForward
+/// (the extern is then the Relu's output, LowerOptions::fuse_conv_relu). x is the whole input
+/// (n × c × h × w: its bounds query asks for all of it), w the constant [K, C/groups, R, S] filter,
+/// bias the constant [K] bias; the output region Halide asks for must be the whole output (the
+/// extern is compute_root). The algorithm is
 /// chosen once per shape by cudnnFindConvolutionForwardAlgorithm (timed on the device, as
 /// PyTorch's `cudnn.benchmark`), restricted to CUDNN_FMA_MATH (full FP32) unless tf32 != 0; the
 /// workspace is kept between calls. Stream: the legacy default stream (Halide's); context: the

@@ -157,6 +157,10 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
     for (const auto &node : g.nodes) ctx.func_base(node);
 
     for (const auto &node : g.nodes) {
+        if (Func f = ctx.fused_into(node.name); f.defined()) {  // its work is done by an extern stage
+            ctx.bind_output(node.outputs.at(0), f);
+            continue;
+        }
         try {
             lower_node(ctx, node);
         } catch (const Halide::Error &e) {

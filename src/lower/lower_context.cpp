@@ -204,6 +204,19 @@ void LowerContext::note_extern_call(const std::string &fn) {
     if (std::find(calls.begin(), calls.end(), fn) == calls.end()) calls.push_back(fn);
 }
 
+void LowerContext::register_extern(Func ext, const Node &node, const Shape &shape) {
+    LoweredFunc lf;
+    lf.name = ext.name();
+    lf.func = ext;
+    lf.node = node.name;
+    lf.op = node.op;
+    lf.vars = var_names_for_rank((int)shape.size());
+    lf.extents = shape;
+    lf.is_extern = true;
+    record_index_[lf.name] = result.funcs.size();
+    result.funcs.push_back(lf);
+}
+
 LoweredFunc &LowerContext::record(const Func &f) {
     auto it = record_index_.find(f.name());
     internal_check(it != record_index_.end(), "Func '", f.name(), "' was not made by make_func");

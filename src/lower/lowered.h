@@ -34,6 +34,9 @@ struct LoweredFunc {
     /// Read by an extern stage (a cuBLAS GEMM, LowerOptions::gemm_extern): it must be realized
     /// (compute_root or at a block), never inlined.
     bool feeds_extern = false;
+    /// An extern stage itself (a cuDNN conv whose bias and ReLU the library applies, bound to the
+    /// ReLU's output): computed at root by lowering, no loops a schedule can touch.
+    bool is_extern = false;
 };
 
 /// Options of lower_graph. All off by default: the CPU path never changes.
@@ -50,6 +53,10 @@ struct LowerOptions {
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
+    /// With conv_extern: a Conv whose only consumer is a Relu (and whose output is not a graph
+    /// output) has its bias and ReLU applied by cuDNN (cudnnConvolutionBiasActivationForward); the
+    /// Relu's output is the extern stage itself, so no pass over the result is left in Halide.
+    bool fuse_conv_relu = true;
 };
 
 /// A lowered graph.

@@ -9,6 +9,7 @@
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
 // stride, inside the input).
+#include <algorithm>
 #include <cstring>
 
 #include "graph/error.h"
@@ -72,10 +73,14 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
     return RDom(region, "r");
 }
 
-// The extern stage `<node>_cudnn` computing the convolution without bias on the GPU, or an
-// undefined Func when it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide).
-// Arguments of loom_cudnn_conv: x, w, N, C, H, W, pads, strides, dilations, groups, tf32, then y.
-Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
+// The extern stage `<node>_cudnn` computing the convolution on the GPU, or an undefined Func when
+// it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide). When the Conv's only
+// consumer is a Relu (LowerOptions::fuse_conv_relu), cuDNN applies the bias and the ReLU too and
+// \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
+// Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
+// groups, mode (0: conv, 1: conv + bias + ReLU), tf32, then y.
+Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &fused_relu) {
+    fused_relu = false;
     if (!ctx.options.conv_extern || p.sp != 2) return Func();
     const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
     const Tensor *cw = ctx.constant(w);
@@ -87,23 +92,39 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(y);
     for (auto d : sy)
         if (d <= 0 || d >= (1LL << 31)) return Func();
+    const Tensor *cb = node.has_input(2) ? ctx.constant(node.inputs[2]) : nullptr;
+    if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
+    const Graph &g = ctx.graph;
+    std::vector<int> users = g.consumers(y);
+    bool y_out = std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+    const Node *relu = users.size() == 1 && !y_out && ctx.options.fuse_conv_relu && g.nodes[users[0]].op == "Relu"
+                           ? &g.nodes[users[0]]
+                           : nullptr;
     Halide::ExternFuncArgument arg_x;
     if (!ctx.extern_operand(x, arg_x)) return Func();
     std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
     Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn"));
     std::memcpy(wb.data(), cw->data(), (size_t)cw->numel() * sizeof(float));
+    Halide::Buffer<float> bb((int)sw[0], ctx.reserve_name("c_" + sanitize_name(node.name) + "_cudnn_bias"));
+    std::vector<double> bias = cb ? cb->to_doubles() : std::vector<double>(sw[0], 0.0);
+    for (int k = 0; k < (int)sw[0]; k++) bb(k) = (float)bias[k];
 
-    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn"));
+    Func ext(ctx.reserve_name(ctx.func_base(node) + (relu ? "_relu_cudnn" : "_cudnn")));
     std::vector<Var> v = ctx.vars(4);
-    std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb)};
+    std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb), Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
-                      p.group, (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
+                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
         args.push_back(Expr((int)e));
     ext.define_extern("loom_cudnn_conv", args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
-    ext.compute_root();  // not a LoweredFunc: no schedule touches it
+    ext.compute_root();  // an extern: no schedule touches it
     ctx.note_extern_call("loom_cudnn_conv");
+    if (relu) {
+        fused_relu = true;
+        ctx.register_extern(ext, node, sy);
+        ctx.fuse_node_into(relu->name, ext);
+    }
     return ext;
 }
 
@@ -114,12 +135,17 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     int rank = (int)sx.size();
     DType dt = ctx.dtype(y);
     int64_t cg = sw[1], mg = sw[0] / p.group;
-    if (Func ext = cudnn_conv(ctx, node, p); ext.defined()) {
+    bool fused_relu = false;
+    if (Func ext = cudnn_conv(ctx, node, p, fused_relu); ext.defined()) {
+        if (fused_relu) {  // conv + bias + ReLU in one cuDNN call: both values are the extern's
+            ctx.bind_output(y, ext);
+            return;
+        }
         // The node's Func: the extern's output plus the bias, pointwise (fused into the next kernel).
         Func f = ctx.make_func(node, "", rank);
         std::vector<Var> v = ctx.vars(rank);
         Expr e = LowerContext::call(ext, exprs(v));
-        if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));
+        if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));  // mode 0: no bias in cuDNN
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
         ctx.bind_output(y, f);

@@ -69,6 +69,17 @@ public:
     bool extern_operand(const std::string &name, Halide::ExternFuncArgument &arg);
     /// Registers extern C function \p fn as called by the pipeline (LoweredPipeline::extern_calls).
     void note_extern_call(const std::string &fn);
+    /// Lists extern stage \p ext (of \p node, output shape \p shape) as a LoweredFunc (is_extern),
+    /// so that it can be bound to values and be a pipeline output.
+    void register_extern(Halide::Func ext, const Node &node, const Shape &shape);
+    /// Node \p node_name's output is computed by \p f (an extern stage that fused the node's work):
+    /// lower_graph binds the node's output to \p f instead of lowering it.
+    void fuse_node_into(const std::string &node_name, Halide::Func f) { fused_nodes_[node_name] = f; }
+    /// The Func a node was fused into (undefined when it was not).
+    Halide::Func fused_into(const std::string &node_name) const {
+        auto it = fused_nodes_.find(node_name);
+        return it == fused_nodes_.end() ? Halide::Func() : it->second;
+    }
 
     /// The LoweredFunc record of a Func made by make_func (InternalError if \p f is not one).
     LoweredFunc &record(const Halide::Func &f);
@@ -106,6 +117,7 @@ private:
     std::map<std::string, size_t> record_index_;     ///< Func name -> index in result.funcs
     std::map<std::string, std::string> wrappers_;
     std::set<std::string> used_names_;
+    std::map<std::string, Halide::Func> fused_nodes_;
 };
 
 /// Vars as Exprs (for index lists).

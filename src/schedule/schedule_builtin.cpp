@@ -133,6 +133,7 @@ int num_updates(const LoweredFunc &f) {
 }  // namespace
 
 std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Halide::Target &target) {
+    if (f.is_extern) return {};  // computed at root by lowering: nothing to schedule
     std::vector<ScheduleStatement> r;
     bool gpu = target.has_gpu_feature();
     ScheduleStatement pure(f.name);
@@ -181,6 +182,7 @@ void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &
     for (const auto &f : p.funcs) {
         if (mentioned.count(f.name)) continue;
         auto d = default_statements(f, target);
+        if (d.empty()) continue;
         d.front().comments.push_back("default: " + f.name + " is not in the schedule");
         extra.insert(extra.end(), d.begin(), d.end());
     }

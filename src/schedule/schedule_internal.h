@@ -54,6 +54,7 @@ struct FuncModel {
     bool is_output = false;
     bool created = false;
     bool is_input = false;  ///< a graph input (its reading Func): only `in` applies to it
+    bool is_extern = false; ///< an extern stage (LoweredFunc::is_extern): nothing applies to it
     Placement place;
     std::string stage_label(int stage) const;  ///< "f" or "f.update(k)"
 };

@@ -69,6 +69,7 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
         fm.func = lf.func;
         fm.vars = lf.vars;
         fm.consumers = lf.consumers;
+        fm.is_extern = lf.is_extern;
         fm.is_output = lf.is_output ||
                        std::find(p.output_funcs.begin(), p.output_funcs.end(), lf.name) != p.output_funcs.end();
         std::map<std::string, int64_t> extent_of;  // pure var -> extent, where known
@@ -162,6 +163,9 @@ public:
         for (const auto &c : st_.calls) {
             std::string form = check_call_form(c, st_.stage);
             if (!form.empty()) fail(c, form);
+            if (f->is_extern)
+                fail(c, f->name + " is an extern stage (a library call computed at root by lowering): it has no "
+                            "loops to schedule; schedule its consumers, or compile with --no-cudnn to get a Halide conv");
             if (f->is_input && c.name != "in")
                 fail(c, f->name + " is a graph input, not a Func: only `" + f->name +
                             ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
