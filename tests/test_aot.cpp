@@ -102,8 +102,10 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
 }
 
 // With LowerOptions::gemm_extern (what `loom compile --target cuda` uses), the mlp fixture's Gemms
-// (constant weights) become extern stages calling cuBLAS: the pipeline object calls
-// loom_cublas_sgemm, the shared object defines it and links libcublas. CPU lowering is unchanged.
+// (constant weights) become extern stages calling cuBLAS: fc1 (bias, then only a Relu) one
+// cuBLASLt call with the RELU_BIAS epilogue that stands for the Relu's output (no Halide Relu Func
+// left), fc2 and fc3 cublasSgemm with the bias in Halide. The shared object defines both C
+// functions and links libcublas/libcublasLt. CPU lowering is unchanged.
 TEST(Aot, CudaGemmCallsCublasExternStage) {
     Graph g = import_onnx(loom::testing::data_path("mlp.onnx"));
     prepare_graph(g);
@@ -111,17 +113,28 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     LowerOptions lo;
     lo.gemm_extern = true;
     LoweredPipeline p = lower_graph(g, lo);
-    ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cublas_sgemm"});
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_relu", "loom_cublas_sgemm"}));
+    int externs = 0;
+    for (const auto &f : p.funcs) {
+        EXPECT_NE(f.op, "Relu") << f.name << ": the ReLU is cuBLASLt's epilogue";
+        externs += f.is_extern;
+    }
+    EXPECT_EQ(externs, 1);
+    lo.fuse_relu_epilogue = false;
+    EXPECT_EQ(lower_graph(g, lo).extern_calls, std::vector<std::string>{"loom_cublas_sgemm"});
     auto [object, output] = cuda_artifact(p, "mlp");
     EXPECT_NE(object.find("loom_cublas_sgemm"), std::string::npos);
+    EXPECT_NE(object.find("loom_cublaslt_bias_relu"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("T loom_cublaslt_bias_relu"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
-    EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasLtMatmul"), std::string::npos) << output;
+    EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
 }
 
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
 // become extern stages calling cuDNN. Each of its convs feeds only a Relu, so cuDNN applies the bias
-// and the ReLU (fuse_conv_relu): the extern is listed as a LoweredFunc (is_extern) standing for the
+// and the ReLU (fuse_relu_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the
 // Relu's output, and no Halide Relu Func is left. Without the fusion the bias and the Relu stay
 // Halide Funcs reading the extern.
 TEST(Aot, CudaConvCallsCudnnExternStage) {
@@ -129,7 +142,7 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     prepare_graph(g);
     LowerOptions lo;
     lo.conv_extern = true;
-    lo.fuse_conv_relu = false;
+    lo.fuse_relu_epilogue = false;
     LoweredPipeline plain = lower_graph(g, lo);
     int pointwise_convs = 0, relus = 0;
     for (const auto &f : plain.funcs) {
@@ -138,7 +151,7 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     }
     EXPECT_EQ(pointwise_convs, 3);
     EXPECT_EQ(relus, 3);
-    lo.fuse_conv_relu = true;
+    lo.fuse_relu_epilogue = true;
     LoweredPipeline p = lower_graph(g, lo);
     ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
     int externs = 0;

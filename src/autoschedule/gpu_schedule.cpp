@@ -153,6 +153,8 @@ private:
             const LoweredFunc *f = p_.find(n);
             if (!f) return;
             for (const auto &c : f->consumers) {
+                const LoweredFunc *cf = p_.find(c);
+                if (cf && cf->is_extern) continue;  // a library call reads a realized buffer: no fusion across it
                 if (inlined_.count(c)) walk(c, out);
                 else out.insert(c);
             }

@@ -149,17 +149,22 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // (rpath: the same path on the GPU machines; cuDNN is found through LD_LIBRARY_PATH there).
         std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
         struct ExternSource {
-            const char *fn, *file, *what, *libs;
+            std::vector<std::string> fns;  // the C functions the source defines
+            const char *file, *what, *libs;
             std::string (*source)();
         };
         const ExternSource externs[] = {
-            {kCublasSgemm, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt", cublas_gemm_source},
-            {kCudnnConv, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", cudnn_conv_source},
+            {{kCublasSgemm, kCublasLtBiasRelu}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
+             cublas_gemm_source},
+            {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", cudnn_conv_source},
         };
         std::vector<fs::path> extern_objs;
         for (const auto &e : externs) {
-            if (std::find(lowered.extern_calls.begin(), lowered.extern_calls.end(), e.fn) == lowered.extern_calls.end())
-                continue;
+            bool called = false;
+            for (const auto &fn : e.fns)
+                called |= std::find(lowered.extern_calls.begin(), lowered.extern_calls.end(), fn) !=
+                          lowered.extern_calls.end();
+            if (!called) continue;
             user_check(cuda, "loom compile: ", e.what, " needs a CUDA target");
             fs::path src = tmp / (name + e.file + ".cpp"), o = tmp / (name + e.file + ".o");
             write_text(src, e.source());

@@ -209,6 +209,18 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
     std::set<std::string> graph_inputs(g.inputs.begin(), g.inputs.end());
     for (auto &lf : out.funcs) {
         if (!lf.func.defined()) continue;
+        if (lf.is_extern) {
+            // Only its Func arguments (Halide's call finder also reports what those Funcs call).
+            for (const auto &arg : lf.func.function().extern_arguments())
+                if (arg.is_func()) {
+                    std::string callee = Halide::Internal::Function(arg.func).name();
+                    if (out.find(callee)) lf.producers.push_back(callee);
+                } else if (arg.is_image_param()) {
+                    for (size_t k = 0; k < out.inputs.size(); k++)
+                        if (out.inputs[k].name() == arg.image_param.name()) lf.input_reads.push_back(out.input_names[k]);
+                }
+            continue;
+        }
         for (const auto &kv : Halide::Internal::find_direct_calls(lf.func.function())) {
             const std::string &callee = kv.first;
             if (callee == lf.name) continue;

@@ -53,10 +53,11 @@ struct LowerOptions {
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
-    /// With conv_extern: a Conv whose only consumer is a Relu (and whose output is not a graph
-    /// output) has its bias and ReLU applied by cuDNN (cudnnConvolutionBiasActivationForward); the
-    /// Relu's output is the extern stage itself, so no pass over the result is left in Halide.
-    bool fuse_conv_relu = true;
+    /// With conv_extern / gemm_extern: a Conv or a Gemm with a constant row bias whose only consumer
+    /// is a Relu (and whose output is not a graph output) has its bias and ReLU applied by the
+    /// library (cudnnConvolutionBiasActivationForward; cuBLASLt's RELU_BIAS epilogue); the Relu's
+    /// output is the extern stage itself, so no pass over the result is left in Halide.
+    bool fuse_relu_epilogue = true;
 };
 
 /// A lowered graph.

@@ -9,7 +9,6 @@
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
 // stride, inside the input).
-#include <algorithm>
 #include <cstring>
 
 #include "graph/error.h"
@@ -75,7 +74,7 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
 
 // The extern stage `<node>_cudnn` computing the convolution on the GPU, or an undefined Func when
 // it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide). When the Conv's only
-// consumer is a Relu (LowerOptions::fuse_conv_relu), cuDNN applies the bias and the ReLU too and
+// consumer is a Relu (LowerOptions::fuse_relu_epilogue), cuDNN applies the bias and the ReLU too and
 // \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
 // Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
 // groups, mode (0: conv, 1: conv + bias + ReLU), tf32, then y.
@@ -94,12 +93,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         if (d <= 0 || d >= (1LL << 31)) return Func();
     const Tensor *cb = node.has_input(2) ? ctx.constant(node.inputs[2]) : nullptr;
     if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
-    const Graph &g = ctx.graph;
-    std::vector<int> users = g.consumers(y);
-    bool y_out = std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
-    const Node *relu = users.size() == 1 && !y_out && ctx.options.fuse_conv_relu && g.nodes[users[0]].op == "Relu"
-                           ? &g.nodes[users[0]]
-                           : nullptr;
+    const Node *relu = ctx.sole_relu_consumer(y);
     Halide::ExternFuncArgument arg_x;
     if (!ctx.extern_operand(x, arg_x)) return Func();
     std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)

@@ -19,7 +19,11 @@ namespace {
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
 // Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, tf32, then the output.
-Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha) {
+// With \p bias (N values, one per output column) and \p relu, the product instead calls
+// loom_cublaslt_bias_relu (cuBLASLt, RELU_BIAS epilogue; A, B, bias, then the same scalars): the
+// extern is registered as the Relu node's output (LowerContext::fuse_node_into).
+Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha,
+                    const std::vector<double> *bias = nullptr, const Node *relu = nullptr) {
     if (!ctx.options.gemm_extern) return Func();
     const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
     const Shape &sa = ctx.shape(a), &sy = ctx.shape(y);
@@ -39,16 +43,28 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
     std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
 
-    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cublas"));
+    if ((relu || bias) && !(relu && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
+    bool fused = relu && bias;
+    Func ext(ctx.reserve_name(ctx.func_base(node) + (fused ? "_relu_cublaslt" : "_cublas")));
     std::vector<Var> v = ctx.vars(ry);
     std::vector<Var> halide_order(v.rbegin(), v.rend());
-    std::vector<Halide::ExternFuncArgument> args = {
-        arg_a, Halide::ExternFuncArgument(wb), Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0),
-        Expr(tb ? 1 : 0), Expr((float)alpha), Expr(ctx.options.gemm_tf32 ? 1 : 0)};
-    ext.define_extern("loom_cublas_sgemm", args, Halide::Float(32), halide_order, Halide::NameMangling::C,
-                      Halide::DeviceAPI::CUDA);
-    ext.compute_root();  // not a LoweredFunc: no schedule touches it
-    ctx.note_extern_call("loom_cublas_sgemm");
+    std::vector<Halide::ExternFuncArgument> args = {arg_a, Halide::ExternFuncArgument(wb)};
+    if (fused) {
+        Halide::Buffer<float> bb((int)N, ctx.reserve_name("c_" + sanitize_name(node.name) + "_cublaslt_bias"));
+        for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];
+        args.push_back(Halide::ExternFuncArgument(bb));
+    }
+    for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
+                   Expr(ctx.options.gemm_tf32 ? 1 : 0)})
+        args.push_back(e);
+    const char *fn = fused ? "loom_cublaslt_bias_relu" : "loom_cublas_sgemm";
+    ext.define_extern(fn, args, Halide::Float(32), halide_order, Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // an extern: no schedule touches it
+    ctx.note_extern_call(fn);
+    if (fused) {
+        ctx.register_extern(ext, node, sy);
+        ctx.fuse_node_into(relu->name, ext);
+    }
     return ext;
 }
 
@@ -116,6 +132,17 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     user_check((tb ? sb[1] : sb[0]) == K, node.describe(), ": inner dims differ (",
                shape_str(sa), ta ? "^T" : "", " x ", shape_str(sb), tb ? "^T" : "", ")");
 
+    // A constant bias per output column (Linear's) and a sole Relu consumer: cuBLASLt applies both.
+    const Tensor *cc = node.has_input(2) && beta != 0 ? ctx.constant(node.inputs[2]) : nullptr;
+    const Node *relu = ctx.sole_relu_consumer(y);
+    if (cc && relu && cc->numel() == sy[1] && (cc->rank() == 1 || (cc->rank() == 2 && cc->shape()[0] == 1))) {
+        std::vector<double> bias = cc->to_doubles();
+        for (auto &x : bias) x *= beta;
+        if (Func ext = cublas_product(ctx, node, ta, tb, alpha, &bias, relu); ext.defined()) {
+            ctx.bind_output(y, ext);
+            return;
+        }
+    }
     DType dt = ctx.dtype(y);
     Func f = ctx.make_func(node, "", 2);
     std::vector<Var> v = ctx.vars(2);

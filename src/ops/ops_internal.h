@@ -69,6 +69,9 @@ public:
     bool extern_operand(const std::string &name, Halide::ExternFuncArgument &arg);
     /// Registers extern C function \p fn as called by the pipeline (LoweredPipeline::extern_calls).
     void note_extern_call(const std::string &fn);
+    /// The Relu node that is the only consumer of \p value, when \p value is not a graph output and
+    /// LowerOptions::fuse_relu_epilogue is on (a library call can then apply the ReLU); else nullptr.
+    const Node *sole_relu_consumer(const std::string &value) const;
     /// Lists extern stage \p ext (of \p node, output shape \p shape) as a LoweredFunc (is_extern),
     /// so that it can be bound to values and be a pipeline output.
     void register_extern(Halide::Func ext, const Node &node, const Shape &shape);
