@@ -26,9 +26,10 @@
 ///   product is computed inside its threads. Its pure producers are computed once (not inlined).
 ///   No shared-memory staging (graph inputs and weights cannot be wrapped with in()); measured far
 ///   below cuBLAS (bench/gpu/RESULTS_GPU.md).
-/// - A Func read by an extern stage (a cuBLAS GEMM, LowerOptions::gemm_extern) is its own kernel;
-///   the extern is compute_root from lowering, and its pointwise epilogue (bias, ReLU) is inlined
-///   into the next kernel like any pointwise chain.
+/// - A Func read by an extern stage (a cuBLAS GEMM or cuDNN conv, LowerOptions::gemm_extern /
+///   conv_extern) is its own kernel; the extern is compute_root from lowering and never fused
+///   across, its pointwise epilogue (bias, ReLU) is inlined into the next kernel like any pointwise
+///   chain, unless the library applied it (an is_extern LoweredFunc: no statements at all).
 /// - A 2-D conv whose only consumer is a same-shaped pointwise epilogue: register-tiled in Halide
 ///   (used with `--no-cudnn`; by default convs are cuDNN extern stages, LowerOptions::conv_extern).
 /// - Anything else (reductions over several rvars) keeps the default GPU mapping of
