@@ -341,7 +341,6 @@ private:
         if (jo_ext >= 2 && jo_ext <= 16) st.add("unroll", {jo});  // loads in flight
         st.add("gpu_threads", {jt}).add("gpu_blocks", {row});
         s.statements.push_back(st);
-        stage_row_inputs(s, c, row, threads, v);
         for (const auto &bn : branches_[c.name]) {
             const LoweredFunc &b = *p_.find(bn);
             ScheduleStatement bs(bn);
@@ -354,60 +353,6 @@ private:
             if (segment_.count(rn)) segment_reduction(s, r, c.name, row, threads);
             else block_reduction(s, r, c.name, row, threads, true);
         }
-    }
-
-    // Opt-in (LOOM_GPU_STAGE_ROWS=1): the graph inputs that row kernel \p c reads only within its
-    // own group (c, its fused reductions, Funcs inlined into them) are read from global memory once
-    // per row: wrapped with in() and computed per block into shared memory (≤ 32 KB a row), so the
-    // passes read the row from there instead of L1/L2 (softmax 8192²: L1 hit rate 22%, the second
-    // and third passes came from L2). Measured on H200 (RESULTS_GPU.md, run 13): not faster —
-    // softmax 0.2072 vs 0.2064 ms, LayerNorm 0.0974 vs 0.0917 — the passes are bound by the
-    // block's serial combine and barriers, not by where the row is re-read from.
-    void stage_row_inputs(Schedule &s, const LoweredFunc &c, const std::string &row, int threads, int v) {
-        const char *e = std::getenv("LOOM_GPU_STAGE_ROWS");
-        if (!e || std::string(e) != "1") return;
-        if (rows_[c.name].empty() || !branches_[c.name].empty()) return;
-        std::set<std::string> group = {c.name};
-        for (const auto &r : rows_[c.name]) group.insert(r);
-        for (size_t k = 0; k < p_.inputs.size(); k++) {
-            const std::string &gname = p_.input_names[k];
-            const Shape &shape = p_.input_shapes[k];
-            if (shape.size() != c.vars.size() || shape.back() != c.extents.back() ||
-                shape.back() * 4 > 32 * 1024 || p_.input_dtypes[k] != DType::F32)
-                continue;
-            bool read = false, only_group = true;
-            for (const auto &f : p_.funcs) {
-                if (std::find(f.input_reads.begin(), f.input_reads.end(), gname) == f.input_reads.end()) continue;
-                read = true;
-                only_group &= within(f.name, group);
-            }
-            if (!read || !only_group) continue;
-            std::string in = p_.inputs[k].name(), w = in + "_row";
-            std::vector<std::string> vars = var_names_for_rank((int)shape.size());
-            std::string j = vars.back(), jq = j + "q", jv = j + "v", jo = j + "o", jt = j + "t";
-            int64_t n = shape.back();
-            ScheduleStatement ws(in);
-            ws.comments.push_back("input " + gname + ": each row read once, into shared memory");
-            ws.add("in", {}, w);
-            s.statements.push_back(ws);
-            ScheduleStatement rs(w);
-            rs.add("compute_at", {c.name, row});
-            if (v > 1) rs.add("split", {j, jq, jv, v}).add("vectorize", {jv});
-            else jq = j;
-            rs.add("split", {jq, jo, jt, threads, tail((n / v) % threads == 0)}).add("unroll", {jo});
-            rs.add("gpu_threads", {jt}).add("store_in", {ScheduleArg::memory("GPUShared")});
-            s.statements.push_back(rs);
-        }
-    }
-
-    // Whether every effective consumer of \p f (through inlined Funcs) is in \p group.
-    bool within(const std::string &f, const std::set<std::string> &group) {
-        if (group.count(f)) return true;
-        const LoweredFunc *lf = p_.find(f);
-        if (!lf || !inlined_.count(f) || lf->consumers.empty()) return false;
-        for (const auto &c : lf->consumers)
-            if (!within(c, group)) return false;
-        return true;
     }
 
     // Segment statistic \p r computed per block (row) of \p at. When each segment splits into
@@ -460,8 +405,6 @@ private:
     // Reduction \p r computed at \p at.\p var (a block), its rvar split over \p threads threads.
     void block_reduction(Schedule &s, const LoweredFunc &r, const std::string &at, const std::string &var,
                          int threads, bool place) {
-        std::string rv = r.update_rvars[0][0];
-        std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i"), part = r.name + "_part";
         int64_t k = rvar_extent(r);
         threads = (int)std::min<int64_t>(threads, std::max<int64_t>(1, pow2_floor(k)));
         if (place) {
@@ -471,11 +414,24 @@ private:
             pure.add("compute_at", {at, var});
             s.statements.push_back(pure);
         }
-        ScheduleStatement up(r.name, 0);
+        block_partials(s, r, r.name, r.update_rvars[0][0], k, threads, at, var, r.name + "_part", r.name + "_part2");
+    }
+
+    // Update 0 of \p f reduces over RVar \p rv (extent \p k): \p threads threads of the block
+    // \p at.\p var accumulate coalesced partials into \p part (rfactor), which one thread combines.
+    // Over 32 threads, two levels, so that no thread combines more than threads/32 + 32 partials
+    // serially: \p part2(w, u) (threads × coalesced, unrolled loads) → part(u) (32 threads) → f.
+    // \p after_rfactor: statements of f that must follow its rfactor. Var names derive from \p r.
+    void block_partials(Schedule &s, const LoweredFunc &r, const std::string &f, const std::string &rv, int64_t k,
+                        int threads, const std::string &at, const std::string &var, const std::string &part,
+                        const std::string &part2, const std::vector<ScheduleStatement> &after_rfactor = {}) {
+        std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i");
+        ScheduleStatement up(f, 0);
         up.add("split", {rv, ro, ri, threads, rtail(k % threads == 0)});
         if (threads <= 32) {
             up.add("rfactor", {ri, "u"}, part);
             s.statements.push_back(up);
+            s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
             ScheduleStatement ps(part);
             ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
             s.statements.push_back(ps);
@@ -484,12 +440,11 @@ private:
             s.statements.push_back(pu);
             return;
         }
-        // Two levels, so that no thread combines more than threads/32 + 32 partials serially:
-        // part2(w, u) (threads × coalesced loads) → part(u) (32 threads) → r (one thread).
-        std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u"), part2 = r.name + "_part2";
+        std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
         up.add("split", {ri, rw, ru, 32, rtail(true)});
         up.add("rfactor", {ru, "u"}, part);
         s.statements.push_back(up);
+        s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
         ScheduleStatement ps(part);
         ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
         s.statements.push_back(ps);
@@ -683,7 +638,6 @@ private:
             s.statements.push_back(up);
             return;
         }
-        std::vector<std::string> pure(r.vars);  // outermost first
         if (outs >= 2 * 132 || k < 16384) {
             // One block per output: the pure stage (the init) is mapped like a pointwise kernel.
             pointwise_kernel(s, r);
@@ -718,38 +672,9 @@ private:
         bp.add("compute_root").add("gpu_tile", {"b", "bo", "bi", 64});
         s.statements.push_back(bp);
         // Each block: kRowThreads threads accumulate coalesced partials, in two levels as above.
-        std::string rco = ident(r, rc + "o"), rci = ident(r, rc + "i"), rcw = ident(r, rc + "w"),
-                    rcu = ident(r, rc + "u"), thr = r.name + "_thr", thr2 = r.name + "_thr2";
-        ScheduleStatement bu(blk, 0);
-        bu.add("split", {rc, rco, rci, kRowThreads, rtail(chunk % kRowThreads == 0)});
-        bu.add("split", {rci, rcw, rcu, 32, rtail(true)});
-        bu.add("rfactor", {rcu, "u"}, thr);
-        s.statements.push_back(bu);
         ScheduleStatement bu2(blk, 0);
         bu2.add("gpu_blocks", {"b"});
-        s.statements.push_back(bu2);
-        ScheduleStatement ts(thr);
-        ts.add("compute_at", {blk, "b"}).add("gpu_threads", {"u"});
-        s.statements.push_back(ts);
-        ScheduleStatement tu(thr, 0);
-        tu.add("rfactor", {rcw, "w"}, thr2);
-        s.statements.push_back(tu);
-        ScheduleStatement tu2(thr, 0);
-        tu2.add("gpu_threads", {"u"});
-        s.statements.push_back(tu2);
-        ScheduleStatement t2(thr2);
-        t2.add("compute_at", {blk, "b"}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
-        s.statements.push_back(t2);
-        ScheduleStatement t2u(thr2, 0);
-        int64_t iters = chunk / kRowThreads;
-        if (iters >= 2) {
-            int un = (int)std::min<int64_t>(8, pow2_floor(iters));
-            std::string roo = ident(r, rco + "o"), roi = ident(r, rco + "i");
-            t2u.add("split", {rco, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
-        }
-        t2u.add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
-        s.statements.push_back(t2u);
-        (void)pure;
+        block_partials(s, r, blk, rc, chunk, kRowThreads, blk, "b", r.name + "_thr", r.name + "_thr2", {bu2});
     }
 
     // The block var of a reduction's update at which its partials are computed: the innermost

@@ -110,7 +110,6 @@ struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
     cublasLtMatmulAlgo_t algo;
-    const void *bias = nullptr;
 };
 std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPlan> g_lt_plans;
 
@@ -207,7 +206,6 @@ extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b, h
         cudaEventDestroy(t0);
         cudaEventDestroy(t1);
         if (best < 0) return fail("no cuBLASLt algorithm with the RELU_BIAS epilogue ran", found);
-        p.bias = pbias;
         it = g_lt_plans.emplace(key, p).first;
     }
     const LtPlan &p = it->second;

@@ -12,7 +12,7 @@
 /// Halide Funcs); mode 1: y = relu(conv2d(x, w) + bias) in one cudnnConvolutionBiasActivationForward
 /// (the extern is then the Relu's output, LowerOptions::fuse_relu_epilogue). x is the whole input
 /// (n × c × h × w: its bounds query asks for all of it), w the constant [K, C/groups, R, S] filter,
-/// bias the constant [K] bias; the output region Halide asks for must be the whole output (the
+/// bias the constant [K] bias (mode 1; a 1-element placeholder in mode 0); the output region Halide asks for must be the whole output (the
 /// extern is compute_root). The algorithm is
 /// chosen once per shape by cudnnFindConvolutionForwardAlgorithm (timed on the device, as
 /// PyTorch's `cudnn.benchmark`), restricted to CUDNN_FMA_MATH (full FP32) unless tf32 != 0; the

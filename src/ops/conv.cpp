@@ -99,9 +99,11 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
     Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn"));
     std::memcpy(wb.data(), cw->data(), (size_t)cw->numel() * sizeof(float));
-    Halide::Buffer<float> bb((int)sw[0], ctx.reserve_name("c_" + sanitize_name(node.name) + "_cudnn_bias"));
-    std::vector<double> bias = cb ? cb->to_doubles() : std::vector<double>(sw[0], 0.0);
-    for (int k = 0; k < (int)sw[0]; k++) bb(k) = (float)bias[k];
+    // The bias cuDNN adds in mode 1; mode 0 leaves it to Halide and passes a 1-element placeholder.
+    int nbias = relu ? (int)sw[0] : 1;
+    Halide::Buffer<float> bb(nbias, ctx.reserve_name("c_" + sanitize_name(node.name) + "_cudnn_bias"));
+    std::vector<double> bias = relu && cb ? cb->to_doubles() : std::vector<double>(nbias, 0.0);
+    for (int k = 0; k < nbias; k++) bb(k) = (float)bias[k];
 
     Func ext(ctx.reserve_name(ctx.func_base(node) + (relu ? "_relu_cudnn" : "_cudnn")));
     std::vector<Var> v = ctx.vars(4);
