@@ -19,11 +19,14 @@ struct Result {
     std::string out;
 };
 
-Result run_loom(const std::string &args) {
+// Runs `loom args`, with environment assignments (`NAME=value …`) in front when \p env is given.
+Result run_loom_env(const std::string &env, const std::string &args) {
     Result r;
-    r.rc = run_command(loom_binary() + " " + args, r.out);
+    r.rc = run_command((env.empty() ? "" : env + " ") + loom_binary() + " " + args, r.out);
     return r;
 }
+
+Result run_loom(const std::string &args) { return run_loom_env("", args); }
 
 std::string temp_dir() {
     auto d = std::filesystem::temp_directory_path() / ("loom_cli_" + std::to_string(getpid()));
@@ -164,5 +167,18 @@ TEST(Cli, Tf32OnHostIsAUserError) {
     Result r = run_loom("compile " + data_path("mlp.onnx") + " --target host --tf32 -o " + out);
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_HAS(r.out, "--tf32 applies to cuBLAS/cuDNN on --target cuda only; drop it");
+    EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
+}
+
+// A CUDA compile whose library headers are not under CUDA_HOME says where it looked and which flag
+// avoids the library; nothing is written.
+TEST(Cli, MissingCudaLibrariesNameCudaHomeAndTheFlag) {
+    std::string out = temp_dir() + "/no_cudnn_here";
+    Result r = run_loom_env("CUDA_HOME=/nonexistent", "compile " + data_path("cnn.onnx") +
+                                                          " --target cuda --no-cublas -o " + out);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "compiling the cuDNN extern stage");
+    EXPECT_HAS(r.out, "CUDA_HOME=/nonexistent");
+    EXPECT_HAS(r.out, "--no-cudnn");
     EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
 }

@@ -150,15 +150,17 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
         struct ExternSource {
             std::vector<std::string> fns;  // the C functions the source defines
-            const char *file, *what, *libs;
+            const char *file, *what, *libs, *flag;  // flag: the `loom compile` switch that avoids it
             std::string (*source)();
         };
         const ExternSource externs[] = {
             {{kCublasSgemm, kCublasLtBiasRelu}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
-             cublas_gemm_source},
-            {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", cudnn_conv_source},
+             "--no-cublas", cublas_gemm_source},
+            {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn",
+             cudnn_conv_source},
         };
         std::vector<fs::path> extern_objs;
+        std::string link_hint;  // what to do when the libraries are not where CUDA_HOME says
         for (const auto &e : externs) {
             bool called = false;
             for (const auto &fn : e.fns)
@@ -169,9 +171,12 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             fs::path src = tmp / (name + e.file + ".cpp"), o = tmp / (name + e.file + ".o");
             write_text(src, e.source());
             std::string cuda_dir = cuda_home();
+            std::string hint = str_cat(" (its headers and libraries are looked for under CUDA_HOME=", cuda_dir,
+                                       "; set CUDA_HOME, or compile with ", e.flag, " to use Halide's own kernels)");
             run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -I" +
                          quote(cuda_dir + "/include") + " -c " + quote(src.string()) + " -o " + quote(o.string()),
-                     log, "compiling " + std::string(e.what));
+                     log, "compiling " + std::string(e.what) + hint);
+            link_hint += hint;
             objs += " " + quote(o.string());
             if (libs.empty()) libs = " -L" + quote(cuda_dir + "/lib64") + " -Wl,-rpath," + quote(cuda_dir + "/lib64");
             libs += e.libs;
@@ -179,7 +184,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         }
         run_tool("ar rcs " + quote(lib_a.string()) + " " + objs, log, "archiving the static library");
         run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + objs + libs + " -ldl -lpthread", log,
-                 "linking the shared object");
+                 "linking the shared object" + link_hint);
         fs::remove(log);
         fs::remove(glue_o);
         for (const auto &o : extern_objs) fs::remove(o);
