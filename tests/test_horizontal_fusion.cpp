@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <map>
 #include <random>
 
 #include "autoschedule/autoschedule.h"
@@ -63,15 +62,18 @@ std::string ln_op_chain(GraphBuilder &b, const std::string &s, int k) {
 
 // The same LayerNorm written out as exporters decompose it (shared eps, per-slice affine).
 std::string ln_decomposed_chain(GraphBuilder &b, const std::string &s, int k) {
-    static std::map<GraphBuilder *, std::string> eps;
-    if (!eps.count(&b)) eps[&b] = b.scalar(1e-5);
+    const std::string eps = "eps";  // one constant shared by every chain (kept as is by the pass)
+    if (!b.g.constant(eps)) {
+        b.g.set_constant(eps, Tensor::scalar(DType::F32, 1e-5));
+        b.g.values[eps].has_shape = true;
+    }
     std::string two = b.scalar(2.0);
     Ints last = {1};
     std::string mean = b.node("ReduceMean", {s}, {kRows, 1}, {{"axes", last}, {"keepdims", int64_t(1)}});
     std::string d = b.node("Sub", {s, mean}, {kRows, kWidth});
     std::string sq = b.node("Pow", {d, two}, {kRows, kWidth});
     std::string var = b.node("ReduceMean", {sq}, {kRows, 1}, {{"axes", last}, {"keepdims", int64_t(1)}});
-    std::string sd = b.node("Sqrt", {b.node("Add", {var, eps[&b]}, {kRows, 1})}, {kRows, 1});
+    std::string sd = b.node("Sqrt", {b.node("Add", {var, eps}, {kRows, 1})}, {kRows, 1});
     std::string n = b.node("Div", {d, sd}, {kRows, kWidth});
     std::string g = b.node("Mul", {n, random_const(b, kWidth, 30 + k, 0.5, 1.5)}, {kRows, kWidth});
     return b.node("Add", {g, random_const(b, kWidth, 40 + k, -0.3, 0.3)}, {kRows, kWidth});

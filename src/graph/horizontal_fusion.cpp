@@ -84,16 +84,10 @@ private:
         for (int k = 0; k < K; k++)
             if (cat.inputs[k] != chains[k].result || chains[k].nodes.empty()) return false;
         // The template (chain 0) and the others must match node by node.
-        std::vector<std::vector<InputRef>> refs0;
-        if (!describe(chains[0], split.outputs[0], refs0)) return false;
-        for (int k = 1; k < K; k++) {
-            std::vector<std::vector<InputRef>> refs;
-            if (!describe(chains[k], split.outputs[k], refs) || !same_shape(chains[0], chains[k], refs0, refs))
-                return false;
-        }
         std::vector<std::vector<std::vector<InputRef>>> all(K);
-        all[0] = refs0;
-        for (int k = 1; k < K; k++) describe(chains[k], split.outputs[k], all[k]);
+        for (int k = 0; k < K; k++)
+            if (!describe(chains[k], split.outputs[k], all[k]) || (k > 0 && !same_shape(chains[0], chains[k], all[0], all[k])))
+                return false;
         return rewrite(si, concat, chains, all, r, K, sizes[0]);
     }
 
