@@ -25,18 +25,28 @@ struct GraphBuilder {
         g.inputs.push_back(name);
         return name;
     }
-    std::string constant(Tensor t) {
-        std::string name = "const" + std::to_string(count++);
+    std::string constant(const std::string &name, Tensor t) {
         g.set_constant(name, t);
         g.values[name].has_shape = true;
         return name;
     }
+    std::string constant(Tensor t) { return constant("const" + std::to_string(count++), std::move(t)); }
     std::string scalar(double v, DType t = DType::F32) { return constant(Tensor::scalar(t, v)); }
+    /// A float32 initializer \p name of shape \p s, uniform random in [lo, hi) from \p seed.
+    std::string random_constant(const std::string &name, Shape s, uint64_t seed, double lo = -1, double hi = 1) {
+        Tensor t(DType::F32, s);
+        fill_random(t, seed, lo, hi);
+        g.set_constant(name, t);
+        g.values[name].has_shape = true;
+        return name;
+    }
+    /// A node named \p name (default "<op>_<n>"); returns its output value.
     std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32) {
+                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32,
+                     const std::string &name = "") {
         Node n;
         n.op = op;
-        n.name = op + "_" + std::to_string(count);
+        n.name = name.empty() ? op + "_" + std::to_string(count) : name;
         n.inputs = std::move(in);
         std::string out = "v" + std::to_string(count++);
         n.outputs = {out};
@@ -45,10 +55,13 @@ struct GraphBuilder {
         g.nodes.push_back(n);
         return out;
     }
+    /// Marks value \p v (a node output, input or constant) as a graph output, again if repeated.
+    void output(const std::string &v) { g.outputs.push_back(v); }
     /// A node that is also a graph output.
     std::string out(const std::string &op, std::vector<std::string> in, Shape s,
-                    std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32) {
-        std::string v = node(op, std::move(in), s, std::move(attrs), t);
+                    std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32,
+                    const std::string &name = "") {
+        std::string v = node(op, std::move(in), s, std::move(attrs), t, name);
         g.outputs.push_back(v);
         return v;
     }

@@ -17,6 +17,7 @@
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace loom {
@@ -57,56 +58,25 @@ TEST(Autoschedule, FixturesMatchReference) {
         check_auto(fixture(name), name);
 }
 
-/// A hand-built canonical graph (as in the op tests).
-struct Builder {
-    Graph g;
-    int count = 0;
-    std::string input(const std::string &name, Shape s) {
-        g.values[name] = ValueInfo{name, DType::F32, s, {}, true};
-        g.inputs.push_back(name);
-        return name;
-    }
-    std::string weight(Shape s, uint64_t seed) {
-        Tensor t(DType::F32, s);
-        fill_random(t, seed);
-        std::string name = "w" + std::to_string(count++);
-        g.set_constant(name, t);
-        g.values[name].has_shape = true;
-        return name;
-    }
-    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, bool output = false) {
-        Node n;
-        n.op = op;
-        n.name = op + "_" + std::to_string(count);
-        n.inputs = std::move(in);
-        std::string out = "v" + std::to_string(count++);
-        n.outputs = {out};
-        n.attrs = std::move(attrs);
-        g.values[out] = ValueInfo{out, DType::F32, s, {}, true};
-        g.nodes.push_back(n);
-        if (output) g.outputs.push_back(out);
-        return out;
-    }
-};
+using Builder = loom::testing::GraphBuilder;
 
 TEST(Autoschedule, OddSizesAreCorrect) {
     // Sizes that divide nothing: every tail strategy the emitters pick must stay in bounds.
     Builder b;
     std::string x = b.input("x", {37, 45});
     std::string y = b.input("y", {45, 29});
-    b.node("Relu", {b.node("MatMul", {x, y}, {37, 29})}, {37, 29}, {}, true);  // j-contiguous GEMM
-    b.node("MatMul", {x, y}, {37, 29}, {}, true);                              // no epilogue
-    std::string w = b.weight({29, 45}, 3);
-    b.node("Gemm", {x, w}, {37, 29}, {{"transB", int64_t(1)}}, true);           // dot-product GEMM
+    b.out("Relu", {b.node("MatMul", {x, y}, {37, 29})}, {37, 29});  // j-contiguous GEMM
+    b.out("MatMul", {x, y}, {37, 29});                              // no epilogue
+    std::string w = b.random_constant("w3", {29, 45}, 3);
+    b.out("Gemm", {x, w}, {37, 29}, {{"transB", int64_t(1)}});           // dot-product GEMM
     std::string z = b.input("z", {33, 133});
-    b.node("Softmax", {z}, {33, 133}, {{"axis", int64_t(1)}}, true);
-    b.node("ReduceSum", {z}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
-    b.node("ReduceSum", {z}, {133}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}}, true);
+    b.out("Softmax", {z}, {33, 133}, {{"axis", int64_t(1)}});
+    b.out("ReduceSum", {z}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}});
+    b.out("ReduceSum", {z}, {133}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
     std::string t = b.input("t", {2, 3, 11, 13});
-    std::string k = b.weight({4, 3, 3, 3}, 5);
-    b.node("Relu", {b.node("Conv", {t, k}, {2, 4, 9, 11}, {{"kernel_shape", std::vector<int64_t>{3, 3}}})},
-           {2, 4, 9, 11}, {}, true);
+    std::string k = b.random_constant("w5", {4, 3, 3, 3}, 5);
+    b.out("Relu", {b.node("Conv", {t, k}, {2, 4, 9, 11}, {{"kernel_shape", std::vector<int64_t>{3, 3}}})},
+           {2, 4, 9, 11});
     prepare_graph(b.g);
     check_auto(b.g, "odd sizes");
 }
@@ -114,12 +84,12 @@ TEST(Autoschedule, OddSizesAreCorrect) {
 TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
     Builder b;
     std::string x = b.input("x", {64, 1024});
-    b.node("Softmax", {x}, {64, 1024}, {{"axis", int64_t(1)}}, true);
-    b.node("ReduceSum", {x}, {1}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
+    b.out("Softmax", {x}, {64, 1024}, {{"axis", int64_t(1)}});
+    b.out("ReduceSum", {x}, {1}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}});
     std::string a = b.input("a", {96, 256});
-    std::string w = b.weight({256, 160}, 9);
-    std::string bias = b.weight({160}, 10);
-    b.node("Relu", {b.node("Add", {b.node("MatMul", {a, w}, {96, 160}), bias}, {96, 160})}, {96, 160}, {}, true);
+    std::string w = b.random_constant("w9", {256, 160}, 9);
+    std::string bias = b.random_constant("w10", {160}, 10);
+    b.out("Relu", {b.node("Add", {b.node("MatMul", {a, w}, {96, 160}), bias}, {96, 160})}, {96, 160});
     prepare_graph(b.g);
     check_auto(b.g, "big rows");
 }
@@ -149,7 +119,7 @@ TEST(Autoschedule, PointwiseChainIsOneLoopNest) {
     std::string v = b.node("Mul", {x, x}, s);
     v = b.node("Add", {v, x}, s);
     v = b.node("Sigmoid", {v}, s);
-    v = b.node("Relu", {v}, s, {}, true);
+    v = b.out("Relu", {v}, s);
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     FusionPlan plan = plan_fusion(lp, test_machine());
@@ -165,7 +135,7 @@ TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
     std::string x = b.input("x", s);
     std::string e = b.node("Erf", {x}, s);
     std::vector<std::string> outs;
-    for (int k = 0; k < 8; k++) b.node("Mul", {e, b.input("y" + std::to_string(k), s)}, s, {}, true);
+    for (int k = 0; k < 8; k++) b.out("Mul", {e, b.input("y" + std::to_string(k), s)}, s);
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     FusionPlan plan = plan_fusion(lp, test_machine());
@@ -177,7 +147,7 @@ TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
     // One cheap producer with one consumer is inlined.
     Builder c;
     std::string xx = c.input("x", s);
-    c.node("Neg", {c.node("Abs", {xx}, s)}, s, {}, true);
+    c.out("Neg", {c.node("Abs", {xx}, s)}, s);
     prepare_graph(c.g);
     LoweredPipeline lc = lower_graph(c.g);
     EXPECT_EQ(plan_fusion(lc, test_machine()).kernels.size(), 1u);
@@ -186,7 +156,7 @@ TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});
-    b.node("ReduceSum", {x}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}}, true);
+    b.out("ReduceSum", {x}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}});
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     Schedule s = auto_schedule(lp, host_target(), test_machine());

@@ -6,6 +6,7 @@
 #include "graph/error.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace loom {
@@ -13,36 +14,7 @@ namespace {
 
 using loom::testing::close;
 
-/// A hand-built canonical graph.
-struct Builder {
-    Graph g;
-    int count = 0;
-    std::string input(const std::string &name, Shape s, DType t = DType::F32) {
-        g.values[name] = ValueInfo{name, t, s, {}, true};
-        g.inputs.push_back(name);
-        return name;
-    }
-    std::string constant(const std::string &name, Tensor t) {
-        g.set_constant(name, t);
-        g.values[name].has_shape = true;
-        return name;
-    }
-    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32,
-                     const std::string &name = "") {
-        Node n;
-        n.op = op;
-        n.name = name.empty() ? "/blk/" + op + "_" + std::to_string(count) : name;
-        n.inputs = std::move(in);
-        std::string out = "v" + std::to_string(count++);
-        n.outputs = {out};
-        n.attrs = std::move(attrs);
-        g.values[out] = ValueInfo{out, t, s, {}, true};
-        g.nodes.push_back(n);
-        return out;
-    }
-    void output(const std::string &v) { g.outputs.push_back(v); }
-};
+using Builder = loom::testing::GraphBuilder;
 
 std::map<std::string, Tensor> jit_run(const Graph &g, const std::map<std::string, Tensor> &in) {
     LoweredPipeline lp = lower_graph(g);

@@ -6,6 +6,7 @@
 #include "codegen/jit.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace loom {
@@ -13,37 +14,8 @@ namespace {
 
 using loom::testing::close;
 
-/// A hand-built canonical graph.
-struct Builder {
-    Graph g;
-    int count = 0;
-    std::string input(const std::string &name, Shape s) {
-        g.values[name] = ValueInfo{name, DType::F32, s, {}, true};
-        g.inputs.push_back(name);
-        return name;
-    }
-    std::string constant(const std::string &name, Shape s, uint64_t seed) {
-        Tensor t(DType::F32, s);
-        fill_random(t, seed, -1, 1);
-        g.set_constant(name, t);
-        return name;
-    }
-    /// Adds a node (named \p name or "<op>_<n>") whose output is a graph output.
-    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, const std::string &name = "") {
-        Node n;
-        n.op = op;
-        n.name = name.empty() ? op + "_" + std::to_string(count) : name;
-        n.inputs = std::move(in);
-        std::string out = "y" + std::to_string(count++);
-        n.outputs = {out};
-        n.attrs = std::move(attrs);
-        g.values[out] = ValueInfo{out, DType::F32, s, {}, true};
-        g.nodes.push_back(n);
-        g.outputs.push_back(out);
-        return out;
-    }
-};
+/// Every node of these graphs is a graph output (checked against the reference).
+using Builder = loom::testing::GraphBuilder;
 
 /// Lowers, compute_roots every Func (pads inlined when \p inline_pads), JIT-runs on random inputs
 /// and compares every output with the reference.
@@ -79,8 +51,8 @@ using Ints = std::vector<int64_t>;
 
 TEST(OpsLinalg, MatMulStructure) {
     Builder b;
-    std::string a = b.input("a", {5, 7}), w = b.constant("w", {7, 3}, 1);
-    b.node("MatMul", {a, w}, {5, 3}, {}, "/fc/MatMul");
+    std::string a = b.input("a", {5, 7}), w = b.random_constant("w", {7, 3}, 1);
+    std::string y = b.out("MatMul", {a, w}, {5, 3}, {}, DType::F32, "/fc/MatMul");
     LoweredPipeline lp = lower_graph(b.g);
     const LoweredFunc *f = lp.find("fc_matmul");
     ASSERT_NE(f, nullptr);
@@ -101,7 +73,7 @@ TEST(OpsLinalg, MatMulStructure) {
     auto in = random_inputs(b.g, 3);
     auto ref = run_reference(b.g, in);
     JitModel m(std::move(lp));
-    EXPECT_TRUE(close(m.run(in).at("y0"), ref.at("y0")));
+    EXPECT_TRUE(close(m.run(in).at(y), ref.at(y)));
 }
 
 TEST(OpsLinalg, MatMulShapes) {
@@ -109,30 +81,30 @@ TEST(OpsLinalg, MatMulShapes) {
     std::string a = b.input("a", {5, 7}), w = b.input("w", {7, 3});
     std::string a4 = b.input("a4", {2, 1, 3, 5}), b3 = b.input("b3", {4, 5, 6});
     std::string v = b.input("v", {7}), a3 = b.input("a3", {3, 5, 7});
-    std::string c = b.constant("c", {7, 1}, 5);
-    b.node("MatMul", {a, w}, {5, 3});
-    b.node("MatMul", {a4, b3}, {2, 4, 3, 6});  // batch broadcast both ways
-    b.node("MatMul", {v, w}, {3});             // 1-D left
-    b.node("MatMul", {a, v}, {5});             // 1-D right
-    b.node("MatMul", {v, v}, {});              // both 1-D: a scalar
-    b.node("MatMul", {a3, w}, {3, 5, 3});      // batched left, matrix right
-    b.node("MatMul", {a3, c}, {3, 5, 1});      // N = 1, constant right
+    std::string c = b.random_constant("c", {7, 1}, 5);
+    b.out("MatMul", {a, w}, {5, 3});
+    b.out("MatMul", {a4, b3}, {2, 4, 3, 6});  // batch broadcast both ways
+    b.out("MatMul", {v, w}, {3});             // 1-D left
+    b.out("MatMul", {a, v}, {5});             // 1-D right
+    b.out("MatMul", {v, v}, {});              // both 1-D: a scalar
+    b.out("MatMul", {a3, w}, {3, 5, 3});      // batched left, matrix right
+    b.out("MatMul", {a3, c}, {3, 5, 1});      // N = 1, constant right
     check(b.g, 11);
 }
 
 TEST(OpsLinalg, Gemm) {
     Builder b;
     std::string A = b.input("A", {5, 7}), At = b.input("At", {7, 5});
-    std::string B = b.input("B", {7, 9}), Bt = b.constant("Bt", {9, 7}, 2);
+    std::string B = b.input("B", {7, 9}), Bt = b.random_constant("Bt", {9, 7}, 2);
     std::string c9 = b.input("c9", {9}), c51 = b.input("c51", {5, 1});
-    std::string c59 = b.constant("c59", {5, 9}, 3), c1 = b.constant("c1", {1}, 4);
-    b.node("Gemm", {A, B}, {5, 9});
-    b.node("Gemm", {A, B, c9}, {5, 9});
-    b.node("Gemm", {At, Bt, c51}, {5, 9}, {{"transA", int64_t(1)}, {"transB", int64_t(1)}});
-    b.node("Gemm", {A, Bt, c59}, {5, 9},
+    std::string c59 = b.random_constant("c59", {5, 9}, 3), c1 = b.random_constant("c1", {1}, 4);
+    b.out("Gemm", {A, B}, {5, 9});
+    b.out("Gemm", {A, B, c9}, {5, 9});
+    b.out("Gemm", {At, Bt, c51}, {5, 9}, {{"transA", int64_t(1)}, {"transB", int64_t(1)}});
+    b.out("Gemm", {A, Bt, c59}, {5, 9},
            {{"transB", int64_t(1)}, {"alpha", 0.5}, {"beta", 2.0}});
-    b.node("Gemm", {At, B, c1}, {5, 9}, {{"transA", int64_t(1)}, {"beta", -1.5}});
-    b.node("Gemm", {A, B, c9}, {5, 9}, {{"beta", 0.0}});
+    b.out("Gemm", {At, B, c1}, {5, 9}, {{"transA", int64_t(1)}, {"beta", -1.5}});
+    b.out("Gemm", {A, B, c9}, {5, 9}, {{"beta", 0.0}});
     check(b.g, 12);
 
     // Gemm with bias stays one Func: the bias is the init.
@@ -147,25 +119,25 @@ TEST(OpsLinalg, Conv2D) {
     Builder b;
     std::string x = b.input("x", {2, 6, 9, 11});
     // Strided, dilated, asymmetric pads, bias.
-    std::string w1 = b.constant("w1", {4, 6, 3, 3}, 21), b1 = b.constant("b1", {4}, 22);
-    b.node("Conv", {x, w1, b1},
+    std::string w1 = b.random_constant("w1", {4, 6, 3, 3}, 21), b1 = b.random_constant("b1", {4}, 22);
+    b.out("Conv", {x, w1, b1},
            {2, 4, conv_out(9, 3, 2, 1, 1, 2), conv_out(11, 3, 1, 2, 0, 1)},
            {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 1}}, {"dilations", Ints{1, 2}},
             {"pads", Ints{1, 0, 2, 1}}, {"group", int64_t(1)}},
-           "/enc/conv1/Conv");
+           DType::F32, "/enc/conv1/Conv");
     // Grouped (3 groups of 2 channels), runtime weights, no bias.
     std::string w2 = b.input("w2", {6, 2, 3, 2});
-    b.node("Conv", {x, w2}, {2, 6, conv_out(9, 3, 1, 1, 0, 1), conv_out(11, 2, 2, 1, 1, 0)},
+    b.out("Conv", {x, w2}, {2, 6, conv_out(9, 3, 1, 1, 0, 1), conv_out(11, 2, 2, 1, 1, 0)},
            {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{1, 2}}, {"dilations", Ints{1, 1}},
             {"pads", Ints{0, 1, 1, 0}}, {"group", int64_t(3)}});
     // Depthwise with channel multiplier 2, pads 1.
-    std::string w3 = b.constant("w3", {12, 1, 3, 3}, 23), b3 = b.input("b3", {12});
-    b.node("Conv", {x, w3, b3}, {2, 12, 9, 11},
+    std::string w3 = b.random_constant("w3", {12, 1, 3, 3}, 23), b3 = b.input("b3", {12});
+    b.out("Conv", {x, w3, b3}, {2, 12, 9, 11},
            {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"dilations", Ints{1, 1}},
             {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(6)}});
     // 1x1, no pads.
-    std::string w4 = b.constant("w4", {5, 6, 1, 1}, 24);
-    b.node("Conv", {x, w4}, {2, 5, 9, 11},
+    std::string w4 = b.random_constant("w4", {5, 6, 1, 1}, 24);
+    b.out("Conv", {x, w4}, {2, 5, 9, 11},
            {{"kernel_shape", Ints{1, 1}}, {"strides", Ints{1, 1}}, {"dilations", Ints{1, 1}},
             {"pads", Ints{0, 0, 0, 0}}, {"group", int64_t(1)}});
     check(b.g, 31);
@@ -187,19 +159,19 @@ TEST(OpsLinalg, Conv2D) {
 TEST(OpsLinalg, Conv1D3D) {
     Builder b;
     std::string x1 = b.input("x1", {1, 3, 13});
-    std::string w1 = b.constant("w1", {5, 3, 4}, 41), b1 = b.constant("b1", {5}, 42);
-    b.node("Conv", {x1, w1, b1}, {1, 5, conv_out(13, 4, 3, 2, 2, 1)},
+    std::string w1 = b.random_constant("w1", {5, 3, 4}, 41), b1 = b.random_constant("b1", {5}, 42);
+    b.out("Conv", {x1, w1, b1}, {1, 5, conv_out(13, 4, 3, 2, 2, 1)},
            {{"kernel_shape", Ints{4}}, {"strides", Ints{3}}, {"dilations", Ints{2}},
             {"pads", Ints{2, 1}}, {"group", int64_t(1)}});
     std::string x3 = b.input("x3", {1, 4, 5, 6, 7});
-    std::string w3 = b.constant("w3", {3, 4, 2, 3, 2}, 43);
-    b.node("Conv", {x3, w3},
+    std::string w3 = b.random_constant("w3", {3, 4, 2, 3, 2}, 43);
+    b.out("Conv", {x3, w3},
            {1, 3, conv_out(5, 2, 1, 1, 1, 0), conv_out(6, 3, 2, 1, 0, 2), conv_out(7, 2, 1, 2, 1, 1)},
            {{"kernel_shape", Ints{2, 3, 2}}, {"strides", Ints{1, 2, 1}}, {"dilations", Ints{1, 1, 2}},
             {"pads", Ints{1, 0, 1, 0, 2, 1}}, {"group", int64_t(1)}});
     // 3-D conv, 2 groups (weights for 4 input channels split in two).
-    std::string w4 = b.constant("w4", {2, 2, 1, 1, 3}, 44);
-    b.node("Conv", {x3, w4}, {1, 2, 5, 6, 5},
+    std::string w4 = b.random_constant("w4", {2, 2, 1, 1, 3}, 44);
+    b.out("Conv", {x3, w4}, {1, 2, 5, 6, 5},
            {{"kernel_shape", Ints{1, 1, 3}}, {"strides", Ints{1, 1, 1}}, {"dilations", Ints{1, 1, 1}},
             {"pads", Ints{0, 0, 0, 0, 0, 0}}, {"group", int64_t(2)}});
     check(b.g, 51);
@@ -209,21 +181,21 @@ TEST(OpsLinalg, ConvTranspose) {
     Builder b;
     std::string x = b.input("x", {2, 4, 5, 6});
     // Stride 2, output_padding, asymmetric pads, bias.
-    std::string w1 = b.constant("w1", {4, 3, 3, 3}, 61), b1 = b.constant("b1", {3}, 62);
-    b.node("ConvTranspose", {x, w1, b1},
+    std::string w1 = b.random_constant("w1", {4, 3, 3, 3}, 61), b1 = b.random_constant("b1", {3}, 62);
+    b.out("ConvTranspose", {x, w1, b1},
            {2, 3, convt_out(5, 3, 2, 1, 1, 0, 1), convt_out(6, 3, 2, 1, 1, 1, 0)},
            {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"dilations", Ints{1, 1}},
             {"pads", Ints{1, 1, 0, 1}}, {"output_padding", Ints{1, 0}}, {"group", int64_t(1)}});
     // Two groups, dilation, stride (3, 1), runtime weights.
     std::string w2 = b.input("w2", {4, 2, 2, 3});
-    b.node("ConvTranspose", {x, w2},
+    b.out("ConvTranspose", {x, w2},
            {2, 4, convt_out(5, 2, 3, 2, 0, 1, 2), convt_out(6, 3, 1, 1, 2, 0, 0)},
            {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{3, 1}}, {"dilations", Ints{2, 1}},
             {"pads", Ints{0, 2, 1, 0}}, {"output_padding", Ints{2, 0}}, {"group", int64_t(2)}});
     // 1-D, stride 2, kernel 4.
     std::string x1 = b.input("x1", {1, 3, 7});
-    std::string w3 = b.constant("w3", {3, 5, 4}, 63);
-    b.node("ConvTranspose", {x1, w3}, {1, 5, convt_out(7, 4, 2, 1, 1, 2, 1)},
+    std::string w3 = b.random_constant("w3", {3, 5, 4}, 63);
+    b.out("ConvTranspose", {x1, w3}, {1, 5, convt_out(7, 4, 2, 1, 1, 2, 1)},
            {{"kernel_shape", Ints{4}}, {"strides", Ints{2}}, {"dilations", Ints{1}},
             {"pads", Ints{1, 2}}, {"output_padding", Ints{1}}, {"group", int64_t(1)}});
     check(b.g, 71);

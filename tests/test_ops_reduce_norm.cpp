@@ -8,6 +8,7 @@
 #include "codegen/jit.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace loom {
@@ -16,39 +17,8 @@ namespace {
 using loom::testing::close;
 using Ints = std::vector<int64_t>;
 
-/// A hand-built canonical graph.
-struct Builder {
-    Graph g;
-    int count = 0;
-    std::string input(const std::string &name, Shape s, DType t = DType::F32) {
-        g.values[name] = ValueInfo{name, t, s, {}, true};
-        g.inputs.push_back(name);
-        return name;
-    }
-    std::string constant(const std::string &name, Shape s, uint64_t seed, double lo = -1,
-                         double hi = 1) {
-        Tensor t(DType::F32, s);
-        fill_random(t, seed, lo, hi);
-        g.set_constant(name, t);
-        return name;
-    }
-    /// Adds a node (named \p name or "<op>_<n>") whose output is a graph output.
-    std::string node(const std::string &op, std::vector<std::string> in, Shape s,
-                     std::map<std::string, AttrValue> attrs = {}, DType t = DType::F32,
-                     const std::string &name = "") {
-        Node n;
-        n.op = op;
-        n.name = name.empty() ? op + "_" + std::to_string(count) : name;
-        n.inputs = std::move(in);
-        std::string out = "y" + std::to_string(count++);
-        n.outputs = {out};
-        n.attrs = std::move(attrs);
-        g.values[out] = ValueInfo{out, t, s, {}, true};
-        g.nodes.push_back(n);
-        g.outputs.push_back(out);
-        return out;
-    }
-};
+/// Every node of these graphs is a graph output (checked against the reference).
+using Builder = loom::testing::GraphBuilder;
 
 /// JIT-runs \p g (every Func compute_root, or only those with updates and the outputs when
 /// \p fuse) on \p in and compares every output with the reference.
@@ -87,22 +57,22 @@ TEST(OpsPool, MaxAndAverage) {
                                                 {"dilations", d}, {"pads", p},
                                                 {"ceil_mode", ceil}, {"count_include_pad", cip}};
     };
-    b.node("MaxPool", {x},
+    b.out("MaxPool", {x},
            {2, 3, pool_out(10, 3, 2, 1, 1, 0, false), pool_out(11, 3, 2, 1, 1, 1, false)},
            attrs({3, 3}, {2, 2}, {1, 1}, {1, 1, 0, 1}, 0, 0), DType::F32, "/pool/MaxPool");
-    b.node("MaxPool", {x},
+    b.out("MaxPool", {x},
            {2, 3, pool_out(10, 3, 2, 2, 0, 0, true), pool_out(11, 2, 3, 1, 0, 0, true)},
            attrs({3, 2}, {2, 3}, {2, 1}, {0, 0, 0, 0}, 1, 0));
     for (int64_t cip : {0, 1}) {
-        b.node("AveragePool", {x},
+        b.out("AveragePool", {x},
                {2, 3, pool_out(10, 3, 2, 1, 1, 1, true), pool_out(11, 3, 2, 1, 2, 0, true)},
                attrs({3, 3}, {2, 2}, {1, 1}, {1, 2, 1, 0}, 1, cip));
-        b.node("AveragePool", {x},
+        b.out("AveragePool", {x},
                {2, 3, pool_out(10, 2, 3, 2, 1, 0, true), pool_out(11, 4, 1, 1, 0, 2, false)},
                attrs({2, 4}, {3, 1}, {2, 1}, {1, 0, 0, 2}, 1, cip));
     }
-    b.node("GlobalAveragePool", {x}, {2, 3, 1, 1});
-    b.node("GlobalMaxPool", {x}, {2, 3, 1, 1});
+    b.out("GlobalAveragePool", {x}, {2, 3, 1, 1});
+    b.out("GlobalMaxPool", {x}, {2, 3, 1, 1});
     check(b.g, 101);
     check(b.g, 102, /*fuse=*/true);
 
@@ -120,16 +90,16 @@ TEST(OpsPool, OneAndThreeD) {
     Builder b;
     std::string x1 = b.input("x1", {1, 2, 13});
     std::string x3 = b.input("x3", {1, 2, 5, 6, 7});
-    b.node("MaxPool", {x1}, {1, 2, pool_out(13, 3, 2, 1, 1, 1, true)},
+    b.out("MaxPool", {x1}, {1, 2, pool_out(13, 3, 2, 1, 1, 1, true)},
            {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}},
             {"ceil_mode", int64_t(1)}});
-    b.node("AveragePool", {x3},
+    b.out("AveragePool", {x3},
            {1, 2, pool_out(5, 2, 2, 1, 1, 0, false), pool_out(6, 3, 1, 1, 1, 1, false),
             pool_out(7, 2, 2, 1, 0, 1, true)},
            {{"kernel_shape", Ints{2, 3, 2}}, {"strides", Ints{2, 1, 2}},
             {"pads", Ints{1, 1, 0, 0, 1, 1}}, {"ceil_mode", int64_t(1)},
             {"count_include_pad", int64_t(1)}});
-    b.node("GlobalAveragePool", {x3}, {1, 2, 1, 1, 1});
+    b.out("GlobalAveragePool", {x3}, {1, 2, 1, 1, 1});
     check(b.g, 111);
 }
 
@@ -140,15 +110,15 @@ TEST(OpsReduce, AllKinds) {
     auto red = [](Ints axes, int64_t keep) {
         return std::map<std::string, AttrValue>{{"axes", axes}, {"keepdims", keep}};
     };
-    b.node("ReduceSum", {x}, {3, 1, 7}, red({1}, 1), DType::F32, "/head/ReduceSum");
-    b.node("ReduceMean", {x}, {5}, red({0, 2}, 0));
-    b.node("ReduceMax", {x}, {3, 5}, red({2}, 0));
-    b.node("ReduceMin", {x}, {}, red({0, 1, 2}, 0));
-    b.node("ReduceProd", {x}, {3, 1, 7}, red({1}, 1));
-    b.node("ReduceL2", {x}, {3, 1, 1}, red({1, 2}, 1));
-    b.node("ReduceSum", {x4}, {2, 5}, red({1, 3}, 0));
-    b.node("ReduceMean", {x4}, {1, 1, 1, 1}, red({0, 1, 2, 3}, 1));
-    b.node("ReduceMax", {x4}, {2, 1, 1, 3}, red({1, 2}, 1));
+    b.out("ReduceSum", {x}, {3, 1, 7}, red({1}, 1), DType::F32, "/head/ReduceSum");
+    b.out("ReduceMean", {x}, {5}, red({0, 2}, 0));
+    b.out("ReduceMax", {x}, {3, 5}, red({2}, 0));
+    b.out("ReduceMin", {x}, {}, red({0, 1, 2}, 0));
+    b.out("ReduceProd", {x}, {3, 1, 7}, red({1}, 1));
+    b.out("ReduceL2", {x}, {3, 1, 1}, red({1, 2}, 1));
+    b.out("ReduceSum", {x4}, {2, 5}, red({1, 3}, 0));
+    b.out("ReduceMean", {x4}, {1, 1, 1, 1}, red({0, 1, 2, 3}, 1));
+    b.out("ReduceMax", {x4}, {2, 1, 1, 3}, red({1, 2}, 1));
     check(b.g, 201);
     check(b.g, 202, /*fuse=*/true);
 
@@ -166,9 +136,9 @@ TEST(OpsReduce, AllKinds) {
 TEST(OpsReduce, Integers) {
     Builder b;
     std::string x = b.input("x", {4, 5}, DType::I32);
-    b.node("ReduceSum", {x}, {4}, {{"axes", Ints{1}}, {"keepdims", int64_t(0)}}, DType::I32);
-    b.node("ReduceMax", {x}, {1, 5}, {{"axes", Ints{0}}, {"keepdims", int64_t(1)}}, DType::I32);
-    b.node("ArgMin", {x}, {4}, {{"axis", int64_t(1)}, {"keepdims", int64_t(0)}}, DType::I64);
+    b.out("ReduceSum", {x}, {4}, {{"axes", Ints{1}}, {"keepdims", int64_t(0)}}, DType::I32);
+    b.out("ReduceMax", {x}, {1, 5}, {{"axes", Ints{0}}, {"keepdims", int64_t(1)}}, DType::I32);
+    b.out("ArgMin", {x}, {4}, {{"axis", int64_t(1)}, {"keepdims", int64_t(0)}}, DType::I64);
     check(b.g, 211);
 }
 
@@ -179,10 +149,10 @@ TEST(OpsReduce, ArgMaxArgMinTies) {
         return std::map<std::string, AttrValue>{
             {"axis", axis}, {"keepdims", keep}, {"select_last_index", last}};
     };
-    b.node("ArgMax", {x}, {4, 1, 5}, arg(1, 1, 0), DType::I64, "/head/ArgMax");
-    b.node("ArgMax", {x}, {4, 5}, arg(1, 0, 1), DType::I64);
-    b.node("ArgMin", {x}, {4, 9}, arg(2, 0, 0), DType::I64);
-    b.node("ArgMin", {x}, {1, 9, 5}, arg(0, 1, 1), DType::I64);
+    b.out("ArgMax", {x}, {4, 1, 5}, arg(1, 1, 0), DType::I64, "/head/ArgMax");
+    b.out("ArgMax", {x}, {4, 5}, arg(1, 0, 1), DType::I64);
+    b.out("ArgMin", {x}, {4, 9}, arg(2, 0, 0), DType::I64);
+    b.out("ArgMin", {x}, {1, 9, 5}, arg(0, 1, 1), DType::I64);
     // Few distinct values so that ties (first vs last index) are common.
     Tensor t(DType::F32, {4, 9, 5});
     fill_random(t, 221, -2, 3);
@@ -199,11 +169,11 @@ TEST(OpsReduce, ArgMaxArgMinTies) {
 TEST(OpsNorm, Softmax) {
     Builder b;
     std::string x = b.input("x", {3, 5, 7});
-    b.node("Softmax", {x}, {3, 5, 7}, {{"axis", int64_t(2)}}, DType::F32, "/attn/Softmax");
-    b.node("Softmax", {x}, {3, 5, 7}, {{"axis", int64_t(0)}});
-    b.node("LogSoftmax", {x}, {3, 5, 7}, {{"axis", int64_t(1)}});
+    b.out("Softmax", {x}, {3, 5, 7}, {{"axis", int64_t(2)}}, DType::F32, "/attn/Softmax");
+    b.out("Softmax", {x}, {3, 5, 7}, {{"axis", int64_t(0)}});
+    b.out("LogSoftmax", {x}, {3, 5, 7}, {{"axis", int64_t(1)}});
     std::string x1 = b.input("x1", {1, 9});
-    b.node("Softmax", {x1}, {1, 9}, {{"axis", int64_t(1)}});
+    b.out("Softmax", {x1}, {1, 9}, {{"axis", int64_t(1)}});
     check(b.g, 301);
     check(b.g, 302, /*fuse=*/true);
 
@@ -219,11 +189,11 @@ TEST(OpsNorm, Softmax) {
 TEST(OpsNorm, LayerNorm) {
     Builder b;
     std::string x = b.input("x", {3, 5, 7});
-    std::string s57 = b.constant("s57", {5, 7}, 401), b57 = b.input("b57", {5, 7});
+    std::string s57 = b.random_constant("s57", {5, 7}, 401), b57 = b.input("b57", {5, 7});
     std::string s7 = b.input("s7", {7});
-    b.node("LayerNormalization", {x, s57, b57}, {3, 5, 7},
+    b.out("LayerNormalization", {x, s57, b57}, {3, 5, 7},
            {{"axis", int64_t(1)}, {"epsilon", 1e-5}}, DType::F32, "ln");
-    b.node("LayerNormalization", {x, s7}, {3, 5, 7}, {{"axis", int64_t(2)}, {"epsilon", 1e-3}});
+    b.out("LayerNormalization", {x, s7}, {3, 5, 7}, {{"axis", int64_t(2)}, {"epsilon", 1e-3}});
     check(b.g, 411);
     check(b.g, 412, /*fuse=*/true);
     auto in = random_inputs(b.g, 413);
@@ -245,7 +215,7 @@ TEST(OpsNorm, LayerNormStatisticsOutputs) {
     Builder b;
     std::string x = b.input("x", {2, 3, 5});
     std::string s = b.input("s", {3, 5});
-    std::string y = b.node("LayerNormalization", {x, s}, {2, 3, 5},
+    std::string y = b.out("LayerNormalization", {x, s}, {2, 3, 5},
                            {{"axis", int64_t(1)}, {"epsilon", 1e-5}}, DType::F32, "ln");
     Node &n = b.g.nodes.back();
     for (const char *extra : {"ln_mean_out", "ln_invstd_out"}) {
@@ -264,27 +234,27 @@ TEST(OpsNorm, BatchInstanceGroup) {
     Builder b;
     std::string x = b.input("x", {2, 6, 3, 5});
     // BatchNorm, all statistics constant: folded into per-channel Buffers.
-    std::string sc = b.constant("sc", {6}, 501), bi = b.constant("bi", {6}, 502);
-    std::string mu = b.constant("mu", {6}, 503), va = b.constant("va", {6}, 504, 0.5, 2);
-    b.node("BatchNormalization", {x, sc, bi, mu, va}, {2, 6, 3, 5}, {{"epsilon", 1e-5}},
+    std::string sc = b.random_constant("sc", {6}, 501), bi = b.random_constant("bi", {6}, 502);
+    std::string mu = b.random_constant("mu", {6}, 503), va = b.random_constant("va", {6}, 504, 0.5, 2);
+    b.out("BatchNormalization", {x, sc, bi, mu, va}, {2, 6, 3, 5}, {{"epsilon", 1e-5}},
            DType::F32, "bn");
     // BatchNorm with runtime scale and mean: scale/shift Funcs.
     std::string rsc = b.input("rsc", {6}), rmu = b.input("rmu", {6});
-    b.node("BatchNormalization", {x, rsc, bi, rmu, va}, {2, 6, 3, 5}, {{"epsilon", 1e-3}},
+    b.out("BatchNormalization", {x, rsc, bi, rmu, va}, {2, 6, 3, 5}, {{"epsilon", 1e-3}},
            DType::F32, "bn2");
-    std::string s6 = b.input("s6", {6}), b6 = b.constant("b6", {6}, 505);
-    b.node("InstanceNormalization", {x, s6, b6}, {2, 6, 3, 5}, {{"epsilon", 1e-5}},
+    std::string s6 = b.input("s6", {6}), b6 = b.random_constant("b6", {6}, 505);
+    b.out("InstanceNormalization", {x, s6, b6}, {2, 6, 3, 5}, {{"epsilon", 1e-5}},
            DType::F32, "inorm");
-    b.node("GroupNormalization", {x, s6, b6}, {2, 6, 3, 5},
+    b.out("GroupNormalization", {x, s6, b6}, {2, 6, 3, 5},
            {{"num_groups", int64_t(3)}, {"epsilon", 1e-5}}, DType::F32, "gn");
-    std::string s3 = b.constant("s3", {3}, 506), b3 = b.input("b3", {3});
-    b.node("GroupNormalization", {x, s3, b3}, {2, 6, 3, 5},
+    std::string s3 = b.random_constant("s3", {3}, 506), b3 = b.input("b3", {3});
+    b.out("GroupNormalization", {x, s3, b3}, {2, 6, 3, 5},
            {{"num_groups", int64_t(3)}, {"epsilon", 1e-5}});
-    b.node("GroupNormalization", {x, s6, b6}, {2, 6, 3, 5},
+    b.out("GroupNormalization", {x, s6, b6}, {2, 6, 3, 5},
            {{"num_groups", int64_t(1)}, {"epsilon", 1e-5}});
     std::string x3 = b.input("x3", {1, 4, 11});  // 1-D instance norm, odd length
-    std::string s4 = b.constant("s4", {4}, 507), b4 = b.constant("b4", {4}, 508);
-    b.node("InstanceNormalization", {x3, s4, b4}, {1, 4, 11}, {{"epsilon", 1e-5}});
+    std::string s4 = b.random_constant("s4", {4}, 507), b4 = b.random_constant("b4", {4}, 508);
+    b.out("InstanceNormalization", {x3, s4, b4}, {1, 4, 11}, {{"epsilon", 1e-5}});
     check(b.g, 511);
     check(b.g, 512, /*fuse=*/true);
 
