@@ -426,34 +426,26 @@ private:
                         int threads, const std::string &at, const std::string &var, const std::string &part,
                         const std::string &part2, const std::vector<ScheduleStatement> &after_rfactor = {}) {
         std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i");
+        std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
+        bool two_levels = threads > 32;
         ScheduleStatement up(f, 0);
         up.add("split", {rv, ro, ri, threads, rtail(k % threads == 0)});
-        if (threads <= 32) {
-            up.add("rfactor", {ri, "u"}, part);
-            s.statements.push_back(up);
-            s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
-            ScheduleStatement ps(part);
-            ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
-            s.statements.push_back(ps);
-            ScheduleStatement pu(part, 0);
-            pu.add("gpu_threads", {"u"});
-            s.statements.push_back(pu);
-            return;
-        }
-        std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
-        up.add("split", {ri, rw, ru, 32, rtail(true)});
-        up.add("rfactor", {ru, "u"}, part);
+        if (two_levels) up.add("split", {ri, rw, ru, 32, rtail(true)});
+        up.add("rfactor", {two_levels ? ru : ri, "u"}, part);
         s.statements.push_back(up);
         s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
         ScheduleStatement ps(part);
         ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
         s.statements.push_back(ps);
-        ScheduleStatement pu(part, 0);
-        pu.add("rfactor", {rw, "w"}, part2);
-        s.statements.push_back(pu);
+        if (two_levels) {
+            ScheduleStatement pu(part, 0);
+            pu.add("rfactor", {rw, "w"}, part2);
+            s.statements.push_back(pu);
+        }
         ScheduleStatement pu2(part, 0);
         pu2.add("gpu_threads", {"u"});
         s.statements.push_back(pu2);
+        if (!two_levels) return;
         // (u, w) fused into one thread dim: the kernel's block stays 1-D (threads ≤ 1024), u innermost.
         ScheduleStatement qs(part2);
         qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
