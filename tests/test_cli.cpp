@@ -182,3 +182,29 @@ TEST(Cli, MissingCudaLibrariesNameCudaHomeAndTheFlag) {
     EXPECT_HAS(r.out, "--no-cudnn");
     EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
 }
+
+// `loom autoschedule --target cuda` lowers the model as `loom compile --target cuda` does (cuBLAS
+// and cuDNN calls included), so its file compiles; a file written with --no-cublas, compiled
+// without it, is refused before anything is built, naming the library call and the flags.
+TEST(Cli, CudaAutoscheduleNamesTheFuncsCompileLowers) {
+    std::string dir = temp_dir() + "/cuda_libs";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    Result r = run_loom("autoschedule " + data_path("mlp.onnx") + " --target cuda -o " + dir + "/lib.sched");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    r = run_loom("compile " + data_path("mlp.onnx") + " --target cuda --no-reference --schedule " + dir +
+                 "/lib.sched -o " + dir + "/lib");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/lib/manifest.txt"));
+
+    r = run_loom("autoschedule " + data_path("mlp.onnx") + " --target cuda --no-cublas -o " + dir + "/halide.sched");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    r = run_loom("compile " + data_path("mlp.onnx") + " --target cuda --no-reference --schedule " + dir +
+                 "/halide.sched -o " + dir + "/mismatch");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "halide.sched:");
+    EXPECT_HAS(r.out, "fc1_gemm_relu_cublaslt");
+    EXPECT_HAS(r.out, "--no-cublas");
+    EXPECT_HAS(r.out, "loom autoschedule --target cuda");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/mismatch")) << "nothing is written on a user error";
+}

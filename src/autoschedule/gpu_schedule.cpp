@@ -442,8 +442,10 @@ private:
             pu.add("rfactor", {rw, "w"}, part2);
             s.statements.push_back(pu);
         }
+        // rfactor leaves the new thread var where the RVar was, innermost: a serial loop around a
+        // thread loop, which Halide synchronises with a block barrier per iteration. Threads outermost.
         ScheduleStatement pu2(part, 0);
-        pu2.add("gpu_threads", {"u"});
+        pu2.add("reorder", {two_levels ? rw : ro, "u"}).add("gpu_threads", {"u"});
         s.statements.push_back(pu2);
         if (!two_levels) return;
         // (u, w) fused into one thread dim: the kernel's block stays 1-D (threads ≤ 1024), u innermost.
@@ -452,13 +454,16 @@ private:
         s.statements.push_back(qs);
         ScheduleStatement qu(part2, 0);
         int64_t iters = (k + threads - 1) / threads;
+        std::vector<ScheduleArg> order = {ro};
         if (iters >= 2) {
             // Unrolled: several independent loads in flight per thread instead of one.
             int un = (int)std::min<int64_t>(8, pow2_floor(iters));
             std::string roo = ident(r, ro + "o"), roi = ident(r, ro + "i");
             qu.add("split", {ro, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
+            order = {roi, roo};
         }
-        qu.add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
+        order.push_back("uw");
+        qu.add("fuse", {"u", "w", "uw"}).add("reorder", order).add("gpu_threads", {"uw"});
         s.statements.push_back(qu);
     }
 

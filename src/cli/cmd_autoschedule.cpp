@@ -36,6 +36,7 @@ struct AutoscheduleOptions {
     int tune = 0;               ///< --tune N (0: not given; checked by tune_given)
     bool tune_given = false;
     double tune_budget_ms = 300;
+    LibraryFlags libs;  ///< --target cuda: the library calls `loom compile` will make (same flags)
 };
 
 // --tune's checks, before anything slow runs.
@@ -90,7 +91,9 @@ void autoschedule(const AutoscheduleOptions &o) {
         user_check(!o.report && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ", o.target,
                    ": --report, --dot and --machine describe the CPU cost model; drop them for a GPU target");
         Graph g = load_model(o.model, o.inputs);
-        LoweredPipeline p = lower_graph(g);
+        // Lowered as `loom compile` will lower it (cuBLAS/cuDNN extern stages unless turned off), so
+        // that the file names the Funcs that compile finds.
+        LoweredPipeline p = lower_graph(g, library_lowering(target, o.libs, "loom autoschedule"));
         Schedule s = autoscheduler_for(target)(p, target);
         s.model = std::filesystem::path(o.model).filename().string();
         s.sha256 = file_sha256(o.model);
@@ -100,6 +103,7 @@ void autoschedule(const AutoscheduleOptions &o) {
         else write_file_atomically(o.output, text, o.force), std::cout << "wrote " << o.output << "\n";
         return;
     }
+    (void)library_lowering(target, o.libs, "loom autoschedule");  // --tf32 on a CPU target: its error
     MachineModel m = detect_machine(target);
     for (const auto &kv : o.machine) override_machine(m, kv);
     Graph g = load_model(o.model, o.inputs);
@@ -164,6 +168,7 @@ void add_autoschedule_command(CLI::App &app) {
         ->default_val(300);
     c->add_option("--machine", o->machine,
                   "Override the machine model: cores=2, l2_bytes=2M, copy_gbps=20, gflops=150, vector_bytes=64 …");
+    add_library_flags(c, o->libs);
     c->callback([o] { autoschedule(*o); });
 }
 

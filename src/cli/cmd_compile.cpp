@@ -21,7 +21,7 @@ struct CompileOptions {
     std::string model, target = "host", schedule, out, name;
     std::vector<std::string> inputs;
     bool autosched = false, eager = false, force = false, no_reference = false, print_schedule = false;
-    bool no_cublas = false, no_cudnn = false, tf32 = false;
+    LibraryFlags libs;
     uint64_t seed = 1;
 };
 
@@ -34,13 +34,7 @@ void compile(const CompileOptions &o) {
     std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
     // CUDA: float GEMMs with constant weights go to cuBLAS, 2-D convs to cuDNN (extern stages,
     // lower/lowered.h).
-    LowerOptions lo;
-    bool cuda = target.has_feature(Halide::Target::CUDA);
-    user_check(cuda || !o.tf32, "loom compile: --tf32 applies to cuBLAS/cuDNN on --target cuda only; drop it for ",
-               target.to_string());
-    lo.gemm_extern = cuda && !o.no_cublas;
-    lo.conv_extern = cuda && !o.no_cudnn;
-    lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && o.tf32;
+    LowerOptions lo = library_lowering(target, o.libs, "loom compile");
     ScheduledModel sm = schedule_model(g, spec, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     LoweredPipeline &p = sm.pipeline;
@@ -84,9 +78,7 @@ void add_compile_command(CLI::App &app) {
     c->add_flag("--force", o->force, "Replace an existing output folder");
     c->add_flag("--no-reference", o->no_reference, "Do not write data/ (inputs and reference outputs)");
     c->add_flag("--print-schedule", o->print_schedule, "Print the schedule used");
-    c->add_flag("--no-cublas", o->no_cublas, "cuda: lower GEMMs in Halide instead of calling cuBLAS");
-    c->add_flag("--no-cudnn", o->no_cudnn, "cuda: lower 2-D convolutions in Halide instead of calling cuDNN");
-    c->add_flag("--tf32", o->tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (faster, ~1e-3 relative error)");
+    add_library_flags(c, o->libs);
     c->callback([o] { compile(*o); });
 }
 

@@ -34,6 +34,23 @@ AutoscheduleFn autoscheduler_for(const Halide::Target &target) {
     return [](const LoweredPipeline &p, const Halide::Target &t) { return auto_schedule(p, t); };
 }
 
+LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &flags, const std::string &command) {
+    LowerOptions lo;
+    bool cuda = target.has_feature(Halide::Target::CUDA);
+    user_check(cuda || !flags.tf32, command, ": --tf32 applies to cuBLAS/cuDNN on --target cuda only; drop it for ",
+               target.to_string());
+    lo.gemm_extern = cuda && !flags.no_cublas;
+    lo.conv_extern = cuda && !flags.no_cudnn;
+    lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && flags.tf32;
+    return lo;
+}
+
+void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
+    cmd->add_flag("--no-cublas", flags.no_cublas, "cuda: lower GEMMs in Halide instead of calling cuBLAS");
+    cmd->add_flag("--no-cudnn", flags.no_cudnn, "cuda: lower 2-D convolutions in Halide instead of calling cuDNN");
+    cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (faster, ~1e-3 relative error)");
+}
+
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
                               const std::string &model_path, const LowerOptions &lower_options) {
     ScheduledModel m;

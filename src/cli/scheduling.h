@@ -4,6 +4,7 @@
 /// apply it. Also the model file's hash that schedule headers record.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <Halide.h>
 
 #include <string>
@@ -21,6 +22,20 @@ std::string file_sha256(const std::string &path);
 
 /// Loom's cost model for \p target: the GPU auto-scheduler for CUDA targets, the CPU one otherwise.
 AutoscheduleFn autoscheduler_for(const Halide::Target &target);
+
+/// Which nodes a CUDA target hands to libraries: the flags `compile` and `autoschedule` share, so
+/// that a schedule written by one names the Funcs the other lowers.
+struct LibraryFlags {
+    bool no_cublas = false, no_cudnn = false, tf32 = false;
+};
+
+/// The lowering for \p target: on CUDA, float GEMMs with constant weights call cuBLAS(Lt) and 2-D
+/// convs cuDNN unless \p flags turn them off; elsewhere none (a --tf32 there is a UserError
+/// naming \p command).
+LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &flags, const std::string &command);
+
+/// Adds --no-cublas, --no-cudnn and --tf32 to \p cmd.
+void add_library_flags(CLI::App *cmd, LibraryFlags &flags);
 
 /// A lowered, scheduled model, ready to compile.
 struct ScheduledModel {

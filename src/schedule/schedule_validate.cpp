@@ -148,12 +148,25 @@ public:
     StatementChecker(Model &m, const ScheduleStatement &st, const std::string &file)
         : m_(m), st_(st), file_(file) {}
 
+    // A schedule written for a lowering without library calls names the Funcs that those calls
+    // replace: say which calls, and the flags that make the two lowerings agree.
+    std::string library_hint() const {
+        std::vector<std::string> ext;
+        for (const auto &[name, fm] : m_.funcs)
+            if (fm.is_extern) ext.push_back(name);
+        if (ext.empty()) return "";
+        return ". Here some nodes are library calls (" + join(ext) +
+               "), which replace their Halide Funcs: if the schedule was written for Halide's GEMMs/convs, "
+               "compile with --no-cublas / --no-cudnn, or regenerate it with `loom autoschedule --target cuda` "
+               "(same flags as the compile)";
+    }
+
     void run() {
         FuncModel *f = m_.find(st_.func);
         if (!f) {
             std::string hint = did_you_mean(st_.func, m_.names());
             throw UserError(where(st_.loc, file_) + "unknown func '" + st_.func + "'" +
-                            (hint.empty() ? "; funcs are: " + join(m_.names()) : hint));
+                            (hint.empty() ? "; funcs are: " + join(m_.names()) : hint) + library_hint());
         }
         int nupd = (int)f->stages.size() - 1;
         if (st_.stage >= nupd || st_.stage < -1)
