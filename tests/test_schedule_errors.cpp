@@ -131,6 +131,19 @@ TEST(ScheduleErrors, GpuLanesOnCpuTarget) {
     EXPECT_EQ(error_of("c.compute_root().split(j, jo, ji, 32).gpu_lanes(ji).gpu_blocks(jo);", kCuda), "");
 }
 
+// gpu_max_registers: a GPU primitive, whole-Func, with ptxas's range; the message names the range.
+TEST(ScheduleErrors, GpuMaxRegistersRangeAndTarget) {
+    std::string m = error_of("c.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8).gpu_max_registers(8);", kCuda);
+    EXPECT_STARTS(m, "mlp.cpu.sched:1:");
+    EXPECT_HAS(m, "gpu_max_registers(8): registers per thread must be in 16..255");
+    EXPECT_HAS(m, "got 8");
+    m = error_of("c.compute_root().gpu_max_registers(32);");
+    EXPECT_HAS(m, "has no GPU; GPU primitives need a GPU target");
+    m = error_of("c.update(0).gpu_max_registers(32);", kCuda);
+    EXPECT_NE(m, "") << "a Func-level primitive after update(k) is an error";
+    EXPECT_EQ(error_of("c.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8).gpu_max_registers(32);", kCuda), "");
+}
+
 TEST(ScheduleErrors, CpuParallelOnGpuTarget) {
     std::string m = error_of("c.compute_root().parallel(i);", kCuda);
     EXPECT_STARTS(m, "mlp.cpu.sched:1:18: c.parallel(i): on GPU target");

@@ -340,6 +340,11 @@ private:
         int64_t jo_ext = (n / v + threads - 1) / threads;
         if (jo_ext >= 2 && jo_ext <= 16) st.add("unroll", {jo});  // loads in flight
         st.add("gpu_threads", {jt}).add("gpu_blocks", {row});
+        // Register budget: the kernel alternates loads with block barriers, so it wants every
+        // resident block it can get, and ptxas alone takes a few registers more than that allows.
+        // 512 threads at 32 registers fit 4 blocks (2048 threads) per SM; 256 threads at 40 fit 6
+        // (at 32 the LayerNorm row spills). H200, run 27: softmax 8192² 0.20 → 0.14 ms at 32.
+        if (!segmented && threads >= 256) st.add("gpu_max_registers", {(int64_t)(threads >= 512 ? 32 : 40)});
         s.statements.push_back(st);
         for (const auto &bn : branches_[c.name]) {
             const LoweredFunc &b = *p_.find(bn);
@@ -421,6 +426,9 @@ private:
     // \p at.\p var accumulate coalesced partials into \p part (rfactor), which one thread combines.
     // Over 32 threads, two levels, so that no thread combines more than threads/32 + 32 partials
     // serially: \p part2(w, u) (threads × coalesced, unrolled loads) → part(u) (32 threads) → f.
+    // When k is a multiple of kVec × threads, each thread's loads are kVec-wide vectors: part2 sums
+    // a per-thread register vector part3(v) (rfactor over the vector lane), so that a thread issues
+    // a quarter of the load instructions and a vectorised body (sin, exp) runs on kVec lanes.
     // \p after_rfactor: statements of f that must follow its rfactor. Var names derive from \p r.
     void block_partials(Schedule &s, const LoweredFunc &r, const std::string &f, const std::string &rv, int64_t k,
                         int threads, const std::string &at, const std::string &var, const std::string &part,
@@ -428,8 +436,11 @@ private:
         std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i");
         std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
         bool two_levels = threads > 32;
+        bool vec = two_levels && k % (kVec * threads) == 0;
+        std::string rq = ident(r, rv + "q"), rvv = ident(r, rv + "v");
         ScheduleStatement up(f, 0);
-        up.add("split", {rv, ro, ri, threads, rtail(k % threads == 0)});
+        if (vec) up.add("split", {rv, rq, rvv, kVec, rtail(true)});
+        up.add("split", {vec ? rq : rv, ro, ri, threads, rtail(k % threads == 0)});
         if (two_levels) up.add("split", {ri, rw, ru, 32, rtail(true)});
         up.add("rfactor", {two_levels ? ru : ri, "u"}, part);
         s.statements.push_back(up);
@@ -452,16 +463,34 @@ private:
         ScheduleStatement qs(part2);
         qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
         s.statements.push_back(qs);
-        ScheduleStatement qu(part2, 0);
-        int64_t iters = (k + threads - 1) / threads;
+        // The serial loads of one thread: unrolled, so that several are in flight at once.
+        int64_t iters = (k + threads - 1) / threads / (vec ? kVec : 1);
         std::vector<ScheduleArg> order = {ro};
-        if (iters >= 2) {
-            // Unrolled: several independent loads in flight per thread instead of one.
+        auto unroll_loads = [&](ScheduleStatement &st) {
+            if (iters < 2) return;
             int un = (int)std::min<int64_t>(8, pow2_floor(iters));
             std::string roo = ident(r, ro + "o"), roi = ident(r, ro + "i");
-            qu.add("split", {ro, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
+            st.add("split", {ro, roo, roi, un, rtail(iters % un == 0)}).add("unroll", {roi});
             order = {roi, roo};
+        };
+        ScheduleStatement qu(part2, 0);
+        if (vec) {
+            std::string part3 = part2 + "_vec";
+            qu.add("rfactor", {rvv, "v"}, part3);
+            s.statements.push_back(qu);
+            ScheduleStatement qu2(part2, 0);
+            qu2.add("fuse", {"u", "w", "uw"}).add("reorder", {rvv, "uw"}).add("unroll", {rvv}).add("gpu_threads", {"uw"});
+            s.statements.push_back(qu2);
+            ScheduleStatement vs(part3);
+            vs.add("compute_at", {part2, "uw"}).add("vectorize", {"v"});
+            s.statements.push_back(vs);
+            ScheduleStatement vu(part3, 0);
+            vu.add("reorder", {"v", ro, "u", "w"}).add("vectorize", {"v"});
+            unroll_loads(vu);
+            s.statements.push_back(vu);
+            return;
         }
+        unroll_loads(qu);
         order.push_back("uw");
         qu.add("fuse", {"u", "w", "uw"}).add("reorder", order).add("gpu_threads", {"uw"});
         s.statements.push_back(qu);

@@ -46,6 +46,7 @@ void compile(const CompileOptions &o) {
     ao.name = o.name.empty() ? std::filesystem::path(o.model).stem().string() : o.name;
     ao.force = o.force;
     ao.schedule_text = text;
+    ao.max_registers = applied.max_registers;
     auto write_data = [&](const std::string &dir) {
         if (o.no_reference) return;
         auto ins = make_inputs(g, "", o.seed);

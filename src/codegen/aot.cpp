@@ -11,6 +11,7 @@
 
 #include "codegen/cublas_gemm.h"
 #include "codegen/cudnn_conv.h"
+#include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
 #include "graph/error.h"
 
@@ -111,11 +112,16 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         std::vector<Halide::Argument> args;
         for (const auto &ip : lowered.inputs) args.push_back(Halide::Argument(ip));
         fs::path obj = tmp / (name + "_halide.o");
+        // Register budgets: Halide's runtime goes into its own object, so that its
+        // halide_cuda_initialize_kernels can be renamed and wrapped (codegen/ptx_register_caps.h).
+        bool caps = cuda && !options.max_registers.empty();
+        fs::path runtime_obj = tmp / (name + "_halide_runtime.o");
         auto t0 = std::chrono::steady_clock::now();
         try {
             lowered.pipeline().compile_to({{Halide::OutputFileType::object, obj.string()},
                                            {Halide::OutputFileType::c_header, (tmp / (name + "_halide.h")).string()}},
-                                          args, fn, target);
+                                          args, fn, caps ? target.with_feature(Halide::Target::NoRuntime) : target);
+            if (caps) Halide::compile_standalone_runtime(runtime_obj.string(), target);
         } catch (const Halide::Error &e) {
             throw UserError(str_cat("loom compile: Halide rejected the pipeline for ", target.to_string(), ": ",
                                     e.what()));
@@ -148,6 +154,19 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // functions are compiled in, and the shared object links the libraries from the toolkit
         // (rpath: the same path on the GPU machines; cuDNN is found through LD_LIBRARY_PATH there).
         std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
+        std::vector<fs::path> extern_objs;
+        if (caps) {
+            run_tool("objcopy --redefine-sym halide_cuda_initialize_kernels=" + std::string(kRenamedInitializeKernels) +
+                         " " + quote(runtime_obj.string()),
+                     log, "renaming the CUDA runtime's kernel loader (objcopy, from binutils)");
+            fs::path src = tmp / (name + "_register_caps.cpp"), o = tmp / (name + "_register_caps.o");
+            write_text(src, ptx_register_caps_source(options.max_registers));
+            run_tool(cxx + " -std=c++17 -O2 -fPIC -c " + quote(src.string()) + " -o " + quote(o.string()), log,
+                     "compiling the register budgets (gpu_max_registers)");
+            objs += " " + quote(runtime_obj.string()) + " " + quote(o.string());
+            extern_objs.push_back(runtime_obj);
+            extern_objs.push_back(o);
+        }
         struct ExternSource {
             std::vector<std::string> fns;  // the C functions the source defines
             const char *file, *what, *libs, *flag;  // flag: the `loom compile` switch that avoids it
@@ -159,7 +178,6 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn",
              cudnn_conv_source},
         };
-        std::vector<fs::path> extern_objs;
         std::string link_hint;  // what to do when the libraries are not where CUDA_HOME says
         for (const auto &e : externs) {
             bool called = false;

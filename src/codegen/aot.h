@@ -21,6 +21,7 @@
 #include <Halide.h>
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "lower/lowered.h"
@@ -33,6 +34,9 @@ struct AotOptions {
     bool force = false;         ///< replace an existing output folder
     std::string schedule_text;  ///< written as schedule.sched when not empty
     std::string cxx = "g++";    ///< compiler for the glue and the shared object (LOOM_CXX overrides)
+    /// CUDA: Halide Func name → register budget of its kernels (the schedule's gpu_max_registers;
+    /// codegen/ptx_register_caps.h).
+    std::map<std::string, int> max_registers;
 };
 
 /// What was written (absolute paths inside the final folder).

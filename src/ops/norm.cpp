@@ -121,7 +121,8 @@ void lower_softmax(LowerContext &ctx, const Node &node) {
     Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
     Expr shifted = xv - LowerContext::call(mx, z);
     Expr s = LowerContext::call(sum, z);
-    ctx.define(f, v, node.op == "LogSoftmax" ? shifted - Halide::log(s) : Halide::exp(shifted) / s);
+    // exp · (1 / sum): the reciprocal is per row (hoisted), a multiply per element (see Div).
+    ctx.define(f, v, node.op == "LogSoftmax" ? shifted - Halide::log(s) : Halide::exp(shifted) * (lit(dt, 1) / s));
     ctx.note_cost(f, true, 3);
     ctx.bind_output(y, f);
 }

@@ -104,6 +104,10 @@ static const PrimitiveInfo kPrimitives[] = {
     {"gpu_threads", 1, 3, "gpu_threads(x[, y[, z]])", false, true, false},
     {"gpu_lanes", 1, 1, "gpu_lanes(var)", false, true, false},
     {"gpu_single_thread", 0, 0, "gpu_single_thread()", false, true, false},
+    // Loom's: ptxas's register budget per thread for the Func's kernels (`.maxnreg`), so that more
+    // blocks fit on an SM; Halide 14 has no schedule handle for it (its runtime's is a process-wide
+    // environment variable).
+    {"gpu_max_registers", 1, 1, "gpu_max_registers(registers per thread, 16..255)", false, true, true},
     {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
     {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},
     {"bound", 3, 3, "bound(var, min, extent)", false, false, true},

@@ -171,6 +171,7 @@ private:
             else S.gpu_threads(V(0), V(1), V(2));
         } else if (p == "gpu_lanes") S.gpu_lanes(V(0));
         else if (p == "gpu_single_thread") S.gpu_single_thread();
+        else if (p == "gpu_max_registers") out_.max_registers[f.name()] = (int)a[0].value;  // for code generation
         else if (p == "rfactor") {
             std::vector<std::pair<Halide::RVar, Halide::Var>> pairs;
             for (size_t i = 0; i < n; i += 2) {

@@ -22,6 +22,8 @@ namespace loom {
 struct AppliedSchedule {
     Schedule schedule;
     std::map<std::string, Halide::Func> funcs;  ///< pipeline Funcs plus those rfactor/in made
+    /// gpu_max_registers: Halide Func name → ptxas's register budget for its kernels (codegen/aot.h).
+    std::map<std::string, int> max_registers;
     /// The statement most likely behind a Halide error message (names the Func, or a Func it
     /// made, and most of the vars), or nullptr when none is named.
     const ScheduleStatement *culprit(const std::string &halide_message) const;

@@ -469,6 +469,12 @@ private:
         } else if (p == "gpu_single_thread") {
             gpu_check(c);
             s.gpu_mapped = true;
+        } else if (p == "gpu_max_registers") {
+            gpu_check(c);
+            integer(c, 0, "registers per thread");
+            if (c.args[0].value < 16 || c.args[0].value > 255)
+                fail(c, "registers per thread must be in 16..255 (ptxas's range; 32 lets 2048 threads share "
+                        "an SM's 64K registers), got " + std::to_string(c.args[0].value), &c.args[0].loc);
         } else if (p == "rfactor") {
             std::vector<std::string> rv, newv;
             std::vector<std::string> rnames;

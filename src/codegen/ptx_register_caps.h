@@ -1,0 +1,36 @@
+/// \file
+/// Per-kernel register budgets for CUDA artifacts (the schedule primitive `gpu_max_registers(N)`).
+///
+/// ptxas gives a kernel as many registers as its instruction schedule likes (up to the 64 that
+/// Halide's runtime asks the driver for); a row kernel of 512 threads at 34 registers fits 3 blocks
+/// on an SM where 32 would fit 4, and softmax over 8192 columns ran 0.20 ms instead of 0.14 ms for
+/// that alone (bench/gpu/RESULTS_GPU.md, run 27). Halide 14 has no schedule handle for it: its
+/// runtime reads one process-wide environment variable (HL_CUDA_JIT_MAX_REGISTERS) when it loads a
+/// module. Loom instead writes `.maxnreg N` into the PTX of each capped kernel:
+///
+/// - the artifact links Halide's runtime as a separate object whose `halide_cuda_initialize_kernels`
+///   is renamed (objcopy) to `loom_halide_cuda_initialize_kernels`;
+/// - the artifact's own `halide_cuda_initialize_kernels` (hidden, so that two artifacts in one
+///   process never call each other's) adds the directives to the PTX it is given, once per PTX
+///   text, and calls the renamed one.
+///
+/// Kernels are matched by name: Halide names a kernel `_kernel_<func>_s<stage>_<block var>…`.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace loom {
+
+/// \p ptx with `.maxnreg N` after the parameter list of every kernel of a Func in \p caps (Halide
+/// Func name → N); other kernels and all other text unchanged. The same code runs in the artifact.
+std::string cap_ptx_registers(const std::string &ptx, const std::map<std::string, int> &caps);
+
+/// The C++ source of the artifact's `halide_cuda_initialize_kernels` applying \p caps (compiled
+/// with Halide's runtime headers on the include path).
+std::string ptx_register_caps_source(const std::map<std::string, int> &caps);
+
+/// The symbol Halide's runtime's `halide_cuda_initialize_kernels` is renamed to in the artifact.
+inline constexpr const char *kRenamedInitializeKernels = "loom_halide_cuda_initialize_kernels";
+
+}  // namespace loom
