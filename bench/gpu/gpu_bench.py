@@ -33,6 +33,13 @@ def bench(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
 
 
+def bench_best(fn, rounds=3):
+    """PyTorch's side: the fastest of several rounds' medians. torch.compile's own time for one
+    workload moved up to 2x between processes (split_stack 0.30-0.60 ms, RESULTS_GPU.md runs 16-28),
+    which flattered Loom's ratio; the best round is the conservative comparison."""
+    return min(bench(fn) for _ in range(rounds))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--artifacts", required=True, help="folder of <workload>[_<variant>]/ artifact folders")
@@ -75,11 +82,11 @@ def main():
             model.float()
             eager_out = model(*ins)
             e_err = rel_err(eager_out, ref)
-            eager_ms = bench(lambda: model(*ins))
+            eager_ms = bench_best(lambda: model(*ins))
             cm = torch.compile(model)
             c_out = cm(*ins)
             c_err = rel_err(c_out, ref)
-            comp_ms = bench(lambda: cm(*ins))
+            comp_ms = bench_best(lambda: cm(*ins))
         for v in mine:
             d = os.path.join(a.artifacts, v)
             os.makedirs(os.path.join(d, "data"), exist_ok=True)

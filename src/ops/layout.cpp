@@ -53,12 +53,18 @@ std::vector<Expr> reshape_index(const Shape &in, const Shape &out, const std::ve
         for (int d = 0; d < ni; d++) if (in[d] != 1) r[d] = nz[k++];
         return r;
     }
+    // Equal leading dims (the batch) map one to one too, and the outermost remaining input dim takes
+    // the quotient without a modulo: a [B, 1024] -> [B, 16, 64] read is (b, j / 64, j % 64), whose
+    // bounds over a tile of j stay tight (a schedule can compute a per-segment statistic per thread).
+    int lead = 0;
+    while (lead < ni - common && lead < no - common && in[lead] == out[lead]) lead++;
     Expr flat = 0;
-    for (int d = 0; d < no - common; d++) flat = flat * (int)out[d] + idx[d];
-    for (int d = ni - common - 1; d >= 0; d--) {
-        r[d] = d == 0 ? flat : flat % (int)in[d];
-        if (d > 0) flat = flat / (int)in[d];
+    for (int d = lead; d < no - common; d++) flat = flat * (int)out[d] + idx[d];
+    for (int d = ni - common - 1; d >= lead; d--) {
+        r[d] = d == lead ? flat : flat % (int)in[d];
+        if (d > lead) flat = flat / (int)in[d];
     }
+    for (int d = 0; d < lead; d++) r[d] = idx[d];
     for (int k = 0; k < common; k++) r[ni - 1 - k] = idx[no - 1 - k];
     return r;
 }
