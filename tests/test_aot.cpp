@@ -182,7 +182,8 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
 }
 
 // GPU auto-scheduling of statistics over segments of a row (LayerNorm over [B, 4, 64] read by a
-// [B, 256] kernel): computed per block of that kernel in 4-element pieces (one fused thread dim),
+// [B, 256] kernel): computed per block of that kernel in 8-element pieces (one fused thread dim;
+// each thread's piece of the row is contiguous, 32 threads for the 256-wide row),
 // and of costly Concat inputs: computed per row over their own slice. The CUDA code compiles.
 TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using loom::testing::GraphBuilder;
@@ -203,6 +204,8 @@ TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
         EXPECT_NE(text.find("segment statistic"), std::string::npos) << text;
         EXPECT_NE(text.find("rfactor(r_xo, u)"), std::string::npos) << text;
         EXPECT_NE(text.find("fuse(u, i, u_i)"), std::string::npos) << text;
+        EXPECT_NE(text.find("summed in 8-element pieces by 32 threads"), std::string::npos) << text;
+        EXPECT_NE(text.find(".split(jq, jt, jo, 2"), std::string::npos) << text;
         EXPECT_NE(cuda_artifact(p, "segments").second.find("T segments"), std::string::npos);  // the C API links
     }
     {
