@@ -114,20 +114,20 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     LowerOptions lo;
     lo.gemm_extern = true;
     LoweredPipeline p = lower_graph(g, lo);
-    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_relu", "loom_cublas_sgemm"}));
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_act", "loom_cublas_sgemm"}));
     int externs = 0;
     for (const auto &f : p.funcs) {
         EXPECT_NE(f.op, "Relu") << f.name << ": the ReLU is cuBLASLt's epilogue";
         externs += f.is_extern;
     }
     EXPECT_EQ(externs, 1);
-    lo.fuse_relu_epilogue = false;
+    lo.fuse_activation_epilogue = false;
     EXPECT_EQ(lower_graph(g, lo).extern_calls, std::vector<std::string>{"loom_cublas_sgemm"});
     auto [object, output] = cuda_artifact(p, "mlp");
     EXPECT_NE(object.find("loom_cublas_sgemm"), std::string::npos);
-    EXPECT_NE(object.find("loom_cublaslt_bias_relu"), std::string::npos);
+    EXPECT_NE(object.find("loom_cublaslt_bias_act"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
-    EXPECT_NE(output.find("T loom_cublaslt_bias_relu"), std::string::npos) << output;
+    EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasLtMatmul"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
@@ -135,7 +135,7 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
 
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
 // become extern stages calling cuDNN. Each of its convs feeds only a Relu, so cuDNN applies the bias
-// and the ReLU (fuse_relu_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the
+// and the ReLU (fuse_activation_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the
 // Relu's output, and no Halide Relu Func is left. Without the fusion the bias and the Relu stay
 // Halide Funcs reading the extern.
 TEST(Aot, CudaConvCallsCudnnExternStage) {
@@ -143,7 +143,7 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     prepare_graph(g);
     LowerOptions lo;
     lo.conv_extern = true;
-    lo.fuse_relu_epilogue = false;
+    lo.fuse_activation_epilogue = false;
     LoweredPipeline plain = lower_graph(g, lo);
     int pointwise_convs = 0, relus = 0;
     for (const auto &f : plain.funcs) {
@@ -152,7 +152,7 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     }
     EXPECT_EQ(pointwise_convs, 3);
     EXPECT_EQ(relus, 3);
-    lo.fuse_relu_epilogue = true;
+    lo.fuse_activation_epilogue = true;
     LoweredPipeline p = lower_graph(g, lo);
     ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
     int externs = 0;
@@ -287,6 +287,26 @@ TEST(Aot, RefusesToOverwriteWithoutForce) {
     compile_aot(p, Halide::get_host_target(), out.string(), o);
     EXPECT_TRUE(fs::exists(out / "libsigmoid_affine.so"));
     fs::remove_all(out.parent_path());
+}
+
+// A Gemm whose only consumer is a tanh-form GELU (gelu_mlp: PyTorch's decomposed export,
+// recognised by prepare_graph) is one cuBLASLt call with the GELU_BIAS epilogue, which computes
+// that form; no Halide Func is left for the GELU. fc2 (no activation) stays cublasSgemm.
+TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
+    Graph g = import_onnx(loom::testing::data_path("gelu_mlp.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_act", "loom_cublas_sgemm"}));
+    bool gelu_ext = false;
+    for (const auto &f : p.funcs) {
+        EXPECT_NE(f.op, "Gelu") << f.name << ": the GELU is cuBLASLt's epilogue";
+        gelu_ext |= f.is_extern && f.name.find("gelu_cublaslt") != std::string::npos;
+    }
+    EXPECT_TRUE(gelu_ext);
+    auto [object, output] = cuda_artifact(p, "gelu_mlp");
+    EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
 }
 
 // gpu_max_registers: `.maxnreg` goes after the parameter list of exactly the named Func's kernels

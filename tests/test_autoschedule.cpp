@@ -54,7 +54,7 @@ void check_auto(const Graph &g, const std::string &what, double rel = 1e-5) {
 
 TEST(Autoschedule, FixturesMatchReference) {
     for (const char *name : {"sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mlp",
-                             "cnn", "transformer"})
+                             "gelu_mlp", "cnn", "transformer"})
         check_auto(fixture(name), name);
 }
 

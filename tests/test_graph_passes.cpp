@@ -6,6 +6,7 @@
 #include "graph/error.h"
 #include "graph/passes.h"
 #include "reference/reference.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -274,4 +275,68 @@ TEST(GraphPasses, GemmWeightsArePretransposedExactly) {
     EXPECT_EQ(b.g.value(b.g.nodes[0].inputs[1]).shape, (Shape{5, 4}));
     auto ins = random_inputs(b.g, 5);
     EXPECT_TRUE(loom::testing::close(run_reference(b.g, ins).at("y"), run_reference(plain, ins).at("y"), 1e-12, 1e-12));
+}
+
+// recognize_gelu: PyTorch's opset-13 export of F.gelu(x, approximate='tanh') (x·x, ·x, ·0.044715,
+// +x, ·√(2/π), Tanh, +1, ·x, ·0.5) becomes one Gelu node, found by evaluating the region; a
+// following scale stays a node of its own; the result still matches the reference of the
+// decomposed graph. The Erf form, and a region one of whose values is read elsewhere, stay as they are.
+namespace {
+struct GeluGraph {
+    loom::testing::GraphBuilder b;
+    std::string y;
+    GeluGraph(bool tanh_form, double scale, bool leak) {
+        Shape s = {32, 64};
+        std::string x = b.node("MatMul", {b.input("x", {32, 48}), b.random_constant("w", {48, 64}, 3)}, s);
+        auto c = [&](double v) { return b.scalar(v); };
+        std::string inner;
+        if (tanh_form) {
+            std::string cube = b.node("Mul", {x, b.node("Mul", {x, x}, s)}, s);
+            std::string t = b.node("Add", {x, b.node("Mul", {c(0.044715), cube}, s)}, s);
+            inner = b.node("Tanh", {b.node("Mul", {c(0.7978845608028654), t}, s)}, s);
+            if (leak) b.output(inner);
+        } else {
+            inner = b.node("Erf", {b.node("Div", {x, c(1.4142135381698608)}, s)}, s);
+        }
+        y = b.node("Mul", {c(0.5), b.node("Mul", {x, b.node("Add", {c(1.0), inner}, s)}, s)}, s);
+        if (scale != 1) y = b.node("Mul", {y, c(scale)}, s);
+        b.output(y);
+    }
+    int count(const Graph &g, const std::string &op) const {
+        int n = 0;
+        for (const auto &node : g.nodes) n += node.op == op;
+        return n;
+    }
+};
+}  // namespace
+
+TEST(GraphPasses, TanhGeluRegionBecomesOneGeluNode) {
+    GeluGraph gg(true, 0.6, false);
+    Graph g = gg.b.g;
+    prepare_graph(g);
+    ASSERT_EQ(gg.count(g, "Gelu"), 1) << "one Gelu node";
+    EXPECT_EQ(gg.count(g, "Tanh"), 0);
+    EXPECT_EQ(gg.count(g, "Mul"), 1) << "the scale after the GELU stays";
+    for (const auto &n : g.nodes) {
+        if (n.op == "Gelu") EXPECT_EQ(n.get_string("approximate", ""), "tanh");
+    }
+    // Loom on the prepared graph against the reference of the decomposed one, on random data.
+    std::map<std::string, Tensor> in;
+    Tensor x(DType::F32, {32, 48});
+    fill_random(x, 11, -2, 2);
+    in["x"] = x;
+    JitModel m(lower_graph(g));
+    auto out = m.run(in);
+    auto ref = run_reference(gg.b.g, in);
+    EXPECT_TRUE(loom::testing::close(out.at(gg.y), ref.at(gg.y), 1e-5));
+}
+
+TEST(GraphPasses, ErfGeluAndLeakyRegionsAreLeftAlone) {
+    for (bool leak : {false, true}) {
+        GeluGraph gg(leak, 1.0, leak);
+        Graph g = gg.b.g;
+        prepare_graph(g);
+        EXPECT_EQ(gg.count(g, "Gelu"), 0) << (leak ? "the Tanh value is also a graph output" : "Erf form");
+        EXPECT_EQ(gg.count(g, leak ? "Tanh" : "Erf"), 1);
+    }
 }

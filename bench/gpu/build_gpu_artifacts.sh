@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 loom=${1:-build-cuda/loom}
 /usr/bin/python3 bench/gpu/export_workloads.py --out artifacts/onnx >/dev/null 2>&1
 mkdir -p artifacts/gpu artifacts/gpufx
-fixtures="sigmoid_affine sum_prologue softmax_rows layernorm_rows mlp cnn transformer"
+fixtures="sigmoid_affine sum_prologue softmax_rows layernorm_rows mlp gelu_mlp cnn transformer"
 small="combined split_stack conv_bn_relu"  # bench workloads at a small size, with Loom's reference data
 if [ -n "$MEMORY_ONLY" ]; then
   rm -rf artifacts/gpu/* artifacts/gpufx/*

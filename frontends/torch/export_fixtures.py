@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-from models import MLP, EncoderLayer, SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402
+from models import MLP, EncoderLayer, GeluMLP, SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402
 
 # --- models -----------------------------------------------------------------------------------
 
@@ -77,6 +77,7 @@ def fixtures():
     """name -> (model factory, {input name: shape}, [output names], export options)."""
     return {
         "mlp": (lambda: MLP(64, 128, 10), {"x": (4, 64)}, ["y"], {}),
+        "gelu_mlp": (lambda: GeluMLP(64, 256, 32), {"x": (8, 64)}, ["y"], {}),
         "dynamic_mlp": (lambda: MLP(64, 128, 10), {"x": (3, 64)}, ["y"],
                         {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}),
         "cnn": (CNN, {"x": (2, 3, 32, 32)}, ["y"], {}),

@@ -105,6 +105,17 @@ class MLP(nn.Module):
         return self.fc3(F.gelu(self.fc2(F.relu(self.fc1(x)))))
 
 
+class GeluMLP(nn.Module):
+    """Linear, tanh-form GELU (GPT-2's "gelu_new"), Linear: the pattern cuBLASLt's GELU epilogue computes."""
+    def __init__(self, d_in, hidden, d_out):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
 class EncoderLayer(nn.Module):
     """One post-norm transformer encoder layer written op by op, so the export shows
     MatMul/Softmax/Transpose/Reshape."""

@@ -115,12 +115,14 @@ std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPla
 
 }  // namespace
 
-// y = relu(alpha · op(a) op(b) + bias) for row-major a [M, K] (or [K, M]), b [K, N] (or [N, K]) and
-// a bias per output column, in one cublasLtMatmul with the RELU_BIAS epilogue. Column-major view
-// as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T, the bias one value per row of y^T.
-extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, int32_t M,
-                                       int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t tf32,
-                                       halide_buffer_t *y) {
+// y = act(alpha · op(a) op(b) + bias) for row-major a [M, K] (or [K, M]), b [K, N] (or [N, K]) and
+// a bias per output column, in one cublasLtMatmul with the RELU_BIAS (act 1) or GELU_BIAS (act 2,
+// the tanh form) epilogue. Column-major view as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T,
+// the bias one value per row of y^T.
+extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, int32_t M,
+                                      int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t tf32,
+                                      int32_t act, halide_buffer_t *y) {
+    if (act != 1 && act != 2) return fail("unknown activation code (1: ReLU, 2: tanh GELU)", act);
     if (a->is_bounds_query()) {  // all of A: the epilogue call computes the whole output
         set_dim(a, 0, 0, ta ? M : K);
         set_dim(a, 1, 0, ta ? K : M);
@@ -143,12 +145,12 @@ extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b, h
         return fail("allocating the cuBLASLt workspace", 0);
     const void *pbias = (const void *)(uintptr_t)bias->device;
     int lda = a->dim[1].stride, ldb = b->dim[1].stride, ldy = y->dim[1].stride;
-    auto key = std::make_tuple(M, N, K, ta * 2 + tb, tf32, lda, ldb, ldy, pbias);
+    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, tf32, lda, ldb, ldy, pbias);
     auto it = g_lt_plans.find(key);
     if (it == g_lt_plans.end()) {
         LtPlan p;
         cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU_BIAS;
+        cublasLtEpilogue_t epi = act == 1 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
         s = cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
@@ -175,7 +177,7 @@ extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b, h
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.op, p.a, p.b, p.y, p.y, pref, kLtCandidates, h, &found);
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm with the RELU_BIAS epilogue", (int)s);
+        if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm with the bias+activation epilogue", (int)s);
         // The heuristic's first choice can be far off (16384x1024x256: 1.4x slower than
         // cublasSgemm's kernel): time each candidate once on the real operands and keep the fastest,
         // as cudnnFindConvolutionForwardAlgorithm does for convolutions.
@@ -205,7 +207,7 @@ extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b, h
         }
         cudaEventDestroy(t0);
         cudaEventDestroy(t1);
-        if (best < 0) return fail("no cuBLASLt algorithm with the RELU_BIAS epilogue ran", found);
+        if (best < 0) return fail("no cuBLASLt algorithm with the bias+activation epilogue ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }
     const LtPlan &p = it->second;

@@ -5,10 +5,10 @@
 ///   extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t m, int32_t n,
 ///                                    int32_t k, int32_t trans_a, int32_t trans_b, float alpha,
 ///                                    int32_t tf32, halide_buffer_t *y);
-///   extern "C" int loom_cublaslt_bias_relu(halide_buffer_t *a, halide_buffer_t *b,
-///                                          halide_buffer_t *bias, int32_t m, int32_t n, int32_t k,
-///                                          int32_t trans_a, int32_t trans_b, float alpha,
-///                                          int32_t tf32, halide_buffer_t *y);
+///   extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b,
+///                                         halide_buffer_t *bias, int32_t m, int32_t n, int32_t k,
+///                                         int32_t trans_a, int32_t trans_b, float alpha,
+///                                         int32_t tf32, int32_t act, halide_buffer_t *y);
 /// \endcode
 /// y = alpha · op(a) op(b) in row-major terms (a: [M, K] or [K, M], or [batch, M, K]; b: [K, N] or
 /// [N, K]); one cublasSgemm on the device pointers (batched a folded into M when dense, else
@@ -19,9 +19,11 @@
 /// unless tf32 != 0 (CUBLAS_TF32_TENSOR_OP_MATH). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
 ///
-/// loom_cublaslt_bias_relu: y = relu(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
+/// loom_cublaslt_bias_act: y = act(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
 /// (one per output column, Linear's), in one cublasLtMatmul with the CUBLASLT_EPILOGUE_RELU_BIAS
-/// epilogue (LowerOptions::fuse_relu_epilogue: the Gemm's only consumer is a Relu); the whole
+/// (act = kCublasLtRelu) or _GELU_BIAS epilogue (kCublasLtGeluTanh: cuBLASLt's GELU is the tanh
+/// approximation, bench/gpu/cublaslt_gelu_probe.cpp) (LowerOptions::fuse_activation_epilogue: the
+/// Gemm's only consumer is that activation); the whole
 /// output at once, the plan (descriptors and the fastest of the heuristic's first 8 algorithms,
 /// each timed once on the real operands at the first call) kept per shape, a
 /// 32 MB workspace kept between calls; CUBLAS_COMPUTE_32F, or _FAST_TF32 with tf32 != 0.
@@ -33,7 +35,9 @@ namespace loom {
 
 /// The C functions' names, as extern stages call them.
 inline constexpr const char *kCublasSgemm = "loom_cublas_sgemm";
-inline constexpr const char *kCublasLtBiasRelu = "loom_cublaslt_bias_relu";
+inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
+/// loom_cublaslt_bias_act's activations.
+inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
 
 /// Source of the extern functions (compiled with HalideRuntime.h and cublas_v2.h on the path).
 std::string cublas_gemm_source();

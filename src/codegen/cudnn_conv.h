@@ -10,7 +10,7 @@
 /// \endcode
 /// mode 0: y = conv2d(x, w) (cross-correlation, NCHW float32; the bias and everything after stay
 /// Halide Funcs); mode 1: y = relu(conv2d(x, w) + bias) in one cudnnConvolutionBiasActivationForward
-/// (the extern is then the Relu's output, LowerOptions::fuse_relu_epilogue). x is the whole input
+/// (the extern is then the Relu's output, LowerOptions::fuse_activation_epilogue). x is the whole input
 /// (n × c × h × w: its bounds query asks for all of it), w the constant [K, C/groups, R, S] filter,
 /// bias the constant [K] bias (mode 1; a 1-element placeholder in mode 0); the output region Halide asks for must be the whole output (the
 /// extern is compute_root). The algorithm is

@@ -294,6 +294,7 @@ void prepare_graph(Graph &g, const PrepareOptions &opts) {
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
+    step("recognize_gelu", [&] { recognize_gelu(g); });
     if (opts.horizontal_fusion) step("fuse_horizontal_slices", [&] { fuse_horizontal_slices(g); });
     if (opts.cse) step("eliminate_common_subexpressions", [&] { eliminate_common_subexpressions(g); });
     step("eliminate_dead_code", [&] { eliminate_dead_code(g); });

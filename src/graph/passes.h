@@ -57,9 +57,13 @@ void pretranspose_gemm_weights(Graph &g);
 void fuse_horizontal_slices(Graph &g);
 /// Merges nodes with the same op, inputs and attributes.
 void eliminate_common_subexpressions(Graph &g);
+/// Replaces each region of elementwise nodes with scalar constants that computes the tanh GELU of
+/// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
+/// evaluating the region, not by its node pattern. Returns how many were replaced.
+int recognize_gelu(Graph &g);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
-/// Gemm weight pre-transposition, horizontal fusion of slices, CSE, dead-code elimination, final
+/// Gemm weight pre-transposition, tanh-GELU recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation.
 void prepare_graph(Graph &g, const PrepareOptions &opts = {});
 

@@ -204,11 +204,12 @@ void LowerContext::note_extern_call(const std::string &fn) {
     if (std::find(calls.begin(), calls.end(), fn) == calls.end()) calls.push_back(fn);
 }
 
-const Node *LowerContext::sole_relu_consumer(const std::string &value) const {
-    if (!options.fuse_relu_epilogue) return nullptr;
+const Node *LowerContext::sole_activation_consumer(const std::string &value,
+                                                   const std::function<bool(const Node &)> &accept) const {
+    if (!options.fuse_activation_epilogue) return nullptr;
     if (std::find(graph.outputs.begin(), graph.outputs.end(), value) != graph.outputs.end()) return nullptr;
     std::vector<int> users = graph.consumers(value);
-    if (users.size() != 1 || graph.nodes[users[0]].op != "Relu") return nullptr;
+    if (users.size() != 1 || !accept(graph.nodes[users[0]])) return nullptr;
     return &graph.nodes[users[0]];
 }
 

@@ -54,10 +54,11 @@ struct LowerOptions {
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
     /// With conv_extern / gemm_extern: a Conv or a Gemm with a constant row bias whose only consumer
-    /// is a Relu (and whose output is not a graph output) has its bias and ReLU applied by the
-    /// library (cudnnConvolutionBiasActivationForward; cuBLASLt's RELU_BIAS epilogue); the Relu's
-    /// output is the extern stage itself, so no pass over the result is left in Halide.
-    bool fuse_relu_epilogue = true;
+    /// is its activation (and whose output is not a graph output) has its bias and activation
+    /// applied by the library: a Relu after a Conv (cudnnConvolutionBiasActivationForward), a Relu
+    /// or a tanh-form Gelu after a Gemm (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues). The
+    /// activation's output is the extern stage itself, so no pass over the result is left in Halide.
+    bool fuse_activation_epilogue = true;
 };
 
 /// A lowered graph.

@@ -74,7 +74,7 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
 
 // The extern stage `<node>_cudnn` computing the convolution on the GPU, or an undefined Func when
 // it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide). When the Conv's only
-// consumer is a Relu (LowerOptions::fuse_relu_epilogue), cuDNN applies the bias and the ReLU too and
+// consumer is a Relu (LowerOptions::fuse_activation_epilogue), cuDNN applies the bias and the ReLU too and
 // \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
 // Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
 // groups, mode (0: conv, 1: conv + bias + ReLU), tf32, then y.
@@ -93,7 +93,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         if (d <= 0 || d >= (1LL << 31)) return Func();
     const Tensor *cb = node.has_input(2) ? ctx.constant(node.inputs[2]) : nullptr;
     if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
-    const Node *relu = ctx.sole_relu_consumer(y);
+    const Node *relu = ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
     Halide::ExternFuncArgument arg_x;
     if (!ctx.extern_operand(x, arg_x)) return Func();
     std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)

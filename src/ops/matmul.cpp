@@ -4,6 +4,7 @@
 // an extern stage calling cuBLAS (codegen/cublas_gemm.h) and the node's Func a pointwise read of it.
 #include <cstring>
 
+#include "codegen/cublas_gemm.h"
 #include "graph/error.h"
 #include "ops/ops_internal.h"
 
@@ -19,11 +20,12 @@ namespace {
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
 // Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, tf32, then the output.
-// With \p bias (N values, one per output column) and \p relu, the product instead calls
-// loom_cublaslt_bias_relu (cuBLASLt, RELU_BIAS epilogue; A, B, bias, then the same scalars): the
-// extern is registered as the Relu node's output (LowerContext::fuse_node_into).
+// With \p bias (N values, one per output column) and \p act (a Relu, or a Gelu of the tanh form),
+// the product instead calls loom_cublaslt_bias_act (cuBLASLt, RELU_BIAS or GELU_BIAS epilogue; A,
+// B, bias, then the same scalars and the activation): the extern is registered as the activation
+// node's output (LowerContext::fuse_node_into).
 Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha,
-                    const std::vector<double> *bias = nullptr, const Node *relu = nullptr) {
+                    const std::vector<double> *bias = nullptr, const Node *act = nullptr) {
     if (!ctx.options.gemm_extern) return Func();
     const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
     const Shape &sa = ctx.shape(a), &sy = ctx.shape(y);
@@ -43,9 +45,11 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
     std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
 
-    if ((relu || bias) && !(relu && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
-    bool fused = relu && bias;
-    Func ext(ctx.reserve_name(ctx.func_base(node) + (fused ? "_relu_cublaslt" : "_cublas")));
+    if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
+    bool fused = act && bias;
+    int act_code = !fused ? 0 : act->op == "Relu" ? kCublasLtRelu : kCublasLtGeluTanh;
+    std::string suffix = act_code == kCublasLtRelu ? "_relu_cublaslt" : act_code == kCublasLtGeluTanh ? "_gelu_cublaslt" : "_cublas";
+    Func ext(ctx.reserve_name(ctx.func_base(node) + suffix));
     std::vector<Var> v = ctx.vars(ry);
     std::vector<Var> halide_order(v.rbegin(), v.rend());
     std::vector<Halide::ExternFuncArgument> args = {arg_a, Halide::ExternFuncArgument(wb)};
@@ -57,13 +61,14 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
                    Expr(ctx.options.gemm_tf32 ? 1 : 0)})
         args.push_back(e);
-    const char *fn = fused ? "loom_cublaslt_bias_relu" : "loom_cublas_sgemm";
+    if (fused) args.push_back(Expr(act_code));
+    const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
     ext.define_extern(fn, args, Halide::Float(32), halide_order, Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
     ctx.note_extern_call(fn);
     if (fused) {
         ctx.register_extern(ext, node, sy);
-        ctx.fuse_node_into(relu->name, ext);
+        ctx.fuse_node_into(act->name, ext);
     }
     return ext;
 }
@@ -132,13 +137,16 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     user_check((tb ? sb[1] : sb[0]) == K, node.describe(), ": inner dims differ (",
                shape_str(sa), ta ? "^T" : "", " x ", shape_str(sb), tb ? "^T" : "", ")");
 
-    // A constant bias per output column (Linear's) and a sole Relu consumer: cuBLASLt applies both.
+    // A constant bias per output column (Linear's) and a sole Relu or tanh-GELU consumer: cuBLASLt
+    // applies both (its GELU epilogue is the tanh form: bench/gpu/cublaslt_gelu_probe.cpp).
     const Tensor *cc = node.has_input(2) && beta != 0 ? ctx.constant(node.inputs[2]) : nullptr;
-    const Node *relu = ctx.sole_relu_consumer(y);
-    if (cc && relu && cc->numel() == sy[1] && (cc->rank() == 1 || (cc->rank() == 2 && cc->shape()[0] == 1))) {
+    const Node *act = ctx.sole_activation_consumer(y, [](const Node &n) {
+        return n.op == "Relu" || (n.op == "Gelu" && n.get_string("approximate", "none") == "tanh");
+    });
+    if (cc && act && cc->numel() == sy[1] && (cc->rank() == 1 || (cc->rank() == 2 && cc->shape()[0] == 1))) {
         std::vector<double> bias = cc->to_doubles();
         for (auto &x : bias) x *= beta;
-        if (Func ext = cublas_product(ctx, node, ta, tb, alpha, &bias, relu); ext.defined()) {
+        if (Func ext = cublas_product(ctx, node, ta, tb, alpha, &bias, act); ext.defined()) {
             ctx.bind_output(y, ext);
             return;
         }

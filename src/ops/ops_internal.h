@@ -9,6 +9,7 @@
 
 #include <Halide.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -69,9 +70,11 @@ public:
     bool extern_operand(const std::string &name, Halide::ExternFuncArgument &arg);
     /// Registers extern C function \p fn as called by the pipeline (LoweredPipeline::extern_calls).
     void note_extern_call(const std::string &fn);
-    /// The Relu node that is the only consumer of \p value, when \p value is not a graph output and
-    /// LowerOptions::fuse_relu_epilogue is on (a library call can then apply the ReLU); else nullptr.
-    const Node *sole_relu_consumer(const std::string &value) const;
+    /// The only consumer of \p value when \p accept takes it (the activation a library call can
+    /// apply), \p value is not a graph output and LowerOptions::fuse_activation_epilogue is on;
+    /// else nullptr.
+    const Node *sole_activation_consumer(const std::string &value,
+                                         const std::function<bool(const Node &)> &accept) const;
     /// Lists extern stage \p ext (of \p node, output shape \p shape) as a LoweredFunc (is_extern),
     /// so that it can be bound to values and be a pipeline output.
     void register_extern(Halide::Func ext, const Node &node, const Shape &shape);

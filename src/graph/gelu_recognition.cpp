@@ -1,0 +1,183 @@
+// recognize_gelu (passes.h): exporters decompose GELU into 5-9 elementwise nodes with scalar
+// constants (PyTorch's opset-13 export of the tanh form: x·x, ·x, ·0.044715, +x, ·√(2/π), Tanh,
+// +1, ·x, ·0.5). Such a region is recognised by what it computes, not by its shape: the scalar
+// function of x it defines is evaluated on sample points and compared with both GELUs, so other
+// orderings of the same arithmetic are found too. One Gelu node (approximate='tanh') then stands
+// for the region, so that a CUDA Gemm can hand it to cuBLASLt's GELU epilogue, which computes that
+// form (bench/gpu/cublaslt_gelu_probe.cpp). The exact (Erf) form is left as the exporter wrote it:
+// no library takes it, and hand schedules name its nodes' Funcs.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <functional>
+#include <set>
+
+#include "graph/passes.h"
+
+namespace loom {
+
+namespace {
+
+bool region_op(const std::string &op) {
+    static const std::set<std::string> ops = {"Mul", "Add", "Sub", "Div", "Pow", "Tanh", "Erf", "Sqrt", "Neg"};
+    return ops.count(op) > 0;
+}
+
+struct Region {
+    std::vector<int> nodes;  // topological order
+    std::string out;
+};
+
+class GeluFinder {
+public:
+    explicit GeluFinder(Graph &g) : g_(g) {}
+
+    // The largest region computing a GELU of \p x, or an empty one.
+    Region find(const std::string &x) {
+        // Grow: every elementwise node whose non-constant inputs are x or region values.
+        std::set<std::string> vals = {x};
+        std::vector<int> grown;
+        for (size_t i = 0; i < g_.nodes.size(); i++) {
+            const Node &n = g_.nodes[i];
+            if (!region_op(n.op) || n.outputs.size() != 1) continue;
+            bool inside = false, ok = true;
+            for (const auto &in : n.inputs) {
+                if (in.empty()) continue;
+                if (vals.count(in)) inside = true;
+                else if (!scalar(in)) ok = false;
+            }
+            if (!ok || !inside) continue;
+            grown.push_back((int)i);
+            vals.insert(n.outputs[0]);
+        }
+        Region best;
+        for (int k : grown) {  // each candidate output, the last match wins
+            const std::string &y = g_.nodes[k].outputs[0];
+            std::vector<int> slice = backward_slice(grown, k);
+            if (slice.size() < 3 || !closed(slice, x, y)) continue;
+            if (matches(slice, x, y)) best = {slice, y};
+        }
+        return best;
+    }
+
+    std::string kind_;  // the form of the last match ("tanh")
+
+private:
+    Graph &g_;
+
+    bool scalar(const std::string &v) const {
+        const Tensor *t = g_.constant(v);
+        return t && t->numel() == 1;
+    }
+
+    // The region nodes that \p k depends on (itself included), in topological order.
+    std::vector<int> backward_slice(const std::vector<int> &grown, int k) const {
+        std::set<std::string> need = {g_.nodes[k].outputs[0]};
+        std::vector<int> slice;
+        for (auto it = grown.rbegin(); it != grown.rend(); ++it) {
+            if (*it > k) continue;
+            const Node &n = g_.nodes[*it];
+            if (!need.count(n.outputs[0])) continue;
+            slice.insert(slice.begin(), *it);
+            for (const auto &in : n.inputs) need.insert(in);
+        }
+        return slice;
+    }
+
+    // Every value the slice makes, except y, is read only inside it and is no graph output.
+    bool closed(const std::vector<int> &slice, const std::string &x, const std::string &y) const {
+        std::set<int> in(slice.begin(), slice.end());
+        for (int k : slice) {
+            const std::string &v = g_.nodes[k].outputs[0];
+            if (v == y) continue;
+            if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return false;
+            for (int c : g_.consumers(v))
+                if (!in.count(c)) return false;
+        }
+        (void)x;
+        return true;
+    }
+
+    double eval(const std::vector<int> &slice, const std::string &x, const std::string &y, double xv) const {
+        std::map<std::string, double> v = {{x, xv}};
+        auto at = [&](const std::string &n) { return v.count(n) ? v.at(n) : g_.constant(n)->get(0); };
+        for (int k : slice) {
+            const Node &n = g_.nodes[k];
+            double a = at(n.inputs[0]), b = n.has_input(1) ? at(n.inputs[1]) : 0, r = 0;
+            if (n.op == "Mul") r = a * b;
+            else if (n.op == "Add") r = a + b;
+            else if (n.op == "Sub") r = a - b;
+            else if (n.op == "Div") r = a / b;
+            else if (n.op == "Pow") r = std::pow(a, b);
+            else if (n.op == "Tanh") r = std::tanh(a);
+            else if (n.op == "Erf") r = std::erf(a);
+            else if (n.op == "Sqrt") r = std::sqrt(a);
+            else if (n.op == "Neg") r = -a;
+            v[n.outputs[0]] = r;
+        }
+        return v.at(y);
+    }
+
+    bool matches(const std::vector<int> &slice, const std::string &x, const std::string &y) {
+        for (const char *kind : {"tanh"}) {
+            bool all = true;
+            for (int i = 0; i <= 96 && all; i++) {
+                double xv = -8.0 + i / 6.0;
+                double want = std::string(kind) == "tanh"
+                                  ? 0.5 * xv * (1 + std::tanh(std::sqrt(2 / M_PI) * (xv + 0.044715 * xv * xv * xv)))
+                                  : 0.5 * xv * (1 + std::erf(xv / std::sqrt(2.0)));
+                double got = eval(slice, x, y, xv);
+                // float32 constants in the model: agree to about 1e-7 of the value.
+                all = std::isfinite(got) && std::fabs(got - want) <= 1e-6 * std::fmax(1.0, std::fabs(want));
+            }
+            if (all) {
+                kind_ = kind;
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+}  // namespace
+
+int recognize_gelu(Graph &g) {
+    int found = 0;
+    for (bool changed = true; changed;) {
+        changed = false;
+        std::vector<std::string> roots;
+        for (const auto &[name, info] : g.values) {
+            if (!dtype_is_float(info.dtype) || g.is_constant(name)) continue;
+            bool feeds_tanh_region = false;  // cheap filter: the root feeds an op of the region
+            for (int c : g.consumers(name)) feeds_tanh_region |= region_op(g.nodes[c].op);
+            if (feeds_tanh_region) roots.push_back(name);
+        }
+        for (const auto &x : roots) {
+            GeluFinder f(g);
+            Region r = f.find(x);
+            if (r.nodes.empty()) continue;
+            Node gelu;
+            gelu.op = "Gelu";
+            // Named like the exporter's own nodes of that scope: "/mlp/Mul_5" → "/mlp/Gelu".
+            const std::string &last = g.nodes[r.nodes.back()].name;
+            gelu.name = g.unique_name(last.substr(0, last.rfind('/') + 1) + "Gelu");
+            gelu.inputs = {x};
+            gelu.outputs = {r.out};
+            gelu.attrs["approximate"] = f.kind_;
+            std::set<int> drop(r.nodes.begin(), r.nodes.end());
+            std::vector<Node> kept;
+            for (size_t i = 0; i < g.nodes.size(); i++) {
+                if (!drop.count((int)i)) kept.push_back(g.nodes[i]);
+                else if ((int)i == r.nodes.back()) kept.push_back(gelu);
+                else g.values.erase(g.nodes[i].outputs[0]);
+            }
+            g.nodes = std::move(kept);
+            found++;
+            changed = true;
+            break;  // node indices moved: look again
+        }
+    }
+    return found;
+}
+
+}  // namespace loom
