@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--tf32", action="store_true",
                     help="let PyTorch use TF32 (cuDNN and matmul) and run only the artifacts compiled with "
                          "--tf32 (variants named <workload>__tf32); default: both sides full FP32, those skipped")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="leave each artifact's data/ (inputs, float64 reference) for a profiler run of tools/loom_run")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     # Same precision on both sides: PyTorch's default lets cuDNN convs use TF32 tensor cores
@@ -104,7 +106,7 @@ def main():
                              eager_ms=eager_ms, compile_ms=comp_ms, eager_err=e_err, compile_err=c_err,
                              bytes=nbytes, loom_gbs=nbytes / ms / 1e6 if ms else float("nan"),
                              compile_gbs=nbytes / comp_ms / 1e6, gemm=gemm))
-            for f in os.listdir(os.path.join(d, "data")):  # big files: not wanted back
+            for f in os.listdir(os.path.join(d, "data")) if not a.keep_data else []:  # big files: not wanted back
                 os.remove(os.path.join(d, "data", f))
         if not mine:
             rows.append(dict(workload=wname, variant="(no artifact)", loom_ms=float("nan"), ok=False,

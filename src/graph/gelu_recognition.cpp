@@ -54,7 +54,7 @@ public:
         for (int k : grown) {  // each candidate output, the last match wins
             const std::string &y = g_.nodes[k].outputs[0];
             std::vector<int> slice = backward_slice(grown, k);
-            if (slice.size() < 3 || !closed(slice, x, y)) continue;
+            if (slice.size() < 3 || !closed(slice, y)) continue;
             if (matches(slice, x, y)) best = {slice, y};
         }
         return best;
@@ -85,7 +85,7 @@ private:
     }
 
     // Every value the slice makes, except y, is read only inside it and is no graph output.
-    bool closed(const std::vector<int> &slice, const std::string &x, const std::string &y) const {
+    bool closed(const std::vector<int> &slice, const std::string &y) const {
         std::set<int> in(slice.begin(), slice.end());
         for (int k : slice) {
             const std::string &v = g_.nodes[k].outputs[0];
@@ -94,7 +94,6 @@ private:
             for (int c : g_.consumers(v))
                 if (!in.count(c)) return false;
         }
-        (void)x;
         return true;
     }
 
