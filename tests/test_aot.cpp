@@ -343,6 +343,20 @@ TEST(Aot, CudaRowKernelRegisterBudgetReachesPtxas) {
     o.name = "caps";
     o.max_registers = applied.max_registers;
     AotArtifact a = compile_aot(p, t, out.string(), o);
+    std::string ptxas_path = (std::getenv("CUDA_HOME") ? std::string(std::getenv("CUDA_HOME")) : "/usr/local/cuda") + "/bin/ptxas";
+    EXPECT_TRUE(a.warnings.empty()) << a.warnings[0] << ": the auto budget does not spill";
+    if (fs::exists(ptxas_path)) {
+        // Too low a budget: the build goes on, and a warning names the Func, the spill and the fix.
+        AotOptions low = o;
+        low.max_registers.begin()->second = 16;
+        low.force = true;
+        AotArtifact b = compile_aot(p, t, (out.string() + "_low"), low);
+        ASSERT_EQ(b.warnings.size(), 1u);
+        const std::string &w = b.warnings[0];
+        EXPECT_NE(w.find("gpu_max_registers(16) on " + applied.max_registers.begin()->first), std::string::npos) << w;
+        EXPECT_NE(w.find("bytes per thread to local memory"), std::string::npos) << w;
+        EXPECT_NE(w.find(") does not spill"), std::string::npos) << w;
+    }
     std::string syms;
     ASSERT_EQ(loom::testing::run_command("nm " + a.shared_lib, syms), 0) << syms;
     EXPECT_NE(syms.find(" t halide_cuda_initialize_kernels"), std::string::npos) << "hidden wrapper";

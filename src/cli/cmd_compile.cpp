@@ -56,6 +56,7 @@ void compile(const CompileOptions &o) {
         for (const auto &[n, t] : ref) write_npy(dir + "/data/expected_" + n + ".npy", t);
     };
     AotArtifact a = with_schedule_errors(applied, [&] { return compile_aot(p, target, o.out, ao, write_data); });
+    for (const auto &w : a.warnings) std::cerr << "warning: " << w << "\n";
     std::cout << "compiled " << o.model << " for " << target.to_string() << " (" << spec << " schedule) in "
               << a.halide_seconds << " s into " << a.dir << ":\n  " << a.static_lib << "\n  " << a.shared_lib
               << "\n  " << a.header << "\n  " << a.manifest << "\n";

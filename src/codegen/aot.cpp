@@ -127,6 +127,23 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                                     e.what()));
         }
         a.halide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (caps) {
+            // A budget that makes ptxas spill to local memory usually costs more than the occupancy
+            // it buys: say so, with the smallest budget that does not (when the toolkit has ptxas;
+            // the driver assembles the PTX itself at load time, so the build never needs it).
+            std::string ptxas = cuda_home() + "/bin/ptxas";
+            std::ifstream f(obj, std::ios::binary);
+            std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            std::string ptx = embedded_ptx(bytes);
+            if (fs::exists(ptxas) && !ptx.empty())
+                for (const auto &c : check_register_caps(ptx, options.max_registers, ptxas))
+                    a.warnings.push_back(str_cat(
+                        "gpu_max_registers(", c.cap, ") on ", c.func, ": ptxas (sm_80) spills ", c.spill_bytes,
+                        " bytes per thread to local memory in ", c.kernel, "; ",
+                        c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ") does not spill")
+                                    : std::string("no budget up to 255 avoids it"),
+                        " (spills usually cost more than the blocks a lower budget adds)"));
+        }
 
         GlueSpec g;
         g.name = name;

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lower/lowered.h"
 
@@ -43,6 +44,9 @@ struct AotOptions {
 struct AotArtifact {
     std::string dir, name, static_lib, shared_lib, header, halide_header, manifest;
     double halide_seconds = 0;  ///< time Halide took to compile the pipeline
+    /// Things worth a user's attention that did not stop the build (a register budget that
+    /// spills, with the budget that would not), for the CLI to print.
+    std::vector<std::string> warnings;
 };
 
 /// The Halide target for a `--target` name: "host" (this machine), "cuda"

@@ -19,6 +19,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -29,6 +30,21 @@ std::string cap_ptx_registers(const std::string &ptx, const std::map<std::string
 /// The C++ source of the artifact's `halide_cuda_initialize_kernels` applying \p caps (compiled
 /// with Halide's runtime headers on the include path).
 std::string ptx_register_caps_source(const std::map<std::string, int> &caps);
+
+/// ptxas's verdict on one capped Func: the worst spill of its kernels under the cap, and the
+/// smallest budget (a multiple of 8 up to 255) that spills nothing.
+struct RegisterCapCheck {
+    std::string func, kernel;  ///< the Func and its kernel that spills most
+    int cap = 0, spill_bytes = 0, clean_cap = 0;  ///< clean_cap 0: none found up to 255
+};
+
+/// Assembles \p ptx capped by \p caps with \p ptxas (`-arch=sm_80 -v`) and reports every capped
+/// Func whose kernels spill to local memory; empty when none does. UserError when ptxas cannot run.
+std::vector<RegisterCapCheck> check_register_caps(const std::string &ptx, const std::map<std::string, int> &caps,
+                                                  const std::string &ptxas);
+
+/// The PTX text that Halide embeds in a pipeline object (\p object's bytes), or "" when none.
+std::string embedded_ptx(const std::string &object);
 
 /// The symbol Halide's runtime's `halide_cuda_initialize_kernels` is renamed to in the artifact.
 inline constexpr const char *kRenamedInitializeKernels = "loom_halide_cuda_initialize_kernels";
