@@ -356,6 +356,13 @@ TEST(Aot, CudaRowKernelRegisterBudgetReachesPtxas) {
         EXPECT_NE(w.find("gpu_max_registers(16) on " + applied.max_registers.begin()->first), std::string::npos) << w;
         EXPECT_NE(w.find("bytes per thread to local memory"), std::string::npos) << w;
         EXPECT_NE(w.find(") does not spill"), std::string::npos) << w;
+        // The auto-scheduler's budgets are raised instead, and the artifact carries the raised one.
+        low.raise_spilling_budgets = true;
+        AotArtifact c = compile_aot(p, t, (out.string() + "_raised"), low);
+        ASSERT_EQ(c.warnings.size(), 1u);
+        EXPECT_NE(c.warnings[0].find("raised to "), std::string::npos) << c.warnings[0];
+        std::string src = slurp(fs::path(c.dir) / "caps_register_caps.cpp");
+        EXPECT_EQ(src.find("const int kRegs[] = {16,"), std::string::npos) << src;
     }
     std::string syms;
     ASSERT_EQ(loom::testing::run_command("nm " + a.shared_lib, syms), 0) << syms;

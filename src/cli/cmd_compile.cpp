@@ -47,6 +47,7 @@ void compile(const CompileOptions &o) {
     ao.force = o.force;
     ao.schedule_text = text;
     ao.max_registers = applied.max_registers;
+    ao.raise_spilling_budgets = spec == "auto";  // the cost model's budgets are a rule; a hand-written one is the user's
     auto write_data = [&](const std::string &dir) {
         if (o.no_reference) return;
         auto ins = make_inputs(g, "", o.seed);

@@ -127,6 +127,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                                     e.what()));
         }
         a.halide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::map<std::string, int> budgets = options.max_registers;
         if (caps) {
             // A budget that makes ptxas spill to local memory usually costs more than the occupancy
             // it buys: say so, with the smallest budget that does not (when the toolkit has ptxas;
@@ -136,13 +137,22 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
             std::string ptx = embedded_ptx(bytes);
             if (fs::exists(ptxas) && !ptx.empty())
-                for (const auto &c : check_register_caps(ptx, options.max_registers, ptxas))
-                    a.warnings.push_back(str_cat(
-                        "gpu_max_registers(", c.cap, ") on ", c.func, ": ptxas (sm_80) spills ", c.spill_bytes,
-                        " bytes per thread to local memory in ", c.kernel, "; ",
-                        c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ") does not spill")
-                                    : std::string("no budget up to 255 avoids it"),
-                        " (spills usually cost more than the blocks a lower budget adds)"));
+                for (const auto &c : check_register_caps(ptx, options.max_registers, ptxas)) {
+                    std::string fix = c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ") does not spill")
+                                                  : std::string("no budget up to 255 avoids it");
+                    if (options.raise_spilling_budgets) {
+                        if (c.clean_cap) budgets[c.func] = c.clean_cap;
+                        else budgets.erase(c.func);
+                        a.warnings.push_back(str_cat("the auto-scheduler's gpu_max_registers(", c.cap, ") on ", c.func,
+                                                     " spills ", c.spill_bytes, " bytes per thread (ptxas, sm_80): ",
+                                                     c.clean_cap ? str_cat("raised to ", c.clean_cap) : std::string("dropped"),
+                                                     " in the artifact (schedule.sched shows the budget as scheduled)"));
+                    } else {
+                        a.warnings.push_back(str_cat("gpu_max_registers(", c.cap, ") on ", c.func, ": ptxas (sm_80) spills ",
+                                                     c.spill_bytes, " bytes per thread to local memory in ", c.kernel, "; ",
+                                                     fix, " (spills usually cost more than the blocks a lower budget adds)"));
+                    }
+                }
         }
 
         GlueSpec g;
@@ -177,7 +187,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                          " " + quote(runtime_obj.string()),
                      log, "renaming the CUDA runtime's kernel loader (objcopy, from binutils)");
             fs::path src = tmp / (name + "_register_caps.cpp"), o = tmp / (name + "_register_caps.o");
-            write_text(src, ptx_register_caps_source(options.max_registers));
+            write_text(src, ptx_register_caps_source(budgets));
             run_tool(cxx + " -std=c++17 -O2 -fPIC -c " + quote(src.string()) + " -o " + quote(o.string()), log,
                      "compiling the register budgets (gpu_max_registers)");
             objs += " " + quote(runtime_obj.string()) + " " + quote(o.string());

@@ -38,6 +38,9 @@ struct AotOptions {
     /// CUDA: Halide Func name → register budget of its kernels (the schedule's gpu_max_registers;
     /// codegen/ptx_register_caps.h).
     std::map<std::string, int> max_registers;
+    /// A budget that spills is raised to the smallest one that does not (the auto-scheduler's
+    /// budgets are a rule of thumb), instead of only warned about (a hand schedule's).
+    bool raise_spilling_budgets = false;
 };
 
 /// What was written (absolute paths inside the final folder).
