@@ -168,11 +168,21 @@ TEST(ScheduleApply, DefaultStatementsFollowTheTarget) {
     EXPECT_EQ(avx512[0].calls[1].str(), "vectorize(j, 16)");
     auto cuda = default_statements(b, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));
     s.statements = cuda;
+    // The update guards its tail where a tile may not divide the extent (unknown here): Halide's
+    // Auto would be RoundUp for an update, computing past the extent, which a Func bound to its
+    // shape (an extern's operand) rejects at run time (ResNet-18's 56-wide max pool).
+    EXPECT_EQ(print_schedule(s),
+              "b.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n"
+              "b.update(0).gpu_tile(j, i, jo, io, ji, ii, 32, 8, TailStrategy::GuardWithIf);\n");
+    auto g = default_statements(t.p.funcs[4], Halide::Target("x86-64-linux-cuda"));
+    EXPECT_EQ(g[1].calls[0].name, "gpu_single_thread");
+    // Tiles that divide known extents keep Auto (nothing is computed past the extent).
+    LoweredFunc even = b;
+    even.extents.assign(even.vars.size(), 64);
+    s.statements = default_statements(even, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));
     EXPECT_EQ(print_schedule(s),
               "b.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n"
               "b.update(0).gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n");
-    auto g = default_statements(t.p.funcs[4], Halide::Target("x86-64-linux-cuda"));
-    EXPECT_EQ(g[1].calls[0].name, "gpu_single_thread");
 }
 
 TEST(ScheduleApply, ResolvePrecedence) {

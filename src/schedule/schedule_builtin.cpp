@@ -99,8 +99,9 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
     st.add("parallel", {outer});
 }
 
-// A tile size no larger than the var's extent (a power of two): the default ShiftInwards tail then
-// stays inside [0, extent), which matters when the Func is bound to its shape (an extern's operand).
+// A tile size no larger than the var's extent (a power of two): the default ShiftInwards tail of a
+// pure definition then stays inside [0, extent), which matters when the Func is bound to its shape
+// (an extern's operand).
 int tile_for(const LoweredFunc &f, const std::string &v, int want) {
     int64_t e = extent_of(f, v);
     if (e < 0) return want;
@@ -109,16 +110,33 @@ int tile_for(const LoweredFunc &f, const std::string &v, int want) {
     return t;
 }
 
-void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &pure) {
+// An update stage's tiles: Halide's Auto tail is RoundUp for an update's pure vars, which computes
+// past the extent (a bound Func then fails at run time: ResNet-18's 56-wide max pool in 32-wide
+// tiles, read by a cuDNN call). True where a tile does not divide its extent: GuardWithIf then.
+bool update_needs_guard(const LoweredFunc &f, const std::vector<std::pair<std::string, int>> &tiles) {
+    for (const auto &[v, t] : tiles) {
+        int64_t e = extent_of(f, v);
+        if (e < 0 || e % t != 0) return true;
+    }
+    return false;
+}
+
+void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &pure, bool update) {
     if (pure.empty()) {
         st.add("gpu_single_thread");
     } else if (pure.size() == 1) {
         const std::string &x = pure[0];
-        st.add("gpu_tile", {x, fresh_name(f, x + "o"), fresh_name(f, x + "i"), tile_for(f, x, 256)});
+        int tx = tile_for(f, x, 256);
+        std::vector<ScheduleArg> args = {x, fresh_name(f, x + "o"), fresh_name(f, x + "i"), tx};
+        if (update && update_needs_guard(f, {{x, tx}})) args.push_back(ScheduleArg::tail("GuardWithIf"));
+        st.add("gpu_tile", args);
     } else {
         const std::string &x = pure[0], &y = pure[1];
-        st.add("gpu_tile", {x, y, fresh_name(f, x + "o"), fresh_name(f, y + "o"), fresh_name(f, x + "i"),
-                            fresh_name(f, y + "i"), tile_for(f, x, 32), tile_for(f, y, 8)});
+        int tx = tile_for(f, x, 32), ty = tile_for(f, y, 8);
+        std::vector<ScheduleArg> args = {x, y, fresh_name(f, x + "o"), fresh_name(f, y + "o"), fresh_name(f, x + "i"),
+                                         fresh_name(f, y + "i"), tx, ty};
+        if (update && update_needs_guard(f, {{x, tx}, {y, ty}})) args.push_back(ScheduleArg::tail("GuardWithIf"));
+        st.add("gpu_tile", args);
     }
 }
 
@@ -138,14 +156,14 @@ std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Ha
     bool gpu = target.has_gpu_feature();
     ScheduleStatement pure(f.name);
     pure.add("compute_root");
-    if (gpu) gpu_stage(pure, f, pure_inner_first(f));
+    if (gpu) gpu_stage(pure, f, pure_inner_first(f), false);
     else cpu_stage(pure, f, pure_inner_first(f), {}, target);
     r.push_back(pure);
     for (int k = 0; k < num_updates(f); k++) {
         std::vector<std::string> pv, rv;
         update_dims(f, k, pv, rv);
         ScheduleStatement up(f.name, k);
-        if (gpu) gpu_stage(up, f, pv);
+        if (gpu) gpu_stage(up, f, pv, true);
         else cpu_stage(up, f, pv, rv, target);
         if (!up.calls.empty()) r.push_back(up);
     }
