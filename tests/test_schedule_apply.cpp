@@ -185,6 +185,32 @@ TEST(ScheduleApply, DefaultStatementsFollowTheTarget) {
               "b.update(0).gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n");
 }
 
+// The default GPU mapping of an NCHW reduction (a pool: 4 pure vars, an update over the window)
+// maps every pure var onto the grid: the two innermost tiled, the outer ones fused into the z
+// blocks (left as host loops they launched the kernel once per channel: ResNet-18 ran 6.8 ms
+// instead of 1.2), and the update guards the 56-wide tail that 32-wide tiles do not divide.
+TEST(ScheduleApply, DefaultGpuMappingPutsOuterVarsOnTheGrid) {
+    loom::testing::GraphBuilder b;
+    std::map<std::string, AttrValue> attrs = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                              {"strides", std::vector<int64_t>{2, 2}},
+                                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    b.out("MaxPool", {b.input("x", {1, 64, 112, 112})}, {1, 64, 56, 56}, attrs, DType::F32, "pool");
+    LoweredPipeline p = lower_graph(b.g);
+    const LoweredFunc *pool = nullptr;
+    for (const auto &f : p.funcs)
+        if (f.op == "MaxPool" && !f.update_rvars.empty()) pool = &f;
+    ASSERT_NE(pool, nullptr);
+    Schedule s;
+    s.statements = default_statements(*pool, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));
+    std::string text = print_schedule(s);
+    EXPECT_NE(text.find("pool.compute_root().gpu_tile(w, h, wo, ho, wi, hi, 32, 8).fuse(c, n, c_n).gpu_blocks(c_n);"),
+              std::string::npos) << text;
+    EXPECT_NE(text.find(".update(0).gpu_tile(w, h, wo, ho, wi, hi, 32, 8, TailStrategy::GuardWithIf)\n"
+                        "    .fuse(c, n, c_n)\n    .gpu_blocks(c_n);"),
+              std::string::npos) << text;
+    apply_schedule(s, p, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));  // Halide accepts it
+}
+
 TEST(ScheduleApply, ResolvePrecedence) {
     TestPipeline t = make_pipeline();
     std::string path = ::testing::TempDir() + "loom_resolve.sched";

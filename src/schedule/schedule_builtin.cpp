@@ -137,6 +137,17 @@ void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
                                          fresh_name(f, y + "i"), tx, ty};
         if (update && update_needs_guard(f, {{x, tx}, {y, ty}})) args.push_back(ScheduleArg::tail("GuardWithIf"));
         st.add("gpu_tile", args);
+        // The outer vars (an NCHW pool's c and n) become the grid's z: left as host loops around
+        // the kernel, they launched it once per channel (ResNet-18: ~1100 launches a run).
+        if (pure.size() > 2) {
+            std::string outer = pure[2];
+            for (size_t k = 3; k < pure.size(); k++) {
+                std::string fused = fresh_name(f, outer + "_" + pure[k]);
+                st.add("fuse", {outer, pure[k], fused});
+                outer = fused;
+            }
+            st.add("gpu_blocks", {outer});
+        }
     }
 }
 
