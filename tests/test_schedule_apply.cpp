@@ -7,6 +7,10 @@
 #include <fstream>
 #include <random>
 
+#include "schedule/gpu_loop_lint.h"
+#include "autoschedule/gpu_schedule.h"
+#include "frontends/onnx/onnx_import.h"
+#include "graph/passes.h"
 #include "graph/error.h"
 #include "lower/lowered.h"
 #include "schedule/schedule_apply.h"
@@ -209,6 +213,36 @@ TEST(ScheduleApply, DefaultGpuMappingPutsOuterVarsOnTheGrid) {
                         "    .fuse(c, n, c_n)\n    .gpu_blocks(c_n);"),
               std::string::npos) << text;
     apply_schedule(s, p, Halide::Target("x86-64-linux-cuda-cuda_capability_80"));  // Halide accepts it
+}
+
+// lint_gpu_loops: rfactor leaves its new var innermost, so a partial mapped to threads without a
+// reorder keeps its serial reduction loop outside the thread loop (a block barrier per element
+// in a softmax row). The warning names the place, the loop and the reorder that fixes it; the
+// fixed schedule and the auto-scheduler's are clean.
+TEST(ScheduleApply, LintFindsSerialReductionLoopsOutsideGpuThreads) {
+    Halide::Target cuda("x86-64-linux-cuda-cuda_capability_80");
+    auto lint = [&](const std::string &text) {
+        Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
+        prepare_graph(g);
+        LoweredPipeline p = lower_graph(g);
+        Schedule s = text.empty() ? gpu_auto_schedule(p, cuda) : parse_schedule(text, "rows.cuda.sched");
+        AppliedSchedule a = apply_schedule(s, p, cuda);
+        return lint_gpu_loops(a, p);
+    };
+    std::string bad = "softmax.compute_root().split(j, jo, jt, 64).gpu_threads(jt).gpu_blocks(i);\n"
+                      "softmax_max.compute_at(softmax, i);\n"
+                      "softmax_sum.compute_at(softmax, i);\n"
+                      "softmax_max.update(0).split(r.x, r_xo, r_xi, 64).rfactor(r_xi, u) as part;\n"
+                      "part.compute_at(softmax, i).gpu_threads(u);\n"
+                      "part.update(0).gpu_threads(u);\n";
+    auto w = lint(bad);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_NE(w[0].find("rows.cuda.sched:6:1: part.update(0): the serial loop over r_xo runs"), std::string::npos) << w[0];
+    EXPECT_NE(w[0].find("reorder(r_xo, u)"), std::string::npos) << w[0];
+    std::string good = bad;
+    good.replace(good.find("part.update(0).gpu_threads(u);"), 30, "part.update(0).reorder(r_xo, u).gpu_threads(u);");
+    EXPECT_TRUE(lint(good).empty()) << lint(good)[0];
+    EXPECT_TRUE(lint("").empty()) << "the auto-scheduler's schedule";
 }
 
 TEST(ScheduleApply, ResolvePrecedence) {

@@ -9,6 +9,7 @@
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/gpu_schedule.h"
 #include "graph/error.h"
+#include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_validate.h"
 
 namespace loom::cli {
@@ -62,6 +63,7 @@ ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Hal
     if (m.schedule.target.empty()) m.schedule.target = target.to_string();
     validate_schedule(m.schedule, m.pipeline, target, &m.warnings);  // apply_schedule validates again, silently
     m.applied = apply_schedule(m.schedule, m.pipeline, target);
+    for (auto &w : lint_gpu_loops(m.applied, m.pipeline)) m.warnings.push_back(w);
     return m;
 }
 
