@@ -8,6 +8,7 @@
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
+#include "schedule/schedule_header.h"
 #include "schedule/schedule_validate.h"
 
 #include "graph_builder.h"

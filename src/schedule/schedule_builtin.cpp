@@ -8,6 +8,7 @@
 
 #include "graph/error.h"
 #include "schedule/schedule_parser.h"
+#include "schedule/schedule_header.h"
 #include "schedule/schedule_validate.h"
 
 namespace loom {

@@ -41,11 +41,6 @@ std::vector<std::string> legal_compute_at_locations(const LoweredPipeline &p,
                                                     const std::string &producer,
                                                     const Schedule *context = nullptr);
 
-/// The header check: warnings (not printed) when the file's model hash differs from
-/// \p model_sha256 (skipped when either is empty) or its target differs from \p target; throws
-/// UserError when the file uses GPU primitives and \p target has no GPU, or was written for a GPU
-/// target and uses CPU parallelism while \p target is a GPU target (and the reverse).
-std::vector<std::string> check_schedule_header(const Schedule &s, const Halide::Target &target,
-                                               const std::string &model_sha256 = "");
+
 
 }  // namespace loom
