@@ -652,7 +652,7 @@ struct Ctx {
             st.add("parallel", {par});
             ScheduleStatement &fs = add(F);
             note(fs, F);
-            fs.add("compute_at", {R, wsplit ? wo : ro[first].name});
+            fs.add("compute_at", {R, wsplit ? wo : par});  // the row var may be fused into par
             if (vl) fs.add("vectorize", {w, vl});
             if (CB > 1) fs.add("unroll", {c});
             ScheduleStatement &u = add(F, 0);
