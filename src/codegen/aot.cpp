@@ -129,30 +129,12 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         a.halide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::map<std::string, int> budgets = options.max_registers;
         if (caps) {
-            // A budget that makes ptxas spill to local memory usually costs more than the occupancy
-            // it buys: say so, with the smallest budget that does not (when the toolkit has ptxas;
-            // the driver assembles the PTX itself at load time, so the build never needs it).
-            std::string ptxas = cuda_home() + "/bin/ptxas";
+            // Advisory (when the toolkit has ptxas): the driver assembles the PTX itself at load time.
             std::ifstream f(obj, std::ios::binary);
             std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-            std::string ptx = embedded_ptx(bytes);
-            if (fs::exists(ptxas) && !ptx.empty())
-                for (const auto &c : check_register_caps(ptx, options.max_registers, ptxas)) {
-                    std::string fix = c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ") does not spill")
-                                                  : std::string("no budget up to 255 avoids it");
-                    if (options.raise_spilling_budgets) {
-                        if (c.clean_cap) budgets[c.func] = c.clean_cap;
-                        else budgets.erase(c.func);
-                        a.warnings.push_back(str_cat("the auto-scheduler's gpu_max_registers(", c.cap, ") on ", c.func,
-                                                     " spills ", c.spill_bytes, " bytes per thread (ptxas, sm_80): ",
-                                                     c.clean_cap ? str_cat("raised to ", c.clean_cap) : std::string("dropped"),
-                                                     " in the artifact (schedule.sched shows the budget as scheduled)"));
-                    } else {
-                        a.warnings.push_back(str_cat("gpu_max_registers(", c.cap, ") on ", c.func, ": ptxas (sm_80) spills ",
-                                                     c.spill_bytes, " bytes per thread to local memory in ", c.kernel, "; ",
-                                                     fix, " (spills usually cost more than the blocks a lower budget adds)"));
-                    }
-                }
+            for (auto &w : settle_register_budgets(embedded_ptx(bytes), budgets, options.raise_spilling_budgets,
+                                                   cuda_home() + "/bin/ptxas"))
+                a.warnings.push_back(std::move(w));
         }
 
         GlueSpec g;

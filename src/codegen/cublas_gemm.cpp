@@ -29,6 +29,20 @@ uint64_t addr(const halide_buffer_t *b, const int *at) {
     return b->device + off * (int64_t)sizeof(float);
 }
 
+// Both entry points: operands (and the bias, when given) on the device, Y allocated there, every
+// buffer dense along its innermost dim. 0, or fail()'s -1 naming what went wrong.
+int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, halide_buffer_t *y) {
+    const halide_device_interface_t *cuda = halide_cuda_device_interface();
+    int r;
+    if ((r = halide_copy_to_device(nullptr, a, cuda)) != 0) return fail("copying A to the device", r);
+    if ((r = halide_copy_to_device(nullptr, b, cuda)) != 0) return fail("copying B to the device", r);
+    if (bias && (r = halide_copy_to_device(nullptr, bias, cuda)) != 0) return fail("copying the bias to the device", r);
+    if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
+    if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || y->dim[0].stride != 1)
+        return fail("operands must be dense along their innermost dim", 0);
+    return 0;
+}
+
 }  // namespace
 
 extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K,
@@ -55,14 +69,7 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     }
     if (query || y->is_bounds_query()) return 0;
     (void)M;
-
-    const halide_device_interface_t *cuda = halide_cuda_device_interface();
-    int r;
-    if ((r = halide_copy_to_device(nullptr, a, cuda)) != 0) return fail("copying A to the device", r);
-    if ((r = halide_copy_to_device(nullptr, b, cuda)) != 0) return fail("copying B to the device", r);
-    if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
-    if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || y->dim[0].stride != 1)
-        return fail("operands must be dense along their innermost dim", 0);
+    if (int r = stage_operands(a, b, nullptr, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle) {
@@ -130,14 +137,7 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
     if (a->is_bounds_query() || b->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;
     if (y->dim[0].min != 0 || y->dim[1].min != 0 || y->dim[0].extent != N || y->dim[1].extent != M)
         return fail("the output region must be the whole [M, N] (compute the extern at root)", 0);
-    const halide_device_interface_t *cuda = halide_cuda_device_interface();
-    int r;
-    if ((r = halide_copy_to_device(nullptr, a, cuda)) != 0) return fail("copying A to the device", r);
-    if ((r = halide_copy_to_device(nullptr, b, cuda)) != 0) return fail("copying B to the device", r);
-    if ((r = halide_copy_to_device(nullptr, bias, cuda)) != 0) return fail("copying the bias to the device", r);
-    if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
-    if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || y->dim[0].stride != 1)
-        return fail("operands must be dense along their innermost dim", 0);
+    if (int r = stage_operands(a, b, bias, y)) return r;
     std::lock_guard<std::mutex> guard(g_lock);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);

@@ -43,6 +43,14 @@ struct RegisterCapCheck {
 std::vector<RegisterCapCheck> check_register_caps(const std::string &ptx, const std::map<std::string, int> &caps,
                                                   const std::string &ptxas);
 
+/// What a build makes of \p budgets (Func → registers) for \p ptx, as warnings for the user: each
+/// budget that spills is named with the smallest one that does not, and with \p raise (the
+/// auto-scheduler's budgets) replaced by it in \p budgets (dropped when none up to 255 is clean).
+/// Nothing when \p ptxas does not exist or \p ptx is empty; a ptxas that cannot read the PTX is a
+/// warning too, since the driver assembles the PTX itself at load time.
+std::vector<std::string> settle_register_budgets(const std::string &ptx, std::map<std::string, int> &budgets,
+                                                 bool raise, const std::string &ptxas);
+
 /// The PTX text that Halide embeds in a pipeline object (\p object's bytes), or "" when none.
 std::string embedded_ptx(const std::string &object);
 

@@ -11,14 +11,6 @@ using Halide::Internal::ForType;
 
 bool is_thread(const Dim &d) { return d.for_type == ForType::GPUThread || d.for_type == ForType::GPULane; }
 
-// The loop's extent where the Func's shape fixes it (a pure var of the lowered Func), else -1.
-int64_t known_extent(const LoweredFunc *lf, const std::string &var) {
-    if (!lf) return -1;
-    for (size_t i = 0; i < lf->vars.size() && i < lf->extents.size(); i++)
-        if (lf->vars[i] == var) return lf->extents[i];
-    return -1;
-}
-
 // A Halide loop name as a schedule writes it: the last split component ("r$x.r_xo.r_xoo" →
 // "r_xoo", "u.uw" → "uw"), an RVar's own name with a dot ("r$x" → "r.x").
 std::string schedule_name(const std::string &v) {
@@ -57,7 +49,6 @@ std::vector<std::string> lint_gpu_loops(const AppliedSchedule &applied, const Lo
                 // Reduction loops only: an outer pure var of a Func computed per block often has one
                 // iteration there (the row a block reduces), which the schedule alone cannot tell.
                 if (d.for_type != ForType::Serial || !d.is_rvar()) continue;
-                if (known_extent(lf, d.var) == 1) continue;
                 bool block_outside = false;
                 for (int j = i + 1; j < (int)dims.size(); j++) block_outside |= dims[j].for_type == ForType::GPUBlock;
                 std::string label = stage < 0 ? name : name + ".update(" + std::to_string(stage) + ")";
