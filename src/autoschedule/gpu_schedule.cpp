@@ -17,7 +17,9 @@ constexpr int kVec = 4;            // floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128; // threads per block of a pointwise kernel
 constexpr int kRowThreads = 256;   // threads per row in a row kernel / block reduction
 constexpr int kGemmTile = 64;   // GEMM output tile per block (both dims)
-constexpr int kSplitBlocks = 2048; // block partials of a few-output reduction (H200: 2048 beat 1024 by ~5% on mse)
+// Elements per block of a split (few-output) reduction: eight float4 loads per thread, one unrolled
+// group (H200, mse over 2^26: 8192 blocks 0.1326 ms, 2048 blocks 0.1343; RESULTS_GPU.md run 40).
+constexpr int kSplitChunk = kVec * kRowThreads * 8;
 
 int num_updates(const LoweredFunc &f) { return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size(); }
 
@@ -684,34 +686,33 @@ private:
             s.statements.push_back(up);
             return;
         }
-        // Few outputs: ~kSplitBlocks chunks, each reduced by one block, then one thread combines.
-        int64_t chunk = (k + kSplitBlocks - 1) / kSplitBlocks;
-        chunk = (chunk + kRowThreads - 1) / kRowThreads * kRowThreads;
+        // Few outputs: chunks of kSplitChunk elements, one block each. The block's partial is
+        // computed inside the same kernel, at the block var of the output's update, which adds it
+        // atomically: one kernel (plus the init), not a partials kernel and a combining kernel
+        // (H200, mse: 0.1442 -> 0.1343 ms, RESULTS_GPU.md run 40).
+        int64_t chunk = std::min<int64_t>(kSplitChunk, (k + kRowThreads - 1) / kRowThreads * kRowThreads);
         std::string rv = r.update_rvars[0][0];
         std::string rb = ident(r, rv + "b"), rc = ident(r, rv + "c"), blk = r.name + "_blk";
+        int64_t nb = (k + chunk - 1) / chunk;
         ScheduleStatement pure_st(r.name);
-        pure_st.comments.push_back("split reduction: " + std::to_string((k + chunk - 1) / chunk) + " blocks of " +
-                                   std::to_string(chunk) + " elements, then one thread");
+        pure_st.comments.push_back("split reduction: " + std::to_string(nb) + " blocks of " + std::to_string(chunk) +
+                                   " elements, each adding its partial atomically");
         pure_st.add("compute_root").add("gpu_single_thread");  // the init
         s.statements.push_back(pure_st);
         ScheduleStatement up(r.name, 0);
         up.add("split", {rv, rb, rc, (int64_t)chunk, rtail(k % chunk == 0)});
         up.add("rfactor", {rb, "b"}, blk);
         s.statements.push_back(up);
-        // The block partials are combined by atomic adds, one thread each: no serial chain.
-        std::string rbo = ident(r, rb + "o"), rbi = ident(r, rb + "i");
-        int64_t nb = (k + chunk - 1) / chunk;
         ScheduleStatement up2(r.name, 0);
-        up2.add("atomic").add("split", {rb, rbo, rbi, 64, rtail(nb % 64 == 0)});
-        up2.add("gpu_blocks", {rbo}).add("gpu_threads", {rbi});
+        std::vector<ScheduleArg> blocks = {rb};
+        for (auto it = r.vars.rbegin(); it != r.vars.rend() && blocks.size() < 3; ++it) blocks.push_back(*it);
+        up2.add("atomic").add("gpu_blocks", blocks);
         s.statements.push_back(up2);
         ScheduleStatement bp(blk);
-        bp.add("compute_root").add("gpu_tile", {"b", "bo", "bi", 64});
+        bp.add("compute_at", {r.name, rb});
         s.statements.push_back(bp);
         // Each block: kRowThreads threads accumulate coalesced partials, in two levels as above.
-        ScheduleStatement bu2(blk, 0);
-        bu2.add("gpu_blocks", {"b"});
-        block_partials(s, r, blk, rc, chunk, kRowThreads, blk, "b", r.name + "_thr", r.name + "_thr2", {bu2});
+        block_partials(s, r, blk, rc, chunk, kRowThreads, r.name, rb, r.name + "_thr", r.name + "_thr2");
     }
 
     // The block var of a reduction's update at which its partials are computed: the innermost

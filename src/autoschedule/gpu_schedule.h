@@ -18,8 +18,9 @@
 ///   (reading a reduction, or ≥ 8 ops per point) are computed per row of the Concat over their own
 ///   slice only (shared memory) and their statistics fused into the same row kernel.
 /// - A reduction that is its own kernel: one block per output when there are many outputs (same
-///   block scheme), a split reduction when there are few (rfactor into ~2048 block partials, each
-///   reduced by a block as above, combined by float atomics).
+///   block scheme), a split reduction when there are few (rfactor into 8192-element block partials,
+///   each reduced by a block as above inside the kernel of the output's update, which adds it by a
+///   float atomic: one kernel besides the init).
 /// - A rank-2 matrix product (one rvar, K % 4 == 0, M and N multiples of 64): 64×64 output tiles
 ///   per block, a 4×4 register tile per thread, k split into float4 lanes by rfactor (16-byte
 ///   operand loads); a single same-shaped pointwise consumer (bias/ReLU) is the kernel and the
