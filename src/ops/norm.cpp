@@ -142,8 +142,9 @@ void lower_layer_norm(LowerContext &ctx, const Node &node) {
     std::vector<Var> v = ctx.vars(rank);
     std::vector<Expr> z = at_zero(v, reduced);
     Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
-    Expr e = (xv - LowerContext::call(mean, z)) /
-             Halide::sqrt(LowerContext::call(var, z) + lit(dt, eps));
+    // times 1/σ: one reciprocal per row, hoisted, instead of a division per element (as Div does).
+    Expr e = (xv - LowerContext::call(mean, z)) *
+             (lit(dt, 1) / Halide::sqrt(LowerContext::call(var, z) + lit(dt, eps)));
     e = e * LowerContext::cast_to(dt, ctx.at(node.inputs[1], exprs(v)));
     if (node.has_input(2)) e = e + LowerContext::cast_to(dt, ctx.at(node.inputs[2], exprs(v)));
     Func f = ctx.make_func(node, "", rank);
@@ -212,8 +213,8 @@ void lower_instance_group_norm(LowerContext &ctx, const Node &node) {
     std::vector<Expr> si = {v[0], cg == 1 ? Expr(v[1]) : Expr(v[1] / (int)cg)};
     for (int d = 2; d < rank; d++) si.push_back(0);
     Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
-    Expr e = (xv - LowerContext::call(mean, si)) /
-             Halide::sqrt(LowerContext::call(var, si) + lit(dt, eps));
+    Expr e = (xv - LowerContext::call(mean, si)) *
+             (lit(dt, 1) / Halide::sqrt(LowerContext::call(var, si) + lit(dt, eps)));
     // scale/bias: per channel (size C), or per group (size num_groups, GroupNormalization-18).
     auto per_channel = [&](const std::string &name) {
         int64_t len = shape_numel(ctx.shape(name));
