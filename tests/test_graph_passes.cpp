@@ -331,6 +331,37 @@ TEST(GraphPasses, TanhGeluRegionBecomesOneGeluNode) {
     EXPECT_TRUE(loom::testing::close(out.at(gg.y), ref.at(gg.y), 1e-5));
 }
 
+// The region search is bounded (depth and size from the root): a GELU between two long scalar
+// chains (5000 elementwise nodes before and after, every value a candidate root) is still found, and
+// the pass stays linear in the chain (it was cubic: each root grew over the whole chain after it).
+TEST(GraphPasses, GeluRecognitionStaysLinearOnLongElementwiseChains) {
+    loom::testing::GraphBuilder b;
+    Shape s = {4, 8};
+    std::string v = b.input("x", s);
+    auto chain = [&](int n) {
+        for (int i = 0; i < n; i++) v = b.node(i % 2 ? "Add" : "Mul", {v, b.scalar(i % 2 ? 0.001 : 1.0001)}, s);
+    };
+    chain(5000);
+    std::string x = v;
+    auto c = [&](double k) { return b.scalar(k); };
+    std::string cube = b.node("Mul", {x, b.node("Mul", {x, x}, s)}, s);
+    std::string t = b.node("Add", {x, b.node("Mul", {c(0.044715), cube}, s)}, s);
+    std::string th = b.node("Tanh", {b.node("Mul", {c(0.7978845608028654), t}, s)}, s);
+    v = b.node("Mul", {c(0.5), b.node("Mul", {x, b.node("Add", {c(1.0), th}, s)}, s)}, s);
+    chain(5000);
+    b.output(v);
+    Graph g = b.g;
+    EXPECT_EQ(recognize_gelu(g), 1);
+    int gelus = 0, tanhs = 0;
+    for (const auto &n : g.nodes) {
+        gelus += n.op == "Gelu";
+        tanhs += n.op == "Tanh";
+    }
+    EXPECT_EQ(gelus, 1);
+    EXPECT_EQ(tanhs, 0);
+    EXPECT_EQ(g.nodes.size(), 10001u) << "the chains untouched, the region one node";
+}
+
 TEST(GraphPasses, ErfGeluAndLeakyRegionsAreLeftAlone) {
     for (bool leak : {false, true}) {
         GeluGraph gg(leak, 1.0, leak);

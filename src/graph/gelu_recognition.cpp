@@ -27,27 +27,51 @@ struct Region {
     std::string out;
 };
 
+// Exporters write a GELU in at most 9 nodes, 8 deep: regions grow no further, so that a long
+// elementwise chain (a residual stream, a scaled sum) costs the pass linear, not cubic, time.
+constexpr int kMaxRegionDepth = 12;
+constexpr size_t kMaxRegionNodes = 64;
+
+using ConsumerMap = std::map<std::string, std::vector<int>>;
+
+// Every value's consumers (node indices, ascending), built once per scan: Graph::consumers walks
+// the whole graph for one value.
+ConsumerMap consumer_map(const Graph &g) {
+    ConsumerMap m;
+    for (size_t i = 0; i < g.nodes.size(); i++)
+        for (const auto &in : g.nodes[i].inputs)
+            if (!in.empty() && (m[in].empty() || m[in].back() != (int)i)) m[in].push_back((int)i);
+    return m;
+}
+
 class GeluFinder {
 public:
-    explicit GeluFinder(Graph &g) : g_(g) {}
+    GeluFinder(Graph &g, const ConsumerMap &consumers) : g_(g), consumers_(consumers) {}
 
     // The largest region computing a GELU of \p x, or an empty one.
     Region find(const std::string &x) {
-        // Grow: every elementwise node whose non-constant inputs are x or region values.
-        std::set<std::string> vals = {x};
+        // Grow from x along consumers, in topological order: every elementwise node whose
+        // non-constant inputs are x or region values, up to kMaxRegionDepth from x.
+        std::map<std::string, int> depth = {{x, 0}};
+        std::set<int> frontier(uses(x).begin(), uses(x).end());
         std::vector<int> grown;
-        for (size_t i = 0; i < g_.nodes.size(); i++) {
+        while (!frontier.empty() && grown.size() < kMaxRegionNodes) {
+            int i = *frontier.begin();
+            frontier.erase(frontier.begin());
             const Node &n = g_.nodes[i];
             if (!region_op(n.op) || n.outputs.size() != 1) continue;
-            bool inside = false, ok = true;
+            bool ok = true;
+            int d = 0;
             for (const auto &in : n.inputs) {
                 if (in.empty()) continue;
-                if (vals.count(in)) inside = true;
+                auto it = depth.find(in);
+                if (it != depth.end()) d = std::max(d, it->second + 1);
                 else if (!scalar(in)) ok = false;
             }
-            if (!ok || !inside) continue;
-            grown.push_back((int)i);
-            vals.insert(n.outputs[0]);
+            if (!ok || d > kMaxRegionDepth) continue;
+            grown.push_back(i);
+            depth[n.outputs[0]] = d;
+            for (int c : uses(n.outputs[0])) frontier.insert(c);
         }
         Region best;
         for (int k : grown) {  // each candidate output, the last match wins
@@ -61,6 +85,13 @@ public:
 
 private:
     Graph &g_;
+    const ConsumerMap &consumers_;
+
+    const std::vector<int> &uses(const std::string &v) const {
+        static const std::vector<int> none;
+        auto it = consumers_.find(v);
+        return it == consumers_.end() ? none : it->second;
+    }
 
     bool scalar(const std::string &v) const {
         const Tensor *t = g_.constant(v);
@@ -88,7 +119,7 @@ private:
             const std::string &v = g_.nodes[k].outputs[0];
             if (v == y) continue;
             if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return false;
-            for (int c : g_.consumers(v))
+            for (int c : uses(v))
                 if (!in.count(c)) return false;
         }
         return true;
@@ -132,15 +163,16 @@ int recognize_gelu(Graph &g) {
     int found = 0;
     for (bool changed = true; changed;) {
         changed = false;
+        ConsumerMap consumers = consumer_map(g);
         std::vector<std::string> roots;
         for (const auto &[name, info] : g.values) {
-            if (!dtype_is_float(info.dtype) || g.is_constant(name)) continue;
+            if (!dtype_is_float(info.dtype) || g.is_constant(name) || !consumers.count(name)) continue;
             bool feeds_tanh_region = false;  // cheap filter: the root feeds an op of the region
-            for (int c : g.consumers(name)) feeds_tanh_region |= region_op(g.nodes[c].op);
+            for (int c : consumers.at(name)) feeds_tanh_region |= region_op(g.nodes[c].op);
             if (feeds_tanh_region) roots.push_back(name);
         }
         for (const auto &x : roots) {
-            GeluFinder f(g);
+            GeluFinder f(g, consumers);
             Region r = f.find(x);
             if (r.nodes.empty()) continue;
             Node gelu;
