@@ -12,7 +12,9 @@
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
 #include "graph/error.h"
+#include "codegen/jit.h"
 #include "lower/lowered.h"
+#include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
@@ -187,6 +189,33 @@ TEST(ScheduleApply, DefaultStatementsFollowTheTarget) {
     EXPECT_EQ(print_schedule(s),
               "b.compute_root().gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n"
               "b.update(0).gpu_tile(j, i, jo, io, ji, ii, 32, 8);\n");
+}
+
+// The CPU default for a long sum (here the mean of 2^22 + 123 squares: positive terms, so rounding
+// adds up) is a cascade: chunks of 4096 terms (the last one guarded), in parallel, then the
+// partials. One serial float accumulator was 1.9e-4 off on the suite's mse (2^24), so its eager
+// and inline schedules failed validation; this matches the reference to 1e-6 with outputs poisoned.
+TEST(ScheduleApply, DefaultLongSumIsChunked) {
+    loom::testing::GraphBuilder b;
+    Shape s = {(1 << 22) + 123};
+    std::string x = b.input("x", s);
+    std::string y = b.out("ReduceMean", {b.node("Mul", {x, x}, s)}, {1},
+                          {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(1)}});
+    LoweredPipeline p = lower_graph(b.g);
+    Schedule sched = eager_schedule(p, kHost);
+    std::string text = print_schedule(sched);
+    EXPECT_TRUE(has(text, ".split(r.x, rxo, rxi, 4096, TailStrategy::GuardWithIf)")) << text;
+    EXPECT_TRUE(has(text, ".rfactor(rxo, p) as ")) << text;
+    EXPECT_TRUE(has(text, "_part.update(0).parallel(p);")) << text;
+    apply_schedule(sched, p, kHost);
+    std::map<std::string, Tensor> in;
+    Tensor xt(DType::F32, s);
+    fill_random(xt, 5, 0.0, 1.0);
+    in["x"] = xt;
+    JitModel m(std::move(p));
+    auto out = m.run(in);
+    auto ref = run_reference(b.g, in);
+    EXPECT_TRUE(loom::testing::close(out.at(y), ref.at(y), 1e-6));
 }
 
 // The default GPU mapping of an NCHW reduction (a pool: 4 pure vars, an update over the window)
