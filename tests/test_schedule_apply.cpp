@@ -218,6 +218,32 @@ TEST(ScheduleApply, DefaultLongSumIsChunked) {
     EXPECT_TRUE(loom::testing::close(out.at(y), ref.at(y), 1e-6));
 }
 
+// On CUDA the default for that sum was one GPU thread adding every term. It is now 16384 interleaved
+// per-thread partials (coalesced loads, at most 4096 terms each) added into the output by float
+// atomics: no serial loop outside the thread loops (lint), and it lowers to CUDA kernels.
+TEST(ScheduleApply, DefaultLongSumOnCudaIsPartialsAndAtomics) {
+    loom::testing::GraphBuilder b;
+    Shape s = {(1 << 22) + 123};
+    std::string x = b.input("x", s);
+    b.out("ReduceMean", {b.node("Mul", {x, x}, s)}, {1}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(1)}});
+    LoweredPipeline p = lower_graph(b.g);
+    Halide::Target cuda("x86-64-linux-avx2-cuda-cuda_capability_80");
+    Schedule sched = eager_schedule(p, cuda);
+    std::string text = print_schedule(sched);
+    EXPECT_TRUE(has(text, ".split(r.x, rxo, rxi, 16384, TailStrategy::GuardWithIf)")) << text;
+    EXPECT_TRUE(has(text, ".rfactor(rxi, p) as ")) << text;
+    EXPECT_TRUE(has(text, ".update(0).atomic().gpu_tile(rxi, rxio, rxii, 256);")) << text;
+    EXPECT_TRUE(has(text, "_part.update(0).reorder(rxo, p).gpu_tile(p, po, pi, 256);")) << text;
+    AppliedSchedule applied = apply_schedule(sched, p, cuda);
+    EXPECT_TRUE(lint_gpu_loops(applied, p).empty());
+    std::string stmt = ::testing::TempDir() + "loom_long_sum.stmt";
+    ASSERT_NO_THROW(p.funcs.back().func.compile_to_lowered_stmt(stmt, {p.inputs[0]}, Halide::Text, cuda));
+    std::ifstream f(stmt);
+    std::string lowered((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(has(lowered, "cuda_gpu_source_kernels")) << lowered.substr(0, 2000);
+    EXPECT_TRUE(has(lowered, "atom.global.add.f32")) << "the partials are added by atomics";
+}
+
 // The default GPU mapping of an NCHW reduction (a pool: 4 pure vars, an update over the window)
 // maps every pure var onto the grid: the two innermost tiled, the outer ones fused into the z
 // blocks (left as host loops they launched the kernel once per channel: ResNet-18 ran 6.8 ms

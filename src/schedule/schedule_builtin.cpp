@@ -160,11 +160,11 @@ int num_updates(const LoweredFunc &f) {
     return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size();
 }
 
-// Long sums on the CPU: one serial accumulator over more than kLongSum terms loses accuracy (mse's
-// mean over 2^24 floats: rel error 1.9e-4 against the reference, over the 1e-5 bound) and runs on
-// one core. A one-RVar reduction of a Reduce* op (sum, mean, max, min…: associative, so rfactor
-// applies) that long is summed in chunks of kChunk terms, each chunk's partial on its own and the
-// chunks in parallel, then the partials added: what an eager framework's cascade sum does.
+// Long sums: one serial accumulator over more than kLongSum terms loses accuracy (mse's mean over
+// 2^24 floats: rel error 1.9e-4 against the reference, over the 1e-5 bound) and runs on one core.
+// A one-RVar reduction of a Reduce* op (sum, mean, max, min…: associative, so rfactor applies) that
+// long is, on the CPU, summed in chunks of kChunk terms, the chunks in parallel, then the partials
+// added: what an eager framework's cascade sum does.
 constexpr int64_t kLongSum = 65536, kChunk = 4096;
 
 // The constant extent of update \p k's only RVar, or -1.
@@ -180,21 +180,37 @@ bool long_sum(const LoweredFunc &f, int k, const std::vector<std::string> &rvars
     return f.op.rfind("Reduce", 0) == 0 && rvars.size() == 1 && single_rvar_extent(f, k) > kLongSum;
 }
 
-std::vector<ScheduleStatement> chunked_sum(const LoweredFunc &f, int k, const std::string &rv) {
+// On a GPU, where the default for a reduction is otherwise one thread (mse over 2^26: one thread
+// adding 67M floats): kGpuPartials accumulators or more, interleaved so that neighbouring threads
+// read neighbouring elements (r = rxo * T + rxi, one thread per rxi), at most kChunk terms each,
+// added into the output by float atomics.
+constexpr int64_t kGpuPartials = 16384;
+
+std::vector<ScheduleStatement> long_sum_statements(const LoweredFunc &f, int k, const std::string &rv, bool gpu) {
     int64_t n = single_rvar_extent(f, k);
+    int64_t factor = kChunk;  // CPU: chunks of kChunk terms, one partial per chunk
+    if (gpu) factor = (std::max(kGpuPartials, (n + kChunk - 1) / kChunk) + 255) / 256 * 256;  // GPU: partials
     std::string part = f.name + "_part", p = fresh_name(f, "p");
     std::string ro = fresh_name(f, "rxo"), ri = fresh_name(f, "rxi");
     ScheduleStatement up(f.name, k);
-    up.comments.push_back("default: a sum of " + std::to_string(n) + " terms in chunks of " + std::to_string(kChunk) +
-                          " (accuracy), the chunks in parallel");
-    std::vector<ScheduleArg> split = {rv, ro, ri, kChunk};
-    if (n % kChunk != 0) split.push_back(ScheduleArg::tail("GuardWithIf"));
-    up.add("split", split).add("rfactor", {ro, p}, part);
-    ScheduleStatement ps(part);
+    up.comments.push_back("default: a sum of " + std::to_string(n) + " terms" +
+                          (gpu ? " into " + std::to_string(factor) + " per-thread partials (accuracy, coalesced), added by atomics"
+                               : " in chunks of " + std::to_string(kChunk) + " (accuracy), the chunks in parallel"));
+    std::vector<ScheduleArg> split = {rv, ro, ri, factor};
+    if (n % factor != 0) split.push_back(ScheduleArg::tail("GuardWithIf"));
+    up.add("split", split).add("rfactor", {gpu ? ri : ro, p}, part);
+    ScheduleStatement ps(part), pu(part, 0);
     ps.add("compute_root");
-    ScheduleStatement pu(part, 0);
-    pu.add("parallel", {p});
-    return {up, ps, pu};
+    if (!gpu) {
+        pu.add("parallel", {p});
+        return {up, ps, pu};
+    }
+    ScheduleStatement combine(f.name, k);
+    combine.add("atomic").add("gpu_tile", {ri, fresh_name(f, "rxio"), fresh_name(f, "rxii"), 256});
+    ps.add("gpu_tile", {p, fresh_name(f, "po"), fresh_name(f, "pi"), 256});
+    // The serial loop over a thread's terms inside the thread loop.
+    pu.add("reorder", {ro, p}).add("gpu_tile", {p, fresh_name(f, "po"), fresh_name(f, "pi"), 256});
+    return {up, combine, ps, pu};
 }
 
 }  // namespace
@@ -211,8 +227,8 @@ std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Ha
     for (int k = 0; k < num_updates(f); k++) {
         std::vector<std::string> pv, rv;
         update_dims(f, k, pv, rv);
-        if (!gpu && long_sum(f, k, rv)) {
-            for (auto &st : chunked_sum(f, k, rv[0])) r.push_back(st);
+        if (long_sum(f, k, rv)) {
+            for (auto &st : long_sum_statements(f, k, rv[0], gpu)) r.push_back(st);
             continue;
         }
         ScheduleStatement up(f.name, k);
@@ -276,8 +292,14 @@ void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &
                 }
             }
             if (!root) continue;
+            bool rfactored = false;  // a default long sum made a partial Func: it needs its own statements
             for (const auto &d : default_statements(f, target)) {
+                if (d.func != f.name) {
+                    if (rfactored) extra.push_back(d);
+                    continue;
+                }
                 if (touched[d.stage]) continue;
+                for (const auto &c : d.calls) rfactored |= c.name == "rfactor";
                 ScheduleStatement st = d;
                 st.calls.erase(std::remove_if(st.calls.begin(), st.calls.end(),
                                               [](const PrimitiveCall &c) { return c.name == "compute_root"; }),
