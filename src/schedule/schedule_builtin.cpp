@@ -180,6 +180,12 @@ bool long_sum(const LoweredFunc &f, int k, const std::vector<std::string> &rvars
     return f.op.rfind("Reduce", 0) == 0 && rvars.size() == 1 && single_rvar_extent(f, k) > kLongSum;
 }
 
+bool few_outputs(const LoweredFunc &f) {
+    int64_t points = 1;
+    for (int64_t e : f.extents) points *= std::max<int64_t>(e, 1);
+    return points <= 16;
+}
+
 // On a GPU, where the default for a reduction is otherwise one thread (mse over 2^26: one thread
 // adding 67M floats): kGpuPartials accumulators or more, interleaved so that neighbouring threads
 // read neighbouring elements (r = rxo * T + rxi, one thread per rxi), at most kChunk terms each,
@@ -227,7 +233,9 @@ std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Ha
     for (int k = 0; k < num_updates(f); k++) {
         std::vector<std::string> pv, rv;
         update_dims(f, k, pv, rv);
-        if (long_sum(f, k, rv)) {
+        // On a GPU only for a few outputs: each output's partials are a kernel of their own (its pure
+        // vars stay host loops), where the usual default gives every output a thread.
+        if (long_sum(f, k, rv) && (!gpu || few_outputs(f))) {
             for (auto &st : long_sum_statements(f, k, rv[0], gpu)) r.push_back(st);
             continue;
         }
