@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Reductions whose lengths no chunk divides, for checking the GPU split reductions and the default
+long-sum schedule on a GPU machine (RESULTS_GPU.md runs 50-51). On the build machine:
+    bench/gpu/reduction_tails.py build-main/loom artifacts/tails
+writes three ONNX models (mean of x² over 3 rows of 50000, over 2^20 + 37 and over 2^22 + 5
+elements) and compiles each with --auto and --eager for CUDA, with Loom's float64 reference data.
+On the GPU machine: for d in artifacts/tails/*/; do /tmp/loom_run $d; done (each checks host and
+device outputs against the reference)."""
+import os
+import subprocess
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+MODELS = {"rows3_tail": ([3, 50000], 1), "flat_tail": ([(1 << 20) + 37], 0), "flat_big": ([(1 << 22) + 5], 0)}
+
+
+def write_model(path, shape, axis):
+    out = list(shape)
+    out[axis] = 1
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+             helper.make_node("ReduceMean", ["sq"], ["y"], name="mean", axes=[axis], keepdims=1)]
+    g = helper.make_graph(nodes, os.path.basename(path)[:-5],
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def main():
+    loom, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    for name, (shape, axis) in MODELS.items():
+        path = os.path.join(out, name + ".onnx")
+        write_model(path, shape, axis)
+        for kind in ("auto", "eager"):
+            dest = os.path.join(out, name if kind == "auto" else name + "_eager")
+            subprocess.run([loom, "compile", path, "--target", "cuda", "--" + kind, "-o", dest, "--force"],
+                           check=True, stdout=subprocess.DEVNULL)
+            for f in os.listdir(dest):  # the runner loads the .so: keep the carry small
+                if f.endswith(".a") or f.endswith("_halide.o"):
+                    os.remove(os.path.join(dest, f))
+        os.remove(path)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
