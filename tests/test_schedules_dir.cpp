@@ -1,3 +1,8 @@
+// The hand-written CUDA schedules (schedules/*.cuda.sched) are written for the GPU suite's sizes:
+// each is checked on tests/data/gpu_suite/<workload>.onnx (bench/gpu/export_workloads.py's export,
+// committed: a few KB each). No GPU in CI: it parses and round-trips, validates, applies for the
+// CUDA target without a GPU-loop lint warning, and lowers to CUDA kernels.
+//
 // The hand-written schedules in schedules/*.cpu.sched: each parses, prints back to itself
 // (parse(print(s)) == s), validates against the model it was written for, and the model compiled
 // under it with the JIT matches the reference interpreter (outputs poisoned by JitModel::run).
@@ -13,13 +18,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
@@ -152,6 +160,56 @@ std::string test_name(const ::testing::TestParamInfo<std::string> &info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, SchedulesDir, ::testing::ValuesIn(schedule_files()), test_name);
+
+std::vector<std::string> cuda_schedule_files() {
+    std::vector<std::string> out;
+    for (const auto &e : fs::directory_iterator(source_dir() / "schedules")) {
+        std::string n = e.path().filename().string();
+        if (n.size() > 11 && n.substr(n.size() - 11) == ".cuda.sched") out.push_back(n.substr(0, n.size() - 11));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+class CudaSchedulesDir : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaSchedulesDir, ParsesValidatesLintCleanAndLowersForCuda) {
+    const std::string file = (source_dir() / "schedules" / (GetParam() + ".cuda.sched")).string();
+    Schedule s;
+    ASSERT_NO_THROW(s = read_schedule_file(file)) << file;
+    std::string printed = print_schedule(s);
+    EXPECT_EQ(parse_schedule(printed, file + " (printed)"), s) << "printed:\n" << printed;
+
+    fs::path model = source_dir() / "tests" / "data" / "gpu_suite" / (GetParam() + ".onnx");
+    ASSERT_TRUE(fs::exists(model)) << "no model for " << file << " at " << model;
+    Graph g = import_onnx(model.string());
+    prepare_graph(g);
+    LoweredPipeline lp = lower_graph(g);
+    Halide::Target cuda = aot_target("cuda");
+    ASSERT_NO_THROW(validate_schedule(s, lp, cuda)) << file;
+    Schedule full = s;
+    fill_defaults(full, lp, cuda);
+    AppliedSchedule applied;
+    ASSERT_NO_THROW(applied = apply_schedule(full, lp, cuda)) << file;
+    std::vector<std::string> lint = lint_gpu_loops(applied, lp);
+    EXPECT_TRUE(lint.empty()) << lint.front();
+    std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
+    std::string stmt = ::testing::TempDir() + "loom_" + GetParam() + "_cuda.stmt";
+    ASSERT_NO_THROW(lp.pipeline().compile_to_lowered_stmt(stmt, args, Halide::Text, cuda)) << file;
+    std::ifstream f(stmt);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("cuda_gpu_source_kernels"), std::string::npos) << file;
+    fs::remove(stmt);
+}
+
+std::string cuda_test_name(const ::testing::TestParamInfo<std::string> &info) {
+    std::string n = info.param;
+    for (char &c : n)
+        if (!isalnum((unsigned char)c)) c = '_';
+    return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaSchedulesDir, ::testing::ValuesIn(cuda_schedule_files()), cuda_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SchedulesDir);
 
 }  // namespace

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""Exports the GPU suite (workloads.py) to ONNX: bench/gpu/onnx/<name>.onnx (git-ignored output
-folder given by --out). Run with Debian's /usr/bin/python3 (torch 1.13, onnx) on a build machine."""
+"""Exports the GPU suite (workloads.py) to ONNX: <out>/<name>.onnx (a git-ignored output folder,
+artifacts/onnx in build_gpu_artifacts.sh). Run with Debian's /usr/bin/python3 (torch 1.13, onnx) on a
+build machine. The memory-bound workloads' exports (a few KB each) are also committed as
+tests/data/gpu_suite/<name>.onnx, the models CI checks schedules/*.cuda.sched on: copy them there
+again when workloads.py changes."""
 import argparse
 import os
 import sys
