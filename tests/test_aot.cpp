@@ -17,6 +17,7 @@
 #include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
+#include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_validate.h"
@@ -257,6 +258,33 @@ TEST(Aot, CudaSplitReductionIsOneKernelWithAtomics) {
         for (size_t at = object.find(".entry"); at != std::string::npos; at = object.find(".entry", at + 1)) kernels++;
         EXPECT_EQ(kernels, 2u) << "the init and the reduction";
         EXPECT_NE(object.find("atom.global.add.f32"), std::string::npos);
+    }
+}
+
+// The GPU auto-scheduler at the sizes the H200 suite measures (tests/data/gpu_suite: the six
+// memory-bound workloads as bench/gpu exports them): every schedule validates, applies without a
+// GPU-lint warning and lowers to CUDA kernels; mse's is the one-kernel split reduction, the row
+// workloads' one block per row with a register budget.
+TEST(Aot, GpuSuiteAutoSchedulesLintCleanAndLower) {
+    Halide::Target cuda = aot_target("cuda");
+    for (const char *name : {"sincos", "sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mse"}) {
+        SCOPED_TRACE(name);
+        Graph g = import_onnx(loom::testing::data_path(std::string("gpu_suite/") + name + ".onnx"));
+        prepare_graph(g);
+        LoweredPipeline lp = lower_graph(g);
+        Schedule s = gpu_auto_schedule(lp, cuda);
+        std::string text = print_schedule(s);
+        if (std::string(name) == "mse") EXPECT_NE(text.find("_blk.compute_at(reducemean, r_xb);"), std::string::npos) << text;
+        if (std::string(name) == "softmax_rows") EXPECT_NE(text.find(".gpu_max_registers(32)"), std::string::npos) << text;
+        ASSERT_NO_THROW(validate_schedule(s, lp, cuda)) << text;
+        AppliedSchedule applied = apply_schedule(s, lp, cuda);
+        std::vector<std::string> lint = lint_gpu_loops(applied, lp);
+        EXPECT_TRUE(lint.empty()) << lint.front();
+        std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
+        std::string stmt = ::testing::TempDir() + "loom_suite_" + name + ".stmt";
+        ASSERT_NO_THROW(lp.pipeline().compile_to_lowered_stmt(stmt, args, Halide::Text, cuda));
+        EXPECT_NE(slurp(stmt).find("cuda_gpu_source_kernels"), std::string::npos);
+        fs::remove(stmt);
     }
 }
 
