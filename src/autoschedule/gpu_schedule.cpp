@@ -38,10 +38,7 @@ int pow2_floor(int64_t v) {
 // Extent of the single RVar of update 0, or -1.
 int64_t rvar_extent(const LoweredFunc &f) {
     if (num_updates(f) != 1 || f.update_rvars.empty() || f.update_rvars[0].size() != 1) return -1;
-    const auto &rv = f.func.function().update(0).schedule().rvars();
-    if (rv.size() != 1) return -1;
-    const int64_t *e = Halide::Internal::as_const_int(rv[0].extent);
-    return e ? *e : -1;
+    return f.single_rvar_extent(0);
 }
 
 // A var name for a schedule: "r.x" → "r_x"; made unique against the Func's pure vars.
@@ -704,9 +701,8 @@ private:
         up.add("rfactor", {rb, "b"}, blk);
         s.statements.push_back(up);
         ScheduleStatement up2(r.name, 0);
-        std::vector<ScheduleArg> blocks = {rb};
-        for (auto it = r.vars.rbegin(); it != r.vars.rend() && blocks.size() < 3; ++it) blocks.push_back(*it);
-        up2.add("atomic").add("gpu_blocks", blocks);
+        up2.add("atomic");
+        add_blocks(up2, r, {rb});
         s.statements.push_back(up2);
         ScheduleStatement bp(blk);
         bp.add("compute_at", {r.name, rb});
@@ -719,8 +715,9 @@ private:
     // block var (add_blocks maps up to three innermost pure vars onto blocks).
     std::string pure_block_var(const LoweredFunc &r) { return r.vars.empty() ? "" : r.vars.back(); }
 
-    void add_blocks(ScheduleStatement &up, const LoweredFunc &r) {
-        std::vector<ScheduleArg> b;
+    // gpu_blocks over \p first (innermost) and then r's innermost pure vars, three dims at most.
+    void add_blocks(ScheduleStatement &up, const LoweredFunc &r, std::vector<ScheduleArg> first = {}) {
+        std::vector<ScheduleArg> b = std::move(first);
         for (auto it = r.vars.rbegin(); it != r.vars.rend() && b.size() < 3; ++it) b.push_back(*it);
         up.add("gpu_blocks", b);
     }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +23,13 @@ namespace {
     const char *text_name = #__VA_ARGS__;
 
 LOOM_WITH_SOURCE_TEXT(kCapCode,
+// Whether \p kernel is one of \p func's: Halide names them `_kernel_<func>_s<stage digit>…`.
+static bool loom_kernel_of(const std::string &kernel, const char *func) {
+    std::string head = std::string("_kernel_") + func + "_s";
+    return kernel.compare(0, head.size(), head) == 0 && kernel.size() > head.size() &&
+           kernel[head.size()] >= '0' && kernel[head.size()] <= '9';
+}
+
 // `.maxnreg` for each `.entry _kernel_<func>_s<digit>…` whose func is funcs[k], after its
 // parameter list (the place PTX gives performance directives).
 static std::string loom_cap_ptx(const std::string &ptx, const char *const *funcs, const int *regs, int n) {
@@ -37,12 +43,8 @@ static std::string loom_cap_ptx(const std::string &ptx, const char *const *funcs
         std::string name = ptx.substr(name_at, paren - name_at);
         while (!name.empty() && (name.back() == ' ' || name.back() == '\t' || name.back() == '\n')) name.pop_back();
         int cap = 0;
-        for (int k = 0; k < n; k++) {
-            std::string head = std::string("_kernel_") + funcs[k] + "_s";
-            if (name.compare(0, head.size(), head) == 0 && name.size() > head.size() &&
-                name[head.size()] >= '0' && name[head.size()] <= '9')
-                cap = regs[k];
-        }
+        for (int k = 0; k < n; k++)
+            if (loom_kernel_of(name, funcs[k])) cap = regs[k];
         out.append(ptx, pos, close + 1 - pos);
         if (cap > 0) out += "\n.maxnreg " + std::to_string(cap);
         pos = close + 1;
@@ -65,11 +67,8 @@ namespace {
 
 // "_kernel_<func>_s<digit>…" → func, among \p caps' keys; "" when none.
 std::string func_of_kernel(const std::string &kernel, const std::map<std::string, int> &caps) {
-    for (const auto &[f, r] : caps) {
-        std::string head = "_kernel_" + f + "_s";
-        if (kernel.compare(0, head.size(), head) == 0 && kernel.size() > head.size() && std::isdigit(kernel[head.size()]))
-            return f;
-    }
+    for (const auto &[f, r] : caps)
+        if (loom_kernel_of(kernel, f.c_str())) return f;
     return "";
 }
 

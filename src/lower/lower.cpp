@@ -45,6 +45,14 @@ std::vector<std::string> var_names_for_rank(int rank) {
     }
 }
 
+int64_t LoweredFunc::single_rvar_extent(int k) const {
+    if (!func.defined() || k < 0 || k >= func.num_update_definitions()) return -1;
+    const auto &rvs = func.function().update(k).schedule().rvars();
+    if (rvs.size() != 1) return -1;
+    const int64_t *e = Halide::Internal::as_const_int(rvs[0].extent);
+    return e ? *e : -1;
+}
+
 const LoweredFunc *LoweredPipeline::find(const std::string &name) const {
     for (const auto &f : funcs)
         if (f.name == name) return &f;

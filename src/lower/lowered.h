@@ -37,6 +37,9 @@ struct LoweredFunc {
     /// An extern stage itself (a cuDNN conv whose bias and ReLU the library applies, bound to the
     /// ReLU's output): computed at root by lowering, no loops a schedule can touch.
     bool is_extern = false;
+
+    /// The constant extent of update \p k's RVar when that update has exactly one, else -1.
+    int64_t single_rvar_extent(int k = 0) const;
 };
 
 /// Options of lower_graph. All off by default: the CPU path never changes.

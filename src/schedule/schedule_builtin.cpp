@@ -168,17 +168,8 @@ int num_updates(const LoweredFunc &f) {
 // added: what an eager framework's cascade sum does.
 constexpr int64_t kLongSum = 16384, kChunk = 4096;
 
-// The constant extent of update \p k's only RVar, or -1.
-int64_t single_rvar_extent(const LoweredFunc &f, int k) {
-    if (!f.func.defined()) return -1;
-    const auto &rvs = f.func.function().update(k).schedule().rvars();
-    if (rvs.size() != 1) return -1;
-    const int64_t *e = Halide::Internal::as_const_int(rvs[0].extent);
-    return e ? *e : -1;
-}
-
 bool long_sum(const LoweredFunc &f, int k, const std::vector<std::string> &rvars) {
-    return f.op.rfind("Reduce", 0) == 0 && rvars.size() == 1 && single_rvar_extent(f, k) > kLongSum;
+    return f.op.rfind("Reduce", 0) == 0 && rvars.size() == 1 && f.single_rvar_extent(k) > kLongSum;
 }
 
 bool few_outputs(const LoweredFunc &f) {
@@ -194,7 +185,7 @@ bool few_outputs(const LoweredFunc &f) {
 constexpr int64_t kGpuPartials = 16384;
 
 std::vector<ScheduleStatement> long_sum_statements(const LoweredFunc &f, int k, const std::string &rv, bool gpu) {
-    int64_t n = single_rvar_extent(f, k);
+    int64_t n = f.single_rvar_extent(k);
     int64_t factor = kChunk;  // CPU: chunks of kChunk terms, one partial per chunk
     if (gpu) factor = (std::max(kGpuPartials, (n + kChunk - 1) / kChunk) + 255) / 256 * 256;  // GPU: partials
     std::string part = f.name + "_part", p = fresh_name(f, "p");
