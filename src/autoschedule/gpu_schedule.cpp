@@ -16,10 +16,26 @@ namespace {
 constexpr int kVec = 4;            // floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128; // threads per block of a pointwise kernel
 constexpr int kRowThreads = 256;   // threads per row in a row kernel / block reduction
+// Floats per thread access in a plain row kernel (softmax, LayerNorm): 8 bytes. Halide's PTX backend
+// caps store alignment at 8 bytes, so a 16-byte vector store becomes two 8-byte stores of packed
+// halves; 8-byte vectors store directly (`st.global.v2.f32`; the buffers are declared 16-byte
+// aligned, LowerOptions::buffer_alignment). H200 LayerNorm 8192x4096: 0.0720 -> 0.0708 ms (run 58).
+constexpr int kRowVec = 2;
 constexpr int kGemmTile = 64;   // GEMM output tile per block (both dims)
 // Elements per block of a split (few-output) reduction: eight float4 loads per thread, one unrolled
 // group (H200, mse over 2^26: 8192 blocks 0.1326 ms, 2048 blocks 0.1343; RESULTS_GPU.md run 40).
 constexpr int kSplitChunk = kVec * kRowThreads * 8;
+
+// How a block reduction loads and combines (block_partials).
+struct BlockCombine {
+    int width = kVec;        ///< floats per vector load of the partials
+    /// Each level summed in one thread's registers and stored once, through a block-level
+    /// wrapper (`in()`) that the next level reads. A Func computed at the block lives in shared
+    /// memory, where LLVM cannot keep an accumulator in a register: each step is a shared store,
+    /// the next load waits behind it (32 dependent round trips for the last level), and the
+    /// partials' init is a stage of its own with a barrier. H200 softmax 8192²: 0.1438 → 0.1354 ms.
+    bool registers = false;
+};
 
 int num_updates(const LoweredFunc &f) { return f.func.defined() ? f.func.num_update_definitions() : (int)f.update_rvars.size(); }
 
@@ -67,7 +83,8 @@ public:
         Schedule s;
         s.target = t_.to_string();
         s.header_comments.push_back("gpu_auto_schedule: one kernel per fusion group; pointwise chains inlined;");
-        s.header_comments.push_back("row reductions one block per row; 4-wide vector accesses per thread");
+        s.header_comments.push_back("row reductions one block per row (8-byte vectors, statistics combined in registers);");
+        s.header_comments.push_back("elsewhere 4-wide vector accesses per thread");
         classify();
         for (const auto &f : p_.funcs) {
             if (f.is_extern) continue;  // a library call, computed at root by lowering
@@ -308,20 +325,25 @@ private:
         return fused;
     }
 
-    // One block per row of c; c's row split over T threads × kVec; c's reductions computed per block.
+    // One block per row of c; c's row split over T threads × vectors; c's reductions computed per block.
     void row_kernel(Schedule &s, const LoweredFunc &c) {
         int rank = (int)c.vars.size();
         std::string j = c.vars.back();
         int64_t n = c.extents.back();
-        int v = n % kVec == 0 ? kVec : 1;
-        // 16 elements (four 16-byte vectors) per thread: measured on H200 (bench/gpu/RESULTS_GPU.md)
-        // 256 threads best for rows of 4096 (128: -6%, 512: -30%), 512 for rows of 8192 (256: -15%).
-        int threads = (int)std::max<int64_t>(32, std::min<int64_t>(2 * kRowThreads, pow2_floor(n / 16)));
         // Rows cut into segments (several statistics per row): one vector per thread, so that the
         // 4-element pieces of every segment have a thread.
-        // (Concat inputs alone keep the default: split_stack on H200 0.465 ms with 64 threads, 0.789 with 256.)
         bool segmented = false;
         for (const auto &rn : rows_[c.name]) segmented |= segment_.count(rn) > 0;
+        // A plain row (whole-row statistics, no Concat inputs): 8-byte vectors, 8 to 16 elements per
+        // thread, up to 512 threads, statistics combined in registers (BlockCombine). H200, runs
+        // 56-60: LayerNorm 8192x4096 512 threads x 8 elements 0.0697 ms (256 x 16: 0.0705); softmax
+        // 8192x8192 512 x 16 0.1339 ms (1024 x 8: 0.179).
+        bool plain = !segmented && branches_[c.name].empty();
+        int width = plain ? kRowVec : kVec;
+        int v = n % width == 0 ? width : 1;
+        // Otherwise 16 elements (four 16-byte vectors) per thread: 256 threads for rows of 4096, 512
+        // for 8192. Concat inputs keep it: split_stack 0.465 ms with 64 threads, 0.789 with 256.
+        int threads = (int)std::max<int64_t>(32, std::min<int64_t>(2 * kRowThreads, pow2_floor(n / (plain ? 8 : 16))));
         // A segmented row is short and latency-bound (two barriers per statistic for a few KB): each
         // thread takes a piece of two vectors when every segment splits evenly, so that half as many
         // threads per row let twice as many rows share an SM. H200, run 30: combined 0.2553 → 0.2405
@@ -366,7 +388,7 @@ private:
         for (const auto &rn : rows_[c.name]) {
             const LoweredFunc &r = *p_.find(rn);
             if (segment_.count(rn)) segment_reduction(s, r, c.name, row, threads, piece);
-            else block_reduction(s, r, c.name, row, threads, true);
+            else block_reduction(s, r, c.name, row, threads, true, plain ? BlockCombine{kRowVec, true} : BlockCombine{});
         }
     }
 
@@ -417,19 +439,49 @@ private:
         s.statements.push_back(pu);
     }
 
+    // Places \p f through a wrapper `<f>_w` computed at \p at.\p var, which the block reads, with
+    // \p f itself computed at the wrapper's \p inner_var: inside a thread, in its registers.
+    // Returns the index of the wrapper's statement; \p f's statement follows it.
+    size_t in_registers(Schedule &s, const std::string &f, const std::string &at, const std::string &var,
+                        const std::string &inner_var) {
+        std::string w = f + "_w";
+        ScheduleStatement wrap(f);
+        wrap.add("in", {}, w);
+        s.statements.push_back(wrap);
+        ScheduleStatement ws(w);
+        ws.add("compute_at", {at, var});
+        s.statements.push_back(ws);
+        ScheduleStatement fs(f);
+        fs.add("compute_at", {w, inner_var});
+        s.statements.push_back(fs);
+        return s.statements.size() - 2;
+    }
+
     // Reduction \p r computed at \p at.\p var (a block), its rvar split over \p threads threads.
     void block_reduction(Schedule &s, const LoweredFunc &r, const std::string &at, const std::string &var,
-                         int threads, bool place) {
+                         int threads, bool place, BlockCombine how = {}) {
         int64_t k = rvar_extent(r);
         threads = (int)std::min<int64_t>(threads, std::max<int64_t>(1, pow2_floor(k)));
         if (place) {
-            ScheduleStatement pure(r.name);
-            pure.comments.push_back("computed per block of " + at + "; " + std::to_string(threads) +
-                                    " threads accumulate partials, one combines them");
-            pure.add("compute_at", {at, var});
-            s.statements.push_back(pure);
+            std::string comment = "computed per block of " + at + "; " + std::to_string(threads) +
+                                  " threads accumulate partials, one combines them" +
+                                  (how.registers ? " in registers" : "");
+            size_t first = s.statements.size();
+            if (how.registers && !r.vars.empty()) {
+                // The wrapper's (one-element) loop a thread loop too: r's init, update and the
+                // store all in one thread, with no block barrier between them.
+                size_t w = in_registers(s, r.name, at, var, r.vars.back());
+                s.statements[w].add("gpu_threads", {r.vars.back()});
+                s.statements[w + 1].add("store_in", {ScheduleArg::memory("Register")});
+            } else {
+                ScheduleStatement pure(r.name);
+                pure.add("compute_at", {at, var});
+                s.statements.push_back(pure);
+            }
+            s.statements[first].comments.push_back(comment);
         }
-        block_partials(s, r, r.name, r.update_rvars[0][0], k, threads, at, var, r.name + "_part", r.name + "_part2");
+        block_partials(s, r, r.name, r.update_rvars[0][0], k, threads, at, var, r.name + "_part", r.name + "_part2",
+                       {}, how);
     }
 
     // Update 0 of \p f reduces over RVar \p rv (extent \p k): \p threads threads of the block
@@ -442,22 +494,27 @@ private:
     // \p after_rfactor: statements of f that must follow its rfactor. Var names derive from \p r.
     void block_partials(Schedule &s, const LoweredFunc &r, const std::string &f, const std::string &rv, int64_t k,
                         int threads, const std::string &at, const std::string &var, const std::string &part,
-                        const std::string &part2, const std::vector<ScheduleStatement> &after_rfactor = {}) {
+                        const std::string &part2, const std::vector<ScheduleStatement> &after_rfactor = {},
+                        BlockCombine how = {}) {
         std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i");
         std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
         bool two_levels = threads > 32;
-        bool vec = two_levels && k % (kVec * threads) == 0;
+        bool vec = two_levels && k % (how.width * threads) == 0;
         std::string rq = ident(r, rv + "q"), rvv = ident(r, rv + "v");
         ScheduleStatement up(f, 0);
-        if (vec) up.add("split", {rv, rq, rvv, kVec, rtail(true)});
+        if (vec) up.add("split", {rv, rq, rvv, how.width, rtail(true)});
         up.add("split", {vec ? rq : rv, ro, ri, threads, rtail(k % threads == 0)});
         if (two_levels) up.add("split", {ri, rw, ru, 32, rtail(true)});
         up.add("rfactor", {two_levels ? ru : ri, "u"}, part);
         s.statements.push_back(up);
         s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
-        ScheduleStatement ps(part);
-        ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
-        s.statements.push_back(ps);
+        if (how.registers) {
+            s.statements[in_registers(s, part, at, var, "u")].add("gpu_threads", {"u"});
+        } else {
+            ScheduleStatement ps(part);
+            ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
+            s.statements.push_back(ps);
+        }
         if (two_levels) {
             ScheduleStatement pu(part, 0);
             pu.add("rfactor", {rw, "w"}, part2);
@@ -466,15 +523,26 @@ private:
         // rfactor leaves the new thread var where the RVar was, innermost: a serial loop around a
         // thread loop, which Halide synchronises with a block barrier per iteration. Threads outermost.
         ScheduleStatement pu2(part, 0);
-        pu2.add("reorder", {two_levels ? rw : ro, "u"}).add("gpu_threads", {"u"});
+        pu2.add("reorder", {two_levels ? rw : ro, "u"});
+        // (In registers, the stage runs inside the wrapper's thread loop.)
+        auto threads_over = [&](ScheduleStatement &st, const char *tv) {
+            if (!how.registers) st.add("gpu_threads", {tv});
+        };
+        threads_over(pu2, "u");
         s.statements.push_back(pu2);
         if (!two_levels) return;
         // (u, w) fused into one thread dim: the kernel's block stays 1-D (threads ≤ 1024), u innermost.
-        ScheduleStatement qs(part2);
-        qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
-        s.statements.push_back(qs);
+        if (how.registers) {
+            size_t w = in_registers(s, part2, at, var, "uw");
+            s.statements[w].add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
+            s.statements[w + 1].add("fuse", {"u", "w", "uw"});
+        } else {
+            ScheduleStatement qs(part2);
+            qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
+            s.statements.push_back(qs);
+        }
         // The serial loads of one thread: unrolled, so that several are in flight at once.
-        int64_t iters = (k + threads - 1) / threads / (vec ? kVec : 1);
+        int64_t iters = (k + threads - 1) / threads / (vec ? how.width : 1);
         std::vector<ScheduleArg> order = {ro};
         auto unroll_loads = [&](ScheduleStatement &st) {
             if (iters < 2) return;
@@ -489,7 +557,8 @@ private:
             qu.add("rfactor", {rvv, "v"}, part3);
             s.statements.push_back(qu);
             ScheduleStatement qu2(part2, 0);
-            qu2.add("fuse", {"u", "w", "uw"}).add("reorder", {rvv, "uw"}).add("unroll", {rvv}).add("gpu_threads", {"uw"});
+            qu2.add("fuse", {"u", "w", "uw"}).add("reorder", {rvv, "uw"}).add("unroll", {rvv});
+            threads_over(qu2, "uw");
             s.statements.push_back(qu2);
             ScheduleStatement vs(part3);
             vs.add("compute_at", {part2, "uw"}).add("vectorize", {"v"});
@@ -502,7 +571,8 @@ private:
         }
         unroll_loads(qu);
         order.push_back("uw");
-        qu.add("fuse", {"u", "w", "uw"}).add("reorder", order).add("gpu_threads", {"uw"});
+        qu.add("fuse", {"u", "w", "uw"}).add("reorder", order);
+        threads_over(qu, "uw");
         s.statements.push_back(qu);
     }
 

@@ -90,14 +90,16 @@ Halide::Region region_of(const Shape &s) {
     return r;
 }
 
-/// Constrains a buffer to the static dense shape \p s, so Halide can specialise on it.
-void constrain_dense(Halide::OutputImageParam p, const Shape &s) {
+/// Constrains a buffer to the static dense shape \p s, so Halide can specialise on it, and
+/// declares its alignment (LowerOptions::buffer_alignment; 0: none).
+void constrain_dense(Halide::OutputImageParam p, const Shape &s, int alignment) {
     int64_t stride = 1;
     for (int k = 0; k < (int)s.size(); k++) {
         int64_t ext = s[s.size() - 1 - k];
         p.dim(k).set_bounds(0, (int)ext).set_stride((int)stride).set_estimate(0, (int)ext);
         stride *= ext;
     }
+    if (alignment > 0) p.set_host_alignment(alignment);
 }
 
 void lower_node(LowerContext &ctx, const Node &node) {
@@ -154,7 +156,7 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         std::string pname = ctx.reserve_name(sanitize_name(name));
         ctx.reserve_name(pname + "_im");
         Halide::ImageParam p(LowerContext::halide_type(vi.dtype), (int)vi.shape.size(), pname);
-        constrain_dense(p, vi.shape);
+        constrain_dense(p, vi.shape, options.buffer_alignment);
         out.input_funcs.push_back(ctx.add_input(name, p, ctx.reserve_name(pname + "_read")));
         out.inputs.push_back(p);
         out.input_names.push_back(name);
@@ -204,7 +206,7 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         used_funcs.insert(f.name());
         lf->is_output = true;
         f.set_estimates(region_of(vi.shape));
-        constrain_dense(f.output_buffer(), vi.shape);
+        constrain_dense(f.output_buffer(), vi.shape, options.buffer_alignment);
         out.output_names.push_back(oname);
         out.output_funcs.push_back(f.name());
         out.output_shapes.push_back(vi.shape);

@@ -62,6 +62,12 @@ struct LowerOptions {
     /// or a tanh-form Gelu after a Gemm (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues). The
     /// activation's output is the extern stage itself, so no pass over the result is left in Halide.
     bool fuse_activation_epilogue = true;
+    /// CUDA targets: every graph input and output is declared this many bytes aligned (Halide's
+    /// host_alignment; 0 = element size). Halide's PTX backend then stores 8-byte vectors whole
+    /// (an element-aligned 2-float store is two scalar stores). Device pointers must be 16-byte
+    /// aligned anyway (the kernels' 16-byte loads assume it); the C API checks them, and stages a
+    /// misaligned host pointer through an aligned copy (codegen/runtime_glue).
+    int buffer_alignment = 0;
 };
 
 /// A lowered graph.
