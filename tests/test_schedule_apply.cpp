@@ -2,6 +2,8 @@
 // and the loop nest changes as the schedule says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -290,14 +292,48 @@ TEST(ScheduleApply, LintFindsSerialReductionLoopsOutsideGpuThreads) {
                       "softmax_max.update(0).split(r.x, r_xo, r_xi, 64).rfactor(r_xi, u) as part;\n"
                       "part.compute_at(softmax, i).gpu_threads(u);\n"
                       "part.update(0).gpu_threads(u);\n";
-    auto w = lint(bad);
+    auto loops_only = [](std::vector<std::string> w) {  // (the statistics' accumulators: the next test)
+        w.erase(std::remove_if(w.begin(), w.end(), [](const std::string &m) { return m.find("serial loop") == std::string::npos; }),
+                w.end());
+        return w;
+    };
+    auto w = loops_only(lint(bad));
     ASSERT_EQ(w.size(), 1u);
     EXPECT_NE(w[0].find("rows.cuda.sched:6:1: part.update(0): the serial loop over r_xo runs"), std::string::npos) << w[0];
     EXPECT_NE(w[0].find("reorder(r_xo, u)"), std::string::npos) << w[0];
     std::string good = bad;
     good.replace(good.find("part.update(0).gpu_threads(u);"), 30, "part.update(0).reorder(r_xo, u).gpu_threads(u);");
-    EXPECT_TRUE(lint(good).empty()) << lint(good)[0];
+    EXPECT_TRUE(loops_only(lint(good)).empty()) << lint(good)[0];
     EXPECT_TRUE(lint("").empty()) << "the auto-scheduler's schedule";
+}
+
+// lint_gpu_loops: a reduction computed at a GPU block lives in shared memory; when one thread runs
+// its update's loop, each step stores and reloads the accumulator there (softmax 8192² on an H200:
+// 0.1438 ms, 0.1340 in registers). The warning names the place, the Func, the block loop and the
+// in() wrapper that fixes it; the fixed schedule is clean.
+TEST(ScheduleApply, LintFindsBlockAccumulatorsInSharedMemory) {
+    Halide::Target cuda("x86-64-linux-cuda-cuda_capability_80");
+    auto lint = [&](const std::string &text) {
+        Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
+        prepare_graph(g);
+        LoweredPipeline p = lower_graph(g);
+        AppliedSchedule a = apply_schedule(parse_schedule(text, "rows.cuda.sched"), p, cuda);
+        return lint_gpu_loops(a, p);
+    };
+    std::string head = "softmax.compute_root().split(j, jo, jt, 64).gpu_threads(jt).gpu_blocks(i);\n"
+                       "softmax_max.compute_at(softmax, i).gpu_threads(j);\n"
+                       "softmax_max.update(0).gpu_threads(j);\n";  // (one thread, but inside a thread loop)
+    auto w = lint(head + "softmax_sum.compute_at(softmax, i);\n");
+    ASSERT_EQ(w.size(), 1u) << w[0];
+    for (const char *part : {"rows.cuda.sched:4:1: softmax_sum: computed at the block loop i of softmax",
+                             "update(0) runs its loop over r.x in one thread",
+                             "softmax_sum.in() as softmax_sum_w; softmax_sum_w.compute_at(softmax, i).gpu_threads(j); "
+                             "softmax_sum.compute_at(softmax_sum_w, j).store_in(MemoryType::Register);"})
+        EXPECT_NE(w[0].find(part), std::string::npos) << part << "\n" << w[0];
+    EXPECT_TRUE(lint(head + "softmax_sum.in() as softmax_sum_w;\n"
+                            "softmax_sum_w.compute_at(softmax, i).gpu_threads(j);\n"
+                            "softmax_sum.compute_at(softmax_sum_w, j).store_in(MemoryType::Register);\n")
+                    .empty());
 }
 
 TEST(ScheduleApply, ResolvePrecedence) {

@@ -769,11 +769,13 @@ private:
         up2.add("atomic");
         add_blocks(up2, r, {rb});
         s.statements.push_back(up2);
-        ScheduleStatement bp(blk);
-        bp.add("compute_at", {r.name, rb});
-        s.statements.push_back(bp);
+        // The block's partial summed in the registers of the thread that combines it (BlockCombine).
+        size_t w = in_registers(s, blk, r.name, rb, "b");
+        s.statements[w].add("gpu_threads", {"b"});
+        s.statements[w + 1].add("store_in", {ScheduleArg::memory("Register")});
         // Each block: kRowThreads threads accumulate coalesced partials, in two levels as above.
-        block_partials(s, r, blk, rc, chunk, kRowThreads, r.name, rb, r.name + "_thr", r.name + "_thr2");
+        block_partials(s, r, blk, rc, chunk, kRowThreads, r.name, rb, r.name + "_thr", r.name + "_thr2", {},
+                       BlockCombine{kVec, true});
     }
 
     // The block var of a reduction's update at which its partials are computed: the innermost

@@ -27,6 +27,62 @@ std::string place(const Schedule &s, const std::string &func, int stage) {
     return s.file.empty() ? "" : s.file + ": ";
 }
 
+// The loop named \p var (as a schedule writes it) of any stage of \p f, or nullptr.
+const Dim *find_loop(const Halide::Func &f, const std::string &var) {
+    for (int stage = -1; stage < f.num_update_definitions(); stage++) {
+        const auto &dims = stage < 0 ? f.function().definition().schedule().dims()
+                                     : f.function().update(stage).schedule().dims();
+        for (const auto &d : dims)
+            if (schedule_name(d.var) == var) return &d;
+    }
+    return nullptr;
+}
+
+// A reduction computed at a GPU block (compute_at a gpu_blocks loop of its consumer) lives in
+// shared memory. When one of its updates runs a serial reduction loop with no thread loop around
+// it, one thread does the whole loop there: every step stores the accumulator to shared memory and
+// the next load waits behind the store, and the init is a block stage of its own, with a barrier.
+// H200 softmax 8192²: 0.1438 ms that way, 0.1340 with the statistic summed in registers.
+void lint_block_accumulators(const AppliedSchedule &applied, std::vector<std::string> &out) {
+    const Schedule &s = applied.schedule;
+    for (const auto &st : s.statements) {
+        if (st.stage != -1) continue;
+        const PrimitiveCall *at = nullptr;
+        bool in_registers = false;
+        for (const auto &c : st.calls) {
+            if (c.name == "compute_at" && c.args.size() == 2) at = &c;
+            if (c.name == "store_in" && !c.args.empty() && c.args[0].name == "Register") in_registers = true;
+        }
+        auto f = applied.funcs.find(st.func);
+        if (!at || in_registers || f == applied.funcs.end() || !f->second.defined()) continue;
+        auto consumer = applied.funcs.find(at->args[0].name);
+        if (consumer == applied.funcs.end() || !consumer->second.defined()) continue;
+        const Dim *level = find_loop(consumer->second, at->args[1].name);
+        if (!level || level->for_type != ForType::GPUBlock) continue;
+        for (int stage = 0; stage < f->second.num_update_definitions(); stage++) {
+            const auto &dims = f->second.function().update(stage).schedule().dims();
+            bool threads = false;
+            const Dim *serial = nullptr;
+            for (const auto &d : dims) {
+                threads |= is_thread(d);
+                if (!serial && d.is_rvar() && d.for_type == ForType::Serial) serial = &d;
+            }
+            if (threads || !serial) continue;
+            const std::string &name = st.func, &var = at->args[1].name, &cons = at->args[0].name;
+            std::string inner = schedule_name(f->second.function().definition().schedule().dims().front().var);
+            out.push_back(place(s, name, -1) + name + ": computed at the block loop " + var + " of " + cons +
+                          ", it lives in shared memory, and update(" + std::to_string(stage) +
+                          ") runs its loop over " + schedule_name(serial->var) +
+                          " in one thread: each step stores the accumulator to shared memory and reloads it. "
+                          "Sum it in registers and store it once through a wrapper the block reads: " +
+                          name + ".in() as " + name + "_w; " + name + "_w.compute_at(" + cons + ", " + var +
+                          ").gpu_threads(" + inner + "); " + name + ".compute_at(" + name + "_w, " + inner +
+                          ").store_in(MemoryType::Register);");
+            break;
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<std::string> lint_gpu_loops(const AppliedSchedule &applied, const LoweredPipeline &p) {
@@ -66,6 +122,7 @@ std::vector<std::string> lint_gpu_loops(const AppliedSchedule &applied, const Lo
             }
         }
     }
+    lint_block_accumulators(applied, out);
     return out;
 }
 
