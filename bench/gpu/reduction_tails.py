@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Reductions whose lengths no chunk divides, for checking the GPU split reductions and the default
-long-sum schedule on a GPU machine (RESULTS_GPU.md runs 50-51). On the build machine:
+"""Reductions whose lengths no chunk divides, for checking the GPU split reductions, the row kernels
+and the default long-sum schedule on a GPU machine (RESULTS_GPU.md runs 50-51, 66). On the build
+machine:
     bench/gpu/reduction_tails.py build-main/loom artifacts/tails
-writes three ONNX models (mean of x² over 3 rows of 50000, over 2^20 + 37 and over 2^22 + 5
-elements) and compiles each with --auto and --eager for CUDA, with Loom's float64 reference data.
+writes ONNX models (mean of x² over 3 rows of 50000, over 2^20 + 37 and over 2^22 + 5 elements;
+softmax over rows of 1001 and 8195; LayerNormalization over rows of 4100 and 3) and compiles each
+with --auto and --eager for CUDA, with Loom's float64 reference data.
 On the GPU machine: for d in artifacts/tails/*/; do /tmp/loom_run $d; done (each checks host and
 device outputs against the reference)."""
 import os
@@ -14,6 +16,10 @@ import onnx
 from onnx import TensorProto, helper
 
 MODELS = {"rows3_tail": ([3, 50000], 1), "flat_tail": ([(1 << 20) + 37], 0), "flat_big": ([(1 << 22) + 5], 0)}
+# Row kernels (one block per row, 8-byte vectors, statistics combined in registers): lengths that
+# neither the vector nor the thread count divides.
+ROWS = {"softmax_1001": ("Softmax", [37, 1001]), "softmax_8195": ("Softmax", [9, 8195]),
+        "layernorm_4100": ("LayerNormalization", [33, 4100]), "layernorm_3": ("LayerNormalization", [5, 3])}
 
 
 def write_model(path, shape, axis):
@@ -29,12 +35,30 @@ def write_model(path, shape, axis):
     onnx.save(m, path)
 
 
+def write_row_model(path, op, shape):
+    inits, ins = [], ["x"]
+    if op == "LayerNormalization":  # random-looking affine, so a wrong index shows
+        n = shape[-1]
+        inits = [helper.make_tensor("scale", TensorProto.FLOAT, [n], [1 + 0.01 * (k % 7) for k in range(n)]),
+                 helper.make_tensor("bias", TensorProto.FLOAT, [n], [0.1 * (k % 5) - 0.2 for k in range(n)])]
+        ins += ["scale", "bias"]
+    node = helper.make_node(op, ins, ["y"], name="row", axis=-1)
+    g = helper.make_graph([node], os.path.basename(path)[:-5],
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def main():
     loom, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    for name, (shape, axis) in MODELS.items():
+    models = {name: (lambda p, s=shape, a=axis: write_model(p, s, a)) for name, (shape, axis) in MODELS.items()}
+    models.update({name: (lambda p, o=op, s=shape: write_row_model(p, o, s)) for name, (op, shape) in ROWS.items()})
+    for name, write in models.items():
         path = os.path.join(out, name + ".onnx")
-        write_model(path, shape, axis)
+        write(path)
         for kind in ("auto", "eager"):
             dest = os.path.join(out, name if kind == "auto" else name + "_eager")
             subprocess.run([loom, "compile", path, "--target", "cuda", "--" + kind, "-o", dest, "--force"],
