@@ -313,7 +313,8 @@ std::string glue_header(const GlueSpec &s) {
     os << " * Functions return 0 on success, else a Halide error code (" << n << "_last_error() says why).\n";
     if (s.cuda)
         os << " * " << n << "_run_device takes CUDA device pointers of the calling thread's current context\n"
-           << " * (else device 0's primary context), enqueues on the default stream and does not sync.\n";
+           << " * (else device 0's primary context), enqueues on the default stream and does not sync.\n"
+           << " * Device pointers must be 16-byte aligned (cudaMalloc's are); host pointers may be any.\n";
     os << " */\n#ifndef LOOM_MODEL_" << n << "_H\n#define LOOM_MODEL_" << n << "_H\n\n#include <stdint.h>\n\n"
        << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
        << "void *" << n << "_create(void);\n"
