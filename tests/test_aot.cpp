@@ -50,6 +50,22 @@ LoweredPipeline lowered_fixture(const std::string &name) {
     return lower_graph(g);
 }
 
+// A LayerNorm-like statistic over segments of a row: x [8, 256] seen as [8, 4, 64], each 64-wide
+// segment's mean subtracted, tanh, back to [8, 256] (combined's pattern, small).
+LoweredPipeline lowered_segments() {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    std::string x = b.input("x", {8, 256});
+    std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {8, 4, 64}));
+    std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {8, 256}));
+    std::string x3 = b.node("Reshape", {x, s3}, {8, 4, 64});
+    std::string m = b.node("ReduceMean", {x3}, {8, 4, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
+    std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {8, 4, 64})}, {8, 4, 64});
+    b.out("Reshape", {d, s2}, {8, 256});
+    return lower_graph(b.g);
+}
+
 // Auto-schedules \p p for CUDA and compiles it into a scratch artifact named \p name; returns
 // the pipeline object's bytes and `nm -D` + `ldd` of the shared object.
 std::pair<std::string, std::string> cuda_artifact(LoweredPipeline &p, const std::string &name) {
@@ -228,15 +244,7 @@ TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using Ints = std::vector<int64_t>;
     Halide::Target t = aot_target("cuda");
     {
-        GraphBuilder b;
-        std::string x = b.input("x", {8, 256});
-        std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {8, 4, 64}));
-        std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {8, 256}));
-        std::string x3 = b.node("Reshape", {x, s3}, {8, 4, 64});
-        std::string m = b.node("ReduceMean", {x3}, {8, 4, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
-        std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {8, 4, 64})}, {8, 4, 64});
-        b.out("Reshape", {d, s2}, {8, 256});
-        LoweredPipeline p = lower_graph(b.g);
+        LoweredPipeline p = lowered_segments();
         Schedule s = gpu_auto_schedule(p, t);
         std::string text = print_schedule(s);
         EXPECT_NE(text.find("segment statistic"), std::string::npos) << text;
@@ -277,8 +285,6 @@ size_t count_of(const std::string &text, const std::string &what) {
 // and load per step of the serial combine (H200: softmax 8192² 0.1438 -> 0.1340 ms, combined
 // 0.2410 -> 0.2261; RESULTS_GPU.md runs 56-64). Segment statistics: two barriers each.
 TEST(Aot, CudaBlockStatisticsCombineInRegisters) {
-    using loom::testing::GraphBuilder;
-    using Ints = std::vector<int64_t>;
     Halide::Target t = aot_target("cuda");
     for (const char *name : {"softmax_rows", "layernorm_rows"}) {  // the H200 suite's sizes: two levels
         LoweredPipeline p = lowered_fixture(std::string("gpu_suite/") + name);
@@ -298,15 +304,7 @@ TEST(Aot, CudaBlockStatisticsCombineInRegisters) {
         std::string object = cuda_artifact(p, name).first;
         EXPECT_EQ(count_of(object, "bar.sync"), 6u) << name;
     }
-    GraphBuilder b;
-    std::string x = b.input("x", {8, 256});
-    std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {8, 4, 64}));
-    std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {8, 256}));
-    std::string x3 = b.node("Reshape", {x, s3}, {8, 4, 64});
-    std::string m = b.node("ReduceMean", {x3}, {8, 4, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
-    std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {8, 4, 64})}, {8, 4, 64});
-    b.out("Reshape", {d, s2}, {8, 256});
-    LoweredPipeline p = lower_graph(b.g);
+    LoweredPipeline p = lowered_segments();
     std::string text = print_schedule(gpu_auto_schedule(p, t));
     EXPECT_NE(text.find("in registers"), std::string::npos) << text;
     EXPECT_EQ(count_of(cuda_artifact(p, "segments_regs").first, "bar.sync"), 2u) << text;

@@ -276,16 +276,24 @@ TEST(ScheduleApply, DefaultGpuMappingPutsOuterVarsOnTheGrid) {
 // reorder keeps its serial reduction loop outside the thread loop (a block barrier per element
 // in a softmax row). The warning names the place, the loop and the reorder that fixes it; the
 // fixed schedule and the auto-scheduler's are clean.
-TEST(ScheduleApply, LintFindsSerialReductionLoopsOutsideGpuThreads) {
+namespace {
+
+// lint_gpu_loops on the softmax_rows fixture under the CUDA schedule \p text ("rows.cuda.sched"),
+// or under the GPU auto-scheduler's when \p text is empty.
+std::vector<std::string> lint_softmax_rows(const std::string &text) {
     Halide::Target cuda("x86-64-linux-cuda-cuda_capability_80");
-    auto lint = [&](const std::string &text) {
-        Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
-        prepare_graph(g);
-        LoweredPipeline p = lower_graph(g);
-        Schedule s = text.empty() ? gpu_auto_schedule(p, cuda) : parse_schedule(text, "rows.cuda.sched");
-        AppliedSchedule a = apply_schedule(s, p, cuda);
-        return lint_gpu_loops(a, p);
-    };
+    Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
+    prepare_graph(g);
+    LoweredPipeline p = lower_graph(g);
+    Schedule s = text.empty() ? gpu_auto_schedule(p, cuda) : parse_schedule(text, "rows.cuda.sched");
+    AppliedSchedule a = apply_schedule(s, p, cuda);
+    return lint_gpu_loops(a, p);
+}
+
+}  // namespace
+
+TEST(ScheduleApply, LintFindsSerialReductionLoopsOutsideGpuThreads) {
+    auto lint = lint_softmax_rows;
     std::string bad = "softmax.compute_root().split(j, jo, jt, 64).gpu_threads(jt).gpu_blocks(i);\n"
                       "softmax_max.compute_at(softmax, i);\n"
                       "softmax_sum.compute_at(softmax, i);\n"
@@ -312,14 +320,7 @@ TEST(ScheduleApply, LintFindsSerialReductionLoopsOutsideGpuThreads) {
 // 0.1438 ms, 0.1340 in registers). The warning names the place, the Func, the block loop and the
 // in() wrapper that fixes it; the fixed schedule is clean.
 TEST(ScheduleApply, LintFindsBlockAccumulatorsInSharedMemory) {
-    Halide::Target cuda("x86-64-linux-cuda-cuda_capability_80");
-    auto lint = [&](const std::string &text) {
-        Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
-        prepare_graph(g);
-        LoweredPipeline p = lower_graph(g);
-        AppliedSchedule a = apply_schedule(parse_schedule(text, "rows.cuda.sched"), p, cuda);
-        return lint_gpu_loops(a, p);
-    };
+    auto lint = lint_softmax_rows;
     std::string head = "softmax.compute_root().split(j, jo, jt, 64).gpu_threads(jt).gpu_blocks(i);\n"
                        "softmax_max.compute_at(softmax, i).gpu_threads(j);\n"
                        "softmax_max.update(0).gpu_threads(j);\n";  // (one thread, but inside a thread loop)
