@@ -452,6 +452,16 @@ private:
         return s.statements.size() - 2;
     }
 
+    // A reduction's value at a block, summed by one thread: in_registers with the wrapper's
+    // one-element loop (\p inner_var) a thread loop too, so that \p f's init, update and the
+    // store run in that thread with no block barrier between them.
+    void total_in_registers(Schedule &s, const std::string &f, const std::string &at, const std::string &var,
+                            const std::string &inner_var) {
+        size_t w = in_registers(s, f, at, var, inner_var);
+        s.statements[w].add("gpu_threads", {inner_var});
+        s.statements[w + 1].add("store_in", {ScheduleArg::memory("Register")});
+    }
+
     // Reduction \p r computed at \p at.\p var (a block), its rvar split over \p threads threads.
     void block_reduction(Schedule &s, const LoweredFunc &r, const std::string &at, const std::string &var,
                          int threads, bool place, BlockCombine how = {}) {
@@ -463,11 +473,7 @@ private:
                                   (how.registers ? " in registers" : "");
             size_t first = s.statements.size();
             if (how.registers && !r.vars.empty()) {
-                // The wrapper's (one-element) loop a thread loop too: r's init, update and the
-                // store all in one thread, with no block barrier between them.
-                size_t w = in_registers(s, r.name, at, var, r.vars.back());
-                s.statements[w].add("gpu_threads", {r.vars.back()});
-                s.statements[w + 1].add("store_in", {ScheduleArg::memory("Register")});
+                total_in_registers(s, r.name, at, var, r.vars.back());
             } else {
                 ScheduleStatement pure(r.name);
                 pure.add("compute_at", {at, var});
@@ -770,9 +776,7 @@ private:
         add_blocks(up2, r, {rb});
         s.statements.push_back(up2);
         // The block's partial summed in the registers of the thread that combines it (BlockCombine).
-        size_t w = in_registers(s, blk, r.name, rb, "b");
-        s.statements[w].add("gpu_threads", {"b"});
-        s.statements[w + 1].add("store_in", {ScheduleArg::memory("Register")});
+        total_in_registers(s, blk, r.name, rb, "b");
         // Each block: kRowThreads threads accumulate coalesced partials, in two levels as above.
         block_partials(s, r, blk, rc, chunk, kRowThreads, r.name, rb, r.name + "_thr", r.name + "_thr2", {},
                        BlockCombine{kVec, true});
