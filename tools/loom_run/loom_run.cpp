@@ -309,19 +309,26 @@ int main(int argc, char **argv) {
             ck(cudaMemcpy(outs[k].data(), dout[k], m.outputs[k].bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
         ok = check_all("device") && ok;
 
-        const size_t flush_bytes = 256u << 20;
+        // L2 flush before every timed run, as Triton's do_bench; LOOM_RUN_FLUSH_MB changes its size
+        // (a diagnostic: a longer flush hides more of the host's per-call time).
+        const char *flush_env = getenv("LOOM_RUN_FLUSH_MB");
+        const size_t flush_bytes = (size_t)(flush_env ? atoi(flush_env) : 256) << 20;
         void *flush;
         ck(cudaMalloc(&flush, flush_bytes), "cudaMalloc flush");
         for (int r = 0; r < warmup; r++) run_device(model, cin.data(), dout.data());
         ck(cudaDeviceSynchronize(), "warm-up");
         std::vector<cudaEvent_t> ev(2 * reps);
         for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+        std::vector<double> host_us;  // the host's time in each call (it returns before the GPU is done)
         for (int r = 0; r < reps; r++) {
             ck(cudaMemsetAsync(flush, r & 0xFF, flush_bytes), "flush L2");
             ck(cudaEventRecord(ev[2 * r]), "event");
+            auto t0 = std::chrono::steady_clock::now();
             if (run_device(model, cin.data(), dout.data()) != 0) die(std::string("run_device failed: ") + last_error());
+            host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
             ck(cudaEventRecord(ev[2 * r + 1]), "event");
         }
+        printf("host time per run_device call: median %.1f us\n", median(host_us));
         ck(cudaDeviceSynchronize(), "sync after timing");
         ck(cudaGetLastError(), "last error after timing");
         for (int r = 0; r < reps; r++) {
