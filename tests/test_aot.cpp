@@ -398,6 +398,14 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
     void *outs[] = {got.data()};
     void *m = create();
     ASSERT_EQ(run(m, ins, outs), 0);
+    // A null pointer is refused, naming the buffer and what to pass (no crash, nothing written).
+    auto last_error = (const char *(*)())dlsym(lib, "sum_prologue_last_error");
+    ASSERT_TRUE(last_error);
+    const void *missing[] = {x.data(), nullptr, z.data()};
+    EXPECT_NE(run(m, missing, outs), 0);
+    std::string err = last_error();
+    EXPECT_NE(err.find("input 1 'y' is a null pointer"), std::string::npos) << err;
+    EXPECT_NE(err.find("pass 3 input and 1 output pointers"), std::string::npos) << err;
     destroy(m);
     auto cmp = loom::testing::compare(got, ref);
     EXPECT_LT(cmp.rel_error, 1e-5);

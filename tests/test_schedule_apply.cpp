@@ -335,6 +335,22 @@ TEST(ScheduleApply, LintFindsBlockAccumulatorsInSharedMemory) {
                             "softmax_sum_w.compute_at(softmax, i).gpu_threads(j);\n"
                             "softmax_sum.compute_at(softmax_sum_w, j).store_in(MemoryType::Register);\n")
                     .empty());
+    // A 0-d reduction has no var for the wrapper's thread loop: the advice names what is valid instead.
+    using Ints = std::vector<int64_t>;
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {8, 64});
+    std::string m = b.node("ReduceMean", {x}, {}, {{"axes", Ints{0, 1}}, {"keepdims", int64_t(0)}});
+    b.out("Sub", {x, m}, {8, 64});
+    LoweredPipeline p = lower_graph(b.g);
+    Halide::Target cuda("x86-64-linux-cuda-cuda_capability_80");
+    Schedule s0 = parse_schedule("sub_1.compute_root().gpu_blocks(i).gpu_threads(j);\n"
+                                 "reducemean_0.compute_at(sub_1, i);\n", "z.cuda.sched");
+    auto w0 = lint_gpu_loops(apply_schedule(s0, p, cuda), p);
+    ASSERT_EQ(w0.size(), 1u);
+    EXPECT_NE(w0[0].find("z.cuda.sched:2:1: reducemean_0: computed at the block loop i of sub_1"), std::string::npos) << w0[0];
+    EXPECT_NE(w0[0].find("compute it at root (reducemean_0.compute_root()), or keep the reduced dims"), std::string::npos)
+        << w0[0];
+    EXPECT_EQ(w0[0].find("__outermost"), std::string::npos) << w0[0];
 }
 
 TEST(ScheduleApply, ResolvePrecedence) {

@@ -32,12 +32,9 @@ uint64_t addr(const halide_buffer_t *b, const int *at) {
 // Both entry points: operands (and the bias, when given) on the device, Y allocated there, every
 // buffer dense along its innermost dim. 0, or fail()'s -1 naming what went wrong.
 int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, halide_buffer_t *y) {
-    const halide_device_interface_t *cuda = halide_cuda_device_interface();
-    int r;
-    if ((r = halide_copy_to_device(nullptr, a, cuda)) != 0) return fail("copying A to the device", r);
-    if ((r = halide_copy_to_device(nullptr, b, cuda)) != 0) return fail("copying B to the device", r);
-    if (bias && (r = halide_copy_to_device(nullptr, bias, cuda)) != 0) return fail("copying the bias to the device", r);
-    if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
+    halide_buffer_t *const in[] = {a, b, bias};
+    const char *const names[] = {"A", "B", "the bias"};
+    if (int r = stage_on_device(in, names, 3, y)) return r;
     if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || y->dim[0].stride != 1)
         return fail("operands must be dense along their innermost dim", 0);
     return 0;

@@ -56,12 +56,9 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     for (int d = 0; d < 4; d++)
         if (y->dim[d].min != 0) return fail("the output region must start at 0 (compute the extern at root)", d);
 
-    const halide_device_interface_t *cuda = halide_cuda_device_interface();
-    int r;
-    if ((r = halide_copy_to_device(nullptr, x, cuda)) != 0) return fail("copying X to the device", r);
-    if ((r = halide_copy_to_device(nullptr, w, cuda)) != 0) return fail("copying W to the device", r);
-    if (mode && (r = halide_copy_to_device(nullptr, bias, cuda)) != 0) return fail("copying the bias to the device", r);
-    if (!y->device && (r = halide_device_malloc(nullptr, y, cuda)) != 0) return fail("allocating Y on the device", r);
+    halide_buffer_t *const in[] = {x, w, mode ? bias : nullptr};
+    const char *const names[] = {"X", "W", "the bias"};
+    if (int r = stage_on_device(in, names, 3, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);

@@ -23,6 +23,23 @@ void set_dim(halide_buffer_t *b, int d, int min, int extent) {
     b->dim[d].extent = extent;
 }
 
+// The \p n operands \p in (named \p names in messages; a null entry is skipped) copied to the
+// device, and the output \p y allocated there. 0, or fail()'s -1 naming what went wrong.
+int stage_on_device(halide_buffer_t *const *in, const char *const *names, int n, halide_buffer_t *y) {
+    const halide_device_interface_t *cuda = halide_cuda_device_interface();
+    char what[96];
+    for (int k = 0; k < n; k++) {
+        if (!in[k]) continue;
+        if (int r = halide_copy_to_device(nullptr, in[k], cuda)) {
+            snprintf(what, sizeof what, "copying %s to the device", names[k]);
+            return fail(what, r);
+        }
+    }
+    if (!y->device)
+        if (int r = halide_device_malloc(nullptr, y, cuda)) return fail("allocating Y on the device", r);
+    return 0;
+}
+
 }  // namespace
 )SRC";
 }

@@ -152,7 +152,6 @@ std::vector<std::string> settle_register_budgets(const std::string &ptx, std::ma
                                    " (set CUDA_HOME to a toolkit whose ptxas reads PTX 7.0)"));
     }
     for (const auto &c : checks) {
-        std::string clean = c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ")") : "";
         if (raise) {
             if (c.clean_cap) budgets[c.func] = c.clean_cap;
             else budgets.erase(c.func);
@@ -163,7 +162,8 @@ std::vector<std::string> settle_register_budgets(const std::string &ptx, std::ma
         } else {
             warnings.push_back(str_cat("gpu_max_registers(", c.cap, ") on ", c.func, ": ptxas (sm_80) spills ",
                                        c.spill_bytes, " bytes per thread to local memory in ", c.kernel, "; ",
-                                       c.clean_cap ? clean + " does not spill" : "no budget up to 255 avoids it",
+                                       c.clean_cap ? str_cat("gpu_max_registers(", c.clean_cap, ") does not spill")
+                                                   : std::string("no budget up to 255 avoids it"),
                                        " (spills usually cost more than the blocks a lower budget adds)"));
         }
     }

@@ -80,20 +80,42 @@ void init_buffer(halide_buffer_t &b, halide_dimension_t *d, halide_type_t t, int
     }
 }
 
+// The graph's name of buffer \p k (inputs first, then outputs), for messages.
+const char *buffer_name(int k) { return k < kNumIn ? k_in_names[k] : k_out_names[k - kNumIn]; }
+
+// CUDA artifacts declare their buffers 16-byte aligned (LowerOptions::buffer_alignment), and their
+// kernels load 16 bytes at a time.
+constexpr uintptr_t kAlign = 16;
+
+// 0, or -1 with g_error naming the first buffer whose pointer is null or, for \p device pointers,
+// off the kAlign grid, and what would be valid.
+int check_pointers(const char *fn, const void *const *in, void *const *out, bool device) {
+    for (int k = 0; k < kNumIn + kNumOut; k++) {
+        const void *const *side = k < kNumIn ? in : (const void *const *)out;
+        const void *p = side ? side[k < kNumIn ? k : k - kNumIn] : nullptr;
+        const char *kind = k < kNumIn ? "input" : "output";
+        if (!p)
+            snprintf(g_error, sizeof g_error, "%s_%s: %s %d '%s' is a null pointer; pass %d input and %d output "
+                     "pointers, in graph order", LOOM_STR(LOOM_NAME), fn, kind, k < kNumIn ? k : k - kNumIn,
+                     buffer_name(k), kNumIn, kNumOut);
+        else if (device && (uintptr_t)p % kAlign != 0)
+            snprintf(g_error, sizeof g_error,
+                     "%s_%s: %s '%s' is at device address %p, which is not %d-byte aligned (the kernels access "
+                     "memory 16 bytes at a time); pass memory that starts at a cudaMalloc'd address, e.g. a "
+                     "contiguous copy of a tensor slice", LOOM_STR(LOOM_NAME), fn, kind, buffer_name(k), p, (int)kAlign);
+        else
+            continue;
+        fprintf(stderr, "loom artifact %s: %s\n", LOOM_STR(LOOM_NAME), g_error);
+        return -1;
+    }
+    return 0;
+}
+
 size_t byte_size(const halide_buffer_t &b) {
     size_t n = b.type.bytes();
     for (int k = 0; k < b.dimensions; k++) n *= (size_t)b.dim[k].extent;
     return n;
 }
-
-#if LOOM_CUDA
-// CUDA artifacts declare their buffers 16-byte aligned (LowerOptions::buffer_alignment), and their
-// kernels load 16 bytes at a time.
-constexpr uintptr_t kAlign = 16;
-
-// The graph's name of buffer \p k (inputs first, then outputs), for messages.
-const char *buffer_name(int k) { return k < kNumIn ? k_in_names[k] : k_out_names[k - kNumIn]; }
-#endif
 
 void reset(Model &m) {
     for (int k = 0; k < kNumIn + kNumOut; k++) {
@@ -203,6 +225,7 @@ void LOOM_API(_destroy)(void *h) { delete (Model *)h; }
 int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
     Model &m = *(Model *)h;
     g_error[0] = 0;
+    if (check_pointers("run_host", in, out, false)) return -1;
     reset(m);
     for (int k = 0; k < kNumIn; k++) {
         m.bufs[k].host = (uint8_t *)in[k];
@@ -245,17 +268,7 @@ int LOOM_API(_run_device)(void *h, const void *const *in, void *const *out) {
     g_error[0] = 0;
     reset(m);
     int r = 0;
-    for (int k = 0; k < kNumIn + kNumOut; k++) {
-        const void *p = k < kNumIn ? in[k] : out[k - kNumIn];
-        if ((uintptr_t)p % kAlign == 0) continue;
-        snprintf(g_error, sizeof g_error,
-                 "%s_run_device: %s '%s' is at device address %p, which is not %d-byte aligned (the kernels "
-                 "access memory 16 bytes at a time); pass memory that starts at a cudaMalloc'd address, e.g. "
-                 "a contiguous copy of a tensor slice", LOOM_STR(LOOM_NAME), k < kNumIn ? "input" : "output",
-                 buffer_name(k), p, (int)kAlign);
-        fprintf(stderr, "loom artifact %s: %s\n", LOOM_STR(LOOM_NAME), g_error);
-        return -1;
-    }
+    if (check_pointers("run_device", in, out, true)) return -1;
     for (int k = 0; r == 0 && k < kNumIn + kNumOut; k++) {
         const void *p = k < kNumIn ? in[k] : out[k - kNumIn];
         r = halide_cuda_wrap_device_ptr(nullptr, &m.bufs[k], (uint64_t)(uintptr_t)p);

@@ -69,13 +69,18 @@ void lint_block_accumulators(const AppliedSchedule &applied, std::vector<std::st
             }
             if (threads || !serial) continue;
             const std::string &name = st.func, &var = at->args[1].name, &cons = at->args[0].name;
+            std::string what = place(s, name, -1) + name + ": computed at the block loop " + var + " of " + cons +
+                               ", it lives in shared memory, and update(" + std::to_string(stage) +
+                               ") runs its loop over " + schedule_name(serial->var) +
+                               " in one thread: each step stores the accumulator to shared memory and reloads it. ";
+            if (f->second.args().empty()) {  // no pure var for a wrapper's thread loop
+                out.push_back(what + "It has no pure var to place it in one thread's registers at: compute it at "
+                                     "root (" + name + ".compute_root()), or keep the reduced dims (keepdims=1)");
+                break;
+            }
             std::string inner = schedule_name(f->second.function().definition().schedule().dims().front().var);
-            out.push_back(place(s, name, -1) + name + ": computed at the block loop " + var + " of " + cons +
-                          ", it lives in shared memory, and update(" + std::to_string(stage) +
-                          ") runs its loop over " + schedule_name(serial->var) +
-                          " in one thread: each step stores the accumulator to shared memory and reloads it. "
-                          "Sum it in registers and store it once through a wrapper the block reads: " +
-                          name + ".in() as " + name + "_w; " + name + "_w.compute_at(" + cons + ", " + var +
+            out.push_back(what + "Sum it in registers and store it once through a wrapper the block reads: " + name +
+                          ".in() as " + name + "_w; " + name + "_w.compute_at(" + cons + ", " + var +
                           ").gpu_threads(" + inner + "); " + name + ".compute_at(" + name + "_w, " + inner +
                           ").store_in(MemoryType::Register);");
             break;

@@ -312,7 +312,10 @@ int main(int argc, char **argv) {
         // L2 flush before every timed run, as Triton's do_bench; LOOM_RUN_FLUSH_MB changes its size
         // (a diagnostic: a longer flush hides more of the host's per-call time).
         const char *flush_env = getenv("LOOM_RUN_FLUSH_MB");
-        const size_t flush_bytes = (size_t)(flush_env ? atoi(flush_env) : 256) << 20;
+        const int flush_mb = flush_env ? atoi(flush_env) : 256;
+        if (flush_mb < 1 || flush_mb > 65536)
+            die(std::string("LOOM_RUN_FLUSH_MB=") + flush_env + ": the L2 flush size in MB, 1 to 65536 (default 256)");
+        const size_t flush_bytes = (size_t)flush_mb << 20;
         void *flush;
         ck(cudaMalloc(&flush, flush_bytes), "cudaMalloc flush");
         for (int r = 0; r < warmup; r++) run_device(model, cin.data(), dout.data());
