@@ -15,6 +15,7 @@
 #include "lower/lowered.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
+#include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
 #include "graph_builder.h"
@@ -195,6 +196,46 @@ TEST(Autoschedule, RowStatisticsAreComputedPerRow) {
     EXPECT_EQ(plan.kernels[0].kind, "rows");
     for (const auto &d : plan.decisions)
         if (d.func != plan.kernels[0].root) EXPECT_EQ(d.placement, Placement::Row) << d.func;
+}
+
+// A costly pointwise producer read by a row statistic and by the row's output (Softmax's
+// exponentials, an Exp normalised by its row sum) is computed once per row into a buffer in cache;
+// a cheap one (Abs) is inlined into both readers. Both schedules are correct.
+TEST(Autoschedule, CostlyRowProducerIsBufferedPerRowCheapOneInlined) {
+    LoweredPipeline sm = lower_graph(fixture("softmax_rows"));
+    FusionPlan sp = plan_fusion(sm, test_machine());
+    const FuncDecision *ex = sp.decision("softmax_exp");
+    ASSERT_NE(ex, nullptr);
+    EXPECT_EQ(ex->placement, Placement::Row) << ex->why;
+    // The defaults still inline it: eager Softmax is one pass over its output, as before.
+    EXPECT_NE(print_schedule(eager_schedule(sm, host_target())).find("softmax_exp.compute_inline()"),
+              std::string::npos);
+
+    // Small rows (numerics) and rows too big for a cheap materialization (where the buffer's
+    // score, not the traffic, decides).
+    for (const std::string op : {"Exp", "Abs"}) {
+        for (int64_t rows : {64, 8192}) {
+            Builder b;
+            Shape s{rows, 1024};
+            std::string x = b.input("x", s);
+            std::string e = b.node(op, {x}, s);
+            std::string sum = b.node("ReduceSum", {e}, {rows, 1},
+                                     {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
+            b.out("Div", {e, sum}, s);
+            prepare_graph(b.g);
+            LoweredPipeline lp = lower_graph(b.g);
+            FusionPlan plan = plan_fusion(lp, test_machine());
+            ASSERT_EQ(plan.kernels.size(), 1u) << op;
+            for (const auto &f : lp.funcs) {
+                if (f.op != op) continue;
+                const FuncDecision *d = plan.decision(f.name);
+                EXPECT_EQ(d->placement, op == "Exp" ? Placement::Row : Placement::Inline) << op << ": " << d->why;
+                if (op == "Exp" && rows > 64)
+                    EXPECT_NE(d->why.find("per-row buffer"), std::string::npos) << d->why;
+            }
+            if (rows == 64) check_auto(b.g, op + " over its row sum", 1e-5);
+        }
+    }
 }
 
 TEST(Autoschedule, MachineModelOverridesAndCacheFile) {

@@ -72,6 +72,8 @@ struct Planner {
     std::map<std::string, FuncInfo> info;
     std::map<std::string, FuncDecision> dec;
     std::map<std::string, double> evals;  // pure-stage evaluations of each Func in the plan
+    // Funcs decide_inlining would inline but would rather buffer per row (their evaluations if inlined).
+    std::map<std::string, double> row_buffer_candidates;
 
     Planner(const LoweredPipeline &p_, const MachineModel &m_, const ScheduleKnobs &k_)
         : p(p_), m(m_), knobs(k_), info(autosched::analyze(p_)) {}
@@ -136,7 +138,22 @@ struct Planner {
             d.why = str_cat(inl ? "inline" : "materialize", ": ", cs.size(), " consumer(s), ",
                             fmt(total / std::max(1.0, f.points)), "x evaluations; saves ", fmt(saved * 1e3, 3),
                             " ms of traffic vs ", fmt(cost * 1e3, 3), " ms recompute");
-            if (inl) evals[lf.name] = total;
+            // A third way for a costly body read more than once: a buffer per row of the consumers'
+            // kernel, in cache, written once and read by each consumer (Softmax's exponentials: read
+            // by the sum and by the output). Worth it when the arithmetic recomputed costs more than
+            // the buffer's stores and loads, each counted as one pointwise operation. group() makes
+            // it Row where the consumers share a row kernel, else inlines it after all.
+            double recompute = extra * lf.flops_per_point / m.pointwise_flops_per_s();
+            double buffered = f.points * (1.0 + (double)cs.size()) / m.pointwise_flops_per_s();
+            if (inl && extra > 0 && recompute > buffered) {
+                d.placement = Placement::Root;
+                row_buffer_candidates[lf.name] = total;
+                d.why = str_cat("per-row buffer if its consumers share a row kernel: ", cs.size(), " consumer(s), ",
+                                fmt(total / std::max(1.0, f.points)), "x evaluations inlined, ",
+                                fmt(recompute * 1e3, 3), " ms of arithmetic recomputed vs ", fmt(buffered * 1e3, 3),
+                                " ms through a cached buffer");
+            }
+            if (d.placement == Placement::Inline) evals[lf.name] = total;
             dec[lf.name] = d;
         }
     }
@@ -173,6 +190,14 @@ struct Planner {
         double row_bytes = fi(r).esize;
         for (size_t k = d; k < er.size(); k++) row_bytes *= (double)er[k];
         return row_bytes <= (double)m.l2_bytes / 2 ? d : 0;
+    }
+
+    // Whether one row of \p r (all but its outermost dim) fits in half of L2, as a row buffer must.
+    bool row_fits(const std::string &r) const {
+        const auto &e = fi(r).lf->extents;
+        double row_bytes = fi(r).esize;
+        for (size_t k = 1; k < e.size(); k++) row_bytes *= (double)e[k];
+        return row_bytes <= (double)m.l2_bytes / 2;
     }
 
     std::string kernel_of(const std::string &f) const { return dec.at(f).kernel; }
@@ -259,83 +284,101 @@ struct Planner {
         return true;
     }
 
-    // Attaches materialized Funcs to the kernel of their consumers where that pays.
+    // Attaches materialized Funcs to the kernel of their consumers where that pays; a row-buffer
+    // candidate left at root is inlined after all.
     void group() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
-            const std::string &n = it->name;
-            FuncDecision &d = dec[n];
-            if (d.placement == Placement::Inline) continue;
-            d.kernel = n;
-            const FuncInfo &f = fi(n);
-            if (it->is_output) continue;
-            auto cons = effective_consumers(n);
-            if (cons.empty()) continue;
-            std::set<std::string> kernels;
-            for (const auto &c : cons) kernels.insert(kernel_of(c));
-            if (kernels.size() != 1) {
-                d.why += "; root: consumers in " + std::to_string(kernels.size()) + " kernels";
-                continue;
+            place_in_consumer_kernel(*it);
+            if (row_buffer_candidates.count(it->name) && dec[it->name].placement == Placement::Root)
+                inline_after_all(it->name, "no row kernel holds all its consumers");
+        }
+    }
+
+    void place_in_consumer_kernel(const LoweredFunc &lf) {
+        const std::string &n = lf.name;
+        FuncDecision &d = dec[n];
+        if (d.placement == Placement::Inline) return;
+        d.kernel = n;
+        const FuncInfo &f = fi(n);
+        if (lf.is_output) return;
+        auto cons = effective_consumers(n);
+        if (cons.empty()) return;
+        std::set<std::string> kernels;
+        for (const auto &c : cons) kernels.insert(kernel_of(c));
+        if (kernels.size() != 1) {
+            d.why += "; root: consumers in " + std::to_string(kernels.size()) + " kernels";
+            return;
+        }
+        const std::string root = *kernels.begin();
+        const FuncInfo &r = fi(root);
+        bool root_pure = !r.has_update;
+        if (block_ok(n, cons, root)) {
+            std::string why;
+            if (!legal_at(n, root, why)) {
+                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+                return;
             }
-            const std::string root = *kernels.begin();
-            const FuncInfo &r = fi(root);
-            bool root_pure = !r.has_update;
-            if (block_ok(n, cons, root)) {
-                std::string why;
-                if (!legal_at(n, root, why)) {
-                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-                    continue;
-                }
-                d.placement = Placement::Block;
+            d.placement = Placement::Block;
+            d.kernel = root;
+            d.why = str_cat("computed per row block of ", root, ", where its GEMM reads it: saves ",
+                            human_bytes((f.has_update ? 1 : 2) * f.points * f.esize), " of traffic");
+            return;
+        }
+        bool feeds_block = false;  // a row block holds its consumer: no row loop to join
+        for (const auto &c : cons) feeds_block |= dec.at(c).placement == Placement::Block;
+        if (feeds_block) return;
+        if (f.has_update && !f.is_matmul && !f.is_conv && root_pure && knobs.row_stats) {
+            int depth = row_depth(n, root);
+            std::string why;
+            if (depth > 0 && !legal_at(n, root, why)) {
+                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+            } else if (depth > 0) {
+                d.placement = Placement::Row;
                 d.kernel = root;
-                d.why = str_cat("computed per row block of ", root, ", where its GEMM reads it: saves ",
-                                human_bytes((f.has_update ? 1 : 2) * f.points * f.esize), " of traffic");
-                continue;
-            }
-            bool feeds_block = false;  // a row block holds its consumer: no row loop to join
-            for (const auto &c : cons) feeds_block |= dec.at(c).placement == Placement::Block;
-            if (feeds_block) continue;
-            if (f.has_update && !f.is_matmul && !f.is_conv && root_pure && knobs.row_stats) {
-                int depth = row_depth(n, root);
-                std::string why;
-                if (depth > 0 && !legal_at(n, root, why)) {
-                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-                } else if (depth > 0) {
-                    d.placement = Placement::Row;
-                    d.kernel = root;
-                    d.why = str_cat("computed per row of ", root, " (depth ", depth,
-                                    "): the row is read from cache, saves ",
-                                    human_bytes(2 * f.points * f.esize), " of traffic");
-                    continue;
-                }
-            }
-            if ((f.is_matmul || f.is_conv) && root_pure && cons.size() == 1 && *cons.begin() == root &&
-                same_extents(n, root) && fi(root).lf->is_pointwise && (int)f.lf->extents.size() >= 2) {
-                std::string why;
-                if (!legal_at(n, root, why)) {
-                    d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-                    continue;
-                }
-                d.placement = Placement::Tile;
-                d.kernel = root;
-                d.why = str_cat("computed per output tile of its epilogue ", root, ": saves ",
+                d.why = str_cat("computed per row of ", root, " (depth ", depth,
+                                "): the row is read from cache, saves ",
                                 human_bytes(2 * f.points * f.esize), " of traffic");
-                continue;
-            }
-            if (!f.has_update && root_pure && (same_extents(n, root) || row_depth(n, root) > 0) &&
-                r.lf->extents.size() >= 2) {
-                bool all_pointwise = true;
-                for (const auto &c : cons) all_pointwise &= fi(c).lf->is_pointwise || fi(c).has_update;
-                bool rows_ok = true;
-                for (const auto &c : cons)
-                    if (c != root && dec.at(c).placement != Placement::Row) rows_ok = false;
-                std::string why;
-                if (all_pointwise && rows_ok && legal_at(n, root, why)) {
-                    d.placement = Placement::Row;
-                    d.kernel = root;
-                    d.why += str_cat("; computed per row of ", root, " (its only consumer kernel)");
-                }
+                return;
             }
         }
+        if ((f.is_matmul || f.is_conv) && root_pure && cons.size() == 1 && *cons.begin() == root &&
+            same_extents(n, root) && fi(root).lf->is_pointwise && (int)f.lf->extents.size() >= 2) {
+            std::string why;
+            if (!legal_at(n, root, why)) {
+                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
+                return;
+            }
+            d.placement = Placement::Tile;
+            d.kernel = root;
+            d.why = str_cat("computed per output tile of its epilogue ", root, ": saves ",
+                            human_bytes(2 * f.points * f.esize), " of traffic");
+            return;
+        }
+        if (!f.has_update && root_pure && (same_extents(n, root) || row_depth(n, root) > 0) &&
+            r.lf->extents.size() >= 2 && (!row_buffer_candidates.count(n) || row_fits(root))) {
+            bool all_pointwise = true;
+            for (const auto &c : cons) all_pointwise &= fi(c).lf->is_pointwise || fi(c).has_update;
+            bool rows_ok = true;
+            for (const auto &c : cons)
+                if (c != root && dec.at(c).placement != Placement::Row) rows_ok = false;
+            std::string why;
+            if (all_pointwise && rows_ok && legal_at(n, root, why)) {
+                d.placement = Placement::Row;
+                d.kernel = root;
+                d.why += str_cat("; computed per row of ", root, " (its only consumer kernel)");
+                return;
+            }
+        }
+    }
+
+    // A row-buffer candidate that found no row to live in: inlined, as decide_inlining's score said.
+    void inline_after_all(const std::string &n, const std::string &reason) {
+        FuncDecision &d = dec[n];
+        d.placement = Placement::Inline;
+        d.kernel.clear();
+        d.why = str_cat("inline: ", reason, " (", d.why, ")");
+        evals[n] = row_buffer_candidates.at(n);
+        if (context_ready) context.statements.push_back(ScheduleStatement(n).add("compute_inline"));
     }
 
     FusionPlan finish() {

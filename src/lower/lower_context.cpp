@@ -267,4 +267,6 @@ void LowerContext::note_cost(Func f, bool pointwise, double flops_per_point) {
     lf.flops_per_point = flops_per_point;
 }
 
+void LowerContext::note_inline_by_default(Func f) { record(f).inline_by_default = true; }
+
 }  // namespace loom

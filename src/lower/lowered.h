@@ -37,6 +37,10 @@ struct LoweredFunc {
     /// An extern stage itself (a cuDNN conv whose bias and ReLU the library applies, bound to the
     /// ReLU's output): computed at root by lowering, no loops a schedule can touch.
     bool is_extern = false;
+    /// A pointwise helper inside one node that only factors its expression (Softmax's `<node>_exp`,
+    /// read by the sum and by the output): the defaults (eager, Funcs a schedule leaves out) inline
+    /// it, so an unscheduled op computes as before; a schedule may still buffer it per row.
+    bool inline_by_default = false;
 
     /// The constant extent of update \p k's RVar when that update has exactly one, else -1.
     int64_t single_rvar_extent(int k = 0) const;

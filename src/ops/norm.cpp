@@ -3,7 +3,8 @@
 // Statistics Funcs keep the input's rank with the reduced dims of extent 1 (so their vars carry
 // the same names as the output's) and are a pure init plus one update over the RDom "r"
 // (r.x = innermost reduced axis):
-//   Softmax/LogSoftmax: `<node>_max`, `<node>_sum` (sum of exp(x - max)), `<node>`.
+//   Softmax: `<node>_max`, `<node>_exp` (exp(x - max)), `<node>_sum` (sum of `<node>_exp`), `<node>`.
+//   LogSoftmax: `<node>_max`, `<node>_sum` (sum of exp(x - max)), `<node>`.
 //   LayerNormalization, InstanceNormalization, GroupNormalization: `<node>_mean`, `<node>_var`
 //     (two-pass: mean of (x - mean)^2, never E[x^2] - mean^2), `<node>`.
 //   BatchNormalization (inference): a per-channel affine x * scale + shift. With all four
@@ -110,20 +111,32 @@ void lower_softmax(LowerContext &ctx, const Node &node) {
     ctx.note_update(mx, rvar_names(R.r));
     ctx.note_cost(mx, false, (double)R.count);
 
-    Func sum = ctx.make_func(node, "sum", ss);
-    ctx.define(sum, v, lit(dt, 0));
-    ref(sum, exprs(v)) += Halide::exp(xr - LowerContext::call(mx, exprs(v)));
-    ctx.note_update(sum, rvar_names(R.r));
-    ctx.note_cost(sum, false, 3.0 * R.count);
-
-    Func f = ctx.make_func(node, "", rank);
     std::vector<Expr> z = at_zero(v, reduced);
     Expr xv = LowerContext::cast_to(dt, ctx.at(x, exprs(v)));
     Expr shifted = xv - LowerContext::call(mx, z);
+    const bool log_softmax = node.op == "LogSoftmax";
+    // Softmax: the exponentials are a Func of their own, read by the sum and by the output, so that
+    // a schedule can compute each once per row (a row buffer in cache) instead of twice.
+    Func ex;
+    if (!log_softmax) {
+        ex = ctx.make_func(node, "exp", sx);
+        ctx.define(ex, v, Halide::exp(shifted));
+        ctx.note_cost(ex, true, 11);  // as the Exp op counts it, plus the subtraction
+        ctx.note_inline_by_default(ex);
+    }
+
+    Func sum = ctx.make_func(node, "sum", ss);
+    ctx.define(sum, v, lit(dt, 0));
+    std::vector<Expr> xi = with_rvars(v, reduced, R.red);
+    ref(sum, exprs(v)) += log_softmax ? Halide::exp(xr - LowerContext::call(mx, exprs(v))) : LowerContext::call(ex, xi);
+    ctx.note_update(sum, rvar_names(R.r));
+    ctx.note_cost(sum, false, (log_softmax ? 12.0 : 1.0) * R.count);
+
+    Func f = ctx.make_func(node, "", rank);
     Expr s = LowerContext::call(sum, z);
     // exp · (1 / sum): the reciprocal is per row (hoisted), a multiply per element (see Div).
-    ctx.define(f, v, node.op == "LogSoftmax" ? shifted - Halide::log(s) : Halide::exp(shifted) * (lit(dt, 1) / s));
-    ctx.note_cost(f, true, 3);
+    ctx.define(f, v, log_softmax ? shifted - Halide::log(s) : LowerContext::call(ex, exprs(v)) * (lit(dt, 1) / s));
+    ctx.note_cost(f, true, log_softmax ? 3 : 1);
     ctx.bind_output(y, f);
 }
 

@@ -62,6 +62,9 @@ public:
     /// Marks Func \p f (made by make_func) as pointwise (pure, one read per producer point) and
     /// sets its rough arithmetic cost per point.
     void note_cost(Halide::Func f, bool pointwise, double flops_per_point);
+    /// Marks Func \p f (made by make_func) as a helper the default schedules inline
+    /// (LoweredFunc::inline_by_default).
+    void note_inline_by_default(Halide::Func f);
 
     /// Graph value \p name as an argument of an extern stage (a cuBLAS GEMM, a cuDNN conv): the
     /// input's ImageParam, or the producing Func, then bound to its whole shape (the extern's bounds

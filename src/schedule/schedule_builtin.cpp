@@ -215,6 +215,7 @@ std::vector<ScheduleStatement> long_sum_statements(const LoweredFunc &f, int k, 
 
 std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Halide::Target &target) {
     if (f.is_extern) return {};  // computed at root by lowering: nothing to schedule
+    if (f.inline_by_default && !f.is_output) return {ScheduleStatement(f.name).add("compute_inline")};
     std::vector<ScheduleStatement> r;
     bool gpu = target.has_gpu_feature();
     ScheduleStatement pure(f.name);
@@ -242,7 +243,7 @@ std::vector<ScheduleStatement> default_statements(const LoweredFunc &f, const Ha
 Schedule eager_schedule(const LoweredPipeline &p, const Halide::Target &target) {
     Schedule s;
     s.target = target.to_string();
-    s.header_comments.push_back("eager: every Func computed at root with the default schedule");
+    s.header_comments.push_back("eager: every Func computed at root with the default schedule (op-internal helpers inlined)");
     for (const auto &f : p.funcs)
         for (auto &st : default_statements(f, target)) s.statements.push_back(st);
     return s;

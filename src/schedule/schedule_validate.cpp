@@ -70,6 +70,7 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
         fm.vars = lf.vars;
         fm.consumers = lf.consumers;
         fm.is_extern = lf.is_extern;
+        if (lf.inline_by_default) fm.place.kind = Placement::Inline;  // what fill_defaults gives it
         fm.is_output = lf.is_output ||
                        std::find(p.output_funcs.begin(), p.output_funcs.end(), lf.name) != p.output_funcs.end();
         std::map<std::string, int64_t> extent_of;  // pure var -> extent, where known
