@@ -72,8 +72,9 @@ struct Planner {
     std::map<std::string, FuncInfo> info;
     std::map<std::string, FuncDecision> dec;
     std::map<std::string, double> evals;  // pure-stage evaluations of each Func in the plan
-    // Funcs decide_inlining would inline but would rather buffer per row (their evaluations if inlined).
-    std::map<std::string, double> row_buffer_candidates;
+    // Funcs decide_inlining would inline but would rather buffer per row: their evaluations and
+    // the inline decision's reason, for when no row holds them.
+    std::map<std::string, std::pair<double, std::string>> row_buffer_candidates;
 
     Planner(const LoweredPipeline &p_, const MachineModel &m_, const ScheduleKnobs &k_)
         : p(p_), m(m_), knobs(k_), info(autosched::analyze(p_)) {}
@@ -145,9 +146,12 @@ struct Planner {
             // it Row where the consumers share a row kernel, else inlines it after all.
             double recompute = extra * lf.flops_per_point / m.pointwise_flops_per_s();
             double buffered = f.points * (1.0 + (double)cs.size()) / m.pointwise_flops_per_s();
-            if (inl && extra > 0 && recompute > buffered) {
+            // Only where the extra evaluations are the readers' own (each reads each point once), not
+            // a window's overlap (a conv reading its inlined input 9 times).
+            bool point_readers = cs.size() >= 2 && total <= (double)cs.size() * f.points;
+            if (inl && point_readers && recompute > buffered) {
                 d.placement = Placement::Root;
-                row_buffer_candidates[lf.name] = total;
+                row_buffer_candidates[lf.name] = {total, d.why};
                 d.why = str_cat("per-row buffer if its consumers share a row kernel: ", cs.size(), " consumer(s), ",
                                 fmt(total / std::max(1.0, f.points)), "x evaluations inlined, ",
                                 fmt(recompute * 1e3, 3), " ms of arithmetic recomputed vs ", fmt(buffered * 1e3, 3),
@@ -376,8 +380,8 @@ struct Planner {
         FuncDecision &d = dec[n];
         d.placement = Placement::Inline;
         d.kernel.clear();
-        d.why = str_cat("inline: ", reason, " (", d.why, ")");
-        evals[n] = row_buffer_candidates.at(n);
+        d.why = str_cat(row_buffer_candidates.at(n).second, "; not buffered per row: ", reason);
+        evals[n] = row_buffer_candidates.at(n).first;
         if (context_ready) context.statements.push_back(ScheduleStatement(n).add("compute_inline"));
     }
 
