@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/jit.h"
+#include "graph/passes.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
 #include "graph_builder.h"
@@ -113,6 +114,45 @@ TEST(OpsLinalg, Gemm) {
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->update_rvars, (std::vector<std::vector<std::string>>{{"k"}}));
     EXPECT_EQ(lp.funcs.size(), 6u);
+}
+
+/// The constant Buffers a Func reads, directly or through the Funcs it calls.
+std::vector<Halide::Buffer<>> constant_buffers(const Halide::Func &f) {
+    struct Images : Halide::Internal::IRGraphVisitor {
+        std::vector<Halide::Buffer<>> found;
+        using IRGraphVisitor::visit;
+        void visit(const Halide::Internal::Call *c) override {
+            if (c->call_type == Halide::Internal::Call::Image && c->image.defined()) found.push_back(c->image);
+            IRGraphVisitor::visit(c);
+        }
+    } v;
+    auto funcs = Halide::Internal::find_transitive_calls(f.function());
+    for (auto &[name, fn] : funcs) {
+        for (const auto &e : fn.values()) e.accept(&v);
+        for (const auto &u : fn.updates())
+            for (const auto &e : u.values()) e.accept(&v);
+    }
+    return v.found;
+}
+
+// A constant matrix with 1 KiB rows is stored with 64 bytes after each row (so that a GEMM's B
+// strip does not map to one L1 set) and reads the same values: the padded Gemm matches the
+// reference; the same graph lowered without padding has dense rows.
+TEST(OpsLinalg, ConstantRowsArePaddedOffCuda) {
+    Builder b;
+    std::string A = b.input("A", {37, 128}), Bt = b.random_constant("Bt", {256, 128}, 5);
+    b.out("Gemm", {A, Bt}, {37, 256}, {{"transB", int64_t(1)}});
+    prepare_graph(b.g);  // B^T becomes a [128, 256] constant: rows of 1 KiB
+    check(b.g, 13);
+    for (bool pad : {true, false}) {
+        LowerOptions lo;
+        lo.pad_constant_rows = pad;
+        LoweredPipeline lp = lower_graph(b.g, lo);
+        auto bufs = constant_buffers(lp.funcs.back().func);
+        ASSERT_EQ(bufs.size(), 1u);
+        EXPECT_EQ(bufs[0].dim(0).extent(), 256);
+        EXPECT_EQ(bufs[0].dim(1).stride(), pad ? 256 + 16 : 256);
+    }
 }
 
 TEST(OpsLinalg, Conv2D) {

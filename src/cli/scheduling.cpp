@@ -44,6 +44,7 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     lo.conv_extern = cuda && !flags.no_cudnn;
     lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && flags.tf32;
     lo.buffer_alignment = cuda ? 16 : 0;
+    lo.pad_constant_rows = !cuda;
     return lo;
 }
 

@@ -100,8 +100,21 @@ Func LowerContext::value(const std::string &name) {
     DType dt = c->dtype();
     Type storage = dt == DType::Bool ? Halide::UInt(8) : halide_type(dt);
     std::string fname = reserve_name("c_" + sanitize_name(name));
-    Halide::Buffer<> buf(storage, sizes, fname + "_buf");
-    std::memcpy(buf.data(), c->data(), c->bytes().size());
+    Halide::Buffer<> buf;
+    const int64_t es = dtype_size(dt), row_bytes = c->rank() == 2 ? c->shape()[1] * es : 0;
+    if (options.pad_constant_rows && c->rank() == 2 && row_bytes % 1024 == 0 && c->bytes().size() >= 32768) {
+        // Rows padded by 64 bytes (LowerOptions::pad_constant_rows), the Buffer cropped to the matrix.
+        std::vector<int> padded = sizes;
+        padded[0] += (int)(64 / es);
+        buf = Halide::Buffer<>(storage, padded, fname + "_buf");
+        buf.crop(0, 0, sizes[0]);
+        for (int64_t r = 0; r < c->shape()[0]; r++)
+            std::memcpy((uint8_t *)buf.data() + r * buf.dim(1).stride() * es,
+                        (const uint8_t *)c->data() + r * row_bytes, (size_t)row_bytes);
+    } else {
+        buf = Halide::Buffer<>(storage, sizes, fname + "_buf");
+        std::memcpy(buf.data(), c->data(), c->bytes().size());
+    }
     Func f{Halide::Internal::Function(fname)};
     std::vector<Var> vs;
     std::vector<Expr> args;
