@@ -298,6 +298,20 @@ struct Planner {
         }
     }
 
+    // Places d's Func inside kernel \p root as \p pl, explained by \p why, when the validator
+    // allows it; else notes the validator's reason and leaves it at root.
+    bool place_inside(FuncDecision &d, const std::string &root, Placement pl, const std::string &why) {
+        std::string reason;
+        if (!legal_at(d.func, root, reason)) {
+            d.why += "; root: the validator rejects a placement inside " + root + ": " + reason;
+            return false;
+        }
+        d.placement = pl;
+        d.kernel = root;
+        d.why = why;
+        return true;
+    }
+
     void place_in_consumer_kernel(const LoweredFunc &lf) {
         const std::string &n = lf.name;
         FuncDecision &d = dec[n];
@@ -317,15 +331,9 @@ struct Planner {
         const FuncInfo &r = fi(root);
         bool root_pure = !r.has_update;
         if (block_ok(n, cons, root)) {
-            std::string why;
-            if (!legal_at(n, root, why)) {
-                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-                return;
-            }
-            d.placement = Placement::Block;
-            d.kernel = root;
-            d.why = str_cat("computed per row block of ", root, ", where its GEMM reads it: saves ",
-                            human_bytes((f.has_update ? 1 : 2) * f.points * f.esize), " of traffic");
+            place_inside(d, root, Placement::Block,
+                         str_cat("computed per row block of ", root, ", where its GEMM reads it: saves ",
+                                 human_bytes((f.has_update ? 1 : 2) * f.points * f.esize), " of traffic"));
             return;
         }
         bool feeds_block = false;  // a row block holds its consumer: no row loop to join
@@ -333,29 +341,17 @@ struct Planner {
         if (feeds_block) return;
         if (f.has_update && !f.is_matmul && !f.is_conv && root_pure && knobs.row_stats) {
             int depth = row_depth(n, root);
-            std::string why;
-            if (depth > 0 && !legal_at(n, root, why)) {
-                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-            } else if (depth > 0) {
-                d.placement = Placement::Row;
-                d.kernel = root;
-                d.why = str_cat("computed per row of ", root, " (depth ", depth,
-                                "): the row is read from cache, saves ",
-                                human_bytes(2 * f.points * f.esize), " of traffic");
+            if (depth > 0 && place_inside(d, root, Placement::Row,
+                                          str_cat("computed per row of ", root, " (depth ", depth,
+                                                  "): the row is read from cache, saves ",
+                                                  human_bytes(2 * f.points * f.esize), " of traffic")))
                 return;
-            }
         }
         if ((f.is_matmul || f.is_conv) && root_pure && cons.size() == 1 && *cons.begin() == root &&
             same_extents(n, root) && fi(root).lf->is_pointwise && (int)f.lf->extents.size() >= 2) {
-            std::string why;
-            if (!legal_at(n, root, why)) {
-                d.why += "; root: the validator rejects a placement inside " + root + ": " + why;
-                return;
-            }
-            d.placement = Placement::Tile;
-            d.kernel = root;
-            d.why = str_cat("computed per output tile of its epilogue ", root, ": saves ",
-                            human_bytes(2 * f.points * f.esize), " of traffic");
+            place_inside(d, root, Placement::Tile,
+                         str_cat("computed per output tile of its epilogue ", root, ": saves ",
+                                 human_bytes(2 * f.points * f.esize), " of traffic"));
             return;
         }
         if (!f.has_update && root_pure && (same_extents(n, root) || row_depth(n, root) > 0) &&
