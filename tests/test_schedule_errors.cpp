@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "codegen/jit.h"
+#include "frontends/onnx/onnx_import.h"
 #include "graph/error.h"
+#include "graph/passes.h"
 #include "lower/lowered.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
@@ -13,6 +15,7 @@
 
 #include "graph_builder.h"
 #include "schedule_test_pipeline.h"
+#include "test_util.h"
 
 using namespace loom;
 
@@ -110,6 +113,28 @@ TEST(ScheduleErrors, ComputeAtNonConsumerListsLegalLocations) {
     EXPECT_HAS(m, "c.compute_at(b, i): c is an output; it can only be computed at root");
     m = error_of("a.compute_at(bb, i);");
     EXPECT_HAS(m, "mlp.cpu.sched:1:14: a.compute_at(bb, i): unknown func 'bb'; did you mean 'b'? legal: b.{i, j, k}, root");
+}
+
+// An op helper the defaults inline (Softmax's exponentials) has no loops until the file places it.
+TEST(ScheduleErrors, ComputeAtUnplacedOpHelper) {
+    Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
+    prepare_graph(g);
+    LoweredPipeline lp = lower_graph(g);
+    auto error = [&](const std::string &text) -> std::string {
+        try {
+            validate_schedule(parse_schedule(text, "rows.cpu.sched"), lp, kCpu);
+        } catch (const UserError &e) {
+            return e.what();
+        }
+        return "";
+    };
+    std::string m = error("softmax_max.compute_at(softmax_exp, i);");
+    EXPECT_STARTS(m, "rows.cpu.sched:1:13: softmax_max.compute_at(softmax_exp, i): softmax_exp is a helper of its op, "
+                     "inlined unless the file places it, and has no loops; place it first (e.g. "
+                     "softmax_exp.compute_root()); legal: root");
+    // Placed, its loops are legal; and the defaults still let the statistics sit at the output's rows.
+    EXPECT_EQ(error("softmax_exp.compute_root();\nsoftmax_max.compute_at(softmax_exp, i);"), "");
+    EXPECT_EQ(error("softmax_max.compute_at(softmax, i);\nsoftmax_sum.compute_at(softmax, i);"), "");
 }
 
 TEST(ScheduleErrors, ComputeAtCycle) {

@@ -681,6 +681,9 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
     if (!c) return "unknown func '" + consumer + "'" + hint_legal(did_you_mean(consumer, m.names()));
     if (f->is_output) return producer + " is an output; it can only be computed at root";
     if (consumer == producer) return "a Func cannot be computed at itself" + legal();
+    if (c->place.kind == Placement::Inline && c->place.loc.line == 0)  // LoweredFunc::inline_by_default
+        return consumer + " is a helper of its op, inlined unless the file places it, and has no loops; place it "
+                          "first (e.g. " + consumer + ".compute_root())" + legal();
     if (c->place.kind == Placement::Inline) return consumer + " is compute_inline and has no loops" + legal();
     std::set<std::string> seen;
     if (inside(m, consumer, producer, seen))
