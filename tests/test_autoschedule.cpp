@@ -154,6 +154,25 @@ TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
     EXPECT_EQ(plan_fusion(lc, test_machine()).kernels.size(), 1u);
 }
 
+// Waking the thread pool costs microseconds: a kernel with less work than kMinParallelMicros on one
+// core runs serially (the tiny transformer fixture: 0.070 -> 0.029 ms), a big one stays parallel.
+TEST(Autoschedule, TinyKernelsRunSerially) {
+    for (int64_t rows : {8, 2048}) {
+        Builder b;
+        Shape s{rows, 1024};
+        std::string x = b.input("x", s);
+        std::string sum = b.node("ReduceSum", {x}, {rows, 1}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
+        b.out("Div", {b.node("Exp", {x}, s), sum}, s);
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        Schedule sch = auto_schedule(lp, host_target(), test_machine());
+        std::string text = print_schedule(sch);
+        EXPECT_EQ(text.find(".parallel(") == std::string::npos, rows == 8) << text;
+        EXPECT_EQ(text.find("# serial: about") != std::string::npos, rows == 8) << text;
+        if (rows == 8) check_auto(b.g, "a tiny row kernel");
+    }
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});

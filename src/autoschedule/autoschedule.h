@@ -51,6 +51,7 @@ struct ScheduleKnobs {
     bool gemm_prologue = true; ///< compute a GEMM's A operand (and its row statistics) per row block
     bool row_stats = true;     ///< compute row statistics per row of their consumer (else own kernel)
     int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: 32768)
+    double min_parallel_us = 0;  ///< a kernel with less estimated one-core work runs serially (0: kMinParallelMicros)
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;
     bool operator==(const ScheduleKnobs &o) const;

@@ -47,6 +47,10 @@ struct GemmTile {
     int64_t M = 0, N = 0, K = 0, NC = 0, KC = 0, MC = 0, NCt = 0;
 };
 
+/// A CPU kernel whose estimated work on one core is below this many microseconds runs serially
+/// (ScheduleKnobs::min_parallel_us overrides it): waking Halide's thread pool costs a few us.
+constexpr double kMinParallelMicros = 20;
+
 /// The blocking of matmul \p f (computed in an epilogue's tile when \p epilogue) for \p m.
 GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, const ScheduleKnobs &knobs);
 

@@ -150,6 +150,11 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
             k.task_elems = t;
             sets.push_back(k);
         }
+    for (double us : {2.0, 200.0}) {  // the serial-kernel threshold (kMinParallelMicros) both ways
+        ScheduleKnobs k;
+        k.min_parallel_us = us;
+        sets.push_back(k);
+    }
     add({}, std::move(base));
     for (const auto &k : sets) {
         if (k == ScheduleKnobs{}) continue;
