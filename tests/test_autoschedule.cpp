@@ -74,6 +74,11 @@ TEST(Autoschedule, OddSizesAreCorrect) {
     b.out("Softmax", {z}, {33, 133}, {{"axis", int64_t(1)}});
     b.out("ReduceSum", {z}, {}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(0)}});
     b.out("ReduceSum", {z}, {133}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+    // Row sums big enough to run in parallel tasks of several rows, the row count no multiple of
+    // the task (1001 = 31 * 32 + 9), with and without the reduced dim kept.
+    std::string q = b.input("q", {1001, 1024});
+    b.out("ReduceSum", {q}, {1001}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}});
+    b.out("ReduceSum", {q}, {1001, 1}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
     std::string t = b.input("t", {2, 3, 11, 13});
     std::string k = b.random_constant("w5", {4, 3, 3, 3}, 5);
     b.out("Relu", {b.node("Conv", {t, k}, {2, 4, 9, 11}, {{"kernel_shape", std::vector<int64_t>{3, 3}}})},

@@ -136,6 +136,13 @@ struct Ctx {
         return true;
     }
 
+    // Halide hands out parallel iterations one at a time: give each task enough rows of
+    // \p row_elems elements to amortise that (>= 32K elements) while leaving >= 8 tasks per core.
+    int64_t rows_per_task(double rows, double row_elems) const {
+        double task = knobs.task_elems > 0 ? (double)knobs.task_elems : 32768.0;
+        return (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(task / std::max(1.0, row_elems)));
+    }
+
     // Pure-stage loops of a root: returns the row var (parallel), fusing outer vars up to \p depth
     // (0 = choose), and vectorises the innermost var.
     std::string pure_loops(ScheduleStatement &st, const std::string &f, int depth) {
@@ -184,10 +191,7 @@ struct Ctx {
         }
         double rows = prod(e, 0, depth), row_elems = prod(e, depth, e.size());
         if (rows < 2) return row;
-        // Halide hands out parallel iterations one at a time: give each task enough rows to
-        // amortise that (>= 32K elements) while leaving >= 8 tasks per core.
-        double task = knobs.task_elems > 0 ? (double)knobs.task_elems : 32768.0;
-        int64_t per = (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(task / row_elems));
+        int64_t per = rows_per_task(rows, row_elems);
         if (per >= 2) {
             std::string ro = fresh(used, row + "o"), ri = fresh(used, row + "i");
             st.add("split", {row, ro, ri, per}).add("parallel", {ro});
@@ -283,8 +287,21 @@ struct Ctx {
         if (f.points >= m.cores * 4) {
             pure_loops(st, F, 1);
             const std::string &inner = v[r - 1];
-            if (rfactor_rows(F, F, inner)) {
-                if (e[0] >= 2) add(F, 0).add("parallel", {v[0]});
+            // The update's rows go to the threads in tasks of several rows, as pure_loops sizes them
+            // (sum_prologue, a task per row of 4096 terms: 2.14-2.24 -> 1.99-2.01 ms).
+            double terms = prod(e, 1, e.size());
+            for (int64_t x : f.rvar_extents[0]) terms *= (double)x;
+            int64_t per = e[0] >= 2 ? rows_per_task((double)e[0], terms) : 1;
+            // Names of their own: the pure stage has split v[0] into its own io/ii.
+            std::string ro = per >= 2 ? fresh(used, v[0] + "_task") : "", ri = per >= 2 ? fresh(used, v[0] + "_row") : "";
+            if (rfactor_rows(F, F, per >= 2 && r == 1 ? ri : inner)) {
+                if (per >= 2) {
+                    Args split = {v[0], ro, ri, per};
+                    if (e[0] % per) split.push_back(ScheduleArg::tail("GuardWithIf"));
+                    add(F, 0).add("split", split).add("parallel", {ro});
+                } else if (e[0] >= 2) {
+                    add(F, 0).add("parallel", {v[0]});
+                }
             } else if (f.inner_var_contiguous && e[r - 1] >= V) {
                 std::string vo = fresh(used, inner + "o"), vi = fresh(used, inner + "i");
                 ScheduleStatement &u = add(F, 0);
