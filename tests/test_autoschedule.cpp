@@ -28,6 +28,9 @@ using loom::testing::close;
 
 MachineModel test_machine() { return reference_machine(host_target(), 2); }
 
+/// Float lanes of one native vector of the test machine.
+int lanes_of_host() { return test_machine().vector_bytes / 4; }
+
 Graph fixture(const std::string &name) {
     Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
@@ -176,6 +179,27 @@ TEST(Autoschedule, TinyKernelsRunSerially) {
         EXPECT_EQ(text.find("# serial: about") != std::string::npos, rows == 8) << text;
         if (rows == 8) check_auto(b.g, "a tiny row kernel");
     }
+}
+
+// A conv whose rows are narrower than a vector (ResNet-18's 7x7 and 14x14 stages) computes each row
+// as one vector rounded up, not a vector plus a scalar tail; the graph output keeps its exact
+// bounds. Both convs match the reference.
+TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
+    Builder b;
+    std::string x = b.input("x", {1, 32, 7, 7});
+    std::map<std::string, AttrValue> attrs = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    std::string w1 = b.random_constant("w1", {32, 32, 3, 3}, 21), w2 = b.random_constant("w2", {32, 32, 3, 3}, 22);
+    std::string c1 = b.node("Conv", {x, w1}, {1, 32, 7, 7}, attrs);
+    b.out("Conv", {c1, w2}, {1, 32, 7, 7}, attrs);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    if (lanes_of_host() > 7) {
+        EXPECT_NE(text.find("the 7-wide rows rounded up"), std::string::npos) << text;
+        EXPECT_NE(text.find("TailStrategy::RoundUp"), std::string::npos) << text;
+    }
+    check_auto(b.g, "narrow conv rows");
 }
 
 TEST(Autoschedule, OneOutputReductionIsSplit) {
