@@ -711,8 +711,8 @@ struct Ctx {
             // the tile is one vector rounded up (RoundUp: the last columns are computed into the
             // padded allocation and never read) where the conv is not a graph output; guarded
             // (GuardWithIf), the tail columns ran as scalar code. ResNet-18 on 2 cores, its 7- and
-            // 14-wide rows: 70.6 -> 35.1 ms. Wider rows keep the guard: rounding their 28-, 56- and
-            // 112-wide rows up as well took it to 148 ms.
+            // 14-wide rows: 70.6 -> 33-41 ms. Wider rows keep the guard: rounding their 28-, 56- and
+            // 112-wide rows up as well took it to 53-114 ms.
             const bool round_up = !lf(F).is_output && vl && W < V && W % WT != 0;
             if (round_up) {
                 while (WT < W) WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
