@@ -5,7 +5,9 @@ For each workload of workloads.py that has a Loom artifact (`loom compile --targ
 both as .npy into the artifact's data/ folder, runs tools/loom_run on it (checks, then times with
 CUDA events, L2 flushed, median) and times PyTorch eager and torch.compile (default mode) with
 triton.testing.do_bench (same method: events, L2 flush, median), after checking their outputs too.
-Prints one table; writes all numbers as JSON to --out.
+Each artifact is then also loaded into this process (in_process.py) and timed by do_bench itself on
+PyTorch's tensors, its output checked again: the literal same method as PyTorch's columns.
+Prints one table with both Loom columns; writes all numbers as JSON to --out.
 """
 import argparse
 import datetime
