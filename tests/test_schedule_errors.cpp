@@ -23,15 +23,20 @@ using namespace loom;
 static const Halide::Target kCpu("x86-64-linux-avx2");
 static const Halide::Target kCuda("x86-64-linux-avx2-cuda-cuda_capability_80");
 
-// The message validate_schedule throws for \p text ("" if it is legal).
-static std::string error_of(const std::string &text, const Halide::Target &target = kCpu) {
-    TestPipeline t = make_pipeline();
+// The message validate_schedule throws for \p text, read as file \p file, on \p p ("" if it is legal).
+static std::string error_in(const LoweredPipeline &p, const std::string &text, const std::string &file,
+                            const Halide::Target &target = kCpu) {
     try {
-        validate_schedule(parse_schedule(text, "mlp.cpu.sched"), t.p, target);
+        validate_schedule(parse_schedule(text, file), p, target);
     } catch (const UserError &e) {
         return e.what();
     }
     return "";
+}
+
+// The same on the small test pipeline (schedule_test_pipeline.h), as mlp.cpu.sched.
+static std::string error_of(const std::string &text, const Halide::Target &target = kCpu) {
+    return error_in(make_pipeline().p, text, "mlp.cpu.sched", target);
 }
 
 #define EXPECT_STARTS(msg, prefix) EXPECT_EQ((msg).substr(0, std::string(prefix).size()), prefix) << (msg)
@@ -120,14 +125,7 @@ TEST(ScheduleErrors, ComputeAtUnplacedOpHelper) {
     Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
     prepare_graph(g);
     LoweredPipeline lp = lower_graph(g);
-    auto error = [&](const std::string &text) -> std::string {
-        try {
-            validate_schedule(parse_schedule(text, "rows.cpu.sched"), lp, kCpu);
-        } catch (const UserError &e) {
-            return e.what();
-        }
-        return "";
-    };
+    auto error = [&](const std::string &text) { return error_in(lp, text, "rows.cpu.sched"); };
     std::string m = error("softmax_max.compute_at(softmax_exp, i);");
     EXPECT_STARTS(m, "rows.cpu.sched:1:13: softmax_max.compute_at(softmax_exp, i): softmax_exp is a helper of its op, "
                      "inlined unless the file places it, and has no loops; place it first (e.g. "

@@ -62,6 +62,8 @@ class Artifact:
         self._argv = (ins, outs)
 
     def run(self):
+        if self._argv is None:
+            raise RuntimeError(f"{self.name}: call bind(inputs) before run()")
         rc = self._run(self.model, self._argv[0], self._argv[1])
         if rc != 0:
             raise RuntimeError(f"{self.name}_run_device returned {rc}: {self._err().decode()}")

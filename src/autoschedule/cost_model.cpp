@@ -191,16 +191,15 @@ struct Planner {
         for (size_t k = d; k < es.size(); k++)
             if (es[k] != 1) return 0;
         // One row block must stay in cache between the passes.
-        double row_bytes = fi(r).esize;
-        for (size_t k = d; k < er.size(); k++) row_bytes *= (double)er[k];
-        return row_bytes <= (double)m.l2_bytes / 2 ? d : 0;
+        return row_fits(r, d) ? d : 0;
     }
 
-    // Whether one row of \p r (all but its outermost dim) fits in half of L2, as a row buffer must.
-    bool row_fits(const std::string &r) const {
+    // Whether one row of \p r (its dims from \p depth in) fits in half of L2, as a row block read
+    // twice or a row buffer must.
+    bool row_fits(const std::string &r, size_t depth = 1) const {
         const auto &e = fi(r).lf->extents;
         double row_bytes = fi(r).esize;
-        for (size_t k = 1; k < e.size(); k++) row_bytes *= (double)e[k];
+        for (size_t k = depth; k < e.size(); k++) row_bytes *= (double)e[k];
         return row_bytes <= (double)m.l2_bytes / 2;
     }
 
