@@ -184,14 +184,15 @@ TEST(Autoschedule, TinyKernelsRunSerially) {
 // A conv whose rows are narrower than a vector (ResNet-18's 7x7 and 14x14 stages) computes each row
 // as one vector rounded up, not a vector plus a scalar tail; the graph output keeps its exact
 // bounds. Both convs match the reference.
+// (24 channels: not a multiple of 16, so the weights stay dense and the tile runs along rows.)
 TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
     Builder b;
-    std::string x = b.input("x", {1, 32, 7, 7});
+    std::string x = b.input("x", {1, 24, 7, 7});
     std::map<std::string, AttrValue> attrs = {{"kernel_shape", std::vector<int64_t>{3, 3}},
                                               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
-    std::string w1 = b.random_constant("w1", {32, 32, 3, 3}, 21), w2 = b.random_constant("w2", {32, 32, 3, 3}, 22);
-    std::string c1 = b.node("Conv", {x, w1}, {1, 32, 7, 7}, attrs);
-    b.out("Conv", {c1, w2}, {1, 32, 7, 7}, attrs);
+    std::string w1 = b.random_constant("w1", {24, 24, 3, 3}, 21), w2 = b.random_constant("w2", {24, 24, 3, 3}, 22);
+    std::string c1 = b.node("Conv", {x, w1}, {1, 24, 7, 7}, attrs);
+    b.out("Conv", {c1, w2}, {1, 24, 7, 7}, attrs);
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
@@ -200,6 +201,43 @@ TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
         EXPECT_NE(text.find("TailStrategy::RoundUp"), std::string::npos) << text;
     }
     check_auto(b.g, "narrow conv rows");
+}
+
+// Convs with weights blocked by 16 channels are vectorized over output channels: a tile of
+// pixels x 16 channels, the conv stored channels-innermost at the tile of its epilogue (ReLU, a
+// residual Add) or of a `<conv>_out` wrapper when it has none. A graph output with no epilogue
+// (here a 1x1, stride 2) keeps the row tiles (an output is computed at root) over blocked weights.
+// Widths and heights that the tile does not divide (7 rows in pairs, 30 = 3 x 10 wide) and every
+// conv match the reference.
+TEST(Autoschedule, BlockedConvsTileOutputChannels) {
+    Builder b;
+    std::string x = b.input("x", {2, 8, 7, 7}), y = b.input("y", {1, 3, 9, 30});
+    auto attrs = [](int64_t k, int64_t s) {
+        std::map<std::string, AttrValue> a = {{"kernel_shape", std::vector<int64_t>{k, k}},
+                                              {"strides", std::vector<int64_t>{s, s}}};
+        if (k == 3) a["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+        return a;
+    };
+    std::string w1 = b.random_constant("w1", {32, 8, 3, 3}, 51), b1 = b.random_constant("b1", {32}, 52);
+    std::string w2 = b.random_constant("w2", {32, 32, 3, 3}, 53), w3 = b.random_constant("w3", {16, 3, 3, 3}, 54);
+    std::string w4 = b.random_constant("w4", {16, 16, 1, 1}, 55);
+    std::string c1 = b.node("Conv", {x, w1, b1}, {2, 32, 7, 7}, attrs(3, 1));
+    std::string r1 = b.node("Relu", {c1}, {2, 32, 7, 7});
+    std::string c2 = b.node("Conv", {r1, w2}, {2, 32, 7, 7}, attrs(3, 1));
+    b.out("Relu", {b.node("Add", {c2, r1}, {2, 32, 7, 7})}, {2, 32, 7, 7});  // residual epilogue
+    std::string c3 = b.node("Conv", {y, w3}, {1, 16, 9, 30}, attrs(3, 1));
+    b.out("Conv", {b.node("Relu", {c3}, {1, 16, 9, 30}), w4}, {1, 16, 5, 15}, attrs(1, 2));  // no epilogue, output
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    if (lanes_of_host() >= 4) {
+        EXPECT_NE(text.find("conv channel tile 7 (w) x 2 (rows) x 16 (channels)"), std::string::npos) << text;
+        EXPECT_NE(text.find("conv channel tile 10 (w) x 1 (rows) x 16 (channels)"), std::string::npos) << text;
+        EXPECT_NE(text.find(".reorder_storage(c, w, h, n)"), std::string::npos) << text;
+        EXPECT_NE(text.find(".in() as conv_0_out"), std::string::npos) << text;  // read by two kernels
+        EXPECT_EQ(text.find(".in() as conv_7_out"), std::string::npos) << text;  // the graph output
+    }
+    check_auto(b.g, "blocked convs");
 }
 
 TEST(Autoschedule, OneOutputReductionIsSplit) {

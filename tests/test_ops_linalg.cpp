@@ -155,6 +155,55 @@ TEST(OpsLinalg, ConstantRowsArePaddedOffCuda) {
     }
 }
 
+// On the CPU a 2-D conv of one group with constant float weights and a multiple of 16 output
+// channels reads them blocked by 16 channels ([C_out/16][C_in][kH][kW][16]), so that a tile
+// vectorized over channels loads each weight vector densely: the blocked convs (strided, dilated,
+// asymmetric pads, bias; 1x1) match the reference, the buffer holds the graph's weights in that
+// order, a 24-channel conv keeps dense weights, and without the option (CUDA) none is blocked.
+TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
+    Builder b;
+    std::string x = b.input("x", {2, 5, 9, 11});
+    std::string w1 = b.random_constant("w1", {32, 5, 3, 3}, 31), b1 = b.random_constant("b1", {32}, 32);
+    b.out("Conv", {x, w1, b1}, {2, 32, conv_out(9, 3, 2, 1, 1, 2), conv_out(11, 3, 1, 2, 0, 1)},
+          {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 1}}, {"dilations", Ints{1, 2}},
+           {"pads", Ints{1, 0, 2, 1}}, {"group", int64_t(1)}},
+          DType::F32, "/enc/conv1/Conv");
+    std::string w2 = b.random_constant("w2", {16, 5, 1, 1}, 33);
+    b.out("Conv", {x, w2}, {2, 16, 9, 11}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "pointwise");
+    std::string w3 = b.random_constant("w3", {24, 5, 3, 3}, 34);
+    b.out("Conv", {x, w3}, {2, 24, 9, 11}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}},
+          DType::F32, "dense");
+    check(b.g, 41);
+    check(b.g, 42, /*inline_pads=*/true);
+    const std::vector<double> w = b.g.constant(w1)->to_doubles();
+    for (bool on : {true, false}) {
+        SCOPED_TRACE(on ? "blocked" : "option off");
+        LowerOptions lo;
+        lo.block_conv_weights = on;
+        LoweredPipeline lp = lower_graph(b.g, lo);
+        const LoweredFunc *f1 = lp.find("enc_conv1_conv"), *f2 = lp.find("pointwise"), *f3 = lp.find("dense");
+        ASSERT_TRUE(f1 && f2 && f3);
+        EXPECT_EQ(f1->conv_weight_block, on ? 16 : 0);
+        EXPECT_EQ(f2->conv_weight_block, on ? 16 : 0);
+        EXPECT_EQ(f3->conv_weight_block, 0);
+        Halide::Buffer<> wb;
+        for (auto &buf : constant_buffers(f1->func))
+            if (buf.number_of_elements() == w.size()) wb = buf;
+        ASSERT_TRUE(wb.defined());
+        ASSERT_EQ(wb.dimensions(), on ? 5 : 4);
+        if (!on) continue;
+        EXPECT_EQ((std::vector<int>{wb.dim(0).extent(), wb.dim(1).extent(), wb.dim(2).extent(), wb.dim(3).extent(),
+                                    wb.dim(4).extent()}),
+                  (std::vector<int>{16, 3, 3, 5, 2}));
+        Halide::Buffer<float> wf(wb);
+        for (int o : {0, 7, 16, 31})
+            for (int ci : {0, 4})
+                for (int ky : {0, 2})
+                    for (int kx : {0, 1})
+                        EXPECT_EQ(wf(o % 16, kx, ky, ci, o / 16), (float)w[((o * 5 + ci) * 3 + ky) * 3 + kx]);
+    }
+}
+
 TEST(OpsLinalg, Conv2D) {
     Builder b;
     std::string x = b.input("x", {2, 6, 9, 11});

@@ -45,6 +45,7 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && flags.tf32;
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
+    lo.block_conv_weights = !cuda;
     return lo;
 }
 

@@ -130,6 +130,30 @@ Func LowerContext::value(const std::string &name) {
     return f;
 }
 
+Func LowerContext::blocked_conv_weights(const std::string &name, int block) {
+    const Tensor *c = graph.constant(name);
+    internal_check(c && c->rank() >= 3 && c->shape()[0] % block == 0 && c->dtype() == DType::F32,
+                   "blocked_conv_weights: '", name, "' is not a float conv weight with channels in blocks of ", block);
+    const Shape &s = c->shape();
+    const int rank = c->rank();
+    int64_t inner = 1;  // elements per output channel: C_in * taps
+    for (int d = 1; d < rank; d++) inner *= s[d];
+    // Halide order (innermost first): lane, taps (last ONNX dim first), C_in, C_out / block.
+    std::vector<int> sizes = {block};
+    for (int d = rank - 1; d >= 1; d--) sizes.push_back((int)s[d]);
+    sizes.push_back((int)(s[0] / block));
+    std::string fname = reserve_name("c_" + sanitize_name(name) + "_blocked");
+    Halide::Buffer<float> buf(sizes, fname + "_buf");
+    const float *src = reinterpret_cast<const float *>(c->data());
+    for (int64_t o = 0; o < s[0]; o++)
+        for (int64_t k = 0; k < inner; k++) buf.data()[((o / block) * inner + k) * block + o % block] = src[o * inner + k];
+    Func f{Halide::Internal::Function(fname)};
+    std::vector<Var> vs;
+    for (int d = 0; d <= rank; d++) vs.push_back(Var("d" + std::to_string(d)));
+    f(vs) = buf(std::vector<Expr>(vs.begin(), vs.end()));
+    return f;
+}
+
 Expr LowerContext::at(const std::string &name, const std::vector<Expr> &idx) {
     const Shape &s = shape(name);
     int r = (int)s.size();

@@ -41,6 +41,10 @@ struct LoweredFunc {
     /// read by the sum and by the output): the defaults (eager, Funcs a schedule leaves out) inline
     /// it, so an unscheduled op computes as before; a schedule may still buffer it per row.
     bool inline_by_default = false;
+    /// A Conv whose constant weights are stored in blocks of this many output channels, the block
+    /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
+    /// model vectorizes such a conv over output channels (one dense load per weight vector).
+    int conv_weight_block = 0;
 
     /// The constant extent of update \p k's RVar when that update has exactly one, else -1.
     int64_t single_rvar_extent(int k = 0) const;
@@ -78,7 +82,20 @@ struct LowerOptions {
     /// Padded, a 512x1024x1024 GEMM on the 2-core AVX-512 machine: 232-257 -> 257-283 GFLOP/s.
     /// library_lowering turns it off for CUDA, whose libraries and device copies take dense weights.
     bool pad_constant_rows = true;
+    /// A 2-D Conv of one group with constant float weights and a multiple of
+    /// kConvWeightBlock output channels stores them as [C_out / 16][C_in][kH][kW][16] (oneDNN's
+    /// OIhw16o): a tile of output channels, vectorized over them, then streams its weights
+    /// sequentially. Stored [C_out][C_in][kH][kW], a 16-channel vector is 16 loads 4.6 KB apart
+    /// (512x512 3x3); transposed, each step of the reduction jumps 2 KB and the prefetcher loses the
+    /// stream. ResNet-18's 7x7x512 conv on 2 AVX-512 cores: 81 GFLOP/s (vectorized over w) ->
+    /// 132 (over channels, transposed weights) -> 245 (blocked). Off for CUDA (cuDNN and the device
+    /// copies take dense weights), like pad_constant_rows.
+    bool block_conv_weights = true;
 };
+
+/// Output channels per weight block of LowerOptions::block_conv_weights: a whole AVX-512 vector
+/// of floats, two AVX2 vectors.
+constexpr int kConvWeightBlock = 16;
 
 /// A lowered graph.
 struct LoweredPipeline {

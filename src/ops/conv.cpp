@@ -4,7 +4,9 @@
 // coordinates, a pure pointwise Func a schedule can inline or place; `<node>` is the bias (or 0)
 // plus one update over the RDom "r" spanning (input channel of the group, kernel taps). As
 // everywhere in Loom, r.x is the innermost axis in memory: for a 2-D conv r.x = kw, r.y = kh,
-// r.z = input channel (a schedule reorders them freely).
+// r.z = input channel (a schedule reorders them freely). On the CPU a 2-D conv's constant float
+// weights are read from a copy blocked by 16 output channels (LowerOptions::block_conv_weights), so
+// a schedule that vectorizes over output channels loads each weight vector densely.
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
@@ -183,7 +185,19 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         iw.push_back(tap);
     }
     Expr xv = padded ? LowerContext::call(xin, ix) : LowerContext::cast_to(dt, ctx.at(x, ix));
-    Expr wv = LowerContext::cast_to(dt, ctx.at(w, iw));
+    const Tensor *cw = ctx.constant(w);
+    const int block = kConvWeightBlock;
+    const bool blocked = ctx.options.block_conv_weights && p.sp == 2 && p.group == 1 && cw &&
+                         cw->dtype() == DType::F32 && dt == DType::F32 && sw[0] % block == 0;
+    Expr wv;
+    if (blocked) {  // [C_out / 16][C_in][kH][kW][16]: LowerOptions::block_conv_weights
+        std::vector<Expr> ib = {m / block, rc};
+        ib.insert(ib.end(), iw.begin() + 2, iw.end());
+        ib.push_back(m % block);
+        wv = LowerContext::call(ctx.blocked_conv_weights(w, block), ib);
+    } else {
+        wv = LowerContext::cast_to(dt, ctx.at(w, iw));
+    }
 
     Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
                                   : LowerContext::literal(dt, 0);
@@ -194,6 +208,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     for (auto k : p.kernel) taps *= k;
     ctx.note_cost(f, false, 2.0 * taps + 1);
     ctx.bind_output(y, f);
+    if (blocked) ctx.record(f).conv_weight_block = block;
     (void)sy;
 }
 
