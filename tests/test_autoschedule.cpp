@@ -99,7 +99,13 @@ TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
     std::string w = b.random_constant("w9", {256, 160}, 9);
     std::string bias = b.random_constant("w10", {160}, 10);
     b.out("Relu", {b.node("Add", {b.node("MatMul", {a, w}, {96, 160}), bias}, {96, 160})}, {96, 160});
+    b.out("MatMul", {a, w}, {96, 160});  // no epilogue
     prepare_graph(b.g);
+    // K = 256: both micro-kernels unroll four k steps (odd K, in OddSizesAreCorrect, does not).
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find(".unroll(kii)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".unroll(kvi)"), std::string::npos) << text;
     check_auto(b.g, "big rows");
 }
 
