@@ -212,13 +212,14 @@ TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
 // Convs with weights blocked by 16 channels are vectorized over output channels: a tile of
 // pixels x 16 channels, the conv stored channels-innermost at the tile of its epilogue (ReLU, a
 // residual Add) or of a `<conv>_out` wrapper when it has none; small weights put the row blocks
-// outer (the padded input per task), large ones the channel blocks. A graph output with no epilogue
+// outer (the padded input per task), large ones the channel blocks; a conv with under 64 terms per
+// output keeps the row tiles. A graph output with no epilogue
 // (here a 1x1, stride 2) keeps the row tiles (an output is computed at root) over blocked weights.
 // Widths and heights that the tile does not divide (7 and 9 rows in pairs, 30 = 5 x 6 wide) and every
 // conv match the reference.
 TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     Builder b;
-    std::string x = b.input("x", {2, 8, 7, 7}), y = b.input("y", {1, 3, 9, 30});
+    std::string x = b.input("x", {2, 8, 7, 7}), y = b.input("y", {1, 8, 9, 30});
     auto attrs = [](int64_t k, int64_t s) {
         std::map<std::string, AttrValue> a = {{"kernel_shape", std::vector<int64_t>{k, k}},
                                               {"strides", std::vector<int64_t>{s, s}}};
@@ -226,7 +227,7 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         return a;
     };
     std::string w1 = b.random_constant("w1", {32, 8, 3, 3}, 51), b1 = b.random_constant("b1", {32}, 52);
-    std::string w2 = b.random_constant("w2", {32, 32, 3, 3}, 53), w3 = b.random_constant("w3", {16, 3, 3, 3}, 54);
+    std::string w2 = b.random_constant("w2", {32, 32, 3, 3}, 53), w3 = b.random_constant("w3", {16, 8, 3, 3}, 54);
     std::string w4 = b.random_constant("w4", {16, 16, 1, 1}, 55);
     std::string c1 = b.node("Conv", {x, w1, b1}, {2, 32, 7, 7}, attrs(3, 1), DType::F32, "stem");
     std::string r1 = b.node("Relu", {c1}, {2, 32, 7, 7});
@@ -236,6 +237,9 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     std::string z = b.input("z", {1, 256, 7, 7}), w5 = b.random_constant("w5", {128, 256, 3, 3}, 56);
     b.out("Relu", {b.node("Conv", {z, w5}, {1, 128, 7, 7}, attrs(3, 1))}, {1, 128, 7, 7});
     std::string c3 = b.node("Conv", {y, w3}, {1, 16, 9, 30}, attrs(3, 1));
+    // 27 terms per output (3 channels x 3x3), under kMinChannelTileTerms: row tiles.
+    std::string q = b.input("q", {1, 3, 9, 30}), w6 = b.random_constant("w6", {16, 3, 3, 3}, 57);
+    b.out("Relu", {b.node("Conv", {q, w6}, {1, 16, 9, 30}, attrs(3, 1), DType::F32, "short")}, {1, 16, 9, 30});
     b.out("Conv", {b.node("Relu", {c3}, {1, 16, 9, 30}), w4}, {1, 16, 5, 15}, attrs(1, 2), DType::F32,
           "head");  // no epilogue, a graph output
     prepare_graph(b.g);
@@ -248,6 +252,7 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_NE(text.find("the channel blocks inside"), std::string::npos) << text;
         EXPECT_NE(text.find("row blocks inside"), std::string::npos) << text;  // the 256->128 conv
         EXPECT_NE(text.find("padded input computed per task"), std::string::npos) << text;
+        EXPECT_NE(text.find("# conv tile "), std::string::npos) << text;  // the 3-channel conv
         EXPECT_NE(text.find(".in() as stem_out"), std::string::npos) << text;  // read by two kernels
         EXPECT_EQ(text.find(".in() as head_out"), std::string::npos) << text;  // the graph output
     }
