@@ -7,6 +7,7 @@
 #include "graph/passes.h"
 #include "lower/lowered.h"
 #include "reference/reference.h"
+#include "schedule/schedule_builtin.h"
 #include "graph_builder.h"
 #include "test_util.h"
 
@@ -159,7 +160,8 @@ TEST(OpsLinalg, ConstantRowsArePaddedOffCuda) {
 // channels reads them blocked by 16 channels ([C_out/16][C_in][kH][kW][16]), so that a tile
 // vectorized over channels loads each weight vector densely: the blocked convs (strided, dilated,
 // asymmetric pads, bias; 1x1) match the reference, the buffer holds the graph's weights in that
-// order, a 24-channel conv keeps dense weights, and without the option (CUDA) none is blocked.
+// order, a 24-channel conv keeps dense weights, and without the option (CUDA, or the eager and
+// inline baselines: lowering_for_schedule) none is blocked.
 TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
     Builder b;
     std::string x = b.input("x", {2, 5, 9, 11});
@@ -201,6 +203,12 @@ TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
                 for (int ky : {0, 2})
                     for (int kx : {0, 1})
                         EXPECT_EQ(wf(o % 16, kx, ky, ci, o / 16), (float)w[((o * 5 + ci) * 3 + ky) * 3 + kx]);
+    }
+    // The baselines (eager, inline) are lowered with the graph's layout; the rest blocked.
+    for (const char *spec : {"", "eager", "inline", "auto", "my.cpu.sched"}) {
+        LoweredPipeline lp = lower_graph(b.g, lowering_for_schedule({}, spec));
+        bool baseline = std::string(spec).empty() || std::string(spec) == "eager" || std::string(spec) == "inline";
+        EXPECT_EQ(lp.find("enc_conv1_conv")->conv_weight_block, baseline ? 0 : 16) << spec;
     }
 }
 

@@ -58,7 +58,7 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
                               const std::string &model_path, const LowerOptions &lower_options) {
     ScheduledModel m;
-    m.pipeline = lower_graph(g, lower_options);
+    m.pipeline = lower_graph(g, lowering_for_schedule(lower_options, spec));
     std::string sha = model_path.empty() ? "" : file_sha256(model_path);
     m.schedule = resolve_schedule(m.pipeline, target, spec, autoscheduler_for(target), &m.warnings, sha);
     if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();

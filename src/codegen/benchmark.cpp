@@ -11,6 +11,7 @@
 #include "graph/error.h"
 #include "graph/op_catalog.h"
 #include "reference/reference.h"
+#include "schedule/schedule_builtin.h"
 
 namespace loom {
 
@@ -229,7 +230,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             row.stage = "schedule";
             say(pre + "scheduling");
             auto ts = Clock::now();
-            LoweredPipeline lp = lower_graph(g);
+            LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, v.kind));
             row.schedule_text = v.apply ? v.apply(lp, opts.target) : std::string();
             row.schedule_s = seconds_since(ts);
 

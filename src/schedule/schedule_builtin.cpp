@@ -314,6 +314,11 @@ void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &
     s.statements.insert(s.statements.end(), extra.begin(), extra.end());
 }
 
+LowerOptions lowering_for_schedule(LowerOptions lo, const std::string &spec) {
+    if (spec.empty() || spec == "eager" || spec == "inline") lo.block_conv_weights = false;
+    return lo;
+}
+
 Schedule resolve_schedule(const LoweredPipeline &p, const Halide::Target &target, const std::string &spec,
                           const AutoscheduleFn &autoschedule, std::vector<std::string> *warnings,
                           const std::string &model_sha256) {

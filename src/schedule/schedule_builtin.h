@@ -34,6 +34,14 @@ Schedule eager_schedule(const LoweredPipeline &p, const Halide::Target &target);
 /// "inline": compute_inline for every pointwise Func that is not an output, the default for the rest.
 Schedule inline_schedule(const LoweredPipeline &p, const Halide::Target &target);
 
+/// The lowering schedule \p spec (as resolve_schedule takes it) is measured with: \p lo, except
+/// that the built-in baselines ("eager", "inline", "" = eager) read conv weights as the graph stores
+/// them (LowerOptions::block_conv_weights off). They stand for an unfused framework, whose layouts
+/// are its own, and their default loop nests read blocked weights one tap at a time, 64 bytes apart
+/// (ResNet-18 eager: 241 ms dense, 345 blocked). Auto, Halide's autoschedulers and schedule files
+/// get \p lo unchanged.
+LowerOptions lowering_for_schedule(LowerOptions lo, const std::string &spec);
+
 /// Appends the default for every Func \p s does not mention, and on a GPU target the default GPU
 /// mapping for stages of compute_root Funcs that have none (and no loop changes of their own).
 void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &target);
