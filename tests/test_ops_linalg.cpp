@@ -21,10 +21,10 @@ using Builder = loom::testing::GraphBuilder;
 
 /// Lowers, compute_roots every Func (pads inlined when \p inline_pads), JIT-runs on random inputs
 /// and compares every output with the reference.
-void check(const Graph &g, uint64_t seed, bool inline_pads = false) {
+void check(const Graph &g, uint64_t seed, bool inline_pads = false, const LowerOptions &lo = {}) {
     auto in = random_inputs(g, seed);
     auto ref = run_reference(g, in);
-    LoweredPipeline lp = lower_graph(g);
+    LoweredPipeline lp = lower_graph(g, lo);
     for (auto &f : lp.funcs) {
         bool pad = f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, "_pad") == 0;
         if (pad && inline_pads) continue;
@@ -138,21 +138,64 @@ std::vector<Halide::Buffer<>> constant_buffers(const Halide::Func &f) {
 
 // A constant matrix with 1 KiB rows is stored with 64 bytes after each row (so that a GEMM's B
 // strip does not map to one L1 set) and reads the same values: the padded Gemm matches the
-// reference; the same graph lowered without padding has dense rows.
+// reference; the same graph lowered without padding has dense rows. (Column panels, below, take
+// precedence for a GEMM's B; they are off here.)
 TEST(OpsLinalg, ConstantRowsArePaddedOffCuda) {
     Builder b;
     std::string A = b.input("A", {37, 128}), Bt = b.random_constant("Bt", {256, 128}, 5);
     b.out("Gemm", {A, Bt}, {37, 256}, {{"transB", int64_t(1)}});
     prepare_graph(b.g);  // B^T becomes a [128, 256] constant: rows of 1 KiB
-    check(b.g, 13);
+    LowerOptions rows;
+    rows.block_matmul_weights = false;
+    check(b.g, 13, false, rows);
     for (bool pad : {true, false}) {
-        LowerOptions lo;
+        LowerOptions lo = rows;
         lo.pad_constant_rows = pad;
         LoweredPipeline lp = lower_graph(b.g, lo);
         auto bufs = constant_buffers(lp.funcs.back().func);
         ASSERT_EQ(bufs.size(), 1u);
         EXPECT_EQ(bufs[0].dim(0).extent(), 256);
         EXPECT_EQ(bufs[0].dim(1).stride(), pad ? 256 + 16 : 256);
+    }
+}
+
+// A GEMM's constant B ([K, N], N a multiple of 16) is read from column panels [N/16][K][16]: a
+// MatMul with a batched A, and a Gemm with alpha and a bias, match the reference; the panel buffer
+// holds B's values; 24 columns stay as stored; with the option off (CUDA, the eager and inline
+// baselines) B is read as stored.
+TEST(OpsLinalg, GemmWeightsAreStoredInColumnPanels) {
+    Builder b;
+    std::string A = b.input("A", {2, 5, 40}), B = b.random_constant("B", {40, 48}, 61);
+    b.out("MatMul", {A, B}, {2, 5, 48}, {}, DType::F32, "mm");
+    std::string A2 = b.input("A2", {7, 40}), C = b.random_constant("C", {48}, 62);
+    b.out("Gemm", {A2, B, C}, {7, 48}, {{"alpha", 0.5}}, DType::F32, "gemm");
+    std::string B3 = b.random_constant("B3", {40, 24}, 63);
+    b.out("MatMul", {A2, B3}, {7, 24}, {}, DType::F32, "narrow");
+    check(b.g, 43);
+    const std::vector<double> bv = b.g.constant(B)->to_doubles();
+    auto buffer_of = [&](const LoweredPipeline &lp, const std::string &f, size_t n) {
+        for (auto &buf : constant_buffers(lp.find(f)->func))
+            if (buf.number_of_elements() == n) return buf;
+        return Halide::Buffer<>();
+    };
+    for (const char *spec : {"auto", "eager"}) {
+        SCOPED_TRACE(spec);
+        const bool on = std::string(spec) == "auto";
+        LoweredPipeline lp = lower_graph(b.g, lowering_for_schedule({}, spec));
+        for (const char *f : {"mm", "gemm"}) {
+            Halide::Buffer<> wb = buffer_of(lp, f, bv.size());
+            ASSERT_TRUE(wb.defined()) << f;
+            ASSERT_EQ(wb.dimensions(), on ? 3 : 2) << f;
+            if (!on) continue;
+            EXPECT_EQ((std::vector<int>{wb.dim(0).extent(), wb.dim(1).extent(), wb.dim(2).extent()}),
+                      (std::vector<int>{16, 40, 3}));
+            Halide::Buffer<float> wf(wb);
+            for (int k : {0, 17, 39})
+                for (int j : {0, 15, 16, 47}) EXPECT_EQ(wf(j % 16, k, j / 16), (float)bv[k * 48 + j]) << f;
+        }
+        Halide::Buffer<> nb = buffer_of(lp, "narrow", 40 * 24);
+        ASSERT_TRUE(nb.defined());
+        EXPECT_EQ(nb.dimensions(), 2);
     }
 }
 

@@ -46,6 +46,7 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
     lo.block_conv_weights = !cuda;
+    lo.block_matmul_weights = !cuda;
     return lo;
 }
 

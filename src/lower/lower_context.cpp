@@ -130,23 +130,29 @@ Func LowerContext::value(const std::string &name) {
     return f;
 }
 
-Func LowerContext::blocked_conv_weights(const std::string &name, int block) {
+Func LowerContext::blocked_constant(const std::string &name, int dim, int block) {
     const Tensor *c = graph.constant(name);
-    internal_check(c && c->rank() >= 3 && c->shape()[0] % block == 0 && c->dtype() == DType::F32,
-                   "blocked_conv_weights: '", name, "' is not a float conv weight with channels in blocks of ", block);
+    internal_check(c && dim < c->rank() && c->shape()[dim] % block == 0 && c->dtype() == DType::F32,
+                   "blocked_constant: '", name, "' is not a float constant whose dim ", dim, " holds blocks of ", block);
     const Shape &s = c->shape();
     const int rank = c->rank();
-    int64_t inner = 1;  // elements per output channel: C_in * taps
-    for (int d = 1; d < rank; d++) inner *= s[d];
-    // Halide order (innermost first): lane, taps (last ONNX dim first), C_in, C_out / block.
+    int64_t inner = 1, outer = 1;  // elements after / before dim (ONNX order, row-major)
+    for (int d = dim + 1; d < rank; d++) inner *= s[d];
+    for (int d = 0; d < dim; d++) outer *= s[d];
+    // Halide order (innermost first): the lane, the other dims (the last ONNX dim first), dim / block.
     std::vector<int> sizes = {block};
-    for (int d = rank - 1; d >= 1; d--) sizes.push_back((int)s[d]);
-    sizes.push_back((int)(s[0] / block));
+    for (int d = rank - 1; d >= 0; d--)
+        if (d != dim) sizes.push_back((int)s[d]);
+    sizes.push_back((int)(s[dim] / block));
     std::string fname = reserve_name("c_" + sanitize_name(name) + "_blocked");
     Halide::Buffer<float> buf(sizes, fname + "_buf");
     const float *src = reinterpret_cast<const float *>(c->data());
-    for (int64_t o = 0; o < s[0]; o++)
-        for (int64_t k = 0; k < inner; k++) buf.data()[((o / block) * inner + k) * block + o % block] = src[o * inner + k];
+    float *dst = buf.data();
+    const int64_t n = s[dim], rest = outer * inner;  // elements per block lane: the other dims
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t x = 0; x < n; x++)
+            for (int64_t in = 0; in < inner; in++)
+                dst[((x / block) * rest + o * inner + in) * block + x % block] = src[(o * n + x) * inner + in];
     Func f{Halide::Internal::Function(fname)};
     std::vector<Var> vs;
     for (int d = 0; d <= rank; d++) vs.push_back(Var("d" + std::to_string(d)));

@@ -194,7 +194,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         std::vector<Expr> ib = {m / block, rc};
         ib.insert(ib.end(), iw.begin() + 2, iw.end());
         ib.push_back(m % block);
-        wv = LowerContext::call(ctx.blocked_conv_weights(w, block), ib);
+        wv = LowerContext::call(ctx.blocked_constant(w, 0, block), ib);
     } else {
         wv = LowerContext::cast_to(dt, ctx.at(w, iw));
     }

@@ -2,6 +2,7 @@
 // "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
 // With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
 // an extern stage calling cuBLAS (codegen/cublas_gemm.h) and the node's Func a pointwise read of it.
+// On the CPU such a B is read from column panels of 16 (LowerOptions::block_matmul_weights).
 #include <cstring>
 
 #include "codegen/cublas_gemm.h"
@@ -73,6 +74,17 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     return ext;
 }
 
+// B[k, j] of a product whose B is a constant float [K, N] matrix with N a multiple of 16, read from
+// a copy in column panels [N/16][K][16] (LowerOptions::block_matmul_weights), else undefined.
+Expr blocked_b(LowerContext &ctx, const std::string &b, Expr k, Expr j) {
+    const Tensor *cb = ctx.constant(b);
+    const int block = kConvWeightBlock;
+    if (!ctx.options.block_matmul_weights || !cb || cb->rank() != 2 || cb->dtype() != DType::F32 ||
+        cb->shape()[1] % block != 0 || cb->shape()[1] < 2 * block)
+        return Expr();
+    return LowerContext::call(ctx.blocked_constant(b, 1, block), {j / block, k, j % block});
+}
+
 // NumPy matmul: a [..., M, K] (or [K]) times b [..., K, N] (or [K]); batch dims broadcast.
 void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
@@ -116,7 +128,8 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
         ib.push_back(k.x);
     }
     Expr ea = LowerContext::cast_to(dt, ctx.at(a, ia));
-    Expr eb = LowerContext::cast_to(dt, ctx.at(b, ib));
+    Expr eb = rb == 2 && dt == DType::F32 ? blocked_b(ctx, b, k.x, j) : Expr();
+    if (!eb.defined()) eb = LowerContext::cast_to(dt, ctx.at(b, ib));
     ctx.define(f, v, LowerContext::literal(dt, 0));
     ref(f, exprs(v)) += ea * eb;
     ctx.note_update(f, {"k"});
@@ -172,7 +185,8 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     }
     ctx.define(f, v, init);
     Expr ea = LowerContext::cast_to(dt, ta ? ctx.at(a, {k.x, i}) : ctx.at(a, {i, k.x}));
-    Expr eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, k.x}) : ctx.at(b, {k.x, j}));
+    Expr eb = !tb && dt == DType::F32 ? blocked_b(ctx, b, k.x, j) : Expr();
+    if (!eb.defined()) eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, k.x}) : ctx.at(b, {k.x, j}));
     Expr term = ea * eb;
     if (alpha != 1) term = LowerContext::literal(dt, alpha) * term;
     ref(f, {i, j}) += term;

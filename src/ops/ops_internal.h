@@ -31,10 +31,11 @@ public:
     /// A Func for any graph value: a produced Func, an ImageParam (graph input) or a constant
     /// Buffer (initializer), always callable with one Expr per dim.
     Halide::Func value(const std::string &name);
-    /// Constant conv weights \p name ([C_out][C_in][k...]) stored in blocks of \p block output
-    /// channels, the block innermost (LowerOptions::block_conv_weights). The Func is called, outermost
-    /// first, with (c_out / block, c_in, k..., c_out % block); like value(), it is never scheduled.
-    Halide::Func blocked_conv_weights(const std::string &name, int block);
+    /// Float constant \p name stored with its dim \p dim in blocks of \p block, the block innermost
+    /// (conv weights by output channel: LowerOptions::block_conv_weights; a GEMM's B by column).
+    /// The Func is called, outermost first, with (x / block, the other indices in order, x % block)
+    /// where x is the index along \p dim; like value(), it is never scheduled.
+    Halide::Func blocked_constant(const std::string &name, int dim, int block);
     /// Element of \p name at \p idx (outermost first), with NumPy broadcasting to \p out_rank dims:
     /// \p idx has out_rank entries; leading dims the value lacks are dropped, size-1 dims read 0.
     /// A one-element constant is returned as a literal (so Halide can simplify with it).

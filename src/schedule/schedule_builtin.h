@@ -35,8 +35,8 @@ Schedule eager_schedule(const LoweredPipeline &p, const Halide::Target &target);
 Schedule inline_schedule(const LoweredPipeline &p, const Halide::Target &target);
 
 /// The lowering schedule \p spec (as resolve_schedule takes it) is measured with: \p lo, except
-/// that the built-in baselines ("eager", "inline", "" = eager) read conv weights as the graph stores
-/// them (LowerOptions::block_conv_weights off). They stand for an unfused framework, whose layouts
+/// that the built-in baselines ("eager", "inline", "" = eager) read conv and GEMM weights as the
+/// graph stores them (LowerOptions::block_conv_weights and block_matmul_weights off). They stand for an unfused framework, whose layouts
 /// are its own, and their default loop nests read blocked weights one tap at a time, 64 bytes apart
 /// (ResNet-18 eager: 241 ms dense, 345 blocked). Auto, Halide's autoschedulers and schedule files
 /// get \p lo unchanged.
