@@ -627,11 +627,6 @@ struct Ctx {
         generic();
     }
 
-    // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
-    // block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
-    // step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
-    // (n, channel block, rows) is parallel. Measured on conv_bn_relu (2 cores, AVX-512): 7 ms vs
-    // 130 ms for the per-row schedule it replaces and 17 ms for Adams2019.
     // The padded input of conv \p F that conv_of_pad leaves to conv(), computed at \p owner.\p var
     // (a task's rows, in cache) and vectorized along its rows; \p per says per what, in the comment.
     void place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per) {
@@ -652,10 +647,12 @@ struct Ctx {
     // conv is computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none
     // (a graph output with no epilogue keeps the row tiles: Halide computes outputs at root),
     // stored channels innermost so that its accumulators are whole vectors; the epilogue or the
-    // wrapper writes them to NCHW. Work is parallel over (n, channel block, row block), row
-    // blocks innermost so consecutive tasks reuse a block's weights from L2. Measured (2 cores,
-    // AVX-512, 3x3 convs, GFLOP/s, against the rows-vectorized tiles): 512 ch 7x7 245 vs 81,
-    // 256 ch 14x14 318 vs 147, 128 ch 28x28 306 vs 235, 64 ch 56x56 254 vs 247.
+    // wrapper writes them to NCHW. Tasks are blocks of rows with every channel block inside when
+    // the weights fit in half of L2 (channel_tile_rows_outer; the padded input is then computed
+    // per task), else (n, channel block, row block) with the row blocks innermost, so consecutive
+    // tasks reuse a channel block's weights from L2. Measured (2 cores, AVX-512, 3x3 convs,
+    // standalone, GFLOP/s, against the rows-vectorized tiles): 512 ch 7x7 245 vs 81, 256 ch 14x14
+    // 318 vs 147, 128 ch 28x28 306 vs 235, 64 ch 56x56 254 vs 247.
     bool channel_tile(const std::string &R, const std::string &F) {
         const LoweredFunc &L = lf(F);
         if (!channel_tiled(fi(F), m) || (R == F && L.is_output))  // an output is computed at root, not per tile
@@ -756,6 +753,11 @@ struct Ctx {
         return true;
     }
 
+    // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
+    // block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
+    // step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
+    // (n, channel block, rows) is parallel. Measured on conv_bn_relu (2 cores, AVX-512): 7 ms vs
+    // 130 ms for the per-row schedule it replaces and 17 ms for Adams2019.
     void conv() {
         const std::string &R = k.root;
         std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
