@@ -16,6 +16,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -121,6 +122,16 @@ def main():
                         ip_ms = bench_best(art.run)
                         after = rel_err(art.outputs[0], ref)  # still right after timing (NaN fails)
                         ip_err = after if math.isnan(after) else max(ip_err, after)
+                        # Host time per call, enqueueing back to back: a call that costs the host more
+                        # than the GPU's time for it starves do_bench's stream (the events then time
+                        # the host).
+                        torch.cuda.synchronize()
+                        t0 = time.perf_counter()
+                        for _ in range(50):
+                            art.run()
+                        host_us = (time.perf_counter() - t0) / 50 * 1e6
+                        torch.cuda.synchronize()
+                        print(f"{v}: host {host_us:.1f} us per call (enqueue, no sync)", flush=True)
                 except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
                     print(f"{v}: in-process run failed: {e}", flush=True)
                 finally:
