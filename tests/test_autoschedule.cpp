@@ -37,10 +37,11 @@ Graph fixture(const std::string &name) {
     return g;
 }
 
-/// Auto-schedules \p g, JIT-runs it on random inputs and compares every output with the reference.
-void check_auto(const Graph &g, const std::string &what, double rel = 1e-5) {
+/// Auto-schedules \p g (for \p machine, default the test machine), JIT-runs it on random inputs and
+/// compares every output with the reference.
+void check_auto(const Graph &g, const std::string &what, double rel = 1e-5, const MachineModel *machine = nullptr) {
     LoweredPipeline lp = lower_graph(g);
-    Schedule s = auto_schedule(lp, host_target(), test_machine());
+    Schedule s = auto_schedule(lp, host_target(), machine ? *machine : test_machine());
     SCOPED_TRACE(what + " schedule:\n" + print_schedule(s));
     std::map<std::string, Tensor> outs;
     auto in = random_inputs(g, 7);
@@ -257,6 +258,15 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_EQ(text.find(".in() as head_out"), std::string::npos) << text;  // the graph output
     }
     check_auto(b.g, "blocked convs");
+    // Planned for 8-lane vectors and 16 registers (AVX2): two vectors per channel block, unrolled,
+    // fewer pixels per tile; run on this host, it must still match the reference.
+    MachineModel avx2 = test_machine();
+    avx2.vector_bytes = 32;
+    avx2.vector_registers = 16;
+    std::string text8 = print_schedule(auto_schedule(lp, host_target(), avx2));
+    EXPECT_NE(text8.find("conv channel tile 3 (w) x 2 (rows) x 16 (channels): 12 vector accumulators"),
+              std::string::npos) << text8;
+    check_auto(b.g, "blocked convs, 8-lane vectors", 1e-5, &avx2);
 }
 
 TEST(Autoschedule, OneOutputReductionIsSplit) {
