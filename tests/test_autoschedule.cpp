@@ -269,6 +269,27 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     check_auto(b.g, "blocked convs, 8-lane vectors", 1e-5, &avx2);
 }
 
+// Row statistics over short rows take vector partial sums of at least four steps when the row
+// allows (a 64-wide LayerNorm: 16 lanes x 4 steps, not 32 x 2), else two (32 wide: 16 x 2); both
+// match the reference.
+TEST(Autoschedule, ShortRowPartialsTakeFourSteps) {
+    Builder b;
+    for (int64_t w : {64, 32}) {
+        std::string x = b.input("x" + std::to_string(w), {96, w});
+        std::string g = b.random_constant("g" + std::to_string(w), {w}, 70 + w), c = b.random_constant("c" + std::to_string(w), {w}, 80 + w);
+        b.out("Tanh", {b.node("LayerNormalization", {x, g, c}, {96, w}, {{"axis", int64_t(-1)}})}, {96, w});
+    }
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    if (lanes_of_host() == 16) {
+        EXPECT_NE(text.find("16 partial sums in vector lanes (rfactor), 4 steps each"), std::string::npos) << text;
+        EXPECT_NE(text.find("16 partial sums in vector lanes (rfactor), 2 steps each"), std::string::npos) << text;
+        EXPECT_EQ(text.find("32 partial sums"), std::string::npos) << text;
+    }
+    check_auto(b.g, "short row statistics");
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});
