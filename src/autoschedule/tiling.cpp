@@ -34,8 +34,15 @@ int fit_lanes(int V, int64_t extent) {
 constexpr int kGemmKUnroll = 4;
 
 // Fewest reduction terms (input channels x taps) per output for Ctx::channel_tile: ResNet-18's
-// 1x1 shortcut with 64 input channels gains (0.14 -> 0.08 ms), a 3-channel 3x3 stem loses 3x.
+// 1x1 shortcut with 64 input channels gains (0.14 -> 0.08 ms), a 3-channel 3x3 stem ran 10x slower.
 constexpr int64_t kMinChannelTileTerms = 64;
+
+// Reduction terms per output point of update 0 (a conv's input channels x taps).
+int64_t reduction_terms(const FuncInfo &f) {
+    int64_t k = 1;
+    for (auto x : f.rvar_extents[0]) k *= x;
+    return k;
+}
 
 // A conv that Ctx::channel_tile vectorizes over output channels: weights blocked by lowering
 // (LoweredFunc::conv_weight_block), NCHW 2-D, channels a multiple of the block, the vector a
@@ -48,9 +55,7 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
         return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant: the cnn fixture's 3->16 stem took 0.17 ms tiled over channels, 0.05 along rows.
-    int64_t k = 1;
-    for (auto x : f.rvar_extents[0]) k *= x;
-    return k >= kMinChannelTileTerms;
+    return reduction_terms(f) >= kMinChannelTileTerms;
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
@@ -58,9 +63,7 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
 // blocks instead (row blocks inside channel blocks, the padded input whole). conv_bn_relu (4x64x56x56,
 // 147 KB of weights): 3.69 -> 2.71 ms; 512 channels at 7x7 (9.4 MB) keep channels outer.
 bool channel_tile_rows_outer(const FuncInfo &f, const MachineModel &m) {
-    double k = 1;
-    for (auto x : f.rvar_extents[0]) k *= (double)x;
-    return (double)f.lf->extents[1] * k * f.esize <= (double)m.l2_bytes / 2;
+    return (double)f.lf->extents[1] * (double)reduction_terms(f) * f.esize <= (double)m.l2_bytes / 2;
 }
 
 // The padded input of a rank-4 conv computed per block of rows of the conv's tile owner: \p pad

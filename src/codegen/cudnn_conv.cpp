@@ -49,6 +49,18 @@ size_t g_workspace_size = 0;
 
 bool ok(cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS; }
 
+// Launches plan \p p's graph on the legacy default stream; if the launch fails, drops the graph
+// for good and runs \p call directly, so a graph problem never fails the stage.
+template <typename Call>
+cudnnStatus_t launch(Plan &p, Call call) {
+    if (cudaGraphLaunch(p.exec, 0) == cudaSuccess) return CUDNN_STATUS_SUCCESS;
+    cudaGetLastError();
+    cudaGraphExecDestroy(p.exec);
+    p.exec = nullptr;
+    p.no_graph = true;
+    return call();
+}
+
 // Runs \p call (one cuDNN call on g_handle's stream) for plan \p p with pointers \p ptrs: by
 // launching the plan's CUDA graph on the legacy default stream when it was captured with these
 // pointers, else directly (capturing it first, on a private stream, when the pointers repeat).
@@ -68,7 +80,7 @@ cudnnStatus_t replay(Plan &p, const void *const ptrs[5], Call call) {
     } else {
         p.same++;
     }
-    if (p.exec) return cudaGraphLaunch(p.exec, 0) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+    if (p.exec) return launch(p, call);
     if (p.no_graph || p.same < 1) return call();
     static cudaStream_t capture = nullptr;
     if (!capture && cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking) != cudaSuccess) {
@@ -94,7 +106,7 @@ cudnnStatus_t replay(Plan &p, const void *const ptrs[5], Call call) {
         p.no_graph = true;
         return call();
     }
-    return cudaGraphLaunch(p.exec, 0) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+    return launch(p, call);
 }
 
 }  // namespace
