@@ -74,7 +74,7 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
         if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", (int)s);
     }
     cublasStatus_t s = cublasSetMathMode(g_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g_handle, nullptr);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g_handle, (cudaStream_t)stage_stream());
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSetMathMode/SetStream", (int)s);
 
     // Row-major y[i, j] = sum_k a[i, k] b[k, j] is column-major y^T = b^T a^T: cuBLAS's first
@@ -212,7 +212,7 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
     const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
     void *py = (void *)(uintptr_t)y->device;
     s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, g_lt_workspace,
-                       kLtWorkspace, nullptr);
+                       kLtWorkspace, (cudaStream_t)stage_stream());
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul", (int)s);
     y->set_device_dirty(true);
     return 0;

@@ -198,13 +198,22 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     const void *pb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
     void *py = (void *)(uintptr_t)y->device;
     const void *ptrs[5] = {px, pw, pb, py, g_workspace};
-    cudnnStatus_t s = replay(p, ptrs, [&] {
+    auto call = [&] {
         return mode ? cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo,
                                                             g_workspace, p.workspace, &zero, p.y, py, p.bias, pb,
                                                             p.relu, p.y, py)
                     : cudnnConvolutionForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo, g_workspace,
                                               p.workspace, &zero, p.y, py);
-    });
+    };
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    if (cudaStream_t model_capture = (cudaStream_t)stage_stream()) {
+        // The glue is capturing the whole model: the call joins that graph, on its stream.
+        s = cudnnSetStream(g_handle, model_capture);
+        if (ok(s)) s = call();
+        cudnnSetStream(g_handle, nullptr);
+    } else {
+        s = replay(p, ptrs, call);
+    }
     if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
     y->set_device_dirty(true);
     return 0;

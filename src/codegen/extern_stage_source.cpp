@@ -9,7 +9,18 @@ std::string extern_stage_prelude(const std::string &fn) {
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"
 
+// Halide 14's runtime defines it (it calls the glue's halide_set_cuda_get_stream hook) but its
+// header does not declare it.
+extern "C" int halide_cuda_get_stream(void *user_context, void *ctx, void **stream);
+
 namespace {
+
+// The stream Halide enqueues on: the capture stream while the glue captures the model's run as a
+// CUDA graph (codegen/cuda_graph_glue.h), else null, the legacy default stream.
+void *stage_stream() {
+    void *s = nullptr;
+    return halide_cuda_get_stream(nullptr, nullptr, &s) == 0 ? s : nullptr;
+}
 
 int fail(const char *what, int code) {
     char msg[320];

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "codegen/cuda_graph_glue.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -53,8 +54,17 @@ namespace {
 constexpr int kMaxRank = 16;
 char g_error[4096] = "";
 
+#if LOOM_CUDA
+// The stream this thread is capturing a model run on (null: not capturing); see cuda_graph_glue.h.
+thread_local void *t_capture = nullptr;
+struct GraphState;
+#endif
+
 void record_error(void *, const char *msg) {
     snprintf(g_error, sizeof g_error, "%s", msg);
+#if LOOM_CUDA
+    if (t_capture) return;  // a failed capture is retried as a direct run, which reports for itself
+#endif
     fprintf(stderr, "loom artifact %s: %s\n", LOOM_STR(LOOM_NAME), msg);
 }
 
@@ -62,6 +72,9 @@ struct Model {
     halide_dimension_t dims[kNumIn + kNumOut + 1][kMaxRank];
     halide_buffer_t bufs[kNumIn + kNumOut + 1];
     void *args[kNumIn + kNumOut + 1];
+#if LOOM_CUDA
+    GraphState *graph = nullptr;
+#endif
 };
 
 void init_buffer(halide_buffer_t &b, halide_dimension_t *d, halide_type_t t, int rank, const int64_t *shape) {
@@ -139,12 +152,14 @@ CUresult_ (*p_cuDevicePrimaryCtxRetain)(CUcontext_ *, CUdevice_) = nullptr;
 CUcontext_ g_primary = nullptr;
 CUcontext_ g_last = nullptr;
 std::mutex g_ctx_lock;
+void *g_libcuda = nullptr;
 
 bool load_driver() {
     if (p_cuCtxGetCurrent) return true;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) return false;
+    g_libcuda = lib;
     p_cuInit = (CUresult_(*)(unsigned))dlsym(lib, "cuInit");
     p_cuDeviceGet = (CUresult_(*)(CUdevice_ *, int))dlsym(lib, "cuDeviceGet");
     p_cuDevicePrimaryCtxRetain = (CUresult_(*)(CUcontext_ *, CUdevice_))dlsym(lib, "cuDevicePrimaryCtxRetain");
@@ -185,6 +200,25 @@ int acquire_context(void *uc, void **ctx, bool create) {
 }
 
 int release_context(void *) { return 0; }
+
+// One run of the pipeline on device pointers (Halide enqueues its kernels on get_stream's stream).
+int run_pipeline_device(Model &m, const void *const *in, void *const *out) {
+    reset(m);
+    int r = 0;
+    for (int k = 0; r == 0 && k < kNumIn + kNumOut; k++) {
+        const void *p = k < kNumIn ? in[k] : out[k - kNumIn];
+        r = halide_cuda_wrap_device_ptr(nullptr, &m.bufs[k], (uint64_t)(uintptr_t)p);
+    }
+    if (r == 0) r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
+    for (int k = 0; k < kNumIn + kNumOut; k++)
+        if (m.bufs[k].device) halide_cuda_detach_device_ptr(nullptr, &m.bufs[k]);
+    reset(m);
+    return r;
+}
+)GLUE";
+
+// The C API; after the graph part (cuda_graph_glue.h) for CUDA artifacts.
+const char *kGlueApi = R"GLUE(
 #endif
 
 }  // namespace
@@ -209,9 +243,21 @@ void *LOOM_API(_create)(void) {
 #if LOOM_CUDA
     halide_set_cuda_acquire_context(acquire_context);
     halide_set_cuda_release_context(release_context);
+    cuda_graph_setup();
+    // Intermediate device buffers go back to Halide's free list instead of cuMemFree, which
+    // synchronises the device: a network freeing dozens of buffers a run otherwise waits on the
+    // GPU at each (LOOM_REUSE_DEVICE_ALLOCATIONS=0 turns it off).
+    const char *reuse = getenv("LOOM_REUSE_DEVICE_ALLOCATIONS");
+    if (!reuse || strcmp(reuse, "0") != 0) halide_reuse_device_allocations(nullptr, true);
 #endif
     Model *m = new (std::nothrow) Model;
     if (!m) return nullptr;
+#if LOOM_CUDA
+    if (!(m->graph = cuda_graph_new())) {
+        delete m;
+        return nullptr;
+    }
+#endif
     for (int k = 0; k < kNumIn; k++)
         init_buffer(m->bufs[k], m->dims[k], k_in_type[k], k_in_rank[k], k_in_shape[k]);
     for (int k = 0; k < kNumOut; k++)
@@ -220,7 +266,44 @@ void *LOOM_API(_create)(void) {
     return m;
 }
 
-void LOOM_API(_destroy)(void *h) { delete (Model *)h; }
+void LOOM_API(_destroy)(void *h) {
+    if (!h) return;
+#if LOOM_CUDA
+    cuda_graph_delete(((Model *)h)->graph);
+#endif
+    delete (Model *)h;
+}
+
+int LOOM_API(_set_cuda_graphs)(void *h, int on) {
+#if LOOM_CUDA
+    GraphState &g = *((Model *)h)->graph;
+    int was = g.enabled;
+    if (!on) {
+        cuda_graph_drop(g);
+        g.status = "off (set_cuda_graphs)";
+    } else if (!was && g_api.ok) {
+        g.recaptures = 0;
+        g.same = 0;
+        memset(g.key, 0, sizeof g.key);
+        g.status = "direct: not yet called twice with the same pointers";
+    }
+    g.enabled = on && g_api.ok;
+    return was;
+#else
+    (void)h;
+    (void)on;
+    return 0;
+#endif
+}
+
+const char *LOOM_API(_cuda_graph_status)(void *h) {
+#if LOOM_CUDA
+    return ((Model *)h)->graph->status;
+#else
+    (void)h;
+    return "off (no device)";
+#endif
+}
 
 int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
     Model &m = *(Model *)h;
@@ -266,18 +349,10 @@ int LOOM_API(_run_device)(void *h, const void *const *in, void *const *out) {
 #if LOOM_CUDA
     Model &m = *(Model *)h;
     g_error[0] = 0;
-    reset(m);
-    int r = 0;
     if (check_pointers("run_device", in, out, true)) return -1;
-    for (int k = 0; r == 0 && k < kNumIn + kNumOut; k++) {
-        const void *p = k < kNumIn ? in[k] : out[k - kNumIn];
-        r = halide_cuda_wrap_device_ptr(nullptr, &m.bufs[k], (uint64_t)(uintptr_t)p);
-    }
-    if (r == 0) r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
-    for (int k = 0; k < kNumIn + kNumOut; k++)
-        if (m.bufs[k].device) halide_cuda_detach_device_ptr(nullptr, &m.bufs[k]);
-    reset(m);
-    return r;
+    int r = 0;
+    if (cuda_graph_run(m, in, out, &r)) return r;
+    return run_pipeline_device(m, in, out);
 #else
     snprintf(g_error, sizeof g_error, "%s was compiled for %s, which has no device", LOOM_STR(LOOM_NAME), LOOM_TARGET);
     return -1;
@@ -327,6 +402,8 @@ std::string glue_header(const GlueSpec &s) {
     if (s.cuda)
         os << " * " << n << "_run_device takes CUDA device pointers of the calling thread's current context\n"
            << " * (else device 0's primary context), enqueues on the default stream and does not sync.\n"
+           << " * The second call in a row with the same pointers captures the run as a CUDA graph, which\n"
+           << " * later calls with those pointers launch (a few microseconds of host time a call).\n"
            << " * Device pointers must be 16-byte aligned (cudaMalloc's are); host pointers may be any.\n";
     os << " */\n#ifndef LOOM_MODEL_" << n << "_H\n#define LOOM_MODEL_" << n << "_H\n\n#include <stdint.h>\n\n"
        << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
@@ -336,6 +413,9 @@ std::string glue_header(const GlueSpec &s) {
        << "void " << n << "_destroy(void *model);\n"
        << "const char *" << n << "_last_error(void);\n"
        << "void *" << n << "_cuda_context(void);\n"
+       << "/* CUDA graphs: on by default (LOOM_CUDA_GRAPHS=0 turns them off); returns the previous setting. */\n"
+       << "int " << n << "_set_cuda_graphs(void *model, int on);\n"
+       << "const char *" << n << "_cuda_graph_status(void *model); /* \"graph\", or why a call runs directly */\n"
        << "const char *" << n << "_target(void);\n"
        << "int " << n << "_num_inputs(void);\nint " << n << "_num_outputs(void);\n"
        << "const char *" << n << "_input_name(int k);\nconst char *" << n << "_output_name(int k);\n"
@@ -355,7 +435,7 @@ std::string glue_source(const GlueSpec &s) {
     for (const auto &sh : s.output_shapes) user_check(sh.size() <= 16, "an output of rank > 16 is not supported");
     std::ostringstream os;
     os << "// Glue of the Loom model '" << s.name << "' (generated by `loom compile`; see " << s.name << ".h).\n"
-       << "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <mutex>\n#include <new>\n"
+       << "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <mutex>\n#include <new>\n#include <set>\n#include <vector>\n"
        << "#include \"HalideRuntime.h\"\n";
     if (s.cuda) os << "#include \"HalideRuntimeCuda.h\"\n";
     os << "#define LOOM_NAME " << s.name << "\n#define LOOM_HALIDE_FN " << s.halide_fn << "\n"
@@ -367,6 +447,8 @@ std::string glue_source(const GlueSpec &s) {
     emit_tables(os, "in", s.input_names, s.input_shapes, s.input_dtypes);
     emit_tables(os, "out", s.output_names, s.output_shapes, s.output_dtypes);
     os << "}  // namespace\n" << kGlueBody;
+    if (s.cuda) os << cuda_graph_glue_source();
+    os << kGlueApi;
     return os.str();
 }
 

@@ -11,6 +11,8 @@
 ///   void  m_destroy(void *h);
 ///   const char *m_last_error(void);        // Halide's last error message ("" if none)
 ///   void *m_cuda_context(void);            // CUcontext the last CUDA call ran in (NULL on host)
+///   int   m_set_cuda_graphs(void *h, int on);  // whole-model CUDA graphs on/off (codegen/cuda_graph_glue.h)
+///   const char *m_cuda_graph_status(void *h);  // "graph", or why calls run directly
 /// \endcode
 /// plus the model's shapes (`m_num_inputs`, `m_input_name(k)`, `m_input_rank(k)`,
 /// `m_input_shape(k)` …). Inputs and outputs are dense, row-major, in graph order and graph dtype.
@@ -22,7 +24,7 @@
 /// device (the one the CUDA runtime API uses), so cudaMalloc'd pointers can be passed to
 /// `m_run_device` (tools/loom_run checks that the contexts are the same). The glue loads libcuda with dlopen, so the
 /// artifact needs no libcudart. `m_run_device` enqueues on the default stream and returns without a
-/// device sync; `m_run_host` copies in, runs, copies out and frees its device buffers.
+/// device sync (from the second call in a row with the same pointers on, as one CUDA graph); `m_run_host` copies in, runs, copies out and frees its device buffers.
 #pragma once
 
 #include <string>

@@ -3,6 +3,7 @@
 // libdl and, when built with LOOM_RUN_CUDA, the CUDA runtime (libcudart).
 //
 //   loom_run <artifact dir> [--reps N] [--warmup N] [--tol 1e-5] [--mode host|device] [--json FILE]
+//            [--no-graphs]
 //
 // Host artifacts: run on host buffers, timed with a steady clock. CUDA artifacts: inputs and
 // outputs are cudaMalloc'd in the application's primary context and passed to <name>_run_device
@@ -10,6 +11,9 @@
 // bracketed by CUDA events on the default stream, with the L2 flushed before it by writing a
 // 256 MB buffer (as triton.testing.do_bench does); the median is reported. Outputs are poisoned
 // (NaN bytes) before every checked run; the check is ||out - ref|| / ||ref|| < tol and no NaN.
+// From the second call with the same pointers on, a CUDA artifact replays its run as a CUDA graph
+// (codegen/cuda_graph_glue.h): the run after timing, outputs poisoned again, checks the replay;
+// --no-graphs times direct runs instead.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -186,9 +190,12 @@ T sym(void *lib, const std::string &n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2) die("usage: loom_run <artifact dir> [--reps N] [--warmup N] [--tol T] [--mode host|device] [--json FILE]");
+    if (argc < 2)
+        die("usage: loom_run <artifact dir> [--reps N] [--warmup N] [--tol T] [--mode host|device] [--json FILE] "
+            "[--no-graphs]");
     std::string dir = argv[1], mode, json;
     int reps = 100, warmup = 10;
+    bool graphs = true;
     double tol = 1e-5;
     for (int i = 2; i < argc; i++) {
         std::string a = argv[i];
@@ -201,6 +208,7 @@ int main(int argc, char **argv) {
         else if (a == "--tol") tol = std::stod(next());
         else if (a == "--mode") mode = next();
         else if (a == "--json") json = next();
+        else if (a == "--no-graphs") graphs = false;
         else die("unknown option " + a);
     }
     Manifest m = read_manifest(dir);
@@ -220,6 +228,10 @@ int main(int argc, char **argv) {
     (void)run_device;
     void *model = create();
     if (!model) die("create failed");
+    // Optional entry points (artifacts of older Loom versions lack them).
+    auto set_graphs = (int (*)(void *, int))dlsym(lib, (n + "_set_cuda_graphs").c_str());
+    auto graph_status = (const char *(*)(void *))dlsym(lib, (n + "_cuda_graph_status").c_str());
+    if (!graphs && set_graphs) set_graphs(model, 0);
 
     // Inputs and references.
     std::vector<std::string> in_data, ref_data, ref_descr;
@@ -339,9 +351,13 @@ int main(int argc, char **argv) {
             ck(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]), "cudaEventElapsedTime");
             times.push_back(ms);
         }
-        // Re-check the outputs of the last timed run.
+        // One more run on poisoned outputs: a replayed graph must write them all again.
+        for (size_t k = 0; k < m.outputs.size(); k++) ck(cudaMemset(dout[k], 0xFF, m.outputs[k].bytes()), "poison");
+        if (run_device(model, cin.data(), dout.data()) != 0) die(std::string("run_device failed: ") + last_error());
+        ck(cudaDeviceSynchronize(), "sync after the last run");
         for (size_t k = 0; k < m.outputs.size(); k++)
             ck(cudaMemcpy(outs[k].data(), dout[k], m.outputs[k].bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+        if (graph_status) printf("cuda graph: %s\n", graph_status(model));
         ok = check_all("device-after-timing") && ok;
         for (auto &e : ev) cudaEventDestroy(e);
         cudaFree(flush);

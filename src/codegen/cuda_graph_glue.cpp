@@ -1,0 +1,252 @@
+#include "codegen/cuda_graph_glue.h"
+
+namespace loom {
+
+namespace {
+
+const char *kSource = R"GLUE(
+// --- whole-model CUDA graphs (codegen/cuda_graph_glue.h) ---
+typedef unsigned long long CUdeviceptr_;
+typedef void *CUstream_;
+typedef void *CUgraph_;
+typedef void *CUgraphExec_;
+constexpr int kCaptureThreadLocal = 1, kCaptureRelaxed = 2;  // CUstreamCaptureMode
+constexpr unsigned kStreamNonBlocking = 1;
+// A model whose pointers change after a capture recaptures at most this many times, then runs
+// directly (a capture costs more than a direct run).
+constexpr int kMaxRecaptures = 4;
+
+struct GraphApi {
+    CUresult_ (*mem_alloc)(CUdeviceptr_ *, size_t) = nullptr;
+    CUresult_ (*mem_free)(CUdeviceptr_) = nullptr;
+    CUresult_ (*stream_create)(CUstream_ *, unsigned) = nullptr;
+    CUresult_ (*begin_capture)(CUstream_, int) = nullptr;
+    CUresult_ (*end_capture)(CUstream_, CUgraph_ *) = nullptr;
+    CUresult_ (*exchange_mode)(int *) = nullptr;
+    CUresult_ (*graph_nodes)(CUgraph_, void **, size_t *) = nullptr;
+    CUresult_ (*instantiate)(CUgraphExec_ *, CUgraph_, unsigned long long) = nullptr;
+    CUresult_ (*launch)(CUgraphExec_, CUstream_) = nullptr;
+    CUresult_ (*exec_destroy)(CUgraphExec_) = nullptr;
+    CUresult_ (*graph_destroy)(CUgraph_) = nullptr;
+    CUresult_ (*push)(CUcontext_) = nullptr;
+    CUresult_ (*pop)(CUcontext_ *) = nullptr;
+    bool ok = false;  // every entry point found (a driver without graphs: direct runs only)
+} g_api;
+
+struct GraphState {
+    CUgraphExec_ exec = nullptr;
+    const void *key[kNumIn + kNumOut + 1] = {};  // the pointers (and context) of the last call
+    int same = 0;                                 // consecutive calls with the last call's key
+    int recaptures = 0;
+    bool enabled = true;
+    const char *status = "direct: not yet called twice with the same pointers";
+};
+
+std::mutex g_capture_lock;           // one capture at a time: they share the capture stream
+CUstream_ g_capture_stream = nullptr;
+CUcontext_ g_capture_ctx = nullptr;  // the context the capture stream belongs to
+
+std::mutex g_mem_lock;                // guards the three below
+std::set<CUdeviceptr_> g_graph_memory;  // allocated during a capture: graphs may use it
+std::vector<CUdeviceptr_> g_deferred;   // graph memory Halide freed while graphs were alive
+int g_live_graphs = 0;
+
+template <typename F>
+CUresult_ relaxed(F call) {  // \p call made legal inside a thread-local capture
+    int mode = kCaptureRelaxed;
+    g_api.exchange_mode(&mode);
+    CUresult_ r = call();
+    g_api.exchange_mode(&mode);
+    return r;
+}
+
+// Halide's cuMemAlloc: memory allocated while capturing belongs to graphs from then on.
+CUresult_ graph_mem_alloc(CUdeviceptr_ *p, size_t n) {
+    if (!t_capture) return g_api.mem_alloc(p, n);
+    CUresult_ r = relaxed([&] { return g_api.mem_alloc(p, n); });
+    if (r == 0) {
+        std::lock_guard<std::mutex> guard(g_mem_lock);
+        g_graph_memory.insert(*p);
+    }
+    return r;
+}
+
+// Halide's cuMemFree: graph memory stays allocated while any graph is alive.
+CUresult_ graph_mem_free(CUdeviceptr_ p) {
+    {
+        std::lock_guard<std::mutex> guard(g_mem_lock);
+        if (g_graph_memory.count(p)) {
+            if (g_live_graphs > 0) {
+                g_deferred.push_back(p);
+                return 0;
+            }
+            g_graph_memory.erase(p);
+        }
+    }
+    return t_capture ? relaxed([&] { return g_api.mem_free(p); }) : g_api.mem_free(p);
+}
+
+void *get_library_symbol(void *lib, const char *name) {
+    if (g_api.ok && strcmp(name, "cuMemAlloc_v2") == 0) return (void *)&graph_mem_alloc;
+    if (g_api.ok && strcmp(name, "cuMemFree_v2") == 0) return (void *)&graph_mem_free;
+    return halide_default_get_library_symbol(lib, name);
+}
+
+int get_stream(void *, void *, void **stream) {
+    *stream = t_capture;  // null: the legacy default stream
+    return 0;
+}
+
+// Loads the driver's graph API and installs Halide's hooks, once (before Halide loads libcuda).
+void cuda_graph_setup() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        {
+            std::lock_guard<std::mutex> guard(g_ctx_lock);
+            if (!load_driver()) return;
+        }
+        auto sym = [](const char *n) { return dlsym(g_libcuda, n); };
+        g_api.mem_alloc = (CUresult_(*)(CUdeviceptr_ *, size_t))sym("cuMemAlloc_v2");
+        g_api.mem_free = (CUresult_(*)(CUdeviceptr_))sym("cuMemFree_v2");
+        g_api.stream_create = (CUresult_(*)(CUstream_ *, unsigned))sym("cuStreamCreate");
+        g_api.begin_capture = (CUresult_(*)(CUstream_, int))sym("cuStreamBeginCapture_v2");
+        g_api.end_capture = (CUresult_(*)(CUstream_, CUgraph_ *))sym("cuStreamEndCapture");
+        g_api.exchange_mode = (CUresult_(*)(int *))sym("cuThreadExchangeStreamCaptureMode");
+        g_api.graph_nodes = (CUresult_(*)(CUgraph_, void **, size_t *))sym("cuGraphGetNodes");
+        g_api.instantiate = (CUresult_(*)(CUgraphExec_ *, CUgraph_, unsigned long long))sym("cuGraphInstantiateWithFlags");
+        g_api.launch = (CUresult_(*)(CUgraphExec_, CUstream_))sym("cuGraphLaunch");
+        g_api.exec_destroy = (CUresult_(*)(CUgraphExec_))sym("cuGraphExecDestroy");
+        g_api.graph_destroy = (CUresult_(*)(CUgraph_))sym("cuGraphDestroy");
+        g_api.push = (CUresult_(*)(CUcontext_))sym("cuCtxPushCurrent_v2");
+        g_api.pop = (CUresult_(*)(CUcontext_ *))sym("cuCtxPopCurrent_v2");
+        g_api.ok = g_api.mem_alloc && g_api.mem_free && g_api.stream_create && g_api.begin_capture &&
+                   g_api.end_capture && g_api.exchange_mode && g_api.graph_nodes && g_api.instantiate &&
+                   g_api.launch && g_api.exec_destroy && g_api.graph_destroy && g_api.push && g_api.pop;
+    });
+    halide_set_cuda_get_stream(get_stream);
+    halide_set_custom_get_library_symbol(get_library_symbol);
+}
+
+GraphState *cuda_graph_new() {
+    GraphState *g = new (std::nothrow) GraphState;
+    if (g) {
+        const char *env = getenv("LOOM_CUDA_GRAPHS");
+        g->enabled = g_api.ok && !(env && strcmp(env, "0") == 0);
+        if (!g->enabled) g->status = g_api.ok ? "off (LOOM_CUDA_GRAPHS=0)" : "off (the driver has no graph API)";
+    }
+    return g;
+}
+
+// Drops \p g's graph; the last graph to go frees the graph memory Halide gave back meanwhile.
+void cuda_graph_drop(GraphState &g) {
+    if (!g.exec) return;
+    g_api.exec_destroy(g.exec);
+    g.exec = nullptr;
+    std::vector<CUdeviceptr_> release;
+    {
+        std::lock_guard<std::mutex> guard(g_mem_lock);
+        if (--g_live_graphs == 0) {
+            release.swap(g_deferred);
+            for (CUdeviceptr_ p : release) g_graph_memory.erase(p);
+        }
+    }
+    for (CUdeviceptr_ p : release) g_api.mem_free(p);
+}
+
+// Captures one run of \p m on the capture stream into g.exec; false (and no graph) when the run
+// cannot be captured or holds fewer than two nodes.
+bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *const *out, CUcontext_ ctx) {
+    std::lock_guard<std::mutex> guard(g_capture_lock);
+    if (g_capture_stream && g_capture_ctx != ctx) {
+        g.status = "direct: the capture stream belongs to another CUDA context";
+        return false;
+    }
+    if (g_api.push(ctx) != 0) return false;
+    CUcontext_ popped = nullptr;
+    if (!g_capture_stream) {
+        if (g_api.stream_create(&g_capture_stream, kStreamNonBlocking) != 0) g_capture_stream = nullptr;
+        g_capture_ctx = ctx;
+    }
+    bool ok = g_capture_stream && g_api.begin_capture(g_capture_stream, kCaptureThreadLocal) == 0;
+    CUgraph_ graph = nullptr;
+    size_t nodes = 0;
+    if (ok) {
+        t_capture = g_capture_stream;
+        int r = run_pipeline_device(m, in, out);
+        t_capture = nullptr;
+        ok = g_api.end_capture(g_capture_stream, &graph) == 0 && r == 0 && graph;
+        ok = ok && g_api.graph_nodes(graph, nullptr, &nodes) == 0 && nodes >= 2;
+        ok = ok && g_api.instantiate(&g.exec, graph, 0) == 0;
+        if (graph) g_api.graph_destroy(graph);
+        g_error[0] = 0;  // a failed capture is not the call's error: the call runs directly
+    }
+    g_api.pop(&popped);
+    if (!ok) {
+        g.exec = nullptr;
+        g.status = nodes == 1 ? "direct: one kernel (a graph gains nothing)" : "direct: the run could not be captured";
+        return false;
+    }
+    std::lock_guard<std::mutex> mem(g_mem_lock);
+    g_live_graphs++;
+    return true;
+}
+
+// Serves a run_device call from \p m's graph when it can (capturing it on the second call in a row
+// with the same pointers): true with the call's result in *r, false to run directly.
+bool cuda_graph_run(Model &m, const void *const *in, void *const *out, int *r) {
+    GraphState &g = *m.graph;
+    if (!g.enabled) return false;
+    CUcontext_ ctx = nullptr;
+    if (acquire_context(nullptr, &ctx, true) != 0 || !ctx) return false;
+    const void *key[kNumIn + kNumOut + 1];
+    for (int k = 0; k < kNumIn; k++) key[k] = in[k];
+    for (int k = 0; k < kNumOut; k++) key[kNumIn + k] = out[k];
+    key[kNumIn + kNumOut] = ctx;
+    if (memcmp(key, g.key, sizeof key) != 0) {
+        memcpy(g.key, key, sizeof key);
+        g.same = 0;
+        if (g.exec) {
+            cuda_graph_drop(g);
+            if (++g.recaptures > kMaxRecaptures) {
+                g.enabled = false;
+                g.status = "direct: the pointers keep changing";
+                return false;
+            }
+        }
+    } else {
+        g.same++;
+    }
+    if (!g.exec) {
+        if (g.same < 1) return false;
+        if (!cuda_graph_capture(m, g, in, out, ctx)) {
+            g.enabled = false;
+            return false;
+        }
+        g.status = "graph";
+    }
+    CUcontext_ popped = nullptr;
+    bool launched = g_api.push(ctx) == 0;
+    launched = launched && g_api.launch(g.exec, nullptr) == 0;
+    g_api.pop(&popped);
+    if (!launched) {
+        cuda_graph_drop(g);
+        g.enabled = false;
+        g.status = "direct: a graph launch failed";
+        return false;
+    }
+    *r = 0;
+    return true;
+}
+
+void cuda_graph_delete(GraphState *g) {
+    if (!g) return;
+    cuda_graph_drop(*g);
+    delete g;
+}
+)GLUE";
+
+}  // namespace
+
+std::string cuda_graph_glue_source() { return kSource; }
+
+}  // namespace loom
