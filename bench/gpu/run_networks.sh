@@ -4,7 +4,8 @@
 # artifacts/net/<name>`, then drop lib*.a and *_halide.o to fit the carry) is checked against its
 # saved float64 reference and timed by tools/loom_run, then PyTorch eager and torch.compile time
 # the same torchvision architecture (bench/gpu/network_bench.py), then loom_run times Loom again
-# (the host's state drifts over a call: the two Loom figures bracket PyTorch's).
+# (the host's state drifts over a call: the two Loom figures bracket PyTorch's). Loom runs as a
+# CUDA graph (codegen/cuda_graph_glue.h); the second loom_run line of each network is without.
 # Usage: bench/gpu/run_networks.sh [artifacts/net] [loom_run flags…]
 set -o pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,10 @@ tools/loom_run/build.sh $runner >/dev/null || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 names=$(for d in "$net"/*/; do [ -f "$d/manifest.txt" ] && basename "$d"; done)
 status=0
-for n in $names; do $runner "$net/$n" --mode device --reps 200 --warmup 20 "$@" || status=1; done
+for n in $names; do
+  $runner "$net/$n" --mode device --reps 200 --warmup 20 "$@" || status=1
+  $runner "$net/$n" --mode device --reps 200 --warmup 20 --no-graphs "$@" | grep -E "RESULT|host time" || status=1
+done
 PYTHONUNBUFFERED=1 python3 bench/gpu/network_bench.py $names || status=1
 for n in $names; do $runner "$net/$n" --mode device --reps 200 --warmup 20 "$@" | grep RESULT || status=1; done
 exit $status

@@ -23,6 +23,7 @@ struct Plan {
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    cudnnMathType_t math = CUDNN_FMA_MATH;
     size_t workspace = 0;
     // The call replayed as a CUDA graph (see replay()): cuDNN's own host path costs 80-140 us a
     // call, as much as the GPU's 0.14 ms for conv_bn_relu on an H200, so a caller whose host is a
@@ -48,6 +49,21 @@ void *g_workspace = nullptr;
 size_t g_workspace_size = 0;
 
 bool ok(cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS; }
+
+// Find's candidates timed as the stage's own call when a plan is made.
+constexpr int kTimedCandidates = 5;
+
+// g_workspace grown to at least \p bytes; 0, or fail()'s -1.
+int reserve_workspace(size_t bytes) {
+    if (bytes <= g_workspace_size) return 0;
+    if (g_workspace) cudaFree(g_workspace);
+    g_workspace = nullptr;
+    g_workspace_size = 0;
+    cudaError_t e = cudaMalloc(&g_workspace, bytes);
+    if (e != cudaSuccess) return fail("allocating the cuDNN workspace", (int)e);
+    g_workspace_size = bytes;
+    return 0;
+}
 
 // Launches plan \p p's graph on the legacy default stream; if the launch fails, drops the graph
 // for good and runs \p call directly, so a graph problem never fails the stage.
@@ -170,29 +186,63 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         s = cudnnFindConvolutionForwardAlgorithm(g_handle, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                  &found, perf);
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
-        bool chosen = false;
-        for (int i = 0; i < found && !chosen; i++) {
-            // Results are sorted by time; skip failures and, without tf32, tensor-op algorithms.
+        // Find times plain convolutions; the fused bias+ReLU call can rank them differently
+        // (ResNet-18 at batch 1: Find's first choice ran 60 us a conv where PyTorch's ran 45-56).
+        // Time the call this stage makes for Find's best few candidates and keep the fastest.
+        const void *cx = (const void *)(uintptr_t)x->device, *cw = (const void *)(uintptr_t)w->device;
+        const void *cb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
+        void *cy = (void *)(uintptr_t)y->device;
+        cudaEvent_t t0 = nullptr, t1 = nullptr;
+        cudaEventCreate(&t0);
+        cudaEventCreate(&t1);
+        float best = -1;
+        for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
+            // Skip failures and, without tf32, tensor-op algorithms.
             if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
             if (!tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-            p.algo = perf[i].algo;
-            p.workspace = perf[i].memory;
             // Run it in the math mode it was timed in (cuDNN's advice for Find results).
             if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
-            chosen = true;
+            if (int r = reserve_workspace(perf[i].memory)) return r;
+            tried++;
+            const float one = 1.0f, zero = 0.0f;
+            auto call = [&] {
+                return ok(mode ? cudnnConvolutionBiasActivationForward(
+                                     g_handle, &one, p.x, cx, p.w, cw, p.conv, perf[i].algo, g_workspace,
+                                     perf[i].memory, &zero, p.y, cy, p.bias, cb, p.relu, p.y, cy)
+                               : cudnnConvolutionForward(g_handle, &one, p.x, cx, p.w, cw, p.conv, perf[i].algo,
+                                                         g_workspace, perf[i].memory, &zero, p.y, cy));
+            };
+            // The fastest of three rounds of five calls: one round of a batch-1 conv is ~0.3 ms,
+            // short enough for the host's jitter to reorder close candidates between processes.
+            float ms = -1;
+            bool ran = call();  // warm-up
+            for (int round = 0; round < 3 && ran; round++) {
+                float t = 0;
+                cudaEventRecord(t0, nullptr);
+                for (int rep = 0; rep < 5 && ran; rep++) ran = call();
+                cudaEventRecord(t1, nullptr);
+                ran = ran && cudaEventSynchronize(t1) == cudaSuccess && cudaEventElapsedTime(&t, t0, t1) == cudaSuccess;
+                if (ran && (ms < 0 || t < ms)) ms = t;
+            }
+            if (!ran) {
+                cudaGetLastError();
+                continue;
+            }
+            if (best < 0 || ms < best) {
+                best = ms;
+                p.algo = perf[i].algo;
+                p.workspace = perf[i].memory;
+                p.math = perf[i].mathType;
+            }
         }
-        if (!chosen) return fail("cuDNN found no algorithm for this convolution", found);
+        cudaEventDestroy(t0);
+        cudaEventDestroy(t1);
+        if (best < 0) return fail("cuDNN found no algorithm for this convolution that runs", found);
+        if (!ok(cudnnSetConvolutionMathType(p.conv, p.math))) return fail("cudnnSetConvolutionMathType", 0);
         it = g_plans.emplace(key, p).first;
     }
     Plan &p = it->second;
-    if (p.workspace > g_workspace_size) {
-        if (g_workspace) cudaFree(g_workspace);
-        g_workspace = nullptr;
-        g_workspace_size = 0;
-        cudaError_t e = cudaMalloc(&g_workspace, p.workspace);
-        if (e != cudaSuccess) return fail("allocating the cuDNN workspace", (int)e);
-        g_workspace_size = p.workspace;
-    }
+    if (int r = reserve_workspace(p.workspace)) return r;
     const float one = 1.0f, zero = 0.0f;
     const void *px = (const void *)(uintptr_t)x->device, *pw = (const void *)(uintptr_t)w->device;
     const void *pb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
