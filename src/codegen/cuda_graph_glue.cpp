@@ -30,6 +30,7 @@ struct GraphApi {
     CUresult_ (*graph_destroy)(CUgraph_) = nullptr;
     CUresult_ (*push)(CUcontext_) = nullptr;
     CUresult_ (*pop)(CUcontext_ *) = nullptr;
+    CUresult_ (*ctx_synchronize)() = nullptr;
     bool ok = false;  // every entry point found (a driver without graphs: direct runs only)
 } g_api;
 
@@ -71,12 +72,14 @@ CUresult_ graph_mem_alloc(CUdeviceptr_ *p, size_t n) {
     return r;
 }
 
-// Halide's cuMemFree: graph memory stays allocated while any graph is alive.
+// Halide's cuMemFree: graph memory stays allocated while any graph is alive or being captured
+// (Halide trims its free list mid-run: MobileNetV2's capture freed buffers its earlier kernels
+// had used, and the replay faulted).
 CUresult_ graph_mem_free(CUdeviceptr_ p) {
     {
         std::lock_guard<std::mutex> guard(g_mem_lock);
         if (g_graph_memory.count(p)) {
-            if (g_live_graphs > 0) {
+            if (g_live_graphs > 0 || t_capture) {
                 g_deferred.push_back(p);
                 return 0;
             }
@@ -119,9 +122,11 @@ void cuda_graph_setup() {
         g_api.graph_destroy = (CUresult_(*)(CUgraph_))sym("cuGraphDestroy");
         g_api.push = (CUresult_(*)(CUcontext_))sym("cuCtxPushCurrent_v2");
         g_api.pop = (CUresult_(*)(CUcontext_ *))sym("cuCtxPopCurrent_v2");
+        g_api.ctx_synchronize = (CUresult_(*)())sym("cuCtxSynchronize");
         g_api.ok = g_api.mem_alloc && g_api.mem_free && g_api.stream_create && g_api.begin_capture &&
                    g_api.end_capture && g_api.exchange_mode && g_api.graph_nodes && g_api.instantiate &&
-                   g_api.launch && g_api.exec_destroy && g_api.graph_destroy && g_api.push && g_api.pop;
+                   g_api.launch && g_api.exec_destroy && g_api.graph_destroy && g_api.push && g_api.pop &&
+                   g_api.ctx_synchronize;
     });
     halide_set_cuda_get_stream(get_stream);
     halide_set_custom_get_library_symbol(get_library_symbol);
@@ -137,20 +142,26 @@ GraphState *cuda_graph_new() {
     return g;
 }
 
-// Drops \p g's graph; the last graph to go frees the graph memory Halide gave back meanwhile.
-void cuda_graph_drop(GraphState &g) {
-    if (!g.exec) return;
-    g_api.exec_destroy(g.exec);
-    g.exec = nullptr;
+// Frees the graph memory Halide gave back while graphs were alive, once none is (\p dropped: one
+// graph has just been destroyed).
+void release_deferred(bool dropped) {
     std::vector<CUdeviceptr_> release;
     {
         std::lock_guard<std::mutex> guard(g_mem_lock);
-        if (--g_live_graphs == 0) {
+        if (dropped) g_live_graphs--;
+        if (g_live_graphs == 0) {
             release.swap(g_deferred);
             for (CUdeviceptr_ p : release) g_graph_memory.erase(p);
         }
     }
     for (CUdeviceptr_ p : release) g_api.mem_free(p);
+}
+
+void cuda_graph_drop(GraphState &g) {
+    if (!g.exec) return;
+    g_api.exec_destroy(g.exec);
+    g.exec = nullptr;
+    release_deferred(true);
 }
 
 // Captures one run of \p m on the capture stream into g.exec; false (and no graph) when the run
@@ -167,7 +178,9 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
         if (g_api.stream_create(&g_capture_stream, kStreamNonBlocking) != 0) g_capture_stream = nullptr;
         g_capture_ctx = ctx;
     }
-    bool ok = g_capture_stream && g_api.begin_capture(g_capture_stream, kCaptureThreadLocal) == 0;
+    // Earlier direct runs finish first: Halide may cuMemFree their buffers during the capture.
+    bool ok = g_capture_stream && g_api.ctx_synchronize() == 0 &&
+              g_api.begin_capture(g_capture_stream, kCaptureThreadLocal) == 0;
     CUgraph_ graph = nullptr;
     size_t nodes = 0;
     if (ok) {
@@ -183,6 +196,7 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
     g_api.pop(&popped);
     if (!ok) {
         g.exec = nullptr;
+        release_deferred(false);
         g.status = nodes == 1 ? "direct: one kernel (a graph gains nothing)" : "direct: the run could not be captured";
         return false;
     }

@@ -17,7 +17,8 @@
 /// - `halide_set_custom_get_library_symbol`: Halide's `cuMemAlloc`/`cuMemFree` go through two
 ///   wrappers. Memory allocated during a capture belongs to graphs: it is recorded, and a later
 ///   `cuMemFree` of it (Halide trims its free list of cached allocations) is deferred until no
-///   graph is left. Allocation inside a capture is made legal by switching the thread to relaxed
+///   graph is left or being captured; a capture starts after a device sync, as Halide may free
+///   buffers of earlier direct runs during it. Allocation inside a capture is made legal by switching the thread to relaxed
 ///   capture mode around the real call.
 /// - Graphs are used only when the capture holds at least two nodes (one kernel gains nothing); a
 ///   model whose pointers change after a capture recaptures, up to four times, then runs directly;
