@@ -101,7 +101,8 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
         EXPECT_TRUE(fs::exists(f)) << f;
     std::string h = slurp(a.header);
     for (const char *fn : {"softmax_rows_create(void)", "softmax_rows_run_host(", "softmax_rows_run_device(",
-                           "softmax_rows_destroy(", "softmax_rows_last_error("})
+                           "softmax_rows_destroy(", "softmax_rows_last_error(", "softmax_rows_set_cuda_graphs(",
+                           "softmax_rows_cuda_graph_status("})
         EXPECT_NE(h.find(fn), std::string::npos) << fn;
     // The PTX is embedded in the pipeline object: one kernel per fusion group; the row kernel loads
     // and stores 8-byte vectors whole (aligned buffers), with no 16-byte stores split into halves.
@@ -140,6 +141,27 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     EXPECT_EQ(err.find("aligned"), std::string::npos) << err;
     if (rc_host != 0) EXPECT_FALSE(err.empty());
     destroy(m);
+
+    // Whole-model CUDA graphs (codegen/cuda_graph_glue.h): on unless LOOM_CUDA_GRAPHS=0 or the
+    // C API turns them off; the status says why a model runs directly. (Capture and replay need a
+    // GPU: bench/gpu/run_networks.sh and loom_run check replays on poisoned outputs there.)
+    auto set_graphs = (int (*)(void *, int))dlsym(lib, "softmax_rows_set_cuda_graphs");
+    auto graph_status = (const char *(*)(void *))dlsym(lib, "softmax_rows_cuda_graph_status");
+    ASSERT_TRUE(set_graphs && graph_status);
+    setenv("LOOM_CUDA_GRAPHS", "0", 1);
+    m = create();
+    unsetenv("LOOM_CUDA_GRAPHS");
+    std::string status = graph_status(m);
+    EXPECT_EQ(status.rfind("off (", 0), 0u) << status;
+    EXPECT_EQ(set_graphs(m, 1), 0);
+    // On again where a driver with the graph API loads (a stub libcuda does), else still off.
+    status = graph_status(m);
+    bool on = status.rfind("direct: not yet called twice", 0) == 0;
+    EXPECT_TRUE(on || status.rfind("off (", 0) == 0) << status;
+    EXPECT_EQ(set_graphs(m, 0), on ? 1 : 0);
+    EXPECT_EQ(std::string(graph_status(m)), "off (set_cuda_graphs)");
+    destroy(m);
+    destroy(nullptr);  // as free(NULL)
     dlclose(lib);
 
     // A C program links against the static library with only libc/libdl (no libHalide, no libcuda).
@@ -406,6 +428,12 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
     std::string err = last_error();
     EXPECT_NE(err.find("input 1 'y' is a null pointer"), std::string::npos) << err;
     EXPECT_NE(err.find("pass 3 input and 1 output pointers"), std::string::npos) << err;
+    // CUDA graphs are a device matter: a host artifact reports them off.
+    auto set_graphs = (int (*)(void *, int))dlsym(lib, "sum_prologue_set_cuda_graphs");
+    auto graph_status = (const char *(*)(void *))dlsym(lib, "sum_prologue_cuda_graph_status");
+    ASSERT_TRUE(set_graphs && graph_status);
+    EXPECT_EQ(set_graphs(m, 1), 0);
+    EXPECT_EQ(std::string(graph_status(m)), "off (no device)");
     destroy(m);
     auto cmp = loom::testing::compare(got, ref);
     EXPECT_LT(cmp.rel_error, 1e-5);

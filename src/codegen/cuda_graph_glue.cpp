@@ -137,7 +137,7 @@ GraphState *cuda_graph_new() {
     if (g) {
         const char *env = getenv("LOOM_CUDA_GRAPHS");
         g->enabled = g_api.ok && !(env && strcmp(env, "0") == 0);
-        if (!g->enabled) g->status = g_api.ok ? "off (LOOM_CUDA_GRAPHS=0)" : "off (the driver has no graph API)";
+        if (!g->enabled) g->status = g_api.ok ? "off (LOOM_CUDA_GRAPHS=0)" : "off (no CUDA driver with the graph API)";
     }
     return g;
 }
