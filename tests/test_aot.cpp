@@ -1,6 +1,7 @@
 // Ahead-of-time compilation (codegen/aot.h, `loom compile`) and the runner (tools/loom_run).
 // CI has no GPU: the CUDA path is compiled (PTX generation, the C API links), the host path is run
 // end to end against the reference outputs saved by `loom compile`.
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "autoschedule/gpu_schedule.h"
 #include "codegen/aot.h"
+#include "codegen/jit.h"
 #include "codegen/ptx_register_caps.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/error.h"
@@ -83,6 +85,23 @@ std::pair<std::string, std::string> cuda_artifact(LoweredPipeline &p, const std:
 }
 
 }  // namespace
+
+// Targets that run on this machine claim only what its CPU has: Halide 14 reports AMD Zen 4 as
+// Sapphire Rapids (AVX512-FP16), and JIT code for that died of SIGILL there. The CUDA target's
+// host part is the same host target.
+TEST(Aot, HostTargetsClaimOnlyThisCpusFeatures) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    bool fp16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u);
+    for (const Halide::Target &t : {host_target(), aot_target("host"), aot_target("cuda")})
+        if (!fp16) EXPECT_FALSE(t.has_feature(Halide::Target::AVX512_SapphireRapids)) << t.to_string();
+    Halide::Target claimed("x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_cannonlake-avx512_sapphirerapids");
+    EXPECT_EQ(runnable_here(claimed).has_feature(Halide::Target::AVX512_SapphireRapids), fp16);
+    EXPECT_TRUE(runnable_here(claimed).has_feature(Halide::Target::AVX512_Cannonlake));
+    Halide::Target cuda = aot_target("cuda");
+    EXPECT_TRUE(cuda.has_feature(Halide::Target::CUDA) && cuda.has_feature(Halide::Target::CUDACapability80));
+    EXPECT_EQ(cuda.without_feature(Halide::Target::CUDA).without_feature(Halide::Target::CUDACapability80),
+              aot_target("host"));
+}
 
 TEST(Aot, CudaArtifactHasPtxAndCApi) {
     Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));

@@ -13,6 +13,7 @@
 #include "cli/model_loading.h"
 #include "cli/output_files.h"
 #include "cli/scheduling.h"
+#include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "codegen/machine_probe.h"
 #include "codegen/tuning.h"
@@ -83,7 +84,7 @@ AutoScheduleResult tune(const AutoscheduleOptions &o, const Graph &g, const Lowe
 
 void autoschedule(const AutoscheduleOptions &o) {
     Halide::Target target = o.target == "host" ? host_target()
-                            : o.target == "cuda" ? Halide::Target("host-cuda-cuda_capability_80")
+                            : o.target == "cuda" ? aot_target("cuda")
                                                  : Halide::Target(o.target);
     check_tune_flags(o, target);
     if (target.has_gpu_feature()) {

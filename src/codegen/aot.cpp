@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "codegen/cublas_gemm.h"
+#include "codegen/jit.h"
 #include "codegen/cudnn_conv.h"
 #include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
@@ -68,8 +69,11 @@ std::string halide_include_dir() {
 }  // namespace
 
 Halide::Target aot_target(const std::string &name) {
-    if (name == "host") return Halide::get_host_target();
-    if (name == "cuda") return Halide::Target("host-cuda-cuda_capability_80");
+    if (name == "host") return runnable_here(Halide::get_host_target());
+    if (name == "cuda")
+        return runnable_here(Halide::get_host_target())
+            .with_feature(Halide::Target::CUDA)
+            .with_feature(Halide::Target::CUDACapability80);
     user_check(Halide::Target::validate_target_string(name), "unknown target '", name,
                "'; valid: host, cuda, or a Halide target string such as x86-64-linux-avx2");
     return Halide::Target(name);

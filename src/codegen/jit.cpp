@@ -1,5 +1,9 @@
 #include "codegen/jit.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -93,7 +97,21 @@ void halide_guard(const std::string &what, F &&f) {
 
 }  // namespace
 
-Halide::Target host_target() { return Halide::get_jit_target_from_environment(); }
+Halide::Target runnable_here(Halide::Target t) {
+#if defined(__x86_64__) || defined(__i386__)
+    // Halide 14 takes AMD Zen 4 (AVX-512 with BF16 and VP2INTERSECT) for Sapphire Rapids, whose
+    // LLVM CPU has AVX512-FP16: the code then dies of SIGILL on Zen 4 (bool/int casts in the
+    // tests did). Keep the feature only where CPUID says AVX512-FP16 (leaf 7, EDX bit 23).
+    if (t.has_feature(Halide::Target::AVX512_SapphireRapids)) {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        bool fp16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u);
+        if (!fp16) t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
+    }
+#endif
+    return t;
+}
+
+Halide::Target host_target() { return runnable_here(Halide::get_jit_target_from_environment()); }
 
 JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target)
     : lowered_(std::move(lowered)), target_(target) {

@@ -18,8 +18,13 @@
 
 namespace loom {
 
-/// The JIT target of this machine (Halide's host detection; HL_JIT_TARGET overrides it).
+/// The JIT target of this machine (Halide's host detection; HL_JIT_TARGET overrides it), less
+/// what runnable_here() removes.
 Halide::Target host_target();
+
+/// \p t without features this CPU lacks although Halide 14's detection reports them (AMD Zen 4
+/// reported as Sapphire Rapids, which implies AVX512-FP16): for targets that run on this machine.
+Halide::Target runnable_here(Halide::Target t);
 
 /// A lowered pipeline compiled once with the JIT, run as often as wanted.
 class JitModel {
