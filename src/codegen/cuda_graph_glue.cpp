@@ -172,7 +172,10 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
         g.status = "direct: the capture stream belongs to another CUDA context";
         return false;
     }
-    if (g_api.push(ctx) != 0) return false;
+    if (g_api.push(ctx) != 0) {
+        g.status = "direct: the CUDA context could not be made current";
+        return false;
+    }
     CUcontext_ popped = nullptr;
     if (!g_capture_stream) {
         if (g_api.stream_create(&g_capture_stream, kStreamNonBlocking) != 0) g_capture_stream = nullptr;

@@ -99,6 +99,8 @@ const char *buffer_name(int k) { return k < kNumIn ? k_in_names[k] : k_out_names
 // CUDA artifacts declare their buffers 16-byte aligned (LowerOptions::buffer_alignment), and their
 // kernels load 16 bytes at a time.
 constexpr uintptr_t kAlign = 16;
+// Host pointers handed to Halide: the widest vector (AVX-512) Halide's host code may move aligned.
+constexpr uintptr_t kHostAlign = 64;
 
 // 0, or -1 with g_error naming the first buffer whose pointer is null or, for \p device pointers,
 // off the kAlign grid, and what would be valid.
@@ -316,14 +318,15 @@ int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
     }
     for (int k = 0; k < kNumOut; k++) m.bufs[kNumIn + k].host = (uint8_t *)out[k];
     void *staged[kNumIn + kNumOut + 1] = {};
-#if LOOM_CUDA
-    // Halide rejects a host pointer below the declared alignment; the application's need not be
-    // aligned (a slice of a bigger array): such a buffer goes through an aligned copy.
+    // Halide rejects a host pointer below the declared alignment, and host code may store whole
+    // 64-byte vectors with aligned instructions (a host sum_prologue's output 16 bytes off a
+    // 64-byte boundary crashed in vmovaps); the application's pointers need not be aligned (a
+    // slice of a bigger array): such a buffer goes through an aligned copy.
     for (int k = 0; k < kNumIn + kNumOut; k++) {
         uint8_t *p = m.bufs[k].host;
-        if ((uintptr_t)p % kAlign == 0) continue;
+        if ((uintptr_t)p % kHostAlign == 0) continue;
         size_t n = byte_size(m.bufs[k]);
-        staged[k] = aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign);
+        staged[k] = aligned_alloc(kHostAlign, (n + kHostAlign - 1) / kHostAlign * kHostAlign);
         if (!staged[k]) {
             snprintf(g_error, sizeof g_error, "out of host memory staging %s (%zu bytes)", buffer_name(k), n);
             for (int q = 0; q < k; q++) free(staged[q]);
@@ -333,7 +336,6 @@ int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
         if (k < kNumIn) memcpy(staged[k], p, n);
         m.bufs[k].host = (uint8_t *)staged[k];
     }
-#endif
     int r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
     for (int k = 0; r == 0 && k < kNumOut; k++) r = halide_copy_to_host(nullptr, &m.bufs[kNumIn + k]);
     for (int k = 0; k < kNumIn + kNumOut; k++)
