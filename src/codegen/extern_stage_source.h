@@ -1,9 +1,10 @@
 /// \file
 /// What every extern-stage source compiled into a CUDA artifact shares (codegen/cublas_gemm.h,
 /// codegen/cudnn_conv.h): Halide's runtime headers, `fail(what, code)` (reports through
-/// halide_error, prefixed with the extern's name, and returns -1) and `set_dim(buffer, d, min,
-/// extent)` (answers a bounds query), in an anonymous namespace so that several externs link into
-/// one library.
+/// halide_error, prefixed with the extern's name, and returns -1), `set_dim(buffer, d, min,
+/// extent)` (answers a bounds query) and `stage_stream()` (the stream to enqueue on: Halide's, i.e.
+/// the capture stream while the glue captures a CUDA graph, codegen/cuda_graph_glue.h), in an
+/// anonymous namespace so that several externs link into one library.
 #pragma once
 
 #include <string>
