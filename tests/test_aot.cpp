@@ -181,6 +181,9 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     EXPECT_TRUE(on || status.rfind("off (", 0) == 0) << status;
     EXPECT_EQ(set_graphs(m, 0), on ? 1 : 0);
     EXPECT_EQ(std::string(graph_status(m)), "off (set_cuda_graphs)");
+    EXPECT_NE(run_device(nullptr, bad_in, outs), 0);
+    err = last_error();
+    EXPECT_NE(err.find("softmax_rows_run_device: the model handle is NULL"), std::string::npos) << err;
     destroy(m);
     destroy(nullptr);  // as free(NULL)
     dlclose(lib);
@@ -472,6 +475,14 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
     ASSERT_TRUE(set_graphs && graph_status);
     EXPECT_EQ(set_graphs(m, 1), 0);
     EXPECT_EQ(std::string(graph_status(m)), "off (no device)");
+    // A NULL handle is refused with the call and the fix named, not dereferenced.
+    EXPECT_NE(run(nullptr, ins, outs), 0);
+    err = last_error();
+    EXPECT_NE(err.find("sum_prologue_run_host: the model handle is NULL"), std::string::npos) << err;
+    EXPECT_NE(err.find("pass what sum_prologue_create returned"), std::string::npos) << err;
+    EXPECT_EQ(set_graphs(nullptr, 0), -1);
+    EXPECT_NE(std::string(graph_status(nullptr)).find("cuda_graph_status: the model handle is NULL"),
+              std::string::npos);
     destroy(m);
     auto cmp = loom::testing::compare(got, ref);
     EXPECT_LT(cmp.rel_error, 1e-5);

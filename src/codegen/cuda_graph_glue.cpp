@@ -164,6 +164,20 @@ void cuda_graph_drop(GraphState &g) {
     release_deferred(true);
 }
 
+// m_set_cuda_graphs: graphs off (the current one dropped), or on afresh (recapture budget reset)
+// where the driver has the API; returns the previous setting.
+int cuda_graph_enable(GraphState &g, bool on) {
+    int was = g.enabled;
+    if (!on) {
+        cuda_graph_drop(g);
+        g.enabled = false;
+        g.status = "off (set_cuda_graphs)";
+    } else if (!was && g_api.ok) {
+        g = GraphState();
+    }
+    return was;
+}
+
 // Captures one run of \p m on the capture stream into g.exec; false (and no graph) when the run
 // cannot be captured or holds fewer than two nodes.
 bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *const *out, CUcontext_ ctx) {

@@ -65,6 +65,17 @@ int reserve_workspace(size_t bytes) {
     return 0;
 }
 
+// The stage's one cuDNN call for plan \p p with algorithm \p algo (its \p workspace bytes of
+// g_workspace): y = relu(conv(x, w) + bias) in one call (\p mode 1), else the plain convolution.
+cudnnStatus_t convolve(const Plan &p, int mode, cudnnConvolutionFwdAlgo_t algo, size_t workspace, const void *x,
+                       const void *w, const void *bias, void *y) {
+    const float one = 1.0f, zero = 0.0f;
+    return mode ? cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace,
+                                                        workspace, &zero, p.y, y, p.bias, bias, p.relu, p.y, y)
+                : cudnnConvolutionForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace, workspace,
+                                          &zero, p.y, y);
+}
+
 // Launches plan \p p's graph on the legacy default stream; if the launch fails, drops the graph
 // for good and runs \p call directly, so a graph problem never fails the stage.
 template <typename Call>
@@ -204,14 +215,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
             if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
             if (int r = reserve_workspace(perf[i].memory)) return r;
             tried++;
-            const float one = 1.0f, zero = 0.0f;
-            auto call = [&] {
-                return ok(mode ? cudnnConvolutionBiasActivationForward(
-                                     g_handle, &one, p.x, cx, p.w, cw, p.conv, perf[i].algo, g_workspace,
-                                     perf[i].memory, &zero, p.y, cy, p.bias, cb, p.relu, p.y, cy)
-                               : cudnnConvolutionForward(g_handle, &one, p.x, cx, p.w, cw, p.conv, perf[i].algo,
-                                                         g_workspace, perf[i].memory, &zero, p.y, cy));
-            };
+            auto call = [&] { return ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy)); };
             // The fastest of three rounds of five calls: one round of a batch-1 conv is ~0.3 ms,
             // short enough for the host's jitter to reorder close candidates between processes.
             float ms = -1;
@@ -243,18 +247,11 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     }
     Plan &p = it->second;
     if (int r = reserve_workspace(p.workspace)) return r;
-    const float one = 1.0f, zero = 0.0f;
     const void *px = (const void *)(uintptr_t)x->device, *pw = (const void *)(uintptr_t)w->device;
     const void *pb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
     void *py = (void *)(uintptr_t)y->device;
     const void *ptrs[5] = {px, pw, pb, py, g_workspace};
-    auto call = [&] {
-        return mode ? cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo,
-                                                            g_workspace, p.workspace, &zero, p.y, py, p.bias, pb,
-                                                            p.relu, p.y, py)
-                    : cudnnConvolutionForward(g_handle, &one, p.x, px, p.w, pw, p.conv, p.algo, g_workspace,
-                                              p.workspace, &zero, p.y, py);
-    };
+    auto call = [&] { return convolve(p, mode, p.algo, p.workspace, px, pw, pb, py); };
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     if (cudaStream_t model_capture = (cudaStream_t)stage_stream()) {
         // The glue is capturing the whole model: the call joins that graph, on its stream.

@@ -126,6 +126,14 @@ int check_pointers(const char *fn, const void *const *in, void *const *out, bool
     return 0;
 }
 
+// \p h as a Model, or null with g_error saying what to pass (\p fn: the API call, for the message).
+Model *model_of(void *h, const char *fn) {
+    if (!h)
+        snprintf(g_error, sizeof g_error, "%s_%s: the model handle is NULL; pass what %s_create returned",
+                 LOOM_STR(LOOM_NAME), fn, LOOM_STR(LOOM_NAME));
+    return (Model *)h;
+}
+
 size_t byte_size(const halide_buffer_t &b) {
     size_t n = b.type.bytes();
     for (int k = 0; k < b.dimensions; k++) n *= (size_t)b.dim[k].extent;
@@ -277,39 +285,28 @@ void LOOM_API(_destroy)(void *h) {
 }
 
 int LOOM_API(_set_cuda_graphs)(void *h, int on) {
+    if (!model_of(h, "set_cuda_graphs")) return -1;
 #if LOOM_CUDA
-    GraphState &g = *((Model *)h)->graph;
-    int was = g.enabled;
-    if (!on) {
-        cuda_graph_drop(g);
-        g.status = "off (set_cuda_graphs)";
-    } else if (!was && g_api.ok) {
-        g.recaptures = 0;
-        g.same = 0;
-        memset(g.key, 0, sizeof g.key);
-        g.status = "direct: not yet called twice with the same pointers";
-    }
-    g.enabled = on && g_api.ok;
-    return was;
+    return cuda_graph_enable(*((Model *)h)->graph, on != 0);
 #else
-    (void)h;
     (void)on;
     return 0;
 #endif
 }
 
 const char *LOOM_API(_cuda_graph_status)(void *h) {
+    if (!model_of(h, "cuda_graph_status")) return g_error;
 #if LOOM_CUDA
     return ((Model *)h)->graph->status;
 #else
-    (void)h;
     return "off (no device)";
 #endif
 }
 
 int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
-    Model &m = *(Model *)h;
     g_error[0] = 0;
+    if (!model_of(h, "run_host")) return -1;
+    Model &m = *(Model *)h;
     if (check_pointers("run_host", in, out, false)) return -1;
     reset(m);
     for (int k = 0; k < kNumIn; k++) {
@@ -349,8 +346,9 @@ int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
 
 int LOOM_API(_run_device)(void *h, const void *const *in, void *const *out) {
 #if LOOM_CUDA
-    Model &m = *(Model *)h;
     g_error[0] = 0;
+    if (!model_of(h, "run_device")) return -1;
+    Model &m = *(Model *)h;
     if (check_pointers("run_device", in, out, true)) return -1;
     int r = 0;
     if (cuda_graph_run(m, in, out, &r)) return r;
@@ -415,7 +413,7 @@ std::string glue_header(const GlueSpec &s) {
        << "void " << n << "_destroy(void *model);\n"
        << "const char *" << n << "_last_error(void);\n"
        << "void *" << n << "_cuda_context(void);\n"
-       << "/* CUDA graphs: on by default (LOOM_CUDA_GRAPHS=0 turns them off); returns the previous setting. */\n"
+       << "/* CUDA graphs: on by default (LOOM_CUDA_GRAPHS=0 turns them off); returns the previous setting, -1 for a NULL model. */\n"
        << "int " << n << "_set_cuda_graphs(void *model, int on);\n"
        << "const char *" << n << "_cuda_graph_status(void *model); /* \"graph\", or why a call runs directly */\n"
        << "const char *" << n << "_target(void);\n"
