@@ -234,10 +234,11 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
 }
 
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
-// become extern stages calling cuDNN. Each of its convs feeds only a Relu, so cuDNN applies the bias
-// and the ReLU (fuse_activation_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the
-// Relu's output, and no Halide Relu Func is left. Without the fusion the bias and the Relu stay
-// Halide Funcs reading the extern.
+// become extern stages calling cuDNN. Two of its convs feed only a Relu, so cuDNN applies the bias
+// and the ReLU (fuse_activation_epilogue): the extern is listed as a LoweredFunc (is_extern) standing
+// for the Relu's output, and no Halide Relu Func is left. The depthwise conv's ReLU6 (Relu, then
+// Clip) is one Clip after prepare_graph: that conv is a plain cuDNN call with its bias a Halide Func.
+// Without the fusion every bias and Relu stays a Halide Func reading its extern.
 TEST(Aot, CudaConvCallsCudnnExternStage) {
     Graph g = import_onnx(loom::testing::data_path("cnn.onnx"));
     prepare_graph(g);
@@ -251,19 +252,20 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
         relus += f.op == "Relu";
     }
     EXPECT_EQ(pointwise_convs, 3);
-    EXPECT_EQ(relus, 3);
+    EXPECT_EQ(relus, 2);
     lo.fuse_activation_epilogue = true;
     LoweredPipeline p = lower_graph(g, lo);
     ASSERT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
-    int externs = 0;
+    int externs = 0, biases = 0;
     for (const auto &f : p.funcs) {
         EXPECT_NE(f.op, "Relu") << f.name << ": the ReLU is applied by cuDNN";
         if (f.op == "Conv") {
-            EXPECT_TRUE(f.is_extern) << f.name;
-            externs++;
+            externs += f.is_extern;
+            biases += f.is_pointwise && !f.is_extern;
         }
     }
-    EXPECT_EQ(externs, 3);
+    EXPECT_EQ(externs, 2);
+    EXPECT_EQ(biases, 1);
     // A schedule cannot touch an extern stage, and says why.
     std::string ext;
     for (const auto &f : p.funcs)
@@ -279,6 +281,50 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
     EXPECT_NE(output.find("cudnnConvolutionForward"), std::string::npos) << output;
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
+}
+
+// With gemm_extern, a 1x1 conv (stride 1, no pads, one group) is a cuBLAS GEMM per image
+// (loom_cublas_conv1x1). The inverted_residual fixture (MobileNetV2's block, ReLU6 exported as Relu
+// then Clip, absorbed into the Clip by prepare_graph): its expand and project convs call cuBLAS,
+// the depthwise conv cuDNN, and each bias stays a Halide Func reading the extern. A 1x1 conv whose
+// only consumer is a Relu keeps cuDNN's one call with the bias and the ReLU; a strided 1x1 conv
+// and `--no-cublas` (gemm_extern off) keep cuDNN.
+TEST(Aot, CudaPointwiseConvCallsCublas) {
+    Graph g = import_onnx(loom::testing::data_path("inverted_residual.onnx"));
+    prepare_graph(g);
+    for (const auto &n : g.nodes) EXPECT_NE(n.op, "Relu") << n.name << ": ReLU6's Relu is absorbed by its Clip";
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublas_conv1x1", "loom_cudnn_conv"}));
+    int biases = 0;
+    for (const auto &f : p.funcs) biases += f.op == "Conv" && f.is_pointwise && !f.is_extern;
+    EXPECT_EQ(biases, 3) << "each conv's bias is a pointwise Func over its extern";
+    lo.gemm_extern = false;
+    EXPECT_EQ(lower_graph(g, lo).extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
+
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    auto one_conv = [](Ints strides, const char *after) {
+        GraphBuilder b;
+        std::string x = b.input("x", {1, 8, 6, 6});
+        std::string w = b.random_constant("w", {16, 8, 1, 1}, 3);
+        int64_t s = strides[0], hw = (6 + s - 1) / s;
+        std::string c = b.node("Conv", {x, w}, {1, 16, hw, hw}, {{"kernel_shape", Ints{1, 1}}, {"strides", strides}});
+        b.out(after, {c}, {1, 16, hw, hw});
+        LowerOptions o;
+        o.gemm_extern = o.conv_extern = true;
+        return lower_graph(b.g, o).extern_calls;
+    };
+    EXPECT_EQ(one_conv({1, 1}, "Tanh"), std::vector<std::string>{"loom_cublas_conv1x1"});
+    EXPECT_EQ(one_conv({1, 1}, "Relu"), std::vector<std::string>{"loom_cudnn_conv"});
+    EXPECT_EQ(one_conv({2, 2}, "Tanh"), std::vector<std::string>{"loom_cudnn_conv"});
+
+    auto [object, output] = cuda_artifact(p, "inverted_residual");
+    EXPECT_NE(object.find("loom_cublas_conv1x1"), std::string::npos);
+    EXPECT_NE(output.find("T loom_cublas_conv1x1"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasSgemmStridedBatched"), std::string::npos) << output;
+    EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
 }
 
 // GPU auto-scheduling of statistics over segments of a row (LayerNorm over [B, 4, 64] read by a

@@ -59,7 +59,7 @@ void check_auto(const Graph &g, const std::string &what, double rel = 1e-5, cons
 
 TEST(Autoschedule, FixturesMatchReference) {
     for (const char *name : {"sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mlp",
-                             "gelu_mlp", "cnn", "transformer"})
+                             "gelu_mlp", "cnn", "inverted_residual", "transformer"})
         check_auto(fixture(name), name);
 }
 

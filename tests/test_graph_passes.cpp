@@ -211,6 +211,53 @@ TEST(GraphPasses, ConvBatchNormFoldingIsExact) {
     EXPECT_TRUE(loom::testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
 }
 
+// ReLU6 as PyTorch exports it (Relu, then Clip(0, 6)) becomes one Clip of the Relu's input, with
+// the same values; a Clip that may go below zero, or a Relu read elsewhere too, keeps its Relu.
+TEST(GraphPasses, ReluBeforeNonNegativeClipIsAbsorbed) {
+    Builder b;
+    b.input("x", {4, 8});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Clip", {"r"}, {"c"}).attrs = {{"min", 0.0}, {"max", 6.0}};
+    b.node("Relu", {"x"}, {"r2"});
+    b.node("Clip", {"r2"}, {"neg"}).attrs = {{"min", -1.0}, {"max", 1.0}};  // the Relu matters here
+    b.node("Relu", {"c"}, {"r3"});
+    b.node("Clip", {"r3"}, {"d"}).attrs = {{"min", 0.5}, {"max", 2.0}};
+    b.node("Add", {"r3", "neg"}, {"e"});  // r3 is read twice: its Relu stays
+    b.node("Add", {"d", "e"}, {"y"});
+    b.output("y");
+    Graph g = b.g;
+    EXPECT_EQ(absorb_relu_into_clip(g), 2);
+    prepare_graph(b.g);
+    std::map<std::string, int> ops;
+    for (const auto &n : b.g.nodes) ops[n.op]++;
+    EXPECT_EQ(ops["Relu"], 2) << "the Relu before Clip(0, 6) is gone; r2's and r3's stay";
+    EXPECT_EQ(ops["Clip"], 3);
+    for (const auto &n : b.g.nodes)
+        if (n.op == "Clip" && n.get_float("min", -1) == 0.0) EXPECT_EQ(n.inputs[0], "x");
+
+    // Values: clip(x, 0, 6) of the rewired graph equals min(max(relu(x), 0), 6) on inputs of both
+    // signs and past 6.
+    Builder u;
+    u.input("x", {4, 8});
+    u.node("Relu", {"x"}, {"r"});
+    u.node("Clip", {"r"}, {"y"}).attrs = {{"min", 0.0}, {"max", 6.0}};
+    u.output("y");
+    prepare_graph(u.g);
+    ASSERT_EQ(u.g.nodes.size(), 1u);
+    auto ins = random_inputs(u.g, 11);
+    Tensor &x = ins.at("x");
+    for (int64_t i = 0; i < x.numel(); i++) x.set(i, x.get(i) * 8);
+    Tensor y = run_reference(u.g, ins).at("y");
+    int below = 0, above = 0;
+    for (int64_t i = 0; i < y.numel(); i++) {
+        double v = x.get(i);
+        below += v < 0, above += v > 6;
+        EXPECT_EQ(y.get(i), std::min(std::max(std::max(v, 0.0), 0.0), 6.0)) << i;
+    }
+    EXPECT_GT(below, 0);
+    EXPECT_GT(above, 0);
+}
+
 TEST(GraphPasses, CseMergesAndDceRemoves) {
     Builder b;
     b.input("x", {8});

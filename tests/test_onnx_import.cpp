@@ -77,6 +77,8 @@ const std::vector<Fixture> &fixtures() {
          {{"AveragePool", 1}, {"BatchNormalization", 3}, {"Clip", 1}, {"Conv", 3}, {"Flatten", 1},
           {"Gemm", 1}, {"GlobalAveragePool", 1}, {"MaxPool", 1}, {"Pad", 1}, {"Relu", 3},
           {"Softmax", 1}}},
+        {"inverted_residual", 13, 11, 19, {"x"}, {"y"},
+         {{"Add", 1}, {"BatchNormalization", 3}, {"Clip", 2}, {"Conv", 3}, {"Relu", 2}}},
         {"cnn_opset9", 9, 17, 17, {"x"}, {"y"},
          {{"AveragePool", 1}, {"BatchNormalization", 3}, {"Clip", 1}, {"Conv", 3}, {"Flatten", 1},
           {"Gemm", 1}, {"GlobalAveragePool", 1}, {"MaxPool", 1}, {"Pad", 1}, {"Relu", 3},

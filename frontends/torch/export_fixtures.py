@@ -58,6 +58,23 @@ class CNN(nn.Module):
         return F.softmax(self.fc(x), dim=1)
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expand Conv+BN+ReLU6, depthwise 3x3 Conv+BN+ReLU6, 1x1 project
+    Conv+BN, plus the input. Input 2x16x14x14 (two images: the batched path of 1x1 convs)."""
+
+    def __init__(self, c=16, expand=4):
+        super().__init__()
+        h = c * expand
+        self.expand = conv_bn(c, h, 1)
+        self.dw = conv_bn(h, h, 3, groups=h)
+        self.project = conv_bn(h, c, 1)
+
+    def forward(self, x):
+        y = F.relu6(self.expand(x))
+        y = F.relu6(self.dw(y))
+        return x + self.project(y)
+
+
 def randomize_batchnorm(model, gen):
     """Non-trivial running statistics and affine parameters, so BN (and Conv+BN folding) is
     really exercised."""
@@ -81,6 +98,7 @@ def fixtures():
         "dynamic_mlp": (lambda: MLP(64, 128, 10), {"x": (3, 64)}, ["y"],
                         {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}),
         "cnn": (CNN, {"x": (2, 3, 32, 32)}, ["y"], {}),
+        "inverted_residual": (InvertedResidual, {"x": (2, 16, 14, 14)}, ["y"], {}),
         # Old attribute forms (Clip min/max and Pad pads as attributes, opset-9 Softmax) and weights listed as inputs.
         "cnn_opset9": (CNN, {"x": (2, 3, 32, 32)}, ["y"],
                         {"opset_version": 9, "keep_initializers_as_inputs": True}),

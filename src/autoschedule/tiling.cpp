@@ -102,6 +102,23 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
     return "";
 }
 
+// Whether computing \p f past the end of its rows stays inside every buffer it reads: each path of
+// producers from \p f ends at a padded input (the pointwise `<node>_pad` Func of a Conv or pool,
+// which clamps its reads) before it reaches a graph input. A 1x1 conv reads its input directly,
+// and a row rounded up to a vector read past the input (the inverted_residual fixture's 14-wide rows).
+bool rows_extend_safely(const std::map<std::string, FuncInfo> &info, const std::string &f,
+                        std::map<std::string, bool> &memo) {
+    auto known = memo.find(f);
+    if (known != memo.end()) return known->second;
+    memo[f] = false;  // a DAG, but stay finite whatever it is
+    const FuncInfo &fi = info.at(f);
+    bool padded = fi.lf->is_pointwise && (fi.is_conv || fi.lf->op == "MaxPool" || fi.lf->op == "AveragePool");
+    bool safe = padded || fi.lf->input_reads.empty();
+    if (!padded)
+        for (const auto &pr : fi.lf->producers) safe = safe && info.count(pr) && rows_extend_safely(info, pr, memo);
+    return memo[f] = safe;
+}
+
 struct Ctx {
     const LoweredPipeline &p;
     const std::map<std::string, FuncInfo> &info;
@@ -895,8 +912,11 @@ struct Ctx {
             // padded allocation and never read) where the conv is not a graph output; guarded
             // (GuardWithIf), the tail columns ran as scalar code. ResNet-18 on 2 cores, its 7- and
             // 14-wide rows: 70.6 -> 33-41 ms. Wider rows keep the guard: rounding their 28-, 56- and
-            // 112-wide rows up as well took it to 53-114 ms.
-            const bool round_up = !lf(F).is_output && vl && W < V && W % WT != 0;
+            // 112-wide rows up as well took it to 53-114 ms. Only where every read past the row stays
+            // in bounds (rows_extend_safely).
+            std::map<std::string, bool> memo;
+            const bool round_up =
+                !lf(F).is_output && vl && W < V && W % WT != 0 && rows_extend_safely(info, F, memo);
             if (round_up) {
                 while (WT < W) WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
                 vl = WT;

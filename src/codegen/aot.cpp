@@ -186,7 +186,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             std::string (*source)();
         };
         const ExternSource externs[] = {
-            {{kCublasSgemm, kCublasLtBiasAct}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
+            {{kCublasSgemm, kCublasLtBiasAct, kCublasConv1x1}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
              "--no-cublas", cublas_gemm_source},
             {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn",
              cudnn_conv_source},

@@ -40,6 +40,16 @@ int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias
     return 0;
 }
 
+// g_handle created (once), its math mode set for \p tf32 and its stream to Halide's (g_lock held).
+int prepare_handle(int32_t tf32) {
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!g_handle && (s = cublasCreate(&g_handle)) != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", (int)s);
+    s = cublasSetMathMode(g_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g_handle, (cudaStream_t)stage_stream());
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSetMathMode/SetStream", (int)s);
+    return 0;
+}
+
 }  // namespace
 
 extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K,
@@ -69,13 +79,8 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     if (int r = stage_operands(a, b, nullptr, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);
-    if (!g_handle) {
-        cublasStatus_t s = cublasCreate(&g_handle);
-        if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", (int)s);
-    }
-    cublasStatus_t s = cublasSetMathMode(g_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g_handle, (cudaStream_t)stage_stream());
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSetMathMode/SetStream", (int)s);
+    if (int r = prepare_handle(tf32)) return r;
+    cublasStatus_t s;
 
     // Row-major y[i, j] = sum_k a[i, k] b[k, j] is column-major y^T = b^T a^T: cuBLAS's first
     // operand is b (n x k, "N" when b is stored [K, N]), its second a (k x m, "N" when [M, K]).
@@ -99,6 +104,50 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
                                       a->dim[2].stride, &zero, py, ldy, y->dim[2].stride, nb);
     }
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSgemm", (int)s);
+    y->set_device_dirty(true);
+    return 0;
+}
+
+// A 1x1 convolution (stride 1, no pads, one group) of x [N, C, H, W] by the constant w [Co, C]:
+// for each image, row-major y[co, p] = sum_c w[co, c] x[c, p] over its H·W pixels p, i.e.
+// column-major y^T (P × Co, ld = y's channel stride) = x^T (P × C, ld = x's channel stride) ·
+// w^T (C × Co, ld = C). One cublasSgemm, or a strided batch over the images (w's stride 0).
+extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t N, int32_t C, int32_t H,
+                                   int32_t W, int32_t Co, int32_t tf32, halide_buffer_t *y) {
+    int n0 = y->dim[3].min, nb = y->dim[3].extent;
+    if (x->is_bounds_query()) {  // Halide dims (w, h, c, n): every pixel and channel of the images asked for
+        set_dim(x, 0, 0, W);
+        set_dim(x, 1, 0, H);
+        set_dim(x, 2, 0, C);
+        set_dim(x, 3, n0, nb);
+    }
+    if (w->is_bounds_query()) {
+        set_dim(w, 0, 0, C);
+        set_dim(w, 1, 0, Co);
+    }
+    if (x->is_bounds_query() || w->is_bounds_query() || y->is_bounds_query()) return 0;
+    (void)N;
+    if (y->dim[0].min != 0 || y->dim[0].extent != W || y->dim[1].min != 0 || y->dim[1].extent != H ||
+        y->dim[2].min != 0 || y->dim[2].extent != Co)
+        return fail("1x1 conv: the output region must hold whole images (compute the extern at root)", 0);
+    // Each image's channel planes must be dense H·W runs: a pixel index p = h·W + w with stride 1.
+    if (x->dim[0].stride != 1 || x->dim[1].stride != W || y->dim[0].stride != 1 || y->dim[1].stride != W ||
+        w->dim[0].stride != 1)
+        return fail("1x1 conv: x and y must be dense over each channel's H x W plane", x->dim[1].stride);
+    if (int r = stage_operands(x, w, nullptr, y)) return r;
+
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (int r = prepare_handle(tf32)) return r;
+    int xt[4] = {0, 0, 0, n0}, wt[2] = {0, 0}, yt[4] = {0, 0, 0, n0};
+    const float *px = (const float *)(uintptr_t)addr(x, xt), *pw = (const float *)(uintptr_t)addr(w, wt);
+    float *py = (float *)(uintptr_t)addr(y, yt);
+    const float one = 1.0f, zero = 0.0f;
+    int P = H * W, ldx = x->dim[2].stride, ldw = w->dim[1].stride, ldy = y->dim[2].stride;
+    cublasStatus_t s =
+        nb == 1 ? cublasSgemm(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx, pw, ldw, &zero, py, ldy)
+                : cublasSgemmStridedBatched(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx,
+                                            x->dim[3].stride, pw, ldw, 0, &zero, py, ldy, y->dim[3].stride, nb);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasSgemm", (int)s);
     y->set_device_dirty(true);
     return 0;
 }

@@ -9,6 +9,9 @@
 ///                                         halide_buffer_t *bias, int32_t m, int32_t n, int32_t k,
 ///                                         int32_t trans_a, int32_t trans_b, float alpha,
 ///                                         int32_t tf32, int32_t act, halide_buffer_t *y);
+///   extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
+///                                      int32_t h, int32_t w_, int32_t co, int32_t tf32,
+///                                      halide_buffer_t *y);
 /// \endcode
 /// y = alpha · op(a) op(b) in row-major terms (a: [M, K] or [K, M], or [batch, M, K]; b: [K, N] or
 /// [N, K]); one cublasSgemm on the device pointers (batched a folded into M when dense, else
@@ -18,6 +21,11 @@
 /// when Halide gave it none and marked device-dirty. Math mode CUBLAS_DEFAULT_MATH (full FP32)
 /// unless tf32 != 0 (CUBLAS_TF32_TENSOR_OP_MATH). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
+///
+/// loom_cublas_conv1x1: a 2-D Conv with a 1x1 kernel, stride 1, no pads and one group is a GEMM per
+/// image, y[co, h·W + w] = Σ_c w[co, c] x[c, h·W + w]: one cublasSgemm on the channel planes
+/// (batched over images with the weights' stride 0), no bias (that stays a Halide Func). It needs
+/// whole images of y (the extern is compute_root) and planes dense in H·W.
 ///
 /// loom_cublaslt_bias_act: y = act(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
 /// (one per output column, Linear's), in one cublasLtMatmul with the CUBLASLT_EPILOGUE_RELU_BIAS
@@ -36,6 +44,7 @@ namespace loom {
 /// The C functions' names, as extern stages call them.
 inline constexpr const char *kCublasSgemm = "loom_cublas_sgemm";
 inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
+inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
 /// loom_cublaslt_bias_act's activations.
 inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
 

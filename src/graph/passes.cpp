@@ -203,6 +203,18 @@ void fold_conv_batchnorm(Graph &g) {
                   g.nodes.end());
 }
 
+int absorb_relu_into_clip(Graph &g) {
+    int rewired = 0;
+    for (auto &clip : g.nodes) {
+        if (clip.op != "Clip" || clip.get_float("min", -1.0) < 0) continue;
+        int pi = g.producer(clip.inputs[0]);
+        if (pi < 0 || g.nodes[pi].op != "Relu") continue;
+        clip.inputs[0] = g.nodes[pi].inputs[0];
+        rewired++;
+    }
+    return rewired;
+}
+
 void pretranspose_gemm_weights(Graph &g) {
     for (auto &n : g.nodes) {
         if (n.op != "Gemm" || n.get_int("transB", 0) == 0) continue;
@@ -293,6 +305,7 @@ void prepare_graph(Graph &g, const PrepareOptions &opts) {
     step("remove_identities", [&] { remove_identities(g); });
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
+    step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });
     if (opts.horizontal_fusion) step("fuse_horizontal_slices", [&] { fuse_horizontal_slices(g); });

@@ -45,6 +45,11 @@ void eliminate_dead_code(Graph &g);
 /// Folds BatchNormalization into the Conv that feeds it (when the Conv has no other consumer):
 /// exact, in double precision, into the Conv's weights and bias.
 void fold_conv_batchnorm(Graph &g);
+/// A Clip whose lower bound is >= 0 and whose input a Relu produces reads the Relu's input instead
+/// (clip(relu(x), lo, hi) == clip(x, lo, hi) for lo >= 0; PyTorch exports ReLU6 as Relu then
+/// Clip); the Relu goes with dead-code elimination once nothing else reads it. A Conv followed by
+/// ReLU6 then has the Clip as its only consumer. Returns how many Clips were rewired.
+int absorb_relu_into_clip(Graph &g);
 /// Gemm with transB=1 and a constant B (PyTorch's Linear stores weights [N, K]) gets B transposed
 /// once at compile time and transB=0, so the kernel reads weights along N, the vectorised dim.
 void pretranspose_gemm_weights(Graph &g);
@@ -63,7 +68,7 @@ void eliminate_common_subexpressions(Graph &g);
 int recognize_gelu(Graph &g);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
-/// Gemm weight pre-transposition, tanh-GELU recognition, horizontal fusion of slices, CSE, dead-code elimination, final
+/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation.
 void prepare_graph(Graph &g, const PrepareOptions &opts = {});
 

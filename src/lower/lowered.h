@@ -55,7 +55,9 @@ struct LowerOptions {
     /// CUDA targets only: a float MatMul/Gemm whose B is a constant matrix (A 2-D, or batched
     /// with a 2-D B) becomes a Halide extern stage (`<node>_cublas`, compute_root, DeviceAPI::CUDA)
     /// calling `loom_cublas_sgemm` (codegen/cublas_gemm.h), compiled into the artifact; bias,
-    /// beta·C and everything after stay Halide Funcs that read the extern's output.
+    /// beta·C and everything after stay Halide Funcs that read the extern's output. A float 2-D
+    /// Conv with a constant 1x1 filter, stride 1, no pads and one group is such a GEMM too
+    /// (`loom_cublas_conv1x1`), unless conv_extern fuses it with a sole ReLU in one cuDNN call.
     bool gemm_extern = false;
     /// Let cuBLAS and cuDNN use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH,
     /// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION): faster, ~1e-3 relative error. Off: full FP32.
