@@ -15,6 +15,7 @@
 
 #include "autoschedule/gpu_schedule.h"
 #include "codegen/aot.h"
+#include "codegen/cuda_graph_glue.h"
 #include "codegen/jit.h"
 #include "codegen/ptx_register_caps.h"
 #include "frontends/onnx/onnx_import.h"
@@ -200,6 +201,26 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     EXPECT_EQ(rc, 0) << output;
     EXPECT_NE(output.find("1 1"), std::string::npos) << output;
     fs::remove_all(out.parent_path());
+}
+
+// Halide's runtime frees its cached device allocations through the graph glue's cuMemFree hook from
+// an exit-time destructor, which may run after the glue's own static objects are destroyed: the
+// hooks' state must not be a namespace-scope object with a destructor (a std::set there was read
+// and erased after free at exit: heap corruption on the H200, found by ASAN). Every line of the
+// chunk at namespace scope (no indentation) that declares a std:: container is a defect.
+TEST(Aot, GraphGlueStateOutlivesStaticDestructors) {
+    std::istringstream src(loom::cuda_graph_glue_source());
+    int containers = 0;
+    for (std::string line; std::getline(src, line);) {
+        bool top_level = !line.empty() && line[0] != ' ' && line[0] != '/' && line[0] != '#' && line[0] != '}';
+        for (const char *c : {"std::set<", "std::vector<", "std::map<", "std::string "})
+            if (top_level && line.rfind(c, 0) == 0) {
+                ADD_FAILURE() << "namespace-scope object with a destructor: " << line;
+                containers++;
+            }
+    }
+    EXPECT_EQ(containers, 0);
+    EXPECT_NE(loom::cuda_graph_glue_source().find("new GraphMemory"), std::string::npos);
 }
 
 // With LowerOptions::gemm_extern (what `loom compile --target cuda` uses), the mlp fixture's Gemms

@@ -47,10 +47,20 @@ std::mutex g_capture_lock;           // one capture at a time: they share the ca
 CUstream_ g_capture_stream = nullptr;
 CUcontext_ g_capture_ctx = nullptr;  // the context the capture stream belongs to
 
-std::mutex g_mem_lock;                // guards the three below
-std::set<CUdeviceptr_> g_graph_memory;  // allocated during a capture: graphs may use it
-std::vector<CUdeviceptr_> g_deferred;   // graph memory Halide freed while graphs were alive
-int g_live_graphs = 0;
+// What the cuMemAlloc/cuMemFree hooks share. Never destroyed: Halide's runtime frees its cached
+// device allocations through the hooks from its own exit-time destructor, which can run after this
+// file's static objects are gone (a std::set destroyed first was read and written after free:
+// heap corruption at exit, found by ASAN on MobileNetV2).
+struct GraphMemory {
+    std::mutex lock;                     // guards the three below
+    std::set<CUdeviceptr_> allocated;    // allocated during a capture: graphs may use it
+    std::vector<CUdeviceptr_> deferred;  // graph memory Halide freed while graphs were alive
+    int live_graphs = 0;
+};
+GraphMemory &graph_memory() {
+    static GraphMemory *m = new GraphMemory;
+    return *m;
+}
 
 template <typename F>
 CUresult_ relaxed(F call) {  // \p call made legal inside a thread-local capture
@@ -66,8 +76,9 @@ CUresult_ graph_mem_alloc(CUdeviceptr_ *p, size_t n) {
     if (!t_capture) return g_api.mem_alloc(p, n);
     CUresult_ r = relaxed([&] { return g_api.mem_alloc(p, n); });
     if (r == 0) {
-        std::lock_guard<std::mutex> guard(g_mem_lock);
-        g_graph_memory.insert(*p);
+        GraphMemory &gm = graph_memory();
+        std::lock_guard<std::mutex> guard(gm.lock);
+        gm.allocated.insert(*p);
     }
     return r;
 }
@@ -77,13 +88,14 @@ CUresult_ graph_mem_alloc(CUdeviceptr_ *p, size_t n) {
 // had used, and the replay faulted).
 CUresult_ graph_mem_free(CUdeviceptr_ p) {
     {
-        std::lock_guard<std::mutex> guard(g_mem_lock);
-        if (g_graph_memory.count(p)) {
-            if (g_live_graphs > 0 || t_capture) {
-                g_deferred.push_back(p);
+        GraphMemory &gm = graph_memory();
+        std::lock_guard<std::mutex> guard(gm.lock);
+        if (gm.allocated.count(p)) {
+            if (gm.live_graphs > 0 || t_capture) {
+                gm.deferred.push_back(p);
                 return 0;
             }
-            g_graph_memory.erase(p);
+            gm.allocated.erase(p);
         }
     }
     return t_capture ? relaxed([&] { return g_api.mem_free(p); }) : g_api.mem_free(p);
@@ -147,11 +159,12 @@ GraphState *cuda_graph_new() {
 void release_deferred(bool dropped) {
     std::vector<CUdeviceptr_> release;
     {
-        std::lock_guard<std::mutex> guard(g_mem_lock);
-        if (dropped) g_live_graphs--;
-        if (g_live_graphs == 0) {
-            release.swap(g_deferred);
-            for (CUdeviceptr_ p : release) g_graph_memory.erase(p);
+        GraphMemory &gm = graph_memory();
+        std::lock_guard<std::mutex> guard(gm.lock);
+        if (dropped) gm.live_graphs--;
+        if (gm.live_graphs == 0) {
+            release.swap(gm.deferred);
+            for (CUdeviceptr_ p : release) gm.allocated.erase(p);
         }
     }
     for (CUdeviceptr_ p : release) g_api.mem_free(p);
@@ -217,8 +230,9 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
         g.status = nodes == 1 ? "direct: one kernel (a graph gains nothing)" : "direct: the run could not be captured";
         return false;
     }
-    std::lock_guard<std::mutex> mem(g_mem_lock);
-    g_live_graphs++;
+    GraphMemory &gm = graph_memory();
+    std::lock_guard<std::mutex> mem(gm.lock);
+    gm.live_graphs++;
     return true;
 }
 
