@@ -32,7 +32,8 @@
 ///   across, its pointwise epilogue (bias, ReLU) is inlined into the next kernel like any pointwise
 ///   chain, unless the library applied it (an is_extern LoweredFunc: no statements at all).
 /// - A 2-D conv whose only consumer is a same-shaped pointwise epilogue: register-tiled in Halide
-///   (used with `--no-cudnn`; by default convs are cuDNN extern stages, LowerOptions::conv_extern).
+///   (depthwise convs always; others with `--no-cudnn`, by default cuDNN extern stages,
+///   LowerOptions::conv_extern, or cuBLAS GEMMs for 1x1 convs, gemm_extern).
 /// - Anything else (reductions over several rvars) keeps the default GPU mapping of
 ///   schedule_builtin.h.
 #pragma once

@@ -62,7 +62,8 @@ struct LowerOptions {
     /// Let cuBLAS and cuDNN use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH,
     /// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION): faster, ~1e-3 relative error. Off: full FP32.
     bool gemm_tf32 = false;
-    /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads becomes a
+    /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
+    /// depthwise one: Halide's fused conv is faster there) becomes a
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;

@@ -9,8 +9,8 @@
 // a schedule that vectorizes over output channels loads each weight vector densely.
 //
 // On CUDA (LowerOptions::conv_extern, gemm_extern) a 2-D conv with constant weights is an extern
-// stage: a 1x1 conv a cuBLAS GEMM per image, any other cuDNN; the bias then stays a Halide Func
-// unless cuDNN fuses it with a ReLU.
+// stage: a 1x1 conv a cuBLAS GEMM per image, any other but a depthwise one cuDNN; the bias then
+// stays a Halide Func unless cuDNN fuses it with a ReLU.
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
@@ -95,6 +95,10 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         return Func();
     for (int d = 0; d < 2; d++)
         if (p.pad_begin[d] != p.pad_end[d]) return Func();  // cuDNN pads both sides alike
+    // Depthwise (one input channel per group): Halide's conv, fused with the bias and activation
+    // before and after it, beats cuDNN's grouped direct kernel plus a pass for each (MobileNetV2
+    // batch 1 on an H200: 0.438 -> 0.341 ms a call).
+    if (p.group > 1 && ctx.shape(node.inputs[1])[1] == 1) return Func();
     const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(y);
     for (auto d : sy)
         if (d <= 0 || d >= (1LL << 31)) return Func();
