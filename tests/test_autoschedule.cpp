@@ -374,6 +374,31 @@ TEST(Autoschedule, CostlyRowProducerIsBufferedPerRowCheapOneInlined) {
     }
 }
 
+// The row buffer of a costly pointwise Func (Softmax's exponentials) prefetches the next row of
+// the input it reads, one row (256 vector steps of 4096 floats on AVX-512) ahead; cheap row passes
+// (LayerNorm) and inputs that are not read point for point (a broadcast row) are not prefetched.
+// Prefetching past the last row is harmless (NonFaulting): the schedule is still correct.
+TEST(Autoschedule, CostlyRowBufferPrefetchesTheNextRow) {
+    const int V = lanes_of_host();
+    Builder b;
+    Shape s{33, 4096}, row{1, 4096};
+    std::string x = b.input("x", s), bias = b.input("bias", row);
+    std::string xb = b.node("Add", {x, bias}, s);
+    b.out("Softmax", {xb}, s, {{"axis", int64_t(-1)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    std::string want = "prefetch(x, j, j, " + std::to_string(4096 / V) + ", NonFaulting)";
+    EXPECT_NE(text.find(want), std::string::npos) << text;
+    EXPECT_EQ(text.find("prefetch(bias"), std::string::npos) << text;
+    EXPECT_EQ(text.find(".prefetch("), text.rfind(".prefetch(")) << "one prefetch only:\n" << text;
+    check_auto(b.g, "softmax over x + bias with the next row prefetched", 1e-5);
+
+    LoweredPipeline ln = lower_graph(fixture("layernorm_rows"));
+    std::string ln_text = print_schedule(auto_schedule(ln, host_target(), test_machine()));
+    EXPECT_EQ(ln_text.find("prefetch"), std::string::npos) << ln_text;
+}
+
 TEST(Autoschedule, MachineModelOverridesAndCacheFile) {
     MachineModel m = test_machine();
     override_machine(m, "cores=8");

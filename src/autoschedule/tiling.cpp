@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "autoschedule/autoschedule_internal.h"
 #include "graph/error.h"
@@ -29,6 +30,10 @@ int fit_lanes(int V, int64_t extent) {
     while (l > 1 && l > extent) l /= 2;
     return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
 }
+
+// Fewest flops per point of a row-buffered pointwise Func for Ctx::prefetch_next_row (Softmax's
+// exp(x - max) counts 11; LayerNorm's output pass, 4, gained nothing from it).
+constexpr double kPrefetchMinFlops = 8;
 
 // k steps a GEMM micro-kernel unrolls (its update's innermost reduction loop).
 constexpr int kGemmKUnroll = 4;
@@ -329,12 +334,46 @@ struct Ctx {
             ms.add("compute_at", {R, row});
             if (!fi(f).has_update) {
                 int lv = fit_lanes(lanes(f), lf(f).extents.back());
-                if (lv) ms.add("vectorize", {lf(f).vars.back(), lv});
+                if (lv) {
+                    ms.add("vectorize", {lf(f).vars.back(), lv});
+                    prefetch_next_row(ms, f, lv);
+                }
             } else {
                 rfactor_rows(f, R, row);
             }
         }
         inline_members();
+    }
+
+    // A costly pointwise Func buffered per row (Softmax's exponentials) computes from L1 while this
+    // core's memory traffic idles: prefetch the same columns of the next row of each input it reads
+    // (through inlined producers), one vector step ahead per step, so the next row's first pass finds
+    // it in cache. NonFaulting: past the last row the hint reads nothing. softmax_rows 2048x4096 on a
+    // 2-core EPYC, paired: 2.09 -> 1.69 ms; a cheap pass (LayerNorm's output) gained nothing.
+    void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv) {
+        const LoweredFunc &L = lf(f);
+        if (L.flops_per_point < kPrefetchMinFlops || L.vars.size() < 2) return;
+        const int64_t row = L.extents.back();
+        const int64_t steps = (row + lv - 1) / lv, numel = (int64_t)prod(L.extents, 0, L.extents.size());
+        std::set<std::string> inputs;
+        collect_inlined_inputs(f, inputs);
+        for (size_t q = 0; q < p.input_names.size(); q++)
+            // Only an input read point for point (not a broadcast row or a weight).
+            if (inputs.count(p.input_names[q]) && shape_numel(p.input_shapes[q]) == numel) {
+                const std::string &v = L.vars.back();
+                st.comments.push_back(str_cat(f, ": prefetches the next row of ", p.inputs[q].name(),
+                                              " while it computes (", L.flops_per_point, " flops a point)"));
+                st.add("prefetch", {p.inputs[q].name(), v, v, steps, "NonFaulting"});
+            }
+    }
+
+    // Graph inputs that \p f reads directly or through producers inlined into it.
+    void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const {
+        for (const auto &in : lf(f).input_reads) inputs.insert(in);
+        for (const auto &pr : lf(f).producers) {
+            const FuncDecision *d = plan.decision(pr);
+            if (d && d->placement == Placement::Inline && info.count(pr)) collect_inlined_inputs(pr, inputs);
+        }
     }
 
     void reduction() {
