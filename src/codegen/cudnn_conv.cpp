@@ -76,67 +76,6 @@ cudnnStatus_t convolve(const Plan &p, int mode, cudnnConvolutionFwdAlgo_t algo, 
                                           &zero, p.y, y);
 }
 
-// The private stream that captures go on (a capture cannot be made on the legacy stream), or
-// nullptr when it cannot be created.
-cudaStream_t capture_stream() {
-    static cudaStream_t stream = nullptr;
-    if (!stream && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-        cudaGetLastError();
-        stream = nullptr;
-    }
-    return stream;
-}
-
-// The GPU time in ms of kKernelsPerRound calls of \p call (one cuDNN call on g_handle's stream),
-// fastest of kTimingRounds, or -1 when a call fails. The calls are captured into a CUDA graph and
-// the graph is timed: cuDNN's host path costs 80-140 us a call, more than a batch-1 conv runs on
-// the GPU, so timing direct calls back to back measured the host (ResNet-18's convs on an H200:
-// 12 of 20 chose the legacy implicit-GEMM kernel, 1.43 ms of convs a call against PyTorch's 0.83).
-// Falls back to timing direct calls when cuDNN's call cannot be captured.
-constexpr int kKernelsPerRound = 5, kTimingRounds = 3;
-template <typename Call>
-float gpu_time_ms(Call call, cudaEvent_t t0, cudaEvent_t t1) {
-    if (!call()) return -1;  // warm-up, and a check that it runs at all
-    cudaStream_t stream = capture_stream();
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    bool captured = stream && ok(cudnnSetStream(g_handle, stream));
-    if (captured) {
-        captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-        bool ran = captured;
-        for (int k = 0; k < kKernelsPerRound && ran; k++) ran = call();
-        captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess && captured && ran;
-        if (captured) captured = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-        if (captured) captured = cudaGraphLaunch(exec, stream) == cudaSuccess;  // warm
-    }
-    cudnnSetStream(g_handle, nullptr);
-    if (!captured) {
-        cudaGetLastError();
-        stream = nullptr;  // time direct calls on the legacy stream instead
-    }
-    float best = -1;
-    bool ran = true;
-    for (int round = 0; round < kTimingRounds && ran; round++) {
-        float t = 0;
-        cudaEventRecord(t0, stream);
-        if (exec && stream) {
-            ran = cudaGraphLaunch(exec, stream) == cudaSuccess;
-        } else {
-            for (int k = 0; k < kKernelsPerRound && ran; k++) ran = call();
-        }
-        cudaEventRecord(t1, stream);
-        ran = ran && cudaEventSynchronize(t1) == cudaSuccess && cudaEventElapsedTime(&t, t0, t1) == cudaSuccess;
-        if (ran && (best < 0 || t < best)) best = t;
-    }
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    if (!ran) {
-        cudaGetLastError();
-        return -1;
-    }
-    return best;
-}
-
 // Launches plan \p p's graph on the legacy default stream; if the launch fails, drops the graph
 // for good and runs \p call directly, so a graph problem never fails the stage.
 template <typename Call>
@@ -263,9 +202,6 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         const void *cx = (const void *)(uintptr_t)x->device, *cw = (const void *)(uintptr_t)w->device;
         const void *cb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
         void *cy = (void *)(uintptr_t)y->device;
-        cudaEvent_t t0 = nullptr, t1 = nullptr;
-        cudaEventCreate(&t0);
-        cudaEventCreate(&t1);
         float best = -1;
         for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
             // Skip failures and, without tf32, tensor-op algorithms.
@@ -275,8 +211,12 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
             if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
             if (int r = reserve_workspace(perf[i].memory)) return r;
             tried++;
-            auto call = [&] { return ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy)); };
-            float ms = gpu_time_ms(call, t0, t1);
+            auto enqueue = [&](cudaStream_t stream) {
+                return ok(cudnnSetStream(g_handle, stream)) &&
+                       ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy));
+            };
+            float ms = gpu_time_ms(enqueue);
+            cudnnSetStream(g_handle, nullptr);
             if (ms < 0) continue;
             if (best < 0 || ms < best) {
                 best = ms;
@@ -285,8 +225,6 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
                 p.math = perf[i].mathType;
             }
         }
-        cudaEventDestroy(t0);
-        cudaEventDestroy(t1);
         if (best < 0) return fail("cuDNN found no algorithm for this convolution that runs", found);
         if (!ok(cudnnSetConvolutionMathType(p.conv, p.math))) return fail("cudnnSetConvolutionMathType", 0);
         it = g_plans.emplace(key, p).first;
