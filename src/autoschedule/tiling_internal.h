@@ -1,0 +1,109 @@
+/// \file
+/// Private to src/autoschedule: the per-kernel schedule emitter that emit_kernel runs, split over
+/// two sources the way Halide splits its simplifier (Simplify_Internal.h): tiling.cpp holds the
+/// common members (statements, inlining, pure loops, rfactor rows), the row, pointwise, reduction
+/// and generic kernels and emit_kernel; tiling_gemm_conv.cpp holds the GEMM and conv emitters.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autoschedule/autoschedule_internal.h"
+
+namespace loom::autosched {
+
+/// The arguments of one primitive call.
+using Args = std::vector<ScheduleArg>;
+
+/// Largest power-of-two lane count <= V that \p extent can hold (0 when under 4 lanes).
+inline int fit_lanes(int V, int64_t extent) {
+    int l = V;
+    while (l > 1 && l > extent) l /= 2;
+    return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
+}
+
+/// The conv whose row blocks compute \p pad, a padded conv input in a kernel of its own (that
+/// kernel then emits nothing: Ctx::conv places it), or "".
+std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
+                        const FusionPlan &plan, const MachineModel &m, const std::string &pad);
+
+/// The schedule emitter of one kernel: what emit_kernel was given, and one member per kind of
+/// kernel that appends the statements of its loop nest to `out`.
+struct Ctx {
+    const LoweredPipeline &p;                      ///< the whole pipeline
+    const std::map<std::string, FuncInfo> &info;   ///< analyze()'s facts, per Func
+    const FusionPlan &plan;                        ///< every kernel and Func decision
+    const Kernel &k;                               ///< the kernel being emitted
+    const Halide::Target &target;                  ///< the compile target
+    const MachineModel &m;                         ///< cores, vector width, caches
+    const ScheduleKnobs &knobs;                    ///< tuning overrides (0: the model's choice)
+    std::vector<ScheduleStatement> &out;           ///< the schedule, appended to
+    std::vector<std::string> &func_names;          ///< names taken, for fresh() Func names
+
+    /// Facts about Func \p n.
+    const FuncInfo &fi(const std::string &n) const { return info.at(n); }
+    /// The lowered record of Func \p n.
+    const LoweredFunc &lf(const std::string &n) const { return *fi(n).lf; }
+    /// Vector lanes of Func \p n's element type.
+    int lanes(const std::string &n) const { return m.lanes(lf(n).dtype); }
+
+    // --- common (tiling.cpp) ---
+
+    /// Pure vars and every update's RVars of \p n (names a fresh var must avoid).
+    std::vector<std::string> names_of(const std::string &n) const;
+    /// Appends a statement for stage \p stage (-1: pure) of \p f.
+    ScheduleStatement &add(const std::string &f, int stage = -1);
+    /// Adds the plan's reason for \p f's placement to \p st's comments.
+    void note(ScheduleStatement &st, const std::string &f);
+    /// compute_inline for the kernel's inlined members.
+    void inline_members();
+    /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
+    /// false when it does not fit.
+    bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var);
+    /// Rows of \p row_elems elements per parallel task.
+    int64_t rows_per_task(double rows, double row_elems) const;
+    /// Parallel outer and vectorised inner loops of a root's pure stage; returns the row var.
+    std::string pure_loops(ScheduleStatement &st, const std::string &f, int depth);
+    /// Width of each input of a concat along \p f's inner var that unrolls as vector copies, or 0.
+    int64_t concat_piece(const std::string &f) const;
+    /// The kernel's fusion and cost estimate, as comments on \p st.
+    void comment_kernel(ScheduleStatement &st);
+
+    // --- row, pointwise and reduction kernels (tiling.cpp) ---
+
+    /// A pointwise or row kernel: the root's loops, row members computed per row.
+    void rows_or_pointwise();
+    /// Prefetches of the next row of the inputs that costly row-buffered Func \p f reads.
+    void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv);
+    /// Graph inputs that \p f reads directly or through producers inlined into it.
+    void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const;
+    /// A reduction kernel: parallel over outputs, or rfactor partials when they are too few.
+    void reduction();
+
+    // --- GEMM and conv kernels (tiling_gemm_conv.cpp) ---
+
+    /// The kernel's first member placed \p pl, or "".
+    std::string member_with(Placement pl) const;
+    /// The GEMM's prologue (Placement::Block) computed per row block \p par of the epilogue.
+    void block_members(const std::string &par);
+    /// A GEMM kernel: register micro-kernel, cache blocking under an epilogue.
+    void gemm();
+    /// Conv \p F's padded inputs computed at \p owner.\p var (\p per: for the comment).
+    void place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per);
+    /// Conv \p F (root or member of root \p R) vectorised over output channels; false when it
+    /// does not apply.
+    bool channel_tile(const std::string &R, const std::string &F);
+    /// A conv kernel: channel tiles, else direct convolution tiles along rows.
+    void conv();
+
+    // --- any kernel (tiling.cpp) ---
+
+    /// compute_root of \p f with parallel outer work and a vectorised inner var on every stage.
+    void generic_func(const std::string &f, bool kernel_comment);
+    /// Every non-inlined member of the kernel scheduled by generic_func.
+    void generic();
+};
+
+}  // namespace loom::autosched
