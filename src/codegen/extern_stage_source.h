@@ -6,7 +6,7 @@
 /// the capture stream while the glue captures a CUDA graph, codegen/cuda_graph_glue.h),
 /// `capture_stream()` (a private stream for an extern's own captures) and `gpu_time_ms(enqueue)`
 /// (a candidate library call's GPU time, replayed as a CUDA graph so that the library's host path
-/// is not what is timed), in an anonymous namespace so that several externs link into one library.
+/// is not what is timed; the cuDNN stage uses it, the cuBLASLt stage does not: see cublas_gemm.cpp), in an anonymous namespace so that several externs link into one library.
 #pragma once
 
 #include <string>
