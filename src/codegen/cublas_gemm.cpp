@@ -225,37 +225,24 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm with the bias+activation epilogue", (int)s);
         // The heuristic's first choice can be far off (16384x1024x256: 1.4x slower than
-        // cublasSgemm's kernel): time each candidate once on the real operands and keep the fastest,
-        // as cudnnFindConvolutionForwardAlgorithm does for convolutions. Timed directly, not as a
-        // replayed graph (gpu_time_ms): a graph of five calls of some candidate never finished on an
-        // H200 (split_stack's 16384x1024x256, run 97), and cuBLASLt's host path (5-10 us) is far
-        // shorter than the GEMMs it runs.
+        // cublasSgemm's kernel): time each candidate's GPU time on the real operands and keep the
+        // fastest, as the cuDNN stage does for convolutions.
         const float zero = 0.0f;
         const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
         void *py = (void *)(uintptr_t)y->device;
-        cudaEvent_t t0 = nullptr, t1 = nullptr;
-        cudaEventCreate(&t0);
-        cudaEventCreate(&t1);
         float best = -1;
         for (int i = 0; i < found; i++) {
             if (h[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            float ms = 0;
-            bool ran = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
-                                      g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;  // warm-up
-            cudaEventRecord(t0, nullptr);
-            for (int rep = 0; rep < 3 && ran; rep++)
-                ran = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
-                                     g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
-            cudaEventRecord(t1, nullptr);
-            if (!ran || cudaEventSynchronize(t1) != cudaSuccess || cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess)
-                continue;
-            if (best < 0 || ms < best) {
+            auto enqueue = [&] {
+                return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
+                                      g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
+            };
+            float ms = gpu_time_ms(enqueue);
+            if (ms >= 0 && (best < 0 || ms < best)) {
                 best = ms;
                 p.algo = h[i].algo;
             }
         }
-        cudaEventDestroy(t0);
-        cudaEventDestroy(t1);
         if (best < 0) return fail("no cuBLASLt algorithm with the bias+activation epilogue ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }

@@ -3,10 +3,10 @@
 /// codegen/cudnn_conv.h): Halide's runtime headers, `fail(what, code)` (reports through
 /// halide_error, prefixed with the extern's name, and returns -1), `set_dim(buffer, d, min,
 /// extent)` (answers a bounds query), `stage_stream()` (the stream to enqueue on: Halide's, i.e.
-/// the capture stream while the glue captures a CUDA graph, codegen/cuda_graph_glue.h),
-/// `capture_stream()` (a private stream for an extern's own captures) and `gpu_time_ms(enqueue)`
-/// (a candidate library call's GPU time, replayed as a CUDA graph so that the library's host path
-/// is not what is timed; the cuDNN stage uses it, the cuBLASLt stage does not: see cublas_gemm.cpp), in an anonymous namespace so that several externs link into one library.
+/// the capture stream while the glue captures a CUDA graph, codegen/cuda_graph_glue.h) and
+/// `gpu_time_ms(enqueue)` (a candidate library call's GPU time, its calls queued behind a host
+/// callback so that the library's host path is not what is timed), in an anonymous namespace so
+/// that several externs link into one library.
 #pragma once
 
 #include <string>
