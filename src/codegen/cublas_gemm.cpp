@@ -108,6 +108,118 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     return 0;
 }
 
+namespace {
+
+cublasLtHandle_t g_lt = nullptr;
+void *g_lt_workspace = nullptr;
+const size_t kLtWorkspace = 32u << 20;  // cuBLASLt's heuristics prefer a workspace; 32 MB is ample
+const int kLtCandidates = 8;            // heuristic results timed once per shape
+
+struct LtPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
+    cublasLtMatmulAlgo_t algo;
+};
+std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPlan> g_lt_plans;
+
+// Enqueues y = act(alpha · op(a) op(b) [+ bias]) for row-major a [M, K] (or [K, M]) with row stride
+// lda, b [K, N] (or [N, K]) with ldb and y [M, N] with ldy, in one cublasLtMatmul on Halide's
+// stream: no epilogue (act 0), or the RELU_BIAS (1) / GELU_BIAS (2, the tanh form) epilogue with a
+// bias per output column. Column-major view as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T.
+// A shape's plan times the heuristic's candidates by their GPU time (gpu_time_ms) on the real
+// operands once, and keeps the fastest: the first choice can be far off (16384x1024x256: 1.4x
+// slower than cublasSgemm's kernel). g_lock held. 0, or fail()'s -1.
+int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int act, const void *pbias,
+              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy) {
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
+    if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
+        return fail("allocating the cuBLASLt workspace", 0);
+    const float zero = 0.0f;
+    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, tf32, lda, ldb, ldy, pbias);
+    auto it = g_lt_plans.find(key);
+    if (it == g_lt_plans.end()) {
+        LtPlan p;
+        cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+        cublasLtEpilogue_t epi = act == 1   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                 : act == 2 ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                            : CUBLASLT_EPILOGUE_DEFAULT;
+        s = cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof opa);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        if (s == CUBLAS_STATUS_SUCCESS && act)
+            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof pbias);
+        // Column-major layouts: "A" is b (N × K when not transposed), "B" is a (K × M), y is N × M.
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, ta ? M : K, ta ? K : M, lda);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, N, M, ldy);
+        if (s != CUBLAS_STATUS_SUCCESS) return fail("cuBLASLt descriptors", (int)s);
+        cublasLtMatmulPreference_t pref = nullptr;
+        size_t ws = kLtWorkspace;
+        s = cublasLtMatmulPreferenceCreate(&pref);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        cublasLtMatmulHeuristicResult_t h[kLtCandidates];
+        int found = 0;
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.op, p.a, p.b, p.y, p.y, pref, kLtCandidates, h, &found);
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm for this GEMM", (int)s);
+        float best = -1;
+        for (int i = 0; i < found; i++) {
+            if (h[i].state != CUBLAS_STATUS_SUCCESS) continue;
+            auto enqueue = [&] {
+                return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
+                                      g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
+            };
+            float ms = gpu_time_ms(enqueue);
+            if (ms >= 0 && (best < 0 || ms < best)) {
+                best = ms;
+                p.algo = h[i].algo;
+            }
+        }
+        if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
+        it = g_lt_plans.emplace(key, p).first;
+    }
+    const LtPlan &p = it->second;
+    s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, g_lt_workspace,
+                       kLtWorkspace, (cudaStream_t)stage_stream());
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul", (int)s);
+    return 0;
+}
+
+}  // namespace
+
+// y = act(alpha · op(a) op(b) + bias) for row-major a [M, K] (or [K, M]), b [K, N] (or [N, K]) and
+// a bias per output column, in one cublasLtMatmul with the RELU_BIAS (act 1) or GELU_BIAS (act 2,
+// the tanh form) epilogue (lt_matmul).
+extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, int32_t M,
+                                      int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t tf32,
+                                      int32_t act, halide_buffer_t *y) {
+    if (act != 1 && act != 2) return fail("unknown activation code (1: ReLU, 2: tanh GELU)", act);
+    if (a->is_bounds_query()) {  // all of A: the epilogue call computes the whole output
+        set_dim(a, 0, 0, ta ? M : K);
+        set_dim(a, 1, 0, ta ? K : M);
+    }
+    if (a->is_bounds_query() || b->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;
+    if (y->dim[0].min != 0 || y->dim[1].min != 0 || y->dim[0].extent != N || y->dim[1].extent != M)
+        return fail("the output region must be the whole [M, N] (compute the extern at root)", 0);
+    if (int r = stage_operands(a, b, bias, y)) return r;
+    std::lock_guard<std::mutex> guard(g_lock);
+    const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
+    if (int r = lt_matmul(M, N, K, ta, tb, alpha, tf32, act, (const void *)(uintptr_t)bias->device, pa,
+                          a->dim[1].stride, pb, b->dim[1].stride, (void *)(uintptr_t)y->device, y->dim[1].stride))
+        return r;
+    y->set_device_dirty(true);
+    return 0;
+}
+
 // A 1x1 convolution (stride 1, no pads, one group) of x [N, C, H, W] by the constant w [Co, C]:
 // for each image, row-major y[co, p] = sum_c w[co, c] x[c, p] over its H·W pixels p, i.e.
 // column-major y^T (P × Co, ld = y's channel stride) = x^T (P × C, ld = x's channel stride) ·
@@ -143,119 +255,21 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
     float *py = (float *)(uintptr_t)addr(y, yt);
     const float one = 1.0f, zero = 0.0f;
     int P = H * W, ldx = x->dim[2].stride, ldw = w->dim[1].stride, ldy = y->dim[2].stride;
-    cublasStatus_t s =
-        nb == 1 ? cublasSgemm(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx, pw, ldw, &zero, py, ldy)
-                : cublasSgemmStridedBatched(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx,
-                                            x->dim[3].stride, pw, ldw, 0, &zero, py, ldy, y->dim[3].stride, nb);
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasSgemm", (int)s);
+    if (nb == 1) {
+        // One image: row-major y [Co, P] = w [Co, C] · x [C, P] through cuBLASLt, its algorithm picked
+        // by GPU time (cublasSgemm's heuristic gave 11 of MobileNetV2's 1x1 GEMMs a split-K reduce
+        // kernel; the network on an H200, paired: 0.373 -> 0.362 ms, run 101).
+        if (int r = lt_matmul(Co, P, C, 0, 0, 1.0f, tf32, 0, nullptr, pw, ldw, px, ldx, py, ldy)) return r;
+        y->set_device_dirty(true);
+        return 0;
+    }
+    cublasStatus_t s = cublasSgemmStridedBatched(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx,
+                                                 x->dim[3].stride, pw, ldw, 0, &zero, py, ldy, y->dim[3].stride, nb);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasSgemmStridedBatched", (int)s);
     y->set_device_dirty(true);
     return 0;
 }
 
-namespace {
-
-cublasLtHandle_t g_lt = nullptr;
-void *g_lt_workspace = nullptr;
-const size_t kLtWorkspace = 32u << 20;  // cuBLASLt's heuristics prefer a workspace; 32 MB is ample
-const int kLtCandidates = 8;            // heuristic results timed once per shape
-
-struct LtPlan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
-    cublasLtMatmulAlgo_t algo;
-};
-std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPlan> g_lt_plans;
-
-}  // namespace
-
-// y = act(alpha · op(a) op(b) + bias) for row-major a [M, K] (or [K, M]), b [K, N] (or [N, K]) and
-// a bias per output column, in one cublasLtMatmul with the RELU_BIAS (act 1) or GELU_BIAS (act 2,
-// the tanh form) epilogue. Column-major view as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T,
-// the bias one value per row of y^T.
-extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, int32_t M,
-                                      int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t tf32,
-                                      int32_t act, halide_buffer_t *y) {
-    if (act != 1 && act != 2) return fail("unknown activation code (1: ReLU, 2: tanh GELU)", act);
-    if (a->is_bounds_query()) {  // all of A: the epilogue call computes the whole output
-        set_dim(a, 0, 0, ta ? M : K);
-        set_dim(a, 1, 0, ta ? K : M);
-    }
-    if (a->is_bounds_query() || b->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;
-    if (y->dim[0].min != 0 || y->dim[1].min != 0 || y->dim[0].extent != N || y->dim[1].extent != M)
-        return fail("the output region must be the whole [M, N] (compute the extern at root)", 0);
-    if (int r = stage_operands(a, b, bias, y)) return r;
-    std::lock_guard<std::mutex> guard(g_lock);
-    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
-    if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
-        return fail("allocating the cuBLASLt workspace", 0);
-    const void *pbias = (const void *)(uintptr_t)bias->device;
-    int lda = a->dim[1].stride, ldb = b->dim[1].stride, ldy = y->dim[1].stride;
-    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, tf32, lda, ldb, ldy, pbias);
-    auto it = g_lt_plans.find(key);
-    if (it == g_lt_plans.end()) {
-        LtPlan p;
-        cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-        cublasLtEpilogue_t epi = act == 1 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
-        s = cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof opa);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof pbias);
-        // Column-major layouts: "A" is b (N × K when not transposed), "B" is a (K × M), y is N × M.
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, ta ? M : K, ta ? K : M, lda);
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, N, M, ldy);
-        if (s != CUBLAS_STATUS_SUCCESS) return fail("cuBLASLt descriptors", (int)s);
-        cublasLtMatmulPreference_t pref = nullptr;
-        size_t ws = kLtWorkspace;
-        s = cublasLtMatmulPreferenceCreate(&pref);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-        cublasLtMatmulHeuristicResult_t h[kLtCandidates];
-        int found = 0;
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.op, p.a, p.b, p.y, p.y, pref, kLtCandidates, h, &found);
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm with the bias+activation epilogue", (int)s);
-        // The heuristic's first choice can be far off (16384x1024x256: 1.4x slower than
-        // cublasSgemm's kernel): time each candidate's GPU time on the real operands and keep the
-        // fastest, as the cuDNN stage does for convolutions.
-        const float zero = 0.0f;
-        const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
-        void *py = (void *)(uintptr_t)y->device;
-        float best = -1;
-        for (int i = 0; i < found; i++) {
-            if (h[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            auto enqueue = [&] {
-                return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
-                                      g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
-            };
-            float ms = gpu_time_ms(enqueue);
-            if (ms >= 0 && (best < 0 || ms < best)) {
-                best = ms;
-                p.algo = h[i].algo;
-            }
-        }
-        if (best < 0) return fail("no cuBLASLt algorithm with the bias+activation epilogue ran", found);
-        it = g_lt_plans.emplace(key, p).first;
-    }
-    const LtPlan &p = it->second;
-    const float zero = 0.0f;
-    const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
-    void *py = (void *)(uintptr_t)y->device;
-    s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, g_lt_workspace,
-                       kLtWorkspace, (cudaStream_t)stage_stream());
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul", (int)s);
-    y->set_device_dirty(true);
-    return 0;
-}
 )SRC";
 
 }  // namespace

@@ -23,8 +23,9 @@
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
 ///
 /// loom_cublas_conv1x1: a 2-D Conv with a 1x1 kernel, stride 1, no pads and one group is a GEMM per
-/// image, y[co, h·W + w] = Σ_c w[co, c] x[c, h·W + w]: one cublasSgemm on the channel planes
-/// (batched over images with the weights' stride 0), no bias (that stays a Halide Func). It needs
+/// image, y[co, h·W + w] = Σ_c w[co, c] x[c, h·W + w]: one cublasLtMatmul on the channel planes,
+/// its algorithm picked by GPU time (several images: one cublasSgemmStridedBatched with the weights'
+/// stride 0), no bias (that stays a Halide Func). It needs
 /// whole images of y (the extern is compute_root) and planes dense in H·W.
 ///
 /// loom_cublaslt_bias_act: y = act(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
