@@ -3,6 +3,8 @@
 // byte counts and the machine file the roofline comes from.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +264,18 @@ TEST(MachineProbe, FileRoundTripsAndRooflineIsTheSlowerBound) {
     MachineInfo p = probe_machine(false, s.path("machine.txt"));
     EXPECT_DOUBLE_EQ(p.copy_gbps, 20);
     EXPECT_FALSE(read_machine_file(s.path("absent.txt"), m));
+}
+
+// The copy probe (memcpy and vector loops with ordinary and streaming stores, the best of them)
+// gives a finite positive bandwidth whatever the thread count: one odd count splits 256 MiB into
+// chunks of whole 4 KiB pages.
+TEST(MachineProbe, CopyProbeIsFinitePositiveForAnyThreadCount) {
+    for (int threads : {1, 3}) {
+        double gbps = probe_copy_gbps(threads);
+        EXPECT_TRUE(std::isfinite(gbps)) << threads;
+        EXPECT_GT(gbps, 0.1) << threads;
+        EXPECT_LT(gbps, 1e5) << threads;
+    }
 }
 
 TEST(HalideAutoschedulers, NamesAndErrors) {
