@@ -278,6 +278,37 @@ TEST(MachineProbe, CopyProbeIsFinitePositiveForAnyThreadCount) {
     }
 }
 
+// A row above the probed FMA peak can only mean a low probe: the table says so and names the fix
+// (--reprobe) and the cache file; rows under the peak, or failed rows, add no note.
+TEST(BenchTable, RowAboveTheProbedPeakSuggestsAReprobe) {
+    BenchReport r;
+    r.workload = "gemm";
+    r.machine.cpu = "test cpu";
+    r.machine.cores = 2;
+    r.machine.copy_gbps = 50;
+    r.machine.gflops = 340;
+    r.cost.flops = 1e9;
+    BenchRow ok_row;
+    ok_row.label = "auto";
+    ok_row.ok = true;
+    ok_row.runs = 10;
+    ok_row.median_ms = ok_row.min_ms = ok_row.max_ms = 2.0;
+    ok_row.gflops = 500;
+    r.rows.push_back(ok_row);
+    std::string table = format_table(r);
+    EXPECT_NE(table.find("note: auto ran at 500.0 GFLOP/s, above the probed FMA peak (340.0)"), std::string::npos)
+        << table;
+    EXPECT_NE(table.find("--reprobe"), std::string::npos) << table;
+    EXPECT_NE(table.find(machine_cache_path()), std::string::npos) << table;
+
+    r.rows[0].gflops = 300;
+    EXPECT_EQ(format_table(r).find("note:"), std::string::npos);
+    r.rows[0].gflops = 500;
+    r.rows[0].ok = false;
+    r.rows[0].stage = "validate";
+    EXPECT_EQ(format_table(r).find("note:"), std::string::npos);
+}
+
 TEST(HalideAutoschedulers, NamesAndErrors) {
     EXPECT_EQ(halide_autoscheduler_registered_name("adams2019"), "Adams2019");
     EXPECT_EQ(halide_autoscheduler_registered_name("Li2018"), "Li2018");

@@ -15,6 +15,10 @@
 
 namespace loom {
 
+// A row this much above the probed FMA peak makes format_table suggest a re-probe (timer noise and
+// turbo clocks stay below it).
+constexpr double kAbovePeakSlack = 1.1;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -335,6 +339,16 @@ std::string format_table(const BenchReport &r) {
         os << "\n";
     }
     for (const auto &f : failures) os << "  failed " << f << "\n";
+    // No schedule can beat the FMA peak: a row above it means the probed peak is low (a probe taken
+    // while the machine was busy: 340 GFLOP/s on a 2-core EPYC whose GEMMs ran at 513), and every
+    // "% roof" and the cost model's estimates with it.
+    for (const auto &row : r.rows)
+        if (row.ok && r.machine.gflops > 0 && row.gflops > kAbovePeakSlack * r.machine.gflops) {
+            os << "note: " << row.label << " ran at " << fmt(row.gflops, 1) << " GFLOP/s, above the probed FMA peak ("
+               << fmt(r.machine.gflops, 1) << "): the machine probe was probably taken under load; re-probe on an "
+               << "idle machine with `loom bench --reprobe` (cached in " << machine_cache_path() << ")\n";
+            break;
+        }
     return os.str();
 }
 
