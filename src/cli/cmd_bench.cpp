@@ -1,5 +1,6 @@
 // `loom bench model.onnx`: several schedules of one model side by side, each validated against the
 // reference interpreter before it is timed (codegen/benchmark.h does the work).
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "codegen/halide_autoschedulers.h"
 #include "codegen/jit.h"
 #include "codegen/machine_probe.h"
+#include "codegen/openmp_threading.h"
 #include "graph/error.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
@@ -38,6 +40,7 @@ struct BenchCliOptions {
     int warmup = 2, sets = 0;
     double tolerance = 1e-5;
     uint64_t seed = 1;
+    std::string threading = "halide";
 };
 
 // bench/plot.py next to the sources: $LOOM_SOURCE_DIR, else the folders above the binary, else cwd.
@@ -62,6 +65,9 @@ std::string shell_quote(const std::string &s) {
 }
 
 void bench(const BenchCliOptions &o) {
+    set_jit_threading(parse_threading(o.threading));
+    if (jit_threading() == Threading::OpenMP)
+        std::cerr << "loom bench: parallel loops run on OpenMP's team (" << omp_get_max_threads() << " threads)\n";
     Graph g = load_model(o.model, o.inputs);
     g.name = o.name.empty() ? fs::path(o.model).stem().string() : o.name;
     Halide::Target target = host_target();
@@ -154,6 +160,9 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--tolerance", o->tolerance, "Largest relative error a schedule may have")->default_val(1e-5);
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_flag("--reprobe", o->reprobe, "Re-measure the machine's copy bandwidth and FLOP rate");
+    c->add_option("--threading", o->threading,
+                  "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")
+        ->default_val("halide");
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run.");
     c->callback([o] { bench(*o); });

@@ -9,6 +9,7 @@
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
+#include "codegen/openmp_threading.h"
 #include "graph/error.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
@@ -28,6 +29,7 @@ struct RunOptions {
     bool check = false;
     double rtol = 1e-5;
     int repeats = 5;
+    std::string threading = "halide";
 };
 
 // Compares each output with the reference; prints a line per output and returns false past tolerance.
@@ -63,6 +65,7 @@ void run(const RunOptions &o) {
     user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
     std::string spec = o.autosched ? "auto" : o.schedule;
     user_check(!(o.reference && !spec.empty()), "loom run: --reference runs the interpreter; drop --schedule/--auto");
+    set_jit_threading(parse_threading(o.threading));
     Graph g = load_model(o.model, o.inputs);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
@@ -87,7 +90,7 @@ void run(const RunOptions &o) {
         std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
         std::sort(times.begin(), times.end());
         std::cout << "compiled " << o.model << " with schedule '" << spec << "' for " << target.to_string()
-                  << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s, run "
+                  << (jit_threading() == Threading::OpenMP ? " (parallel loops on OpenMP)" : "") << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s, run "
                   << std::setprecision(3) << times[times.size() / 2] << " ms (median of " << times.size()
                   << ")\n" << std::defaultfloat << summarize(outs);
         if (o.check && !check_outputs(outs, ref, o.rtol))
@@ -116,6 +119,9 @@ void add_run_command(CLI::App &app) {
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");
+    c->add_option("--threading", o->threading,
+                  "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")
+        ->default_val("halide");
     c->callback([o] { run(*o); });
 }
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "codegen/openmp_threading.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -161,6 +162,8 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     }
     for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
     Halide::Realization r(bufs);
+    // Read at every run, so a cached model follows set_jit_threading.
+    pipeline_.jit_handlers().custom_do_par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
     auto t0 = Clock::now();
     halide_guard("running the model", [&] { pipeline_.realize(r, target_); });
     last_run_ms_ = ms_since(t0);

@@ -1,0 +1,51 @@
+#include "codegen/openmp_threading.h"
+
+#include <omp.h>
+
+#include <atomic>
+
+#include "graph/error.h"
+
+namespace loom {
+
+namespace {
+
+std::atomic<Threading> g_threading{Threading::Halide};
+std::atomic<uint64_t> g_loops{0};
+
+}  // namespace
+
+void set_jit_threading(Threading t) { g_threading = t; }
+
+Threading jit_threading() { return g_threading; }
+
+Threading parse_threading(const std::string &value, const std::string &flag) {
+    if (value == "halide") return Threading::Halide;
+    if (value == "openmp") return Threading::OpenMP;
+    throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: halide (Halide's thread pool, the ",
+                            "default), openmp (an OpenMP parallel for per Halide parallel loop)"));
+}
+
+std::string threading_name(Threading t) { return t == Threading::OpenMP ? "openmp" : "halide"; }
+
+int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
+                      int min, int extent, uint8_t *closure) {
+    g_loops++;
+    std::atomic<int> first_error{0};
+    // Dynamic, one iteration at a time: Halide hands out its tasks the same way, and the cost
+    // model already sized them (rows_per_task), so a chunk is a task.
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int x = min; x < min + extent; x++) {
+        if (first_error.load(std::memory_order_relaxed) != 0) continue;  // a task failed: skip the rest
+        int r = task(ctx, x, closure);
+        if (r != 0) {
+            int none = 0;
+            first_error.compare_exchange_strong(none, r);
+        }
+    }
+    return first_error;
+}
+
+uint64_t openmp_loops_run() { return g_loops; }
+
+}  // namespace loom

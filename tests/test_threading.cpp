@@ -1,0 +1,94 @@
+// Halide's parallel loops routed through OpenMP (codegen/openmp_threading.h): a JIT run under
+// Threading::OpenMP goes through openmp_do_par_for and matches the reference on poisoned outputs;
+// Halide's own pool is used again when switched back; a failing task's error comes back; a bad
+// --threading value is a user error naming the flag and the valid values.
+#include <gtest/gtest.h>
+
+#include <omp.h>
+
+#include <atomic>
+
+#include "autoschedule/autoschedule.h"
+#include "codegen/jit.h"
+#include "codegen/openmp_threading.h"
+#include "graph/error.h"
+#include "graph/passes.h"
+#include "reference/reference.h"
+#include "schedule/schedule_apply.h"
+#include "graph_builder.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+using loom::testing::close;
+
+// Restores Halide's pool whatever a test does.
+struct ThreadingGuard {
+    ~ThreadingGuard() { set_jit_threading(Threading::Halide); }
+};
+
+// sigmoid(x * w + b) over 256 rows of 4096: big enough that the auto-schedule makes its rows
+// parallel tasks.
+Graph pointwise_graph() {
+    loom::testing::GraphBuilder b;
+    Shape s{256, 4096};
+    std::string x = b.input("x", s), w = b.input("w", s), c = b.input("c", s);
+    std::string m = b.node("Mul", {x, w}, s);
+    std::string a = b.node("Add", {m, c}, s);
+    b.out("Sigmoid", {a}, s);
+    prepare_graph(b.g);
+    return b.g;
+}
+
+TEST(Threading, OpenMPRunsTheParallelLoopsAndMatchesTheReference) {
+    ThreadingGuard guard;
+    Graph g = pointwise_graph();
+    LoweredPipeline lp = lower_graph(g);
+    apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
+    JitModel m(std::move(lp));
+    auto in = random_inputs(g, 3);
+    auto ref = run_reference(g, in);
+
+    set_jit_threading(Threading::OpenMP);
+    uint64_t before = openmp_loops_run();
+    auto outs = m.run(in);  // outputs are poisoned before the run
+    EXPECT_GT(openmp_loops_run(), before) << "no parallel loop went through OpenMP";
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
+
+    set_jit_threading(Threading::Halide);
+    before = openmp_loops_run();
+    outs = m.run(in);  // the same cached model, Halide's pool again
+    EXPECT_EQ(openmp_loops_run(), before);
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
+}
+
+std::atomic<int> g_calls{0};
+int count_or_fail(Halide::JITUserContext *, int x, uint8_t *) {
+    g_calls++;
+    return x == 5 ? 42 : 0;
+}
+
+TEST(Threading, EveryIterationRunsOnceAndTheFirstErrorComesBack) {
+    g_calls = 0;
+    EXPECT_EQ(openmp_do_par_for(nullptr, count_or_fail, 10, 100, nullptr), 0);
+    EXPECT_EQ(g_calls.load(), 100);
+    EXPECT_EQ(openmp_do_par_for(nullptr, count_or_fail, 0, 8, nullptr), 42);
+}
+
+TEST(Threading, BadValueNamesTheFlagAndTheValidOnes) {
+    EXPECT_EQ(parse_threading("openmp"), Threading::OpenMP);
+    EXPECT_EQ(parse_threading("halide"), Threading::Halide);
+    try {
+        parse_threading("omp");
+        FAIL() << "no error";
+    } catch (const UserError &e) {
+        std::string msg = e.what();
+        EXPECT_NE(msg.find("--threading 'omp'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("halide"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("openmp"), std::string::npos) << msg;
+    }
+}
+
+}  // namespace
+}  // namespace loom
