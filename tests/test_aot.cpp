@@ -128,7 +128,7 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     std::string h = slurp(a.header);
     for (const char *fn : {"softmax_rows_create(void)", "softmax_rows_run_host(", "softmax_rows_run_device(",
                            "softmax_rows_destroy(", "softmax_rows_last_error(", "softmax_rows_set_cuda_graphs(",
-                           "softmax_rows_cuda_graph_status("})
+                           "softmax_rows_cuda_graph_status(", "softmax_rows_set_threading("})
         EXPECT_NE(h.find(fn), std::string::npos) << fn;
     // The PTX is embedded in the pipeline object: one kernel per fusion group; the row kernel loads
     // and stores 8-byte vectors whole (aligned buffers), with no 16-byte stores split into halves.
@@ -189,6 +189,13 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     EXPECT_NE(run_device(nullptr, bad_in, outs), 0);
     err = last_error();
     EXPECT_NE(err.find("softmax_rows_run_device: the model handle is NULL"), std::string::npos) << err;
+    // OpenMP threading is a host matter: refused with why and what to pass.
+    auto set_threading = (int (*)(int))dlsym(lib, "softmax_rows_set_threading");
+    ASSERT_TRUE(set_threading);
+    EXPECT_EQ(set_threading(0), 0);
+    EXPECT_EQ(set_threading(1), -1);
+    err = last_error();
+    EXPECT_NE(err.find("softmax_rows_set_threading: OpenMP threading is for host artifacts"), std::string::npos) << err;
     destroy(m);
     destroy(nullptr);  // as free(NULL)
     dlclose(lib);
@@ -544,6 +551,26 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
         auto c = loom::testing::compare(got_off, ref);
         EXPECT_LT(c.rel_error, 1e-5);
         EXPECT_FALSE(c.any_nan);
+    }
+    // Parallel loops on the application's OpenMP team, then back on Halide's pool: same results
+    // on poisoned outputs each way; the previous setting comes back.
+    {
+        auto set_threading = (int (*)(int))dlsym(lib, "sum_prologue_set_threading");
+        ASSERT_TRUE(set_threading);
+        EXPECT_EQ(set_threading(0), 0);  // never switched: a no-op
+        EXPECT_EQ(set_threading(1), 0);
+        EXPECT_EQ(set_threading(1), 1);
+        Tensor got_omp(DType::F32, ref.shape());
+        loom::testing::poison(got_omp);
+        void *outs_omp[] = {got_omp.data()};
+        ASSERT_EQ(run(m, ins, outs_omp), 0) << last_error();
+        auto c = loom::testing::compare(got_omp, ref);
+        EXPECT_LT(c.rel_error, 1e-5);
+        EXPECT_FALSE(c.any_nan);
+        EXPECT_EQ(set_threading(0), 1);
+        loom::testing::poison(got_omp);
+        ASSERT_EQ(run(m, ins, outs_omp), 0) << last_error();
+        EXPECT_LT(loom::testing::compare(got_omp, ref).rel_error, 1e-5);
     }
     // CUDA graphs are a device matter: a host artifact reports them off.
     auto set_graphs = (int (*)(void *, int))dlsym(lib, "sum_prologue_set_cuda_graphs");

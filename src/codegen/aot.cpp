@@ -159,8 +159,10 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         std::string cxx = options.cxx;
         if (const char *e = std::getenv("LOOM_CXX")) cxx = e;
         fs::path log = tmp / "build.log";
-        run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -c " + quote(glue_cpp.string()) +
-                     " -o " + quote(glue_o.string()),
+        // Host glue runs parallel loops on OpenMP when asked (<model>_set_threading).
+        const std::string openmp = cuda ? "" : " -fopenmp";
+        run_tool(cxx + " -std=c++17 -O2 -fPIC" + openmp + " -I" + quote(halide_include_dir()) + " -c " +
+                     quote(glue_cpp.string()) + " -o " + quote(glue_o.string()),
                  log, "compiling the C API glue");
         fs::path lib_a = tmp / ("lib" + name + ".a"), lib_so = tmp / ("lib" + name + ".so");
         // Extern stages calling cuBLAS / cuDNN (LowerOptions::gemm_extern, conv_extern): their C
@@ -214,7 +216,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             extern_objs.push_back(o);
         }
         run_tool("ar rcs " + quote(lib_a.string()) + " " + objs, log, "archiving the static library");
-        run_tool(cxx + " -shared -o " + quote(lib_so.string()) + " " + objs + libs + " -ldl -lpthread", log,
+        run_tool(cxx + " -shared" + openmp + " -o " + quote(lib_so.string()) + " " + objs + libs + " -ldl -lpthread", log,
                  "linking the shared object" + link_hint);
         fs::remove(log);
         fs::remove(glue_o);

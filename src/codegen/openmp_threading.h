@@ -2,7 +2,8 @@
 /// Halide's parallel loops run by OpenMP instead of Halide's own thread pool (DESIGN.md "Targets"):
 /// a program that already keeps an OpenMP team (the reference interpreter is one) then has one pool
 /// of threads on the cores, not two competing for them. JIT models (codegen/jit.h) read the
-/// process-wide choice at every run; `loom run` and `loom bench` take `--threading openmp`.
+/// process-wide choice at every run; `loom run` and `loom bench` take `--threading openmp`. Host
+/// artifacts have the same switch in their C API (`<model>_set_threading`, codegen/runtime_glue.h).
 #pragma once
 
 #include <Halide.h>

@@ -54,6 +54,23 @@ namespace {
 constexpr int kMaxRank = 16;
 char g_error[4096] = "";
 
+#if !LOOM_CUDA
+// A Halide parallel loop as an OpenMP parallel for, one task a chunk (set_threading(1)): the
+// application's OpenMP team runs the model instead of a second pool of threads (as
+// codegen/openmp_threading.h does for JIT runs). Returns the first nonzero task result.
+int openmp_do_par_for(void *ctx, halide_task_t task, int min, int extent, uint8_t *closure) {
+    int first_error = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int x = min; x < min + extent; x++) {
+        if (__atomic_load_n(&first_error, __ATOMIC_RELAXED) != 0) continue;  // a task failed: skip the rest
+        int r = task(ctx, x, closure);
+        int none = 0;
+        if (r != 0) __atomic_compare_exchange_n(&first_error, &none, r, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+    return first_error;
+}
+#endif
+
 #if LOOM_CUDA
 // The stream this thread is capturing a model run on (null: not capturing); see cuda_graph_glue.h.
 thread_local void *t_capture = nullptr;
@@ -294,6 +311,28 @@ int LOOM_API(_set_cuda_graphs)(void *h, int on) {
 #endif
 }
 
+int LOOM_API(_set_threading)(int openmp) {
+#if LOOM_CUDA
+    if (!openmp) return 0;
+    snprintf(g_error, sizeof g_error, "%s_set_threading: OpenMP threading is for host artifacts; a CUDA model's "
+             "loops run on the GPU (pass 0)", LOOM_STR(LOOM_NAME));
+    return -1;
+#else
+    // Halide's own launcher, kept to switch back (the runtime has no "default" to restore).
+    static halide_do_par_for_t halide_pool = nullptr;
+    static std::mutex lock;
+    std::lock_guard<std::mutex> guard(lock);
+    if (openmp) {
+        halide_do_par_for_t before = halide_set_custom_do_par_for(openmp_do_par_for);
+        if (before == openmp_do_par_for) return 1;
+        halide_pool = before;
+        return 0;
+    }
+    if (!halide_pool) return 0;  // never switched to OpenMP
+    return halide_set_custom_do_par_for(halide_pool) == openmp_do_par_for ? 1 : 0;
+#endif
+}
+
 const char *LOOM_API(_cuda_graph_status)(void *h) {
     if (!model_of(h, "cuda_graph_status")) return g_error;
 #if LOOM_CUDA
@@ -416,6 +455,10 @@ std::string glue_header(const GlueSpec &s) {
        << "/* CUDA graphs: on by default (LOOM_CUDA_GRAPHS=0 turns them off); returns the previous setting, -1 for a NULL model. */\n"
        << "int " << n << "_set_cuda_graphs(void *model, int on);\n"
        << "const char *" << n << "_cuda_graph_status(void *model); /* \"graph\", or why a call runs directly */\n"
+       << "/* Host artifacts: 1 runs the model's parallel loops on the application's OpenMP team instead of Halide's\n"
+       << "   thread pool (link with -fopenmp when using the static library), 0 goes back; returns the previous\n"
+       << "   setting (process-wide). CUDA artifacts: 0 is a no-op, 1 is refused (-1). */\n"
+       << "int " << n << "_set_threading(int openmp);\n"
        << "const char *" << n << "_target(void);\n"
        << "int " << n << "_num_inputs(void);\nint " << n << "_num_outputs(void);\n"
        << "const char *" << n << "_input_name(int k);\nconst char *" << n << "_output_name(int k);\n"
@@ -438,6 +481,7 @@ std::string glue_source(const GlueSpec &s) {
        << "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <mutex>\n#include <new>\n#include <set>\n#include <vector>\n"
        << "#include \"HalideRuntime.h\"\n";
     if (s.cuda) os << "#include \"HalideRuntimeCuda.h\"\n";
+    else os << "#include <omp.h>\n";
     os << "#define LOOM_NAME " << s.name << "\n#define LOOM_HALIDE_FN " << s.halide_fn << "\n"
        << "#define LOOM_STR2(x) #x\n#define LOOM_STR(x) LOOM_STR2(x)\n"
        << "#define LOOM_CUDA " << (s.cuda ? 1 : 0) << "\n#define LOOM_TARGET \"" << s.target << "\"\n"
