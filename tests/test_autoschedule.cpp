@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "autoschedule/autoschedule.h"
+#include "autoschedule/candidates.h"
 #include "codegen/jit.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
@@ -267,6 +268,41 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     EXPECT_NE(text8.find("conv channel tile 3 (w) x 2 (rows) x 16 (channels): 12 vector accumulators"),
               std::string::npos) << text8;
     check_auto(b.g, "blocked convs, 8-lane vectors", 1e-5, &avx2);
+}
+
+// ScheduleKnobs::conv_unroll_taps: a channel-tiled 3x3 conv unrolls its taps by default and keeps
+// them loops without (`loom autoschedule --loop-conv-taps`); both match the reference, and the
+// candidates that --tune times include the looped one.
+TEST(Autoschedule, ConvTapsUnrolledByDefaultLoopedOnRequest) {
+    if (lanes_of_host() < 4) GTEST_SKIP() << "no channel tiles without 4-lane vectors";
+    Builder b;
+    std::string x = b.input("x", {1, 32, 14, 14}), w = b.random_constant("w", {32, 32, 3, 3}, 61);
+    std::map<std::string, AttrValue> a = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                          {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    b.out("Relu", {b.node("Conv", {x, w}, {1, 32, 14, 14}, a, DType::F32, "c")}, {1, 32, 14, 14});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string unrolled = print_schedule(auto_schedule_with_plan(lp, host_target(), test_machine()).schedule);
+    EXPECT_NE(unrolled.find(".unroll(r.x)"), std::string::npos) << unrolled;
+    ScheduleKnobs looped;
+    looped.conv_unroll_taps = false;
+    std::string text = print_schedule(auto_schedule_with_plan(lp, host_target(), test_machine(), looped).schedule);
+    EXPECT_EQ(text.find(".unroll(r.x)"), std::string::npos) << text;
+    EXPECT_EQ(text.find(".unroll(r.y)"), std::string::npos) << text;
+    EXPECT_NE(text.find("conv channel tile"), std::string::npos) << text;  // still tiled
+    bool offered = false;
+    for (const auto &c : schedule_candidates(lp, host_target(), test_machine())) offered |= c.label == "conv taps looped";
+    EXPECT_TRUE(offered);
+    check_auto(b.g, "conv with unrolled taps");
+    // The looped schedule, applied and run on poisoned outputs.
+    LoweredPipeline lp2 = lower_graph(b.g);
+    Schedule s = auto_schedule_with_plan(lp2, host_target(), test_machine(), looped).schedule;
+    apply_schedule(s, lp2, host_target());
+    JitModel m(std::move(lp2));
+    auto in = random_inputs(b.g, 9);
+    auto outs = m.run(in);
+    auto ref = run_reference(b.g, in);
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
 }
 
 // Row statistics over short rows take vector partial sums of at least four steps when the row

@@ -114,9 +114,10 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
     };
     AutoScheduleResult base = auto_schedule_with_plan(p, target, m, {});
     // Which knobs can matter here, read off the model's own plan.
-    bool gemm = false, pointwise = false, block = false, rows = false;
+    bool gemm = false, pointwise = false, block = false, rows = false, conv = false;
     for (const Kernel &k : base.plan.kernels) {
         gemm |= k.kind == "gemm";
+        conv |= k.kind == "conv";
         pointwise |= k.kind == "pointwise" || k.kind == "rows";
     }
     for (const auto &d : base.plan.decisions) {
@@ -150,6 +151,11 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
             k.task_elems = t;
             sets.push_back(k);
         }
+    if (conv) {  // looped taps: the same estimate, half the compile; the timing decides
+        ScheduleKnobs k;
+        k.conv_unroll_taps = false;
+        sets.push_back(k);
+    }
     for (double us : {2.0, 200.0}) {  // the serial-kernel threshold (kMinParallelMicros) both ways
         ScheduleKnobs k;
         k.min_parallel_us = us;

@@ -416,7 +416,7 @@ bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     u.add("unroll", {w}).add("unroll", {h});
     // The taps of a 3x3 (or smaller) kernel unrolled: 134-139 vs 121-128 GFLOP/s looped.
     const auto &re = fi(F).rvar_extents[0];
-    if (re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
     inline_members();
     return true;
 }
