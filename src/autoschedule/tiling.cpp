@@ -243,7 +243,7 @@ void Ctx::prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv)
     const LoweredFunc &L = lf(f);
     if (L.flops_per_point < kPrefetchMinFlops || L.vars.size() < 2) return;
     const int64_t row = L.extents.back();
-    const int64_t steps = (row + lv - 1) / lv, numel = (int64_t)prod(L.extents, 0, L.extents.size());
+    const int64_t steps = (row + lv - 1) / lv, numel = (int64_t)fi(f).points;
     std::set<std::string> inputs;
     collect_inlined_inputs(f, inputs);
     for (size_t q = 0; q < p.input_names.size(); q++)

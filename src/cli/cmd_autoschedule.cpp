@@ -41,8 +41,8 @@ struct AutoscheduleOptions {
     LibraryFlags libs;  ///< --target cuda: the library calls `loom compile` will make (same flags)
 };
 
-// --tune's checks, before anything slow runs.
-void check_tune_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
+// The flag checks (--loop-conv-taps, --tune), before anything slow runs.
+void check_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
     user_check(!o.loop_conv_taps || !target.has_gpu_feature(), "loom autoschedule --loop-conv-taps with --target ",
                o.target, ": it shapes the CPU cost model's conv tiles; drop it for a GPU target");
     if (!o.tune_given) return;
@@ -91,7 +91,7 @@ void autoschedule(const AutoscheduleOptions &o) {
     Halide::Target target = o.target == "host" ? host_target()
                             : o.target == "cuda" ? aot_target("cuda")
                                                  : Halide::Target(o.target);
-    check_tune_flags(o, target);
+    check_flags(o, target);
     if (target.has_gpu_feature()) {
         // The GPU cost model has no fusion report or machine overrides yet: it writes the file only.
         user_check(!o.report && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ", o.target,

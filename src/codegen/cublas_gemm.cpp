@@ -249,11 +249,9 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
     if (int r = stage_operands(x, w, nullptr, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);
-    if (int r = prepare_handle(tf32)) return r;
     int xt[4] = {0, 0, 0, n0}, wt[2] = {0, 0}, yt[4] = {0, 0, 0, n0};
     const float *px = (const float *)(uintptr_t)addr(x, xt), *pw = (const float *)(uintptr_t)addr(w, wt);
     float *py = (float *)(uintptr_t)addr(y, yt);
-    const float one = 1.0f, zero = 0.0f;
     int P = H * W, ldx = x->dim[2].stride, ldw = w->dim[1].stride, ldy = y->dim[2].stride;
     if (nb == 1) {
         // One image: row-major y [Co, P] = w [Co, C] · x [C, P] through cuBLASLt, its algorithm picked
@@ -263,6 +261,8 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
         y->set_device_dirty(true);
         return 0;
     }
+    if (int r = prepare_handle(tf32)) return r;
+    const float one = 1.0f, zero = 0.0f;
     cublasStatus_t s = cublasSgemmStridedBatched(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx,
                                                  x->dim[3].stride, pw, ldw, 0, &zero, py, ldy, y->dim[3].stride, nb);
     if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasSgemmStridedBatched", (int)s);

@@ -5,9 +5,10 @@ namespace loom {
 std::string extern_stage_prelude(const std::string &fn) {
     return R"SRC(#include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
+
 #include <chrono>
 #include <thread>
-#include <stdio.h>
 
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"

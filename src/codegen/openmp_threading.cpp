@@ -1,7 +1,5 @@
 #include "codegen/openmp_threading.h"
 
-#include <omp.h>
-
 #include <atomic>
 
 #include "graph/error.h"
@@ -25,8 +23,6 @@ Threading parse_threading(const std::string &value, const std::string &flag) {
     throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: halide (Halide's thread pool, the ",
                             "default), openmp (an OpenMP parallel for per Halide parallel loop)"));
 }
-
-std::string threading_name(Threading t) { return t == Threading::OpenMP ? "openmp" : "halide"; }
 
 int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
                       int min, int extent, uint8_t *closure) {

@@ -26,8 +26,6 @@ Threading jit_threading();
 
 /// "halide" or "openmp" as a Threading; UserError naming \p flag, the value and the valid ones.
 Threading parse_threading(const std::string &value, const std::string &flag = "--threading");
-/// "halide" or "openmp".
-std::string threading_name(Threading t);
 
 /// The JIT handler (JITHandlers::custom_do_par_for) that runs iterations [min, min + extent) of a
 /// Halide parallel loop as an OpenMP parallel for, one iteration a chunk (Halide's loops are already
