@@ -91,7 +91,9 @@ void run(const RunOptions &o) {
         std::sort(times.begin(), times.end());
         std::cout << "compiled " << o.model << " with schedule '" << spec << "' for " << target.to_string()
                   << (jit_threading() == Threading::OpenMP ? " (parallel loops on OpenMP)" : "")
-                  << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s, run "
+                  << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s"
+                  << (m.segments() > 1 ? " (" + std::to_string(m.segments()) + " pipelines)" : std::string())
+                  << ", run "
                   << std::setprecision(3) << times[times.size() / 2] << " ms (median of " << times.size()
                   << ")\n" << std::defaultfloat << summarize(outs);
         if (o.check && !check_outputs(outs, ref, o.rtol))

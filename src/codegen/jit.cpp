@@ -4,11 +4,13 @@
 #include <cpuid.h>
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "codegen/openmp_threading.h"
 #include "graph/error.h"
@@ -38,10 +40,11 @@ Halide::Buffer<> wrap(const Tensor &t, const std::string &name) {
 /// of lines ahead of the one error the run then reports. While Halide compiles, std::cerr goes to
 /// a buffer; those warnings are dropped (the run's own error says what failed) and any other text
 /// is passed on unchanged. (Halide's CompileTimeErrorReporter would also take over its errors, losing
-/// their kind, and aborts if the reporter returns.)
+/// their kind, and aborts if the reporter returns.) Segments compile on several threads, so the
+/// buffer takes one writer at a time.
 class HalideWarningFilter {
 public:
-    HalideWarningFilter() : saved_(std::cerr.rdbuf(buf_.rdbuf())) {}
+    HalideWarningFilter() : saved_(std::cerr.rdbuf(&buf_)) {}
     ~HalideWarningFilter() {
         std::cerr.rdbuf(saved_);
         std::cerr << kept(buf_.str()) << std::flush;
@@ -66,7 +69,21 @@ public:
     }
 
 private:
-    std::ostringstream buf_;
+    class LockedStringBuf : public std::stringbuf {
+    protected:
+        std::streamsize xsputn(const char *s, std::streamsize n) override {
+            std::lock_guard<std::recursive_mutex> lock(mutex_);
+            return std::stringbuf::xsputn(s, n);
+        }
+        int_type overflow(int_type c) override {
+            std::lock_guard<std::recursive_mutex> lock(mutex_);
+            return std::stringbuf::overflow(c);
+        }
+
+    private:
+        std::recursive_mutex mutex_;  // the base xsputn calls overflow
+    };
+    LockedStringBuf buf_;
     std::streambuf *saved_;
 };
 
@@ -114,15 +131,54 @@ Halide::Target runnable_here(Halide::Target t) {
 
 Halide::Target host_target() { return runnable_here(Halide::get_jit_target_from_environment()); }
 
-JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target)
+JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target, int max_segments)
     : lowered_(std::move(lowered)), target_(target) {
     auto t0 = Clock::now();
+    compile(max_segments);
+    compile_s_ = ms_since(t0) / 1000.0;
+}
+
+void JitModel::compile(int max_segments) {
     HalideWarningFilter quiet;  // lowering is where Halide warns
     halide_guard("JIT compile for " + target_.to_string(), [&] {
-        pipeline_ = lowered_.pipeline();
-        pipeline_.compile_jit(target_);
+        SegmentLimits lim = default_segment_limits(lowered_, target_);
+        if (max_segments > 0) lim = SegmentLimits{max_segments, 1};
+        segmented_ = cut_pipeline(lowered_, plan_cuts(lowered_, lim.max_segments, lim.min_funcs));
     });
-    compile_s_ = ms_since(t0) / 1000.0;
+    // One thread per segment, as many at once as the machine has; the first failure (in segment
+    // order) is the one reported.
+    auto &segs = segmented_.segments;
+    std::vector<std::exception_ptr> failed(segs.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t k; (k = next++) < segs.size();) {
+            try {
+                halide_guard("JIT compile for " + target_.to_string(), [&] { segs[k].pipeline.compile_jit(target_); });
+            } catch (...) {
+                failed[k] = std::current_exception();
+            }
+        }
+    };
+    size_t threads = std::min<size_t>(segs.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; t++) pool.emplace_back(worker);
+    worker();
+    for (auto &t : pool) t.join();
+    for (auto &e : failed)
+        if (e) std::rethrow_exception(e);
+    allocate_boundaries();
+}
+
+void JitModel::allocate_boundaries() {
+    boundary_buffers_.clear();
+    for (auto &bd : segmented_.boundaries) {
+        boundary_buffers_.emplace_back();
+        // A graph output read by a later segment is read from the caller's output buffer, bound
+        // at each run.
+        if (lowered_.find(bd.func)->is_output) continue;
+        boundary_buffers_.back() = Halide::Buffer<>(bd.type, bd.extents, bd.func);
+        bd.param.set(boundary_buffers_.back());
+    }
 }
 
 void JitModel::bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep) {
@@ -161,11 +217,38 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
         std::memset(t.data(), dtype_is_float(t.dtype()) ? 0xFF : 0x5A, t.bytes().size());
     }
     for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
-    Halide::Realization r(bufs);
-    // Read at every run, so a cached model follows set_jit_threading.
-    pipeline_.jit_handlers().custom_do_par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
+    auto par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
     auto t0 = Clock::now();
-    halide_guard("running the model", [&] { pipeline_.realize(r, target_); });
+    auto run_segments = [&] {
+        for (auto &seg : segmented_.segments) {
+            std::vector<Halide::Buffer<>> into;
+            for (size_t k = 0; k < seg.outputs.size(); k++) {
+                int b = seg.boundary_of_output[k], g = seg.graph_output_of_output[k];
+                if (g >= 0) {
+                    into.push_back(bufs[g]);
+                    if (b >= 0) segmented_.boundaries[b].param.set(bufs[g]);
+                } else {
+                    into.push_back(boundary_buffers_[b]);
+                }
+            }
+            // Read at every run, so a cached model follows set_jit_threading.
+            seg.pipeline.jit_handlers().custom_do_par_for = par_for;
+            seg.pipeline.realize(Halide::Realization(into), target_);
+        }
+    };
+    try {
+        halide_guard("running the model", run_segments);
+    } catch (const UserError &) {
+        // Most likely a Func read or written past its extents across a cut (a RoundUp split does
+        // that: in one pipeline Halide computes the producer over the larger region). Whatever it
+        // was, the uncut model decides: it runs, or its error is the one reported.
+        if (segments() == 1) throw;
+        std::cerr << "loom: the model cut into " << segments()
+                  << " pipelines failed to run; compiling it as one pipeline\n";
+        compile(1);
+        t0 = Clock::now();
+        halide_guard("running the model", run_segments);
+    }
     last_run_ms_ = ms_since(t0);
     if (target_.has_gpu_feature()) {
         for (auto &b : bufs) {

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "codegen/jit_segments.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
 
@@ -26,14 +27,17 @@ Halide::Target host_target();
 /// reported as Sapphire Rapids, which implies AVX512-FP16): for targets that run on this machine.
 Halide::Target runnable_here(Halide::Target t);
 
-/// A lowered pipeline compiled once with the JIT, run as often as wanted.
+/// A lowered pipeline compiled once with the JIT, run as often as wanted. A large CPU model is cut
+/// into several Pipelines at compute_root boundaries and they compile in parallel (jit_segments.h);
+/// the segments then run one after the other, the buffers that cross a cut allocated once.
 class JitModel {
 public:
-    /// Compiles \p lowered (already scheduled: the schedule lives in its Funcs) for \p target.
+    /// Compiles \p lowered (already scheduled: the schedule lives in its Funcs) for \p target, in
+    /// at most \p max_segments Pipelines of any size (0: default_segment_limits; 1: one Pipeline).
     /// UserError carrying Halide's message when Halide rejects the schedule. Halide's compile-time
     /// "guaranteed to fail an assertion at runtime" warnings are not printed: the run that fails
     /// reports it, as one message; other Halide warnings still go to stderr.
-    JitModel(LoweredPipeline lowered, const Halide::Target &target = host_target());
+    JitModel(LoweredPipeline lowered, const Halide::Target &target = host_target(), int max_segments = 0);
 
     /// Runs the model on \p inputs (by graph input name; converted to the graph dtype if they
     /// differ) and returns every graph output by name, in its graph dtype. Outputs are poisoned
@@ -45,7 +49,9 @@ public:
     /// run's time in milliseconds.
     std::vector<double> time_runs(const std::map<std::string, Tensor> &inputs, int reps);
 
-    /// Seconds the JIT compile took.
+    /// Pipelines the model was compiled as (1: uncut).
+    int segments() const { return (int)segmented_.segments.size(); }
+    /// Seconds the JIT compile took (wall clock; segments compile in parallel).
     double compile_seconds() const { return compile_s_; }
     /// Milliseconds the last run() took (the realize call only: no conversions).
     double last_run_ms() const { return last_run_ms_; }
@@ -56,10 +62,16 @@ private:
     /// Binds inputs, allocates poisoned outputs (wrapping their Tensors' memory) and realizes.
     void bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep);
     void realize_into(std::vector<Tensor> &outs);
+    /// Cuts (as the constructor says) and compiles the segments.
+    void compile(int max_segments);
+    /// Allocates each buffer that crosses a cut (dense, the Func's shape) and binds it to the
+    /// ImageParam its readers read.
+    void allocate_boundaries();
 
     LoweredPipeline lowered_;
     Halide::Target target_;
-    Halide::Pipeline pipeline_;
+    SegmentedPipeline segmented_;
+    std::vector<Halide::Buffer<>> boundary_buffers_;  ///< per boundary; undefined for graph outputs
     double compile_s_ = 0;
     double last_run_ms_ = 0;
 };

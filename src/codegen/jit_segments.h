@@ -1,0 +1,94 @@
+/// \file
+/// Cutting a scheduled pipeline into several Halide Pipelines at compute_root boundaries, so that a
+/// large model compiles as several smaller pipelines, in parallel (DESIGN.md: "Where compile time
+/// demands it, lowering may cut the graph into several Pipelines at compute_root boundaries;
+/// schedule files do not change when it does"). Halide lowers a pipeline in passes whose time grows
+/// with the whole statement (ResNet-18's 67 Funcs: vectorize, interleave detection, loop partitioning
+/// and loop-invariant code motion about 1.8 s each on one core), and one pipeline compiles on one
+/// thread.
+///
+/// A cut is legal between two groups of root-computed Funcs when nothing after it is computed
+/// inside, stored inside, fused with or wrapped around anything before it: every value that
+/// crosses it is then a whole buffer (a compute_root Func the graph made, with no `in()` wrappers).
+/// Each segment is a deep copy of the scheduled Func graph whose calls to the crossing Funcs read
+/// ImageParams instead; its outputs are the graph outputs it computes and the crossing Funcs that
+/// later segments read. The schedule is the same Halide schedule, applied once to the whole graph.
+#pragma once
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// One Pipeline of a cut model.
+struct PipelineSegment {
+    Halide::Pipeline pipeline;
+    /// What the pipeline realizes, in its output order: Func names (graph output Funcs, and the
+    /// crossing Funcs that later segments read).
+    std::vector<std::string> outputs;
+    /// For each output, its index in SegmentedPipeline::boundaries, or -1 for a graph output that
+    /// no later segment reads.
+    std::vector<int> boundary_of_output;
+    /// For each output that is a graph output, its index in LoweredPipeline::output_funcs; else -1.
+    std::vector<int> graph_output_of_output;
+    /// Boundaries this segment reads (indices into SegmentedPipeline::boundaries).
+    std::vector<int> reads;
+    int funcs = 0;  ///< Funcs it holds (for reports and tests)
+};
+
+/// A value that crosses a cut: computed by one segment, read by later ones through an ImageParam.
+struct SegmentBoundary {
+    std::string func;            ///< the crossing Func's name
+    int producer = -1;           ///< segment that computes it
+    Halide::ImageParam param;    ///< what later segments read it through
+    Halide::Type type;
+    int dims = 0;
+    /// The Func's extents, Halide order (innermost first): the buffer is dense over [0, extent) in
+    /// every dimension, and both sides of the cut are compiled for exactly that shape.
+    std::vector<int> extents;
+};
+
+/// A scheduled LoweredPipeline as consecutive segments (one segment: uncut).
+struct SegmentedPipeline {
+    std::vector<PipelineSegment> segments;
+    std::vector<SegmentBoundary> boundaries;
+};
+
+/// Where the cuts would go: root groups in execution order, each with its Funcs, and the positions
+/// (between group k-1 and k) where a cut is legal. Exposed for tests and `LOOM_DEBUG` output.
+struct CutPlan {
+    std::vector<std::string> roots;        ///< root-computed Funcs, producers first
+    std::vector<int> weight;               ///< Funcs each root's group holds (its compile cost)
+    std::vector<bool> legal_before;        ///< legal_before[k]: a cut between roots k-1 and k
+    std::vector<int> cuts;                 ///< chosen cut positions, ascending
+};
+
+/// Funcs a segment holds at least: below that a pipeline's fixed compile cost (LLVM module set-up,
+/// runtime linking) outweighs what cutting saves.
+constexpr int kMinFuncsPerSegment = 12;
+
+/// Plans at most \p max_segments segments of roughly equal weight for the scheduled \p p (its
+/// Funcs' loop levels are locked, as lowering would). Fewer when legal cuts are missing or the
+/// model is small (\p min_weight Funcs per segment at least).
+CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight);
+
+/// Builds the segments of \p plan (no cut: one segment, the whole pipeline as is).
+SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan);
+
+/// How far a JIT compile of a pipeline is cut.
+struct SegmentLimits {
+    int max_segments = 1;                      ///< Pipelines at most
+    int min_funcs = kMinFuncsPerSegment;       ///< Funcs a segment holds at least
+};
+
+/// The limits for \p p on \p target: one Pipeline for GPU targets and for pipelines with extern
+/// stages (their device buffers stay inside one pipeline), else up to twice the hardware threads,
+/// kMinFuncsPerSegment Funcs each. LOOM_JIT_SEGMENTS=N overrides both (N Pipelines whatever their
+/// size; 1 turns cutting off); a value that is not a positive number is a UserError.
+SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target);
+
+}  // namespace loom

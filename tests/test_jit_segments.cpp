@@ -1,0 +1,161 @@
+// A JIT model cut into several Pipelines at compute_root boundaries (codegen/jit_segments.h):
+// cut fixtures match the reference (outputs poisoned) run after run; cuts never separate a Func
+// from what is computed, stored or wrapped inside another root; a segment that reads a crossing
+// buffer past its extents falls back to one pipeline; the environment override is checked.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "autoschedule/autoschedule.h"
+#include "codegen/jit.h"
+#include "codegen/jit_segments.h"
+#include "frontends/onnx/onnx_import.h"
+#include "graph/passes.h"
+#include "reference/reference.h"
+#include "schedule/schedule_apply.h"
+#include "graph_builder.h"
+#include "test_util.h"
+
+namespace loom {
+namespace {
+
+using loom::testing::close;
+
+Graph fixture(const std::string &name) {
+    Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
+    prepare_graph(g);
+    return g;
+}
+
+void expect_matches_reference(JitModel &m, const Graph &g, uint64_t seed, const std::string &what) {
+    auto in = random_inputs(g, seed);
+    auto outs = m.run(in);
+    auto ref = run_reference(g, in);
+    ASSERT_EQ(outs.size(), ref.size()) << what;
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, 1e-5)) << what << " output " << name;
+}
+
+TEST(JitSegments, CutFixturesMatchTheReference) {
+    for (const char *name : {"cnn", "transformer", "inverted_residual", "mlp"}) {
+        Graph g = fixture(name);
+        LoweredPipeline lp = lower_graph(g);
+        apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
+        JitModel m(std::move(lp), host_target(), 4);
+        EXPECT_GT(m.segments(), 1) << name << " was not cut";
+        // Twice, other inputs: the buffers between pipelines are allocated once and reused.
+        expect_matches_reference(m, g, 11, name);
+        expect_matches_reference(m, g, 12, name);
+        EXPECT_GT(m.segments(), 1) << name << " fell back to one pipeline";
+    }
+}
+
+TEST(JitSegments, EagerScheduleIsCutAtEveryNode) {
+    Graph g = fixture("transformer");
+    LoweredPipeline lp = lower_graph(g);
+    for (auto &f : lp.funcs) f.func.compute_root();
+    CutPlan plan = plan_cuts(lp, 1000, 1);
+    // Every root is a whole buffer; a cut fits before each but the first.
+    ASSERT_GT(plan.roots.size(), 10u);
+    EXPECT_EQ(plan.cuts.size(), plan.roots.size() - 1);
+    EXPECT_EQ(plan_cuts(lp, 1000, 1).cuts, plan.cuts);  // deterministic
+    JitModel m(std::move(lp), host_target(), 1000);
+    EXPECT_EQ(m.segments(), (int)plan.roots.size());
+    expect_matches_reference(m, g, 3, "transformer, eager, one pipeline per Func");
+}
+
+/// x → relu → tanh → sigmoid (output), each a Func of its own.
+struct Chain {
+    loom::testing::GraphBuilder b;
+    LoweredPipeline lp;
+    Halide::Func a, t, s;
+    Chain(Shape shape = {6, 10}) {
+        std::string x = b.input("x", shape);
+        std::string v = b.node("Relu", {x}, shape);
+        v = b.node("Tanh", {v}, shape);
+        b.out("Sigmoid", {v}, shape);
+        lp = lower_graph(b.g);
+        a = lp.funcs[0].func, t = lp.funcs[1].func, s = lp.funcs[2].func;
+        a.compute_root();
+        t.compute_root();
+        s.compute_root();
+    }
+    std::vector<bool> legal() { return plan_cuts(lp, 3, 1).legal_before; }
+};
+
+TEST(JitSegments, CutsFollowWhatIsComputedInsideWhat) {
+    {
+        Chain c;
+        EXPECT_EQ(c.legal(), (std::vector<bool>{false, true, true}));
+        EXPECT_EQ(plan_cuts(c.lp, 3, 1).cuts, (std::vector<int>{1, 2}));
+    }
+    {
+        // tanh inside sigmoid's rows: two roots, sigmoid reads relu's whole buffer through tanh.
+        Chain c;
+        c.t.compute_at(c.s, Halide::Var("i"));
+        CutPlan plan = plan_cuts(c.lp, 3, 1);
+        EXPECT_EQ(plan.roots, (std::vector<std::string>{c.a.name(), c.s.name()}));
+        EXPECT_EQ(plan.legal_before, (std::vector<bool>{false, true}));
+    }
+    {
+        // relu wrapped for tanh (its rows staged by a wrapper tanh computes): relu is not a whole
+        // buffer any more, so it never crosses a cut.
+        Chain c;
+        c.a.in(c.t).compute_at(c.t, Halide::Var("i"));
+        EXPECT_EQ(c.legal(), (std::vector<bool>{false, false, true}));
+    }
+    {
+        // relu stored at root but computed inside tanh's rows: relu belongs to tanh's group.
+        Chain c;
+        c.a.store_root().compute_at(c.t, Halide::Var("i"));
+        CutPlan plan = plan_cuts(c.lp, 3, 1);
+        EXPECT_EQ(plan.roots, (std::vector<std::string>{c.t.name(), c.s.name()}));
+    }
+}
+
+TEST(JitSegments, ReadingPastACutFallsBackToOnePipeline) {
+    // tanh's RoundUp split computes 12 columns of 10, so it reads relu past its extent: in one
+    // pipeline Halide computes relu over 12 columns; cut, relu's buffer holds 10.
+    Chain c;
+    c.t.split(Halide::Var("j"), Halide::Var("jo"), Halide::Var("ji"), 4, Halide::TailStrategy::RoundUp);
+    Graph g = c.b.g;
+    JitModel m(std::move(c.lp), host_target(), 3);
+    ASSERT_EQ(m.segments(), 3);
+    expect_matches_reference(m, g, 5, "RoundUp across a cut");
+    EXPECT_EQ(m.segments(), 1);
+    expect_matches_reference(m, g, 6, "after the fallback");
+}
+
+TEST(JitSegments, LargeModelsAreCutOnTheCpuOnly) {
+    Graph g = fixture("transformer");
+    LoweredPipeline lp = lower_graph(g);
+    SegmentLimits cpu = default_segment_limits(lp, host_target());
+    EXPECT_GT(cpu.max_segments, 1);
+    EXPECT_EQ(cpu.min_funcs, kMinFuncsPerSegment);
+    EXPECT_EQ(default_segment_limits(lp, Halide::Target("x86-64-linux-cuda")).max_segments, 1);
+    // A small model stays one pipeline by default.
+    Chain c;
+    EXPECT_TRUE(plan_cuts(c.lp, cpu.max_segments, cpu.min_funcs).cuts.empty());
+}
+
+TEST(JitSegments, BadEnvironmentOverrideNamesTheVariableAndTheFix) {
+    Chain c;
+    for (const char *bad : {"0", "four", "-2", ""}) {
+        setenv("LOOM_JIT_SEGMENTS", bad, 1);
+        try {
+            default_segment_limits(c.lp, host_target());
+            ADD_FAILURE() << "LOOM_JIT_SEGMENTS='" << bad << "' accepted";
+        } catch (const UserError &e) {
+            std::string msg = e.what();
+            EXPECT_NE(msg.find("LOOM_JIT_SEGMENTS='" + std::string(bad) + "'"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("LOOM_JIT_SEGMENTS=1"), std::string::npos) << msg;
+        }
+    }
+    setenv("LOOM_JIT_SEGMENTS", "2", 1);
+    SegmentLimits two = default_segment_limits(c.lp, host_target());
+    unsetenv("LOOM_JIT_SEGMENTS");
+    EXPECT_EQ(two.max_segments, 2);
+    EXPECT_EQ(two.min_funcs, 1);
+}
+
+}  // namespace
+}  // namespace loom
