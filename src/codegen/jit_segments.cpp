@@ -341,8 +341,10 @@ SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Tar
     if (target.has_gpu_feature()) return lim;
     for (const auto &f : p.funcs)
         if (f.is_extern || f.feeds_extern) return lim;
+    // Smaller pipelines lower faster even on one core (ResNet-18 on one core: 10.8 s whole, 5.3 s
+    // in four); on 2 cores MobileNetV2 took 17.5 s whole, 4.0 s in four, 3.3 s in eight.
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    lim.max_segments = (int)std::min(8u, 2 * hw);
+    lim.max_segments = (int)std::min(16u, std::max(8u, 2 * hw));
     return lim;
 }
 

@@ -86,8 +86,8 @@ struct SegmentLimits {
 };
 
 /// The limits for \p p on \p target: one Pipeline for GPU targets and for pipelines with extern
-/// stages (their device buffers stay inside one pipeline), else up to twice the hardware threads,
-/// kMinFuncsPerSegment Funcs each. LOOM_JIT_SEGMENTS=N overrides both (N Pipelines whatever their
+/// stages (their device buffers stay inside one pipeline), else up to twice the hardware threads
+/// (8 to 16), kMinFuncsPerSegment Funcs each. LOOM_JIT_SEGMENTS=N overrides both (N Pipelines whatever their
 /// size; 1 turns cutting off); a value that is not a positive number is a UserError.
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target);
 
