@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
 
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/candidates.h"
@@ -48,8 +51,19 @@ void check_auto(const Graph &g, const std::string &what, double rel = 1e-5, cons
     auto in = random_inputs(g, 7);
     try {
         apply_schedule(s, lp, host_target());
-        JitModel m(std::move(lp));
-        outs = m.run(in);
+        // Halide's warnings (a stage left unscheduled beside scheduled ones) reach std::cerr.
+        std::ostringstream warnings;
+        std::streambuf *saved = std::cerr.rdbuf(warnings.rdbuf());
+        std::unique_ptr<JitModel> m;
+        try {
+            m = std::make_unique<JitModel>(std::move(lp));
+        } catch (...) {
+            std::cerr.rdbuf(saved);
+            throw;
+        }
+        std::cerr.rdbuf(saved);
+        EXPECT_EQ(warnings.str(), "") << what << ": Halide warned while compiling the auto schedule";
+        outs = m->run(in);
     } catch (const std::exception &e) {
         FAIL() << what << ": " << e.what() << "\nschedule:\n" << print_schedule(s);
     }

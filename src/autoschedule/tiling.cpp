@@ -294,18 +294,12 @@ void Ctx::reduction() {
             } else if (e[0] >= 2) {
                 add(F, 0).add("parallel", {v[0]});
             }
-        } else if (f.inner_var_contiguous && e[r - 1] >= V) {
-            std::string vo = fresh(used, inner + "o"), vi = fresh(used, inner + "i");
-            ScheduleStatement &u = add(F, 0);
-            Args split = {inner, vo, vi, V};
-            if (e[r - 1] % V) split.push_back(ScheduleArg::tail("GuardWithIf"));
-            Args reorder = {vi};
-            for (const auto &rv : lf(F).update_rvars[0]) reorder.push_back(rv);
-            reorder.push_back(vo);
-            u.add("split", split).add("reorder", reorder).add("vectorize", {vi});
-            u.add("parallel", {r >= 2 ? v[0] : vo});
-        } else if (e[0] >= 2) {
-            add(F, 0).add("parallel", {v[0]});
+        } else {
+            ScheduleStatement u(F, 0);
+            std::string vo = vectorize_update(u, F, used);
+            if (!vo.empty()) u.add("parallel", {r >= 2 ? v[0] : vo});
+            else if (e[0] >= 2) u.add("parallel", {v[0]});
+            if (!u.calls.empty()) out.push_back(u);
         }
         inline_members();
         return;
@@ -411,22 +405,26 @@ void Ctx::generic_func(const std::string &f, bool kernel_comment) {
     for (size_t u = 0; u < lf(f).update_rvars.size(); u++) {
         ScheduleStatement us(f, (int)u);
         std::vector<std::string> used = names_of(f);
-        bool vec = u == 0 && fo.inner_var_contiguous && e[r - 1] >= V && V >= 4;
-        std::string vo;
-        if (vec) {
-            vo = fresh(used, v[r - 1] + "o");
-            std::string vi = fresh(used, v[r - 1] + "i");
-            Args split = {v[r - 1], vo, vi, V};
-            if (e[r - 1] % V) split.push_back(ScheduleArg::tail("GuardWithIf"));
-            Args reorder = {vi};
-            for (const auto &rv : lf(f).update_rvars[u]) reorder.push_back(rv);
-            reorder.push_back(vo);
-            us.add("split", split).add("reorder", reorder).add("vectorize", {vi});
-        }
+        std::string vo = u == 0 ? vectorize_update(us, f, used) : "";
         if (r >= 2 && e[0] >= 2) us.add("parallel", {v[0]});
-        else if (r == 1 && vec && e[0] >= 2 * V) us.add("parallel", {vo});
+        else if (r == 1 && !vo.empty() && e[0] >= 2 * fit_lanes(V, e[0])) us.add("parallel", {vo});
         if (!us.calls.empty()) out.push_back(us);
     }
+}
+
+std::string Ctx::vectorize_update(ScheduleStatement &u, const std::string &f, std::vector<std::string> &used) {
+    const auto &v = lf(f).vars;
+    const auto &e = lf(f).extents;
+    int lv = v.empty() ? 0 : fit_lanes(lanes(f), e.back());
+    if (lv < 4 || !fi(f).inner_var_contiguous) return "";
+    std::string vo = fresh(used, v.back() + "o"), vi = fresh(used, v.back() + "i");
+    Args split = {v.back(), vo, vi, lv};
+    if (e.back() % lv) split.push_back(ScheduleArg::tail("GuardWithIf"));
+    Args reorder = {vi};
+    for (const auto &rv : lf(f).update_rvars[u.stage]) reorder.push_back(rv);
+    reorder.push_back(vo);
+    u.add("split", split).add("reorder", reorder).add("vectorize", {vi});
+    return vo;
 }
 
 void Ctx::generic() {

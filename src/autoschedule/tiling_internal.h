@@ -62,6 +62,13 @@ struct Ctx {
     /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
     /// false when it does not fit.
     bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var);
+    /// Vectorizes update \p u of \p f along its innermost pure var, the reduction inside each
+    /// vector (split, reorder so that the RVars run within the vector's loop), as wide as the
+    /// pure definition's vectors (fit_lanes): a short row (a 4-wide pool, a 10-class GEMM) gets
+    /// narrower ones rather than none, and the update is not left unscheduled beside a scheduled
+    /// pure definition (which Halide warns about). Returns the outer var's name, "" when the row
+    /// is too short or not contiguous.
+    std::string vectorize_update(ScheduleStatement &u, const std::string &f, std::vector<std::string> &used);
     /// Rows of \p row_elems elements per parallel task.
     int64_t rows_per_task(double rows, double row_elems) const;
     /// Parallel outer and vectorised inner loops of a root's pure stage; returns the row var.
