@@ -125,6 +125,20 @@ TEST(JitSegments, ReadingPastACutFallsBackToOnePipeline) {
     expect_matches_reference(m, g, 6, "after the fallback");
 }
 
+TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {
+    // relu is an output and sigmoid's segment reads it: from the output tensor of this run.
+    Chain c;
+    c.b.output(c.b.g.nodes[0].outputs[0]);
+    c.lp = lower_graph(c.b.g);
+    for (auto &f : c.lp.funcs) f.func.compute_root();
+    Graph g = c.b.g;
+    JitModel m(std::move(c.lp), host_target(), 3);
+    ASSERT_EQ(m.segments(), 3);
+    expect_matches_reference(m, g, 8, "graph output across a cut");
+    expect_matches_reference(m, g, 9, "graph output across a cut, second run");
+    EXPECT_EQ(m.segments(), 3);
+}
+
 TEST(JitSegments, LargeModelsAreCutOnTheCpuOnly) {
     Graph g = fixture("transformer");
     LoweredPipeline lp = lower_graph(g);

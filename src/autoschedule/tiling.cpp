@@ -117,7 +117,9 @@ std::string Ctx::pure_loops(ScheduleStatement &st, const std::string &f, int dep
             // Two vectors per iteration: independent work to overlap (the latency of sin/cos
             // polynomials, of loads from three streams). 2-core AVX-512, 2^24 elements:
             // sin²+cos² 5.44 -> 4.75 ms, sigmoid(x*w+b) 8.37 -> 7.79 ms (bench/RESULTS.md).
-            int W = 2 * V;
+            // They need twice the registers: with AVX2's 16 the polynomials spill, and one vector
+            // is faster (2-core EPYC, AVX2 target: sin²+cos² 3.71 -> 3.43 ms, sigmoid even).
+            int W = m.vector_registers >= 32 ? 2 * V : V;
             int64_t chunk = (n + m.cores * 8 - 1) / (m.cores * 8);
             chunk = std::max<int64_t>(W * 2, (chunk + W - 1) / W * W);
             std::string io = fresh(used, "io"), ii = fresh(used, "ii");
