@@ -22,6 +22,7 @@
 #include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
+#include "reference/reference.h"
 #include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_parser.h"
@@ -593,6 +594,80 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
     dlclose(lib);
 
     // The standalone runner (no CUDA here): checks against the saved reference and times.
+    fs::path runner = out.parent_path() / "loom_run";
+    rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
+                                        "/tools/loom_run/build.sh " + runner.string(),
+                                    output);
+    ASSERT_EQ(rc, 0) << output;
+    rc = loom::testing::run_command(runner.string() + " " + out.string() + " --mode host --reps 3 --warmup 1", output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("ok=1"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
+    // x → relu (also an output) → tanh → sigmoid, cut before every Func (LOOM_PIPELINES=3): the
+    // chain passes relu's output buffer to the segment that reads it, allocates tanh's.
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {6, 70});
+    std::string r = b.out("Relu", {x}, {6, 70});
+    b.out("Sigmoid", {b.node("Tanh", {r}, {6, 70})}, {6, 70});
+    LoweredPipeline p = lower_graph(b.g);
+    for (auto &f : p.funcs) f.func.compute_root().vectorize(f.func.args().back(), 8, Halide::TailStrategy::GuardWithIf);
+    fs::path out = scratch("host_cut");
+    setenv("LOOM_PIPELINES", "3", 1);
+    AotArtifact a;
+    try {
+        a = compile_aot(p, aot_target("host"), out.string(), AotOptions{"cut3"});
+    } catch (...) {
+        unsetenv("LOOM_PIPELINES");
+        throw;
+    }
+    unsetenv("LOOM_PIPELINES");
+    EXPECT_EQ(a.pipelines, 3);
+    EXPECT_NE(slurp(a.halide_header).find("cut3_halide_argv"), std::string::npos);
+
+    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    auto create = (void *(*)())dlsym(lib, "cut3_create");
+    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "cut3_run_host");
+    auto last_error = (const char *(*)())dlsym(lib, "cut3_last_error");
+    auto set_threading = (int (*)(int))dlsym(lib, "cut3_set_threading");
+    auto destroy = (void (*)(void *))dlsym(lib, "cut3_destroy");
+    ASSERT_TRUE(create && run && last_error && set_threading && destroy);
+    void *m = create();
+    for (int threading : {0, 1, 0}) {  // Halide's pool, OpenMP's team, back
+        set_threading(threading);
+        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
+        fill_random(in.at("x"), 40 + threading, -2, 2);
+        auto ref = run_reference(b.g, in);
+        std::vector<Tensor> got;
+        for (const auto &o : b.g.outputs) {
+            got.emplace_back(DType::F32, Shape{6, 70});
+            loom::testing::poison(got.back());
+        }
+        const void *ins[] = {in.at("x").data()};
+        void *outs[] = {got[0].data(), got[1].data()};
+        ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+        for (size_t k = 0; k < got.size(); k++)
+            EXPECT_TRUE(loom::testing::close(got[k], ref.at(b.g.outputs[k]))) << "output " << k;
+    }
+    destroy(m);
+    dlclose(lib);
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, LargeHostModelsCompileAsSeveralPipelines) {
+    // The transformer fixture (39 Funcs) is cut by default; the runner checks the artifact
+    // against the reference outputs `loom compile` saved.
+    fs::path out = scratch("host_transformer");
+    std::string output;
+    int rc = loom::testing::run_command(loom::testing::loom_binary() + " compile " +
+                                            loom::testing::data_path("transformer.onnx") + " --target host --auto -o " +
+                                            out.string(),
+                                        output);
+    ASSERT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find(" pipelines)"), std::string::npos) << output;
     fs::path runner = out.parent_path() / "loom_run";
     rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
                                         "/tools/loom_run/build.sh " + runner.string(),

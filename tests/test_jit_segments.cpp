@@ -9,6 +9,7 @@
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
+#include "codegen/openmp_threading.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
 #include "reference/reference.h"
@@ -45,6 +46,11 @@ TEST(JitSegments, CutFixturesMatchTheReference) {
         // Twice, other inputs: the buffers between pipelines are allocated once and reused.
         expect_matches_reference(m, g, 11, name);
         expect_matches_reference(m, g, 12, name);
+        // Every segment's parallel loops follow the threading choice (each Pipeline has its own
+        // handlers).
+        set_jit_threading(Threading::OpenMP);
+        expect_matches_reference(m, g, 13, std::string(name) + " on OpenMP");
+        set_jit_threading(Threading::Halide);
         EXPECT_GT(m.segments(), 1) << name << " fell back to one pipeline";
     }
 }
@@ -154,19 +160,19 @@ TEST(JitSegments, LargeModelsAreCutOnTheCpuOnly) {
 TEST(JitSegments, BadEnvironmentOverrideNamesTheVariableAndTheFix) {
     Chain c;
     for (const char *bad : {"0", "four", "-2", ""}) {
-        setenv("LOOM_JIT_SEGMENTS", bad, 1);
+        setenv("LOOM_PIPELINES", bad, 1);
         try {
             default_segment_limits(c.lp, host_target());
-            ADD_FAILURE() << "LOOM_JIT_SEGMENTS='" << bad << "' accepted";
+            ADD_FAILURE() << "LOOM_PIPELINES='" << bad << "' accepted";
         } catch (const UserError &e) {
             std::string msg = e.what();
-            EXPECT_NE(msg.find("LOOM_JIT_SEGMENTS='" + std::string(bad) + "'"), std::string::npos) << msg;
-            EXPECT_NE(msg.find("LOOM_JIT_SEGMENTS=1"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("LOOM_PIPELINES='" + std::string(bad) + "'"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("LOOM_PIPELINES=1"), std::string::npos) << msg;
         }
     }
-    setenv("LOOM_JIT_SEGMENTS", "2", 1);
+    setenv("LOOM_PIPELINES", "2", 1);
     SegmentLimits two = default_segment_limits(c.lp, host_target());
-    unsetenv("LOOM_JIT_SEGMENTS");
+    unsetenv("LOOM_PIPELINES");
     EXPECT_EQ(two.max_segments, 2);
     EXPECT_EQ(two.min_funcs, 1);
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/aot_segments.h"
 #include "codegen/cublas_gemm.h"
 #include "codegen/jit.h"
 #include "codegen/cudnn_conv.h"
@@ -120,12 +121,39 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // halide_cuda_initialize_kernels can be renamed and wrapped (codegen/ptx_register_caps.h).
         bool caps = cuda && !options.max_registers.empty();
         fs::path runtime_obj = tmp / (name + "_halide_runtime.o");
+        // A large host model is cut as the JIT cuts it (jit_segments.h): its pipelines compile in
+        // parallel, and a generated chain is the function the glue calls (aot_segments.h).
+        SegmentedPipeline segs;
+        if (!cuda) {
+            SegmentLimits lim = default_segment_limits(lowered, target);
+            CutPlan plan = plan_cuts(lowered, lim.max_segments, lim.min_funcs);
+            if (!plan.cuts.empty()) segs = cut_pipeline(lowered, plan);
+        }
+        const bool cut = segs.segments.size() > 1;
+        std::vector<fs::path> segment_objs;
         auto t0 = std::chrono::steady_clock::now();
         try {
-            lowered.pipeline().compile_to({{Halide::OutputFileType::object, obj.string()},
-                                           {Halide::OutputFileType::c_header, (tmp / (name + "_halide.h")).string()}},
-                                          args, fn, caps ? target.with_feature(Halide::Target::NoRuntime) : target);
-            if (caps) Halide::compile_standalone_runtime(runtime_obj.string(), target);
+            if (cut) {
+                for (size_t k = 0; k < segs.segments.size(); k++)
+                    segment_objs.push_back(tmp / (segment_function(fn, k) + ".o"));
+                run_in_parallel(segs.segments.size(), [&](size_t k) {
+                    segs.segments[k].pipeline.compile_to({{Halide::OutputFileType::object, segment_objs[k].string()}},
+                                                        segment_arguments(lowered, segs, k), segment_function(fn, k),
+                                                        target.with_feature(Halide::Target::NoRuntime));
+                });
+                Halide::compile_standalone_runtime(runtime_obj.string(), target);
+                write_text(tmp / (name + "_halide.h"),
+                           str_cat("// ", name, " was compiled as ", segs.segments.size(),
+                                   " Halide pipelines (codegen/aot_segments.h); this is the entry that runs them,\n"
+                                   "// with Halide's calling convention: every input, then every output, as "
+                                   "halide_buffer_t pointers.\n#pragma once\nextern \"C\" int ",
+                                   fn, "_argv(void **args);\n"));
+            } else {
+                lowered.pipeline().compile_to({{Halide::OutputFileType::object, obj.string()},
+                                               {Halide::OutputFileType::c_header, (tmp / (name + "_halide.h")).string()}},
+                                              args, fn, caps ? target.with_feature(Halide::Target::NoRuntime) : target);
+                if (caps) Halide::compile_standalone_runtime(runtime_obj.string(), target);
+            }
         } catch (const Halide::Error &e) {
             throw UserError(str_cat("loom compile: Halide rejected the pipeline for ", target.to_string(), ": ",
                                     e.what()));
@@ -168,8 +196,24 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // Extern stages calling cuBLAS / cuDNN (LowerOptions::gemm_extern, conv_extern): their C
         // functions are compiled in, and the shared object links the libraries from the toolkit
         // (rpath: the same path on the GPU machines; cuDNN is found through LD_LIBRARY_PATH there).
-        std::string objs = quote(obj.string()) + " " + quote(glue_o.string()), libs;
+        std::string objs = quote(glue_o.string()), libs;
         std::vector<fs::path> extern_objs;
+        if (cut) {
+            fs::path src = tmp / (name + "_halide_chain.cpp"), o = tmp / (name + "_halide_chain.o");
+            write_text(src, segment_chain_source(lowered, segs, fn));
+            run_tool(cxx + " -std=c++17 -O2 -fPIC -I" + quote(halide_include_dir()) + " -c " + quote(src.string()) +
+                         " -o " + quote(o.string()),
+                     log, "compiling the chain of the model's pipelines");
+            for (const auto &so : segment_objs) objs += " " + quote(so.string());
+            objs += " " + quote(runtime_obj.string()) + " " + quote(o.string());
+            extern_objs.insert(extern_objs.end(), segment_objs.begin(), segment_objs.end());
+            extern_objs.push_back(runtime_obj);
+            extern_objs.push_back(o);
+            fs::remove(src);
+        } else {
+            objs = quote(obj.string()) + " " + objs;
+        }
+        a.pipelines = (int)std::max<size_t>(1, segs.segments.size());
         if (caps) {
             run_tool("objcopy --redefine-sym halide_cuda_initialize_kernels=" + std::string(kRenamedInitializeKernels) +
                          " " + quote(runtime_obj.string()),

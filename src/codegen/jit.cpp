@@ -4,13 +4,11 @@
 #include <cpuid.h>
 #endif
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "codegen/openmp_threading.h"
 #include "graph/error.h"
@@ -145,27 +143,10 @@ void JitModel::compile(int max_segments) {
         if (max_segments > 0) lim = SegmentLimits{max_segments, 1};
         segmented_ = cut_pipeline(lowered_, plan_cuts(lowered_, lim.max_segments, lim.min_funcs));
     });
-    // One thread per segment, as many at once as the machine has; the first failure (in segment
-    // order) is the one reported.
     auto &segs = segmented_.segments;
-    std::vector<std::exception_ptr> failed(segs.size());
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-        for (size_t k; (k = next++) < segs.size();) {
-            try {
-                halide_guard("JIT compile for " + target_.to_string(), [&] { segs[k].pipeline.compile_jit(target_); });
-            } catch (...) {
-                failed[k] = std::current_exception();
-            }
-        }
-    };
-    size_t threads = std::min<size_t>(segs.size(), std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; t++) pool.emplace_back(worker);
-    worker();
-    for (auto &t : pool) t.join();
-    for (auto &e : failed)
-        if (e) std::rethrow_exception(e);
+    run_in_parallel(segs.size(), [&](size_t k) {
+        halide_guard("JIT compile for " + target_.to_string(), [&] { segs[k].pipeline.compile_jit(target_); });
+    });
     allocate_boundaries();
 }
 

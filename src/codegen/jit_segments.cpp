@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <atomic>
+#include <exception>
 #include <queue>
 #include <set>
 #include <thread>
@@ -326,13 +328,34 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
     return sp;
 }
 
+void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
+    std::vector<std::exception_ptr> failed(n);
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t k; (k = next++) < n;) {
+            try {
+                work(k);
+            } catch (...) {
+                failed[k] = std::current_exception();
+            }
+        }
+    };
+    size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; t++) pool.emplace_back(worker);
+    worker();
+    for (auto &t : pool) t.join();
+    for (auto &e : failed)
+        if (e) std::rethrow_exception(e);
+}
+
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target) {
     SegmentLimits lim;
-    if (const char *e = std::getenv("LOOM_JIT_SEGMENTS")) {
+    if (const char *e = std::getenv("LOOM_PIPELINES")) {
         char *end = nullptr;
         long n = std::strtol(e, &end, 10);
-        user_check(*e && *end == 0 && n >= 1 && n <= 1024, "LOOM_JIT_SEGMENTS='", e,
-                   "' is not a number of pipelines; give a positive number, e.g. LOOM_JIT_SEGMENTS=1 "
+        user_check(*e && *end == 0 && n >= 1 && n <= 1024, "LOOM_PIPELINES='", e,
+                   "' is not a number of pipelines; give a positive number, e.g. LOOM_PIPELINES=1 "
                    "(one pipeline) or 4, or unset it");
         lim.max_segments = (int)n;
         lim.min_funcs = 1;

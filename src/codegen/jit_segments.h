@@ -17,6 +17,7 @@
 
 #include <Halide.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,11 @@ CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight);
 /// Builds the segments of \p plan (no cut: one segment, the whole pipeline as is).
 SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan);
 
-/// How far a JIT compile of a pipeline is cut.
+/// Runs \p work(0) … \p work(n-1) on as many threads at once as the machine has (the segments'
+/// compiles); every call runs, then the first exception, in index order, is rethrown.
+void run_in_parallel(size_t n, const std::function<void(size_t)> &work);
+
+/// How far a CPU pipeline is cut (JIT or host artifact).
 struct SegmentLimits {
     int max_segments = 1;                      ///< Pipelines at most
     int min_funcs = kMinFuncsPerSegment;       ///< Funcs a segment holds at least
@@ -87,8 +92,9 @@ struct SegmentLimits {
 
 /// The limits for \p p on \p target: one Pipeline for GPU targets and for pipelines with extern
 /// stages (their device buffers stay inside one pipeline), else up to twice the hardware threads
-/// (8 to 16), kMinFuncsPerSegment Funcs each. LOOM_JIT_SEGMENTS=N overrides both (N Pipelines whatever their
-/// size; 1 turns cutting off); a value that is not a positive number is a UserError.
+/// (8 to 16), kMinFuncsPerSegment Funcs each. LOOM_PIPELINES=N overrides both (N Pipelines whatever their
+/// size; 1 turns cutting off); a value that is not a positive number is a UserError. Host
+/// artifacts (`loom compile --target host`, codegen/aot_segments.h) are cut by the same limits.
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target);
 
 }  // namespace loom

@@ -1,0 +1,35 @@
+/// \file
+/// A host artifact of a cut pipeline (jit_segments.h): each segment is compiled as a Halide
+/// function of its own (`<fn>_s<k>`), and a generated C++ function `<fn>_argv(void **args)` runs
+/// them in order. It is the entry the C API glue calls for an uncut pipeline (runtime_glue.h), with
+/// the same arguments (every graph input, then every graph output, as halide_buffer_t pointers), so
+/// the glue does not know whether the model was cut. The buffers that cross a cut are allocated
+/// per call (dense, 64-byte aligned), as Halide allocates a pipeline's intermediates per call, so
+/// concurrent calls share nothing.
+#pragma once
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen/jit_segments.h"
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// Halide arguments of segment \p k of \p sp: every graph input of \p p (a segment that reads
+/// none of one still takes it, so every segment has one calling convention), then the boundaries
+/// it reads, in SegmentedPipeline::boundaries order.
+std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const SegmentedPipeline &sp, size_t k);
+
+/// Name of segment \p k's Halide function for the pipeline function \p fn.
+std::string segment_function(const std::string &fn, size_t k);
+
+/// C++ source defining `extern "C" int <fn>_argv(void **args)` over the segments' `_argv`
+/// entries (compiled against Halide's runtime header). A failure to allocate a crossing buffer is
+/// reported through halide_error (the glue's last_error shows it) and returns
+/// halide_error_code_out_of_memory; a segment's nonzero result stops the chain and is returned.
+std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeline &sp, const std::string &fn);
+
+}  // namespace loom
