@@ -50,6 +50,21 @@ std::string slurp(const fs::path &p) {
     return os.str();
 }
 
+// Builds tools/loom_run without CUDA beside \p artifact and runs it on the host artifact: it checks
+// the outputs against the reference `loom compile` saved, and times.
+void check_with_runner(const fs::path &artifact) {
+    fs::path runner = artifact.parent_path() / "loom_run";
+    std::string output;
+    int rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
+                                            "/tools/loom_run/build.sh " + runner.string(),
+                                        output);
+    ASSERT_EQ(rc, 0) << output;
+    rc = loom::testing::run_command(runner.string() + " " + artifact.string() + " --mode host --reps 3 --warmup 1",
+                                    output);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("ok=1"), std::string::npos) << output;
+}
+
 LoweredPipeline lowered_fixture(const std::string &name) {
     Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
@@ -101,7 +116,9 @@ TEST(Aot, HostTargetsClaimOnlyThisCpusFeatures) {
     unsigned a = 0, b = 0, c = 0, d = 0;
     bool fp16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u);
     for (const Halide::Target &t : {host_target(), aot_target("host"), aot_target("cuda")})
-        if (!fp16) EXPECT_FALSE(t.has_feature(Halide::Target::AVX512_SapphireRapids)) << t.to_string();
+        if (!fp16) {
+            EXPECT_FALSE(t.has_feature(Halide::Target::AVX512_SapphireRapids)) << t.to_string();
+        }
     Halide::Target claimed("x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_cannonlake-avx512_sapphirerapids");
     EXPECT_EQ(runnable_here(claimed).has_feature(Halide::Target::AVX512_SapphireRapids), fp16);
     EXPECT_TRUE(runnable_here(claimed).has_feature(Halide::Target::AVX512_Cannonlake));
@@ -166,7 +183,9 @@ TEST(Aot, CudaArtifactHasPtxAndCApi) {
     int rc_host = run_host(m, bad_in, outs);
     err = last_error();
     EXPECT_EQ(err.find("aligned"), std::string::npos) << err;
-    if (rc_host != 0) EXPECT_FALSE(err.empty());
+    if (rc_host != 0) {
+        EXPECT_FALSE(err.empty());
+    }
     destroy(m);
 
     // Whole-model CUDA graphs (codegen/cuda_graph_glue.h): on unless LOOM_CUDA_GRAPHS=0 or the
@@ -398,7 +417,9 @@ TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
         std::string text = print_schedule(s);
         EXPECT_NE(text.find("concat input: computed per row"), std::string::npos) << text;
         for (const auto &f : p.funcs)
-            if (f.op == "Tanh") EXPECT_NE(text.find(f.name + ".compute_at("), std::string::npos) << text;
+            if (f.op == "Tanh") {
+                EXPECT_NE(text.find(f.name + ".compute_at("), std::string::npos) << text;
+            }
         EXPECT_NE(cuda_artifact(p, "concat_rows").second.find("T concat_rows"), std::string::npos);  // the C API links
     }
 }
@@ -594,14 +615,7 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
     dlclose(lib);
 
     // The standalone runner (no CUDA here): checks against the saved reference and times.
-    fs::path runner = out.parent_path() / "loom_run";
-    rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
-                                        "/tools/loom_run/build.sh " + runner.string(),
-                                    output);
-    ASSERT_EQ(rc, 0) << output;
-    rc = loom::testing::run_command(runner.string() + " " + out.string() + " --mode host --reps 3 --warmup 1", output);
-    EXPECT_EQ(rc, 0) << output;
-    EXPECT_NE(output.find("ok=1"), std::string::npos) << output;
+    check_with_runner(out);
     fs::remove_all(out.parent_path());
 }
 
@@ -668,14 +682,7 @@ TEST(Aot, LargeHostModelsCompileAsSeveralPipelines) {
                                         output);
     ASSERT_EQ(rc, 0) << output;
     EXPECT_NE(output.find(" pipelines)"), std::string::npos) << output;
-    fs::path runner = out.parent_path() / "loom_run";
-    rc = loom::testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
-                                        "/tools/loom_run/build.sh " + runner.string(),
-                                    output);
-    ASSERT_EQ(rc, 0) << output;
-    rc = loom::testing::run_command(runner.string() + " " + out.string() + " --mode host --reps 3 --warmup 1", output);
-    EXPECT_EQ(rc, 0) << output;
-    EXPECT_NE(output.find("ok=1"), std::string::npos) << output;
+    check_with_runner(out);
     fs::remove_all(out.parent_path());
 }
 
