@@ -3,9 +3,9 @@
 /// function of its own (`<fn>_s<k>`), and a generated C++ function `<fn>_argv(void **args)` runs
 /// them in order. It is the entry the C API glue calls for an uncut pipeline (runtime_glue.h), with
 /// the same arguments (every graph input, then every graph output, as halide_buffer_t pointers), so
-/// the glue does not know whether the model was cut. The buffers that cross a cut are allocated
-/// per call (dense, 64-byte aligned), as Halide allocates a pipeline's intermediates per call, so
-/// concurrent calls share nothing.
+/// the glue does not know whether the model was cut. The buffers that cross a cut (dense, 64-byte
+/// aligned) are allocated on a thread's first call and kept for its later ones, as the JIT keeps
+/// them per model: concurrent calls from several threads share nothing.
 #pragma once
 
 #include <Halide.h>
