@@ -5,6 +5,7 @@
 #endif
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -141,7 +142,11 @@ void JitModel::compile(int max_segments) {
     halide_guard("JIT compile for " + target_.to_string(), [&] {
         SegmentLimits lim = default_segment_limits(lowered_, target_);
         if (max_segments > 0) lim = SegmentLimits{max_segments, 1};
-        segmented_ = cut_pipeline(lowered_, plan_cuts(lowered_, lim.max_segments, lim.min_funcs));
+        CutPlan plan = plan_cuts(lowered_, lim.max_segments, lim.min_funcs);
+        const char *debug = std::getenv("LOOM_DEBUG");
+        if (debug && std::string(debug) != "0" && !plan.cuts.empty())
+            std::cerr << "loom: JIT compile as\n" << describe_cuts(plan);
+        segmented_ = cut_pipeline(lowered_, plan);
     });
     auto &segs = segmented_.segments;
     run_in_parallel(segs.size(), [&](size_t k) {

@@ -232,6 +232,23 @@ CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
     return plan;
 }
 
+std::string describe_cuts(const CutPlan &plan) {
+    std::vector<size_t> starts{0};
+    for (int c : plan.cuts) starts.push_back((size_t)c);
+    starts.push_back(plan.roots.size());
+    std::string out;
+    for (size_t s = 0; s + 1 < starts.size(); s++) {
+        int funcs = 0;
+        std::string names;
+        for (size_t k = starts[s]; k < starts[s + 1]; k++) {
+            funcs += plan.weight[k];
+            names += (k > starts[s] ? ", " : "") + plan.roots[k];
+        }
+        out += str_cat("pipeline ", s + 1, " of ", starts.size() - 1, " (", funcs, " Funcs): ", names, "\n");
+    }
+    return out;
+}
+
 SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
     SegmentedPipeline sp;
     if (plan.cuts.empty()) {
