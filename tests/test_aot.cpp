@@ -731,6 +731,25 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
 }
 
+TEST(Aot, UnfusedEpiloguesKeepBiasAndActivationInHalide) {
+    // `loom compile --unfused-epilogues` (LowerOptions::fuse_activation_epilogue off): the GEMM is a
+    // plain cuBLAS(Lt) call, the bias and the GELU Halide Funcs after it; the artifact still links.
+    Graph g = import_onnx(loom::testing::data_path("gelu_mlp.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    lo.fuse_activation_epilogue = false;
+    LoweredPipeline p = lower_graph(g, lo);
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublas_sgemm"}));
+    bool gelu = false;
+    for (const auto &f : p.funcs) gelu |= f.op == "Gelu" || f.name.find("erf") != std::string::npos ||
+                                          f.name.find("tanh") != std::string::npos;
+    EXPECT_TRUE(gelu) << "the GELU should stay a Halide Func";
+    auto [object, output] = cuda_artifact(p, "gelu_mlp_unfused");
+    EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+    EXPECT_EQ(object.find("loom_cublaslt_bias_act"), std::string::npos) << "the pipeline calls only the plain GEMM";
+}
+
 // gpu_max_registers: `.maxnreg` goes after the parameter list of exactly the named Func's kernels
 // (not of a Func whose name merely starts the same), and nothing else in the PTX changes.
 TEST(Aot, RegisterCapsPatchOnlyTheNamedKernels) {

@@ -43,6 +43,7 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     lo.gemm_extern = cuda && !flags.no_cublas;
     lo.conv_extern = cuda && !flags.no_cudnn;
     lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && flags.tf32;
+    lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
     lo.block_conv_weights = !cuda;
@@ -53,6 +54,8 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
 void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
     cmd->add_flag("--no-cublas", flags.no_cublas, "cuda: lower GEMMs in Halide instead of calling cuBLAS");
     cmd->add_flag("--no-cudnn", flags.no_cudnn, "cuda: lower 2-D convolutions in Halide instead of calling cuDNN");
+    cmd->add_flag("--unfused-epilogues", flags.unfused_epilogues,
+                  "cuda: keep a GEMM's or conv's bias and activation in a Halide kernel instead of the library's fused epilogue");
     cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (faster, ~1e-3 relative error)");
 }
 

@@ -27,6 +27,7 @@ AutoscheduleFn autoscheduler_for(const Halide::Target &target);
 /// that a schedule written by one names the Funcs the other lowers.
 struct LibraryFlags {
     bool no_cublas = false, no_cudnn = false, tf32 = false;
+    bool unfused_epilogues = false;  ///< LowerOptions::fuse_activation_epilogue off
 };
 
 /// The lowering for \p target: on CUDA, float GEMMs with constant weights call cuBLAS(Lt) and 2-D

@@ -50,6 +50,10 @@ int prepare_handle(int32_t tf32) {
     return 0;
 }
 
+// Below: one GEMM through cuBLASLt, its algorithm picked by GPU time.
+int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int act, const void *pbias,
+              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy);
+
 }  // namespace
 
 extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K,
@@ -97,8 +101,12 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     bool fold = rank == 3 && nb > 1 && !ta && lda == K && ldy == nj &&
                 (int64_t)a->dim[2].stride == (int64_t)ni * lda && (int64_t)y->dim[2].stride == (int64_t)ni * ldy;
     if (rank == 2 || nb == 1 || fold) {
+        // One GEMM: cuBLASLt, its candidates picked by GPU time (lt_matmul), as the epilogue and
+        // 1x1-conv stages do; cublasSgemm's heuristic alone can be far off (run 101).
         if (fold) m = ni * nb;
-        s = cublasSgemm(g_handle, opb, opa, nj, m, K, &alpha, pb, ldb, pa, lda, &zero, py, ldy);
+        if (int r = lt_matmul(m, nj, K, ta, tb, alpha, tf32, 0, nullptr, pa, lda, pb, ldb, py, ldy)) return r;
+        y->set_device_dirty(true);
+        return 0;
     } else {
         s = cublasSgemmStridedBatched(g_handle, opb, opa, nj, m, K, &alpha, pb, ldb, 0, pa, lda,
                                       a->dim[2].stride, &zero, py, ldy, y->dim[2].stride, nb);
