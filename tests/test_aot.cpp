@@ -625,13 +625,15 @@ TEST(Aot, HostArtifactRunsAndMatchesReference) {
 
 TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
     // x → relu (also an output) → tanh → sigmoid, cut before every Func (LOOM_PIPELINES=3): the
-    // chain passes relu's output buffer to the segment that reads it, allocates tanh's.
+    // chain passes relu's output buffer to the segment that reads it, allocates tanh's (stored
+    // column-major, as its reorder_storage says).
     loom::testing::GraphBuilder b;
     std::string x = b.input("x", {6, 70});
     std::string r = b.out("Relu", {x}, {6, 70});
     b.out("Sigmoid", {b.node("Tanh", {r}, {6, 70})}, {6, 70});
     LoweredPipeline p = lower_graph(b.g);
-    for (auto &f : p.funcs) f.func.compute_root().vectorize(f.func.args().back(), 8, Halide::TailStrategy::GuardWithIf);
+    for (auto &f : p.funcs) f.func.compute_root().vectorize(f.func.args().front(), 8, Halide::TailStrategy::GuardWithIf);
+    p.funcs[1].func.reorder_storage(p.funcs[1].func.args()[1], p.funcs[1].func.args()[0]);  // tanh column-major
     fs::path out = scratch("host_cut");
     setenv("LOOM_PIPELINES", "3", 1);
     AotArtifact a;

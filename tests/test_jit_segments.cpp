@@ -121,6 +121,28 @@ TEST(JitSegments, CutsFollowWhatIsComputedInsideWhat) {
     }
 }
 
+TEST(JitSegments, ACrossingBufferKeepsItsProducersStorageOrder) {
+    // tanh stored column-major (reorder_storage, as Li2018 stores channels innermost): the buffer
+    // between the pipelines keeps that layout; relu, a graph output too, keeps the caller's.
+    Chain c;
+    c.b.output(c.b.g.nodes[0].outputs[0]);
+    c.lp = lower_graph(c.b.g);
+    for (auto &f : c.lp.funcs) f.func.compute_root();
+    c.lp.funcs[1].func.reorder_storage(Halide::Var("i"), Halide::Var("j"));
+    SegmentedPipeline sp = cut_pipeline(c.lp, plan_cuts(c.lp, 3, 1));
+    ASSERT_EQ(sp.boundaries.size(), 2u);
+    for (const auto &bd : sp.boundaries) {
+        bool tanh = bd.func == c.lp.funcs[1].name;
+        EXPECT_EQ(bd.storage_order, tanh ? (std::vector<int>{1, 0}) : (std::vector<int>{0, 1})) << bd.func;
+        EXPECT_EQ(bd.strides, tanh ? (std::vector<int>{6, 1}) : (std::vector<int>{1, 10})) << bd.func;
+    }
+    Graph g = c.b.g;
+    JitModel m(std::move(c.lp), host_target(), 3);
+    ASSERT_EQ(m.segments(), 3);
+    expect_matches_reference(m, g, 21, "column-major buffer across a cut");
+    EXPECT_EQ(m.segments(), 3);
+}
+
 TEST(JitSegments, ReadingPastACutFallsBackToOnePipeline) {
     // tanh's RoundUp split computes 12 columns of 10, so it reads relu past its extent: in one
     // pipeline Halide computes relu over 12 columns; cut, relu's buffer holds 10.

@@ -27,7 +27,8 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
     os << "\nnamespace {\nconstexpr int kNumIn = " << nin << ", kNumCrossing = " << nb << ", kMaxDims = " << max_dims
        << ";\nstruct Crossing {\n    const char *name;\n    int graph_output;  // its index among the "
           "graph outputs (read from the caller's buffer), or -1\n    uint8_t code, bits;\n    int dims;\n"
-          "    int extent[kMaxDims];\n};\nconst Crossing kCrossing[kNumCrossing] = {\n";
+          "    int extent[kMaxDims], stride[kMaxDims];  // dense in the producer's storage order\n};\n"
+          "const Crossing kCrossing[kNumCrossing] = {\n";
     for (const auto &b : sp.boundaries) {
         int g = -1;
         for (size_t o = 0; o < p.output_funcs.size(); o++)
@@ -35,6 +36,8 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
         os << "    {\"" << b.func << "\", " << g << ", " << (int)b.type.code() << ", " << b.type.bits() << ", " << b.dims
            << ", {";
         for (size_t d = 0; d < b.extents.size(); d++) os << (d ? ", " : "") << b.extents[d];
+        os << "}, {";
+        for (size_t d = 0; d < b.strides.size(); d++) os << (d ? ", " : "") << b.strides[d];
         os << "}},\n";
     }
     // Kept per thread from one call to the next, as the JIT keeps them per model: allocated per
@@ -50,11 +53,11 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
        << "        const Crossing &c = kCrossing[b];\n"
        << "        if (c.graph_output >= 0) {\n            crossing[b] = args[kNumIn + c.graph_output];\n"
        << "            continue;\n        }\n"
-       << "        size_t elems = 1;\n        int64_t stride = 1;\n"
+       << "        size_t elems = 1;\n"
        << "        for (int d = 0; d < c.dims; d++) {\n"
        << "            dim[b][d].min = 0;\n            dim[b][d].extent = c.extent[d];\n"
-       << "            dim[b][d].stride = (int32_t)stride;\n            dim[b][d].flags = 0;\n"
-       << "            stride *= c.extent[d];\n            elems *= (size_t)c.extent[d];\n        }\n"
+       << "            dim[b][d].stride = c.stride[d];\n            dim[b][d].flags = 0;\n"
+       << "            elems *= (size_t)c.extent[d];\n        }\n"
        << "        size_t bytes = (elems * (c.bits / 8) + 63) / 64 * 64;\n"
        << "        if (!host[b]) host[b] = aligned_alloc(64, bytes ? bytes : 64);\n"
        << "        if (!host[b]) {\n"

@@ -162,7 +162,7 @@ void JitModel::allocate_boundaries() {
         // A graph output read by a later segment is read from the caller's output buffer, bound
         // at each run.
         if (lowered_.find(bd.func)->is_output) continue;
-        boundary_buffers_.back() = Halide::Buffer<>(bd.type, bd.extents, bd.func);
+        boundary_buffers_.back() = Halide::Buffer<>(bd.type, bd.extents, bd.storage_order, bd.func);
         bd.param.set(boundary_buffers_.back());
     }
 }

@@ -57,6 +57,38 @@ void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::strin
     }
 }
 
+/// Extents of \p f in Halide order (innermost first).
+std::vector<int> halide_extents(const LoweredFunc &f) {
+    std::vector<int> e;
+    for (auto it = f.extents.rbegin(); it != f.extents.rend(); ++it) e.push_back((int)*it);
+    return e;
+}
+
+/// A crossing buffer is dense, starts at 0 and has the Func's extents: constants that Halide
+/// specialises the code on, as it does for the buffers inside one pipeline (left symbolic, ResNet-18
+/// cut in four ran 10.9 -> 20.6 ms).
+void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b) {
+    for (size_t d = 0; d < b.extents.size(); d++) p.dim((int)d).set_bounds(0, b.extents[d]).set_stride(b.strides[d]);
+}
+
+/// \p f's dimensions from the innermost in memory outwards (its reorder_storage), and whether its
+/// storage is plain (no fold, bound or alignment that would make the buffer differ from dense).
+std::vector<int> storage_order(const Function &f, bool &plain) {
+    std::vector<int> order;
+    plain = true;
+    const auto &args = f.args();
+    for (const auto &sd : f.schedule().storage_dims()) {
+        plain = plain && !sd.fold_factor.defined() && !sd.bound.defined() && !sd.alignment.defined();
+        for (size_t d = 0; d < args.size(); d++)
+            if (args[d] == sd.var) order.push_back((int)d);
+    }
+    if (order.size() != args.size()) {
+        order.clear();
+        for (size_t d = 0; d < args.size(); d++) order.push_back((int)d);
+    }
+    return order;
+}
+
 RootGraph analyze(const LoweredPipeline &p) {
     RootGraph g;
     std::vector<Function> outs;
@@ -84,8 +116,10 @@ RootGraph analyze(const LoweredPipeline &p) {
     for (const auto &[name, f] : g.env) {
         if (g.owner[name] != name) continue;
         const LoweredFunc *lf = p.find(name);
+        bool plain = true;
+        storage_order(f, plain);
         if (lf && !lf->is_extern && !f.has_extern_definition() && f.outputs() == 1 &&
-            f.schedule().wrappers().empty())
+            f.schedule().wrappers().empty() && plain)
             g.whole_buffer.insert(name);
     }
 
@@ -179,24 +213,6 @@ std::vector<bool> legal_positions(const RootGraph &g) {
     return legal;
 }
 
-/// Extents of \p f in Halide order (innermost first).
-std::vector<int> halide_extents(const LoweredFunc &f) {
-    std::vector<int> e;
-    for (auto it = f.extents.rbegin(); it != f.extents.rend(); ++it) e.push_back((int)*it);
-    return e;
-}
-
-/// A crossing buffer is dense, starts at 0 and has the Func's extents: constants that Halide
-/// specialises the code on, as it does for the buffers inside one pipeline (left symbolic, ResNet-18
-/// cut in four ran 10.9 -> 20.6 ms).
-void constrain_dense(Halide::OutputImageParam p, const std::vector<int> &extents) {
-    int stride = 1;
-    for (size_t d = 0; d < extents.size(); d++) {
-        p.dim((int)d).set_bounds(0, extents[d]).set_stride(stride);
-        stride *= extents[d];
-    }
-}
-
 }  // namespace
 
 CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
@@ -288,7 +304,17 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
             bd.dims = f.dimensions();
             bd.param = Halide::ImageParam(bd.type, bd.dims, read + "_from_segment_" + std::to_string(a));
             bd.extents = halide_extents(*p.find(read));
-            constrain_dense(bd.param, bd.extents);
+            bool plain = true;
+            bd.storage_order = storage_order(f, plain);
+            if (p.find(read)->is_output)  // the caller's buffer: dense in Halide order
+                for (size_t d = 0; d < bd.storage_order.size(); d++) bd.storage_order[d] = (int)d;
+            bd.strides.assign(bd.extents.size(), 0);
+            int stride = 1;
+            for (int d : bd.storage_order) {
+                bd.strides[d] = stride;
+                stride *= bd.extents[d];
+            }
+            constrain_dense(bd.param, bd);
             sp.boundaries.push_back(bd);
         }
         auto &rd = sp.segments[b].reads;
@@ -338,7 +364,7 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
             outs.emplace_back(copied_env.at(seg.outputs[k]));
             // Its readers are compiled for a dense buffer of the Func's own shape: so is its writer.
             if (seg.boundary_of_output[k] >= 0 && seg.graph_output_of_output[k] < 0)
-                constrain_dense(outs.back().output_buffer(), sp.boundaries[seg.boundary_of_output[k]].extents);
+                constrain_dense(outs.back().output_buffer(), sp.boundaries[seg.boundary_of_output[k]]);
         }
         seg.pipeline = Halide::Pipeline(outs);
     }
