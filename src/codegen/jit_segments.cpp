@@ -1,12 +1,12 @@
 #include "codegen/jit_segments.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <map>
-#include <atomic>
-#include <exception>
 #include <queue>
 #include <set>
 #include <thread>
@@ -64,9 +64,9 @@ std::vector<int> halide_extents(const LoweredFunc &f) {
     return e;
 }
 
-/// A crossing buffer is dense, starts at 0 and has the Func's extents: constants that Halide
-/// specialises the code on, as it does for the buffers inside one pipeline (left symbolic, ResNet-18
-/// cut in four ran 10.9 -> 20.6 ms).
+/// A crossing buffer starts at 0, has the Func's extents and is dense in its storage order:
+/// constants that Halide specialises the code on, as it does for the buffers inside one pipeline
+/// (left symbolic, ResNet-18 cut in four ran 10.9 -> 20.6 ms).
 void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b) {
     for (size_t d = 0; d < b.extents.size(); d++) p.dim((int)d).set_bounds(0, b.extents[d]).set_stride(b.strides[d]);
 }
