@@ -182,8 +182,10 @@ TEST(BenchCli, RowPerScheduleBrokenOneReportedOthersRun) {
         EXPECT_GT((*r)["gbps"].num(), 0);
         EXPECT_GT((*r)["pct_roofline"].num(), 0);
         EXPECT_FALSE((*r)["schedule_text"].str().empty());
+        EXPECT_EQ((*r)["pipelines"].num(), 1) << name << ": a 3-Func model is not cut";
     }
     EXPECT_NEAR((*row_named(rep, "eager"))["speedup_vs_eager"].num(), 1.0, 1e-9);
+    EXPECT_EQ((*row_named(rep, "broken.sched"))["pipelines"].num(), 0) << "it never compiled";
     const Json *b = row_named(rep, "broken.sched");
     ASSERT_NE(b, nullptr);
     EXPECT_FALSE((*b)["ok"].boolean());

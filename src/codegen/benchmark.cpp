@@ -242,6 +242,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             say(pre + "compiling (schedule took " + fmt(row.schedule_s, 1) + " s)");
             JitModel model(std::move(lp), opts.target);
             row.compile_s = model.compile_seconds();
+            row.pipelines = model.segments();
 
             row.stage = "validate";
             say(pre + "validating (compile took " + fmt(row.compile_s, 1) + " s)");
@@ -377,6 +378,7 @@ std::string to_json(const BenchReport &r) {
            << ", \"pct_roofline\": " << json_num(x.ok ? x.pct_roofline : NAN)
            << ", \"speedup_vs_eager\": " << json_num(x.speedup_vs_eager > 0 ? x.speedup_vs_eager : NAN)
            << ", \"schedule_s\": " << json_num(x.schedule_s) << ", \"compile_s\": " << json_num(x.compile_s)
+           << ", \"pipelines\": " << x.pipelines
            << ", \"rel_error\": " << json_num(x.rel_error) << ", \"max_abs\": " << json_num(x.max_abs)
            << ", \"schedule_text\": " << json_str(x.schedule_text) << "}";
     }
@@ -387,7 +389,7 @@ std::string to_json(const BenchReport &r) {
 std::string to_csv(const BenchReport &r) {
     std::ostringstream os;
     os << "workload,schedule,kind,ok,median_ms,min_ms,max_ms,runs,gbps,gflops,pct_roofline,"
-          "speedup_vs_eager,schedule_s,compile_s,rel_error,error\n";
+          "speedup_vs_eager,schedule_s,compile_s,pipelines,rel_error,error\n";
     for (const auto &x : r.rows) {
         os << csv_field(r.workload) << "," << csv_field(x.label) << "," << x.kind << "," << (x.ok ? 1 : 0) << ",";
         if (x.ok)
@@ -396,7 +398,8 @@ std::string to_csv(const BenchReport &r) {
                << (x.speedup_vs_eager > 0 ? std::to_string(x.speedup_vs_eager) : std::string()) << ",";
         else
             os << ",,," << x.runs << ",,,,,";
-        os << x.schedule_s << "," << x.compile_s << "," << x.rel_error << "," << csv_field(one_line(x.error, 1000))
+        os << x.schedule_s << "," << x.compile_s << "," << x.pipelines << "," << x.rel_error << ","
+           << csv_field(one_line(x.error, 1000))
            << "\n";
     }
     return os.str();

@@ -67,6 +67,7 @@ struct BenchRow {
     std::string stage;        ///< where it failed: "schedule", "compile", "run", "validate"
     double schedule_s = 0;    ///< applying / searching the schedule
     double compile_s = 0;     ///< JIT compile
+    int pipelines = 0;        ///< Halide pipelines it compiled as (jit_segments.h); 0 if it never compiled
     double rel_error = 0, max_abs = 0;  ///< validation against the reference (worst output)
     int runs = 0;
     double median_ms = 0, min_ms = 0, max_ms = 0;
