@@ -135,6 +135,22 @@ TEST(Cli, LoopNestNeedsASchedule) {
     EXPECT_HAS(r.out, "--schedule");
 }
 
+TEST(Cli, InspectPipelinesShowsTheCut) {
+    // The transformer fixture's auto schedule is cut for the JIT; each pipeline lists its roots.
+    Result r = run_loom("inspect " + data_path("transformer.onnx") + " --schedule auto --pipelines");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "pipeline 1 of ");
+    EXPECT_HAS(r.out, "pipeline 2 of ");
+    EXPECT_HAS(r.out, "qkv_matmul");
+    Result off = run_loom_env("LOOM_PIPELINES=1", "inspect " + data_path("transformer.onnx") +
+                                                      " --schedule auto --pipelines");
+    EXPECT_EQ(off.rc, 0) << off.out;
+    EXPECT_HAS(off.out, "pipeline 1 of 1: the whole model");
+    Result none = run_loom("inspect " + data_path("mlp.onnx") + " --pipelines");
+    EXPECT_EQ(none.rc, 1);
+    EXPECT_HAS(none.out, "--schedule");
+}
+
 TEST(Cli, WrongInputFileShapeNamesTheFix) {
     std::string d = temp_dir() + "/ins";
     std::filesystem::create_directories(d);

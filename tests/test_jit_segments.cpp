@@ -94,8 +94,9 @@ TEST(JitSegments, CutsFollowWhatIsComputedInsideWhat) {
         EXPECT_EQ(c.legal(), (std::vector<bool>{false, true, true}));
         CutPlan plan = plan_cuts(c.lp, 3, 1);
         EXPECT_EQ(plan.cuts, (std::vector<int>{1, 2}));
-        EXPECT_EQ(describe_cuts(plan), "pipeline 1 of 3 (1 Funcs): " + c.a.name() + "\npipeline 2 of 3 (1 Funcs): " +
-                                           c.t.name() + "\npipeline 3 of 3 (1 Funcs): " + c.s.name() + "\n");
+        EXPECT_EQ(describe_cuts(plan), "pipeline 1 of 3 (1 computed Funcs): " + c.a.name() +
+                                           "\npipeline 2 of 3 (1 computed Funcs): " + c.t.name() +
+                                           "\npipeline 3 of 3 (1 computed Funcs): " + c.s.name() + "\n");
     }
     {
         // tanh inside sigmoid's rows: two roots, sigmoid reads relu's whole buffer through tanh.

@@ -7,6 +7,7 @@
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
+#include "codegen/jit_segments.h"
 #include "graph/error.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
@@ -23,6 +24,7 @@ struct InspectOptions {
     bool funcs = false;
     std::string schedule;
     bool loop_nest = false;
+    bool pipelines = false;
     std::string stmt;
 };
 
@@ -81,8 +83,8 @@ void inspect(const InspectOptions &o) {
               << g.initializers.size() << " initializers)\nop histogram:";
     for (const auto &kv : hist) std::cout << " " << kv.first << "×" << kv.second;
     std::cout << "\n";
-    user_check(!(o.loop_nest || !o.stmt.empty()) || !o.schedule.empty(),
-               "--loop-nest and --stmt show what a schedule does: add --schedule eager|inline|auto|FILE");
+    user_check(!(o.loop_nest || o.pipelines || !o.stmt.empty()) || !o.schedule.empty(),
+               "--loop-nest, --pipelines and --stmt show what a schedule does: add --schedule eager|inline|auto|FILE");
     if (o.schedule.empty()) {
         if (o.funcs) print_funcs(lower_graph(g));
         return;
@@ -95,6 +97,14 @@ void inspect(const InspectOptions &o) {
         std::string nest = loop_nest(sm.pipeline, target);
         if (!nest.empty() && nest.back() != '\n') nest += '\n';
         std::cout << "\nloop nest under schedule '" << o.schedule << "':\n" << nest << std::flush;
+    }
+    if (o.pipelines) {
+        SegmentLimits lim = default_segment_limits(sm.pipeline, target);
+        CutPlan plan = plan_cuts(sm.pipeline, lim.max_segments, lim.min_funcs);
+        std::cout << "\nunder schedule '" << o.schedule << "' a JIT compile on this machine makes "
+                  << plan.cuts.size() + 1 << " pipeline(s) (at most " << lim.max_segments << ", "
+                  << lim.min_funcs << "+ computed Funcs each; LOOM_PIPELINES sets the limit):\n"
+                  << (plan.cuts.empty() ? "pipeline 1 of 1: the whole model\n" : describe_cuts(plan));
     }
     if (!o.stmt.empty()) {
         with_schedule_errors(sm.applied, [&] { write_stmt_html(sm.pipeline, target, o.stmt); });
@@ -111,6 +121,8 @@ void add_inspect_command(CLI::App &app) {
     c->add_flag("--funcs", o->funcs, "List every Func with its vars, extents, op, producers and consumers");
     c->add_option("--schedule", o->schedule, "eager | inline | auto | FILE: the schedule for --loop-nest / --stmt");
     c->add_flag("--loop-nest", o->loop_nest, "Print the loop nest the schedule makes");
+    c->add_flag("--pipelines", o->pipelines,
+                "Print the Halide pipelines a JIT compile cuts the scheduled model into (codegen/jit_segments.h)");
     c->add_option("--stmt", o->stmt, "Write Halide's lowered statement (HTML) to this file");
     c->add_flag("--dump-passes", o->dump, "Print the graph after each preparation pass (as LOOM_DEBUG=1)");
     c->callback([o] { inspect(*o); });

@@ -260,7 +260,7 @@ std::string describe_cuts(const CutPlan &plan) {
             funcs += plan.weight[k];
             names += (k > starts[s] ? ", " : "") + plan.roots[k];
         }
-        out += str_cat("pipeline ", s + 1, " of ", starts.size() - 1, " (", funcs, " Funcs): ", names, "\n");
+        out += str_cat("pipeline ", s + 1, " of ", starts.size() - 1, " (", funcs, " computed Funcs): ", names, "\n");
     }
     return out;
 }

@@ -82,7 +82,7 @@ constexpr int kMinFuncsPerSegment = 12;
 /// model is small (\p min_weight Funcs per segment at least).
 CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight);
 
-/// One line per segment of \p plan: its root Funcs in order ("pipeline 2 of 5 (14 Funcs): conv3,
+/// One line per segment of \p plan: its root Funcs in order ("pipeline 2 of 5 (14 computed Funcs): conv3,
 /// relu3, …"), for LOOM_DEBUG=1 and tests.
 std::string describe_cuts(const CutPlan &plan);
 
