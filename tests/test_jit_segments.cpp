@@ -198,9 +198,15 @@ TEST(JitSegments, BadEnvironmentOverrideNamesTheVariableAndTheFix) {
     }
     setenv("LOOM_PIPELINES", "2", 1);
     SegmentLimits two = default_segment_limits(c.lp, host_target());
+    // The override never cuts a GPU pipeline, and a bad value is refused on every target.
+    SegmentLimits gpu = default_segment_limits(c.lp, Halide::Target("x86-64-linux-cuda"));
+    setenv("LOOM_PIPELINES", "zero", 1);
+    EXPECT_THROW(default_segment_limits(c.lp, Halide::Target("x86-64-linux-cuda")), UserError);
     unsetenv("LOOM_PIPELINES");
     EXPECT_EQ(two.max_segments, 2);
     EXPECT_EQ(two.min_funcs, 1);
+    EXPECT_EQ(gpu.max_segments, 1);
+    EXPECT_EQ(segment_pipeline(c.lp, Halide::Target("x86-64-linux-cuda"), 3).segments.size(), 1u);
 }
 
 }  // namespace

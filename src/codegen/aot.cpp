@@ -124,11 +124,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // A large host model is cut as the JIT cuts it (jit_segments.h): its pipelines compile in
         // parallel, and a generated chain is the function the glue calls (aot_segments.h).
         SegmentedPipeline segs;
-        if (!cuda) {
-            SegmentLimits lim = default_segment_limits(lowered, target);
-            CutPlan plan = plan_cuts(lowered, lim.max_segments, lim.min_funcs);
-            if (!plan.cuts.empty()) segs = cut_pipeline(lowered, plan);
-        }
+        if (!cuda) segs = segment_pipeline(lowered, target);
         const bool cut = segs.segments.size() > 1;
         std::vector<fs::path> segment_objs;
         auto t0 = std::chrono::steady_clock::now();

@@ -83,8 +83,6 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     if (int r = stage_operands(a, b, nullptr, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);
-    if (int r = prepare_handle(tf32)) return r;
-    cublasStatus_t s;
 
     // Row-major y[i, j] = sum_k a[i, k] b[k, j] is column-major y^T = b^T a^T: cuBLAS's first
     // operand is b (n x k, "N" when b is stored [K, N]), its second a (k x m, "N" when [M, K]).
@@ -95,23 +93,23 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     const float *pb = (const float *)(uintptr_t)addr(b, bt);
     float *py = (float *)(uintptr_t)addr(y, yt);
     int lda = a->dim[1].stride, ldb = b->dim[1].stride, ldy = y->dim[1].stride;
-    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const float zero = 0.0f;
-    int m = ni;
     bool fold = rank == 3 && nb > 1 && !ta && lda == K && ldy == nj &&
                 (int64_t)a->dim[2].stride == (int64_t)ni * lda && (int64_t)y->dim[2].stride == (int64_t)ni * ldy;
     if (rank == 2 || nb == 1 || fold) {
         // One GEMM: cuBLASLt, its candidates picked by GPU time (lt_matmul), as the epilogue and
         // 1x1-conv stages do; cublasSgemm's heuristic alone can be far off (run 101).
-        if (fold) m = ni * nb;
-        if (int r = lt_matmul(m, nj, K, ta, tb, alpha, tf32, 0, nullptr, pa, lda, pb, ldb, py, ldy)) return r;
+        if (int r = lt_matmul(fold ? ni * nb : ni, nj, K, ta, tb, alpha, tf32, 0, nullptr, pa, lda, pb, ldb, py, ldy))
+            return r;
         y->set_device_dirty(true);
         return 0;
-    } else {
-        s = cublasSgemmStridedBatched(g_handle, opb, opa, nj, m, K, &alpha, pb, ldb, 0, pa, lda,
-                                      a->dim[2].stride, &zero, py, ldy, y->dim[2].stride, nb);
     }
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSgemm", (int)s);
+    // Several GEMMs over a batch that does not fold into one: the cuBLAS handle, only here.
+    if (int r = prepare_handle(tf32)) return r;
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float zero = 0.0f;
+    cublasStatus_t s = cublasSgemmStridedBatched(g_handle, opb, opa, nj, ni, K, &alpha, pb, ldb, 0, pa, lda,
+                                                 a->dim[2].stride, &zero, py, ldy, y->dim[2].stride, nb);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSgemmStridedBatched", (int)s);
     y->set_device_dirty(true);
     return 0;
 }

@@ -5,7 +5,6 @@
 #endif
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -139,15 +138,8 @@ JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target, int ma
 
 void JitModel::compile(int max_segments) {
     HalideWarningFilter quiet;  // lowering is where Halide warns
-    halide_guard("JIT compile for " + target_.to_string(), [&] {
-        SegmentLimits lim = default_segment_limits(lowered_, target_);
-        if (max_segments > 0) lim = SegmentLimits{max_segments, 1};
-        CutPlan plan = plan_cuts(lowered_, lim.max_segments, lim.min_funcs);
-        const char *debug = std::getenv("LOOM_DEBUG");
-        if (debug && std::string(debug) != "0" && !plan.cuts.empty())
-            std::cerr << "loom: JIT compile as\n" << describe_cuts(plan);
-        segmented_ = cut_pipeline(lowered_, plan);
-    });
+    halide_guard("JIT compile for " + target_.to_string(),
+                 [&] { segmented_ = segment_pipeline(lowered_, target_, max_segments); });
     auto &segs = segmented_.segments;
     run_in_parallel(segs.size(), [&](size_t k) {
         halide_guard("JIT compile for " + target_.to_string(), [&] { segs[k].pipeline.compile_jit(target_); });
@@ -161,7 +153,7 @@ void JitModel::allocate_boundaries() {
         boundary_buffers_.emplace_back();
         // A graph output read by a later segment is read from the caller's output buffer, bound
         // at each run.
-        if (lowered_.find(bd.func)->is_output) continue;
+        if (bd.graph_output >= 0) continue;
         boundary_buffers_.back() = Halide::Buffer<>(bd.type, bd.extents, bd.storage_order, bd.func);
         bd.param.set(boundary_buffers_.back());
     }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <queue>
 #include <set>
@@ -213,13 +214,10 @@ std::vector<bool> legal_positions(const RootGraph &g) {
     return legal;
 }
 
-}  // namespace
-
-CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
-    RootGraph g = analyze(p);
+CutPlan plan_of(const RootGraph &g, int max_segments, int min_weight) {
     CutPlan plan;
     plan.roots = g.roots;
-    for (const auto &r : g.roots) plan.weight.push_back(g.weight[r]);
+    for (const auto &r : g.roots) plan.weight.push_back(g.weight.at(r));
     plan.legal_before = legal_positions(g);
 
     int total = 0;
@@ -248,38 +246,23 @@ CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
     return plan;
 }
 
-std::string describe_cuts(const CutPlan &plan) {
-    std::vector<size_t> starts{0};
-    for (int c : plan.cuts) starts.push_back((size_t)c);
-    starts.push_back(plan.roots.size());
-    std::string out;
-    for (size_t s = 0; s + 1 < starts.size(); s++) {
-        int funcs = 0;
-        std::string names;
-        for (size_t k = starts[s]; k < starts[s + 1]; k++) {
-            funcs += plan.weight[k];
-            names += (k > starts[s] ? ", " : "") + plan.roots[k];
-        }
-        out += str_cat("pipeline ", s + 1, " of ", starts.size() - 1, " (", funcs, " computed Funcs): ", names, "\n");
+SegmentedPipeline uncut(const LoweredPipeline &p) {
+    SegmentedPipeline sp;
+    PipelineSegment s;
+    s.pipeline = p.pipeline();
+    for (size_t k = 0; k < p.output_funcs.size(); k++) {
+        s.outputs.push_back(p.output_funcs[k]);
+        s.boundary_of_output.push_back(-1);
+        s.graph_output_of_output.push_back((int)k);
     }
-    return out;
+    s.funcs = (int)p.funcs.size();
+    sp.segments.push_back(std::move(s));
+    return sp;
 }
 
-SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
+SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const CutPlan &plan) {
+    if (plan.cuts.empty()) return uncut(p);
     SegmentedPipeline sp;
-    if (plan.cuts.empty()) {
-        PipelineSegment s;
-        s.pipeline = p.pipeline();
-        for (size_t k = 0; k < p.output_funcs.size(); k++) {
-            s.outputs.push_back(p.output_funcs[k]);
-            s.boundary_of_output.push_back(-1);
-            s.graph_output_of_output.push_back((int)k);
-        }
-        s.funcs = (int)p.funcs.size();
-        sp.segments.push_back(std::move(s));
-        return sp;
-    }
-    RootGraph g = analyze(p);
     std::map<std::string, int> seg_of_root;
     for (size_t k = 0, s = 0; k < plan.roots.size(); k++) {
         while (s < plan.cuts.size() && (int)k >= plan.cuts[s]) s++;
@@ -300,13 +283,14 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
             SegmentBoundary bd;
             bd.func = read;
             bd.producer = a;
+            for (size_t o = 0; o < p.output_funcs.size(); o++)
+                if (p.output_funcs[o] == read) bd.graph_output = (int)o;
             bd.type = f.output_types()[0];
-            bd.dims = f.dimensions();
-            bd.param = Halide::ImageParam(bd.type, bd.dims, read + "_from_segment_" + std::to_string(a));
+            bd.param = Halide::ImageParam(bd.type, f.dimensions(), read + "_from_segment_" + std::to_string(a));
             bd.extents = halide_extents(*p.find(read));
             bool plain = true;
             bd.storage_order = storage_order(f, plain);
-            if (p.find(read)->is_output)  // the caller's buffer: dense in Halide order
+            if (bd.graph_output >= 0)  // the caller's buffer: dense in Halide order
                 for (size_t d = 0; d < bd.storage_order.size(); d++) bd.storage_order[d] = (int)d;
             bd.strides.assign(bd.extents.size(), 0);
             int stride = 1;
@@ -352,7 +336,7 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
         for (int b : seg.reads) {
             const SegmentBoundary &bd = sp.boundaries[b];
             Halide::Func stub(bd.func + "_read_in_segment_" + std::to_string(s));
-            std::vector<Halide::Var> vars(bd.dims);
+            std::vector<Halide::Var> vars(bd.extents.size());
             std::vector<Halide::Expr> args(vars.begin(), vars.end());
             stub(vars) = bd.param(args);
             const Function &orig = copied_env.at(bd.func);
@@ -369,6 +353,45 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
         seg.pipeline = Halide::Pipeline(outs);
     }
     return sp;
+}
+
+}  // namespace
+
+std::string describe_cuts(const CutPlan &plan) {
+    std::vector<size_t> starts{0};
+    for (int c : plan.cuts) starts.push_back((size_t)c);
+    starts.push_back(plan.roots.size());
+    std::string out;
+    for (size_t s = 0; s + 1 < starts.size(); s++) {
+        int funcs = 0;
+        std::string names;
+        for (size_t k = starts[s]; k < starts[s + 1]; k++) {
+            funcs += plan.weight[k];
+            names += (k > starts[s] ? ", " : "") + plan.roots[k];
+        }
+        out += str_cat("pipeline ", s + 1, " of ", starts.size() - 1, " (", funcs, " computed Funcs): ", names, "\n");
+    }
+    return out;
+}
+
+CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
+    return plan_of(analyze(p), max_segments, min_weight);
+}
+
+SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
+    return plan.cuts.empty() ? uncut(p) : cut_of(analyze(p), p, plan);
+}
+
+SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments) {
+    SegmentLimits lim = default_segment_limits(p, target);
+    if (max_segments > 0 && lim.max_segments > 1) lim = SegmentLimits{max_segments, 1};
+    if (lim.max_segments <= 1) return uncut(p);
+    RootGraph g = analyze(p);
+    CutPlan plan = plan_of(g, lim.max_segments, lim.min_funcs);
+    const char *debug = std::getenv("LOOM_DEBUG");
+    if (debug && std::string(debug) != "0" && !plan.cuts.empty())
+        std::cerr << "loom: compiled as\n" << describe_cuts(plan);
+    return cut_of(g, p, plan);
 }
 
 void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
@@ -394,19 +417,20 @@ void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
 
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target) {
     SegmentLimits lim;
+    long forced = 0;
     if (const char *e = std::getenv("LOOM_PIPELINES")) {
         char *end = nullptr;
-        long n = std::strtol(e, &end, 10);
-        user_check(*e && *end == 0 && n >= 1 && n <= 1024, "LOOM_PIPELINES='", e,
+        forced = std::strtol(e, &end, 10);
+        user_check(*e && *end == 0 && forced >= 1 && forced <= 1024, "LOOM_PIPELINES='", e,
                    "' is not a number of pipelines; give a positive number, e.g. LOOM_PIPELINES=1 "
                    "(one pipeline) or 4, or unset it");
-        lim.max_segments = (int)n;
-        lim.min_funcs = 1;
-        return lim;
     }
+    // Never cut, whatever LOOM_PIPELINES says: GPU pipelines copy buffers between host and device at
+    // their edges, and extern stages need their inputs realized in their own pipeline.
     if (target.has_gpu_feature()) return lim;
     for (const auto &f : p.funcs)
         if (f.is_extern || f.feeds_extern) return lim;
+    if (forced > 0) return SegmentLimits{(int)forced, 1};
     // Smaller pipelines lower faster even on one core (ResNet-18 on one core: 10.8 s whole, 5.3 s
     // in four); on 2 cores MobileNetV2 took 17.5 s whole, 4.0 s in four, 3.3 s in eight.
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());

@@ -45,9 +45,11 @@ struct PipelineSegment {
 struct SegmentBoundary {
     std::string func;            ///< the crossing Func's name
     int producer = -1;           ///< segment that computes it
+    /// Its index in LoweredPipeline::output_funcs when it is also a graph output (later segments
+    /// then read the caller's output buffer), else -1.
+    int graph_output = -1;
     Halide::ImageParam param;    ///< what later segments read it through
     Halide::Type type;
-    int dims = 0;
     /// The Func's extents, Halide order (innermost first): the buffer is dense over [0, extent) in
     /// every dimension, and both sides of the cut are compiled for exactly that shape.
     std::vector<int> extents;
@@ -89,6 +91,11 @@ std::string describe_cuts(const CutPlan &plan);
 /// Builds the segments of \p plan (no cut: one segment, the whole pipeline as is).
 SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan);
 
+/// What a compile of \p p for \p target uses: planned within default_segment_limits (or in at most
+/// \p max_segments Pipelines of any size when it is positive, where cutting is possible at all)
+/// and built, the Func graph analysed once. LOOM_DEBUG=1 prints the cut (describe_cuts).
+SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments = 0);
+
 /// Runs \p work(0) … \p work(n-1) on as many threads at once as the machine has (the segments'
 /// compiles); every call runs, then the first exception, in index order, is rethrown.
 void run_in_parallel(size_t n, const std::function<void(size_t)> &work);
@@ -100,9 +107,10 @@ struct SegmentLimits {
 };
 
 /// The limits for \p p on \p target: one Pipeline for GPU targets and for pipelines with extern
-/// stages (their device buffers stay inside one pipeline), else up to twice the hardware threads
-/// (8 to 16), kMinFuncsPerSegment Funcs each. LOOM_PIPELINES=N overrides both (N Pipelines whatever their
-/// size; 1 turns cutting off); a value that is not a positive number is a UserError. Host
+/// stages (their device buffers stay inside one pipeline), whatever LOOM_PIPELINES says; else up
+/// to twice the hardware threads (8 to 16), kMinFuncsPerSegment Funcs each, or with LOOM_PIPELINES=N
+/// N Pipelines whatever their size (1 turns cutting off). A LOOM_PIPELINES that is not a positive
+/// number is a UserError on every target. Host
 /// artifacts (`loom compile --target host`, codegen/aot_segments.h) are cut by the same limits.
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target);
 
