@@ -340,6 +340,40 @@ TEST(Autoschedule, ShortRowPartialsTakeFourSteps) {
     check_auto(b.g, "short row statistics");
 }
 
+// A wide row kernel whose output reads row-broadcast vectors (a LayerNorm's scale and shift) runs
+// tiles of rows: the statistics at the tile, their partials stored lanes innermost (else every
+// partial vector is a strided gather), the tile's rows innermost under each vector step, and
+// longer parallel tasks. Rows with nothing broadcast (Softmax) and short rows (64 wide) keep one
+// row at a time. All match the reference, ragged row counts included (98 rows: tiles of 2).
+TEST(Autoschedule, WideRowsWithBroadcastParametersAreTiled) {
+    Builder b;
+    std::string x = b.input("x", {256, 2048});
+    std::string g = b.random_constant("g", {2048}, 21), c = b.random_constant("c", {2048}, 22);
+    b.out("LayerNormalization", {x, g, c}, {256, 2048}, {{"axis", int64_t(-1)}});
+    std::string x2 = b.input("x2", {98, 1024});
+    std::string g2 = b.random_constant("g2", {1024}, 23), c2 = b.random_constant("c2", {1024}, 24);
+    b.out("Tanh", {b.node("LayerNormalization", {x2, g2, c2}, {98, 1024}, {{"axis", int64_t(-1)}})}, {98, 1024});
+    std::string s = b.input("s", {256, 2048});
+    b.out("Softmax", {s}, {256, 2048}, {{"axis", int64_t(1)}});
+    std::string x3 = b.input("x3", {96, 64});
+    std::string g3 = b.random_constant("g3", {64}, 25), c3 = b.random_constant("c3", {64}, 26);
+    b.out("LayerNormalization", {x3, g3, c3}, {96, 64}, {{"axis", int64_t(-1)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    auto count = [&](const std::string &what) {
+        size_t n = 0;
+        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+        return n;
+    };
+    EXPECT_EQ(count("row-broadcast vector"), 2u) << text;  // the two wide LayerNorms only
+    EXPECT_EQ(count(".reorder_storage(u, "), 4u) << text;  // mean and var partials of each
+    EXPECT_NE(text.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".split(ii, ii_tile, ii_r, 2)"), std::string::npos) << text;  // 98 rows
+    EXPECT_NE(text.find("compute_at(layernormalization_0, ii_tile)"), std::string::npos) << text;
+    check_auto(b.g, "tiled LayerNorm rows");
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});

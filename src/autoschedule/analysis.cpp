@@ -123,6 +123,22 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                 }
             }
         }
+        if (fn.args().size() >= 2) {
+            const std::string inner = fn.args()[0];  // Halide: innermost first
+            Reads rd;
+            std::vector<Halide::Expr> keep;
+            for (const auto &v : fn.definition().values()) keep.push_back(substitute_in_all_lets(v));
+            for (const auto &v : keep) v.accept(&rd);
+            for (const Call *c : rd.calls) {
+                if (c->name == lf.name || c->args.empty()) continue;
+                bool inner_used = false, other_used = false;
+                for (const auto &a : c->args) {
+                    inner_used |= uses(a, inner);
+                    for (size_t q = 1; q < fn.args().size(); q++) other_used |= uses(a, fn.args()[q]);
+                }
+                if (inner_used && !other_used) fi.row_broadcast_reads++;
+            }
+        }
         if (fi.is_matmul && fi.has_update && lf.vars.size() >= 2) {
             const std::string row = fn.args().size() >= 2 ? fn.args()[1] : lf.vars[lf.vars.size() - 2];
             for (const Call *c : reads_of(fn.updates()[0]).calls) {

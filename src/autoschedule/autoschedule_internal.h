@@ -36,6 +36,9 @@ struct FuncInfo {
     /// Per producer Func: every read of it indexes its outermost dim by an expression of this
     /// Func's outermost var (a block of rows here needs a block of rows there, not all of them).
     std::map<std::string, bool> reads_rows;
+    /// Reads in the pure definition that index nothing but the innermost var (a LayerNorm's scale
+    /// and shift): the same vector on every row, so a tile of rows can load it once.
+    int row_broadcast_reads = 0;
 };
 
 /// The register and cache blocking of a GEMM (tiling_gemm_conv.cpp's gemm emitter and the cost model's

@@ -24,6 +24,10 @@ inline int fit_lanes(int V, int64_t extent) {
     return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
 }
 
+/// Elements per parallel task of a row-tiled kernel (Ctx::row_tile): 1 MB of f32 rows, where other
+/// kernels take 32K (rows_per_task).
+constexpr int64_t kLongTaskElems = 256 << 10;
+
 /// The conv whose row blocks compute \p pad, a padded conv input in a kernel of its own (that
 /// kernel then emits nothing: Ctx::conv places it), or "".
 std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
@@ -60,8 +64,13 @@ struct Ctx {
     /// compute_inline for the kernel's inlined members.
     void inline_members();
     /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
-    /// false when it does not fit.
-    bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var);
+    /// false when it does not fit. \p row_tile: that loop holds several rows, so the partial is
+    /// stored lanes innermost (each row's lanes one dense vector).
+    bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var,
+                      bool row_tile = false);
+    /// Rows of a row kernel that share one load of its row-broadcast reads (1: no tile); see
+    /// tiling.cpp. \p depth: the row dims; \p per: rows per parallel task.
+    int64_t row_tile(int depth, int64_t per) const;
     /// Vectorizes update \p u of \p f along its innermost pure var, the reduction inside each
     /// vector (split, reorder so that the RVars run within the vector's loop), as wide as the
     /// pure definition's vectors (fit_lanes): a short row (a 4-wide pool, a 10-class GEMM) gets
