@@ -17,6 +17,7 @@
 #include "codegen/aot.h"
 #include "codegen/cuda_graph_glue.h"
 #include "codegen/jit.h"
+#include "codegen/jit_segments.h"
 #include "codegen/ptx_register_caps.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/error.h"
@@ -382,6 +383,55 @@ TEST(Aot, CudaPointwiseConvCallsCublas) {
     EXPECT_EQ(output.find("libcudnn.so"), std::string::npos) << "no cuDNN call left: " << output;
     EXPECT_NE(output.find("cublasSgemmStridedBatched"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
+}
+
+// A CUDA model is cut into pipelines as a host one is (codegen/jit_segments.h), by the artifact's
+// chain (SegmentRunner::Artifact): a library stage's output crosses a cut as a whole buffer, and a
+// library stage whose input an earlier pipeline computed takes that pipeline's buffer (an
+// ImageParam) instead of computing the input again. The JIT keeps such a pipeline whole. The cut
+// artifact links its C API and cuBLAS. (Run on an H200 in bench/gpu/RESULTS_GPU.md, runs 108-109.)
+TEST(Aot, CudaModelsAreCutWithLibraryStagesAcrossCuts) {
+    Graph g = import_onnx(loom::testing::data_path("inverted_residual.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = true;
+    lo.buffer_alignment = 16;
+    LoweredPipeline p = lower_graph(g, lo);
+    Halide::Target t = aot_target("cuda");
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    EXPECT_EQ(segment_pipeline(p, t, 8, SegmentRunner::Jit).segments.size(), 1u);
+    SegmentedPipeline sp = segment_pipeline(p, t, 8, SegmentRunner::Artifact);
+    ASSERT_GE(sp.segments.size(), 3u);
+    bool extern_output_crosses = false, extern_reads_param = false;
+    for (const auto &b : sp.boundaries) extern_output_crosses |= p.extern_shapes.count(b.func) > 0;
+    for (size_t s = 0; s < sp.segments.size(); s++) {
+        std::vector<Halide::Internal::Function> outs;
+        for (const auto &f : sp.segments[s].pipeline.outputs()) outs.push_back(f.function());
+        auto env = Halide::Internal::build_environment(outs);
+        for (int b : sp.segments[s].reads)
+            EXPECT_EQ(env.count(sp.boundaries[b].func), 0u)
+                << "pipeline " << s << " computes " << sp.boundaries[b].func << " again";
+        for (const auto &[name, f] : env)
+            if (f.has_extern_definition())
+                for (const auto &a : f.extern_arguments())
+                    extern_reads_param |= a.is_image_param() && a.image_param.name().find("_from_segment_") != std::string::npos;
+    }
+    EXPECT_TRUE(extern_output_crosses);
+    EXPECT_TRUE(extern_reads_param);
+
+    fs::path out = scratch("cuda_cut");
+    AotOptions o;
+    o.name = "inverted_residual";
+    setenv("LOOM_PIPELINES", "8", 1);
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    unsetenv("LOOM_PIPELINES");
+    EXPECT_EQ(a.pipelines, (int)sp.segments.size());
+    std::string output;
+    EXPECT_EQ(loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output), 0) << output;
+    EXPECT_NE(output.find("T inverted_residual_run_device"), std::string::npos) << output;
+    EXPECT_NE(output.find("T loom_cublas_conv1x1"), std::string::npos) << output;
+    EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
+    fs::remove_all(out.parent_path());
 }
 
 // GPU auto-scheduling of statistics over segments of a row (LayerNorm over [B, 4, 64] read by a

@@ -171,13 +171,15 @@ TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {
     EXPECT_EQ(m.segments(), 3);
 }
 
-TEST(JitSegments, LargeModelsAreCutOnTheCpuOnly) {
+TEST(JitSegments, TheJitCutsLargeModelsOnTheCpuOnly) {
     Graph g = fixture("transformer");
     LoweredPipeline lp = lower_graph(g);
     SegmentLimits cpu = default_segment_limits(lp, host_target());
     EXPECT_GT(cpu.max_segments, 1);
     EXPECT_EQ(cpu.min_funcs, kMinFuncsPerSegment);
     EXPECT_EQ(default_segment_limits(lp, Halide::Target("x86-64-linux-cuda")).max_segments, 1);
+    // An artifact's chain keeps device buffers between pipelines: it cuts CUDA models too.
+    EXPECT_GT(default_segment_limits(lp, Halide::Target("x86-64-linux-cuda"), SegmentRunner::Artifact).max_segments, 1);
     // A small model stays one pipeline by default.
     Chain c;
     EXPECT_TRUE(plan_cuts(c.lp, cpu.max_segments, cpu.min_funcs).cuts.empty());

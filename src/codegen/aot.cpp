@@ -121,10 +121,10 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // halide_cuda_initialize_kernels can be renamed and wrapped (codegen/ptx_register_caps.h).
         bool caps = cuda && !options.max_registers.empty();
         fs::path runtime_obj = tmp / (name + "_halide_runtime.o");
-        // A large host model is cut as the JIT cuts it (jit_segments.h): its pipelines compile in
-        // parallel, and a generated chain is the function the glue calls (aot_segments.h).
-        SegmentedPipeline segs;
-        if (!cuda) segs = segment_pipeline(lowered, target);
+        // A large model is cut as the JIT cuts a CPU one (jit_segments.h): its pipelines compile in
+        // parallel, and a generated chain is the function the glue calls (aot_segments.h). CUDA
+        // models too (MobileNetV2: 23.4 s as one pipeline); the chain keeps their buffers on the device.
+        SegmentedPipeline segs = segment_pipeline(lowered, target, 0, SegmentRunner::Artifact);
         const bool cut = segs.segments.size() > 1;
         std::vector<fs::path> segment_objs;
         auto t0 = std::chrono::steady_clock::now();
@@ -158,11 +158,16 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         std::map<std::string, int> budgets = options.max_registers;
         if (caps) {
             // Advisory (when the toolkit has ptxas): the driver assembles the PTX itself at load time.
-            std::ifstream f(obj, std::ios::binary);
-            std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-            for (auto &w : settle_register_budgets(embedded_ptx(bytes), budgets, options.raise_spilling_budgets,
-                                                   cuda_home() + "/bin/ptxas"))
-                a.warnings.push_back(std::move(w));
+            // One PTX module per pipeline; each holds its own Funcs' kernels.
+            for (const fs::path &o : cut ? segment_objs : std::vector<fs::path>{obj}) {
+                std::ifstream f(o, std::ios::binary);
+                std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+                std::string ptx = embedded_ptx(bytes);
+                if (ptx.empty()) continue;  // a pipeline with no kernel (library stages only)
+                for (auto &w : settle_register_budgets(ptx, budgets, options.raise_spilling_budgets,
+                                                       cuda_home() + "/bin/ptxas"))
+                    a.warnings.push_back(std::move(w));
+            }
         }
 
         GlueSpec g;
@@ -218,8 +223,11 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             write_text(src, ptx_register_caps_source(budgets));
             run_tool(cxx + " -std=c++17 -O2 -fPIC -c " + quote(src.string()) + " -o " + quote(o.string()), log,
                      "compiling the register budgets (gpu_max_registers)");
-            objs += " " + quote(runtime_obj.string()) + " " + quote(o.string());
-            extern_objs.push_back(runtime_obj);
+            objs += " " + quote(o.string());
+            if (!cut) {  // a cut model's objects already hold the runtime
+                objs += " " + quote(runtime_obj.string());
+                extern_objs.push_back(runtime_obj);
+            }
             extern_objs.push_back(o);
         }
         struct ExternSource {

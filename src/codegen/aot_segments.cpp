@@ -81,7 +81,12 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
         for (size_t i = 0; i < a.size(); i++) os << (i ? ", " : "") << a[i];
         os << "};\n        r = " << segment_function(fn, k) << "_argv(a);\n    }\n";
     }
-    os << "    return r;\n}\n";
+    // A CUDA segment leaves its crossing outputs on the device (Halide allocates them there and
+    // marks them device-dirty; the next segment reads them in place). Their device memory goes back
+    // to Halide (its allocation cache, which the glue turns on), not to this call's stack.
+    os << "    for (int b = 0; b < kNumCrossing; b++)\n"
+       << "        if (kCrossing[b].graph_output < 0 && crossing[b] && buf[b].device) halide_device_free(nullptr, &buf[b]);\n"
+       << "    return r;\n}\n";
     return os.str();
 }
 

@@ -1,11 +1,15 @@
 /// \file
-/// A host artifact of a cut pipeline (jit_segments.h): each segment is compiled as a Halide
+/// An artifact of a cut pipeline (jit_segments.h), host or CUDA: each segment is compiled as a Halide
 /// function of its own (`<fn>_s<k>`), and a generated C++ function `<fn>_argv(void **args)` runs
 /// them in order. It is the entry the C API glue calls for an uncut pipeline (runtime_glue.h), with
 /// the same arguments (every graph input, then every graph output, as halide_buffer_t pointers), so
 /// the glue does not know whether the model was cut. The buffers that cross a cut (dense, 64-byte
 /// aligned) are allocated on a thread's first call and kept for its later ones, as the JIT keeps
-/// them per model: concurrent calls from several threads share nothing.
+/// them per model: concurrent calls from several threads share nothing. In a CUDA artifact a
+/// crossing buffer's data stays on the device: the producing pipeline leaves it there (Halide does
+/// not copy outputs back), the next one reads it in place, and the chain returns its device memory
+/// to Halide's allocation cache when the call ends (so a captured CUDA graph replays the same
+/// addresses, as it does for a pipeline's own intermediate buffers).
 #pragma once
 
 #include <Halide.h>

@@ -46,11 +46,25 @@ std::string owner_of(RootGraph &g, const std::string &name) {
     return g.owner[name] = o;
 }
 
+/// The Funcs \p f calls. An extern stage reads only its Func arguments' buffers; Halide's
+/// find_direct_calls also lists what those arguments read (it visits their definitions), which
+/// would tie a library stage to the loops of its input's producer.
+std::map<std::string, Function> direct_reads(const Function &f) {
+    if (!f.has_extern_definition()) return Halide::Internal::find_direct_calls(f);
+    std::map<std::string, Function> out;
+    for (const auto &arg : f.extern_arguments())
+        if (arg.is_func()) {
+            Function a(arg.func);
+            out.emplace(a.name(), a);
+        }
+    return out;
+}
+
 /// The Funcs with storage that \p f reads, as (their root, the Func), looking through inlined Funcs
 /// (their code is part of \p f's).
 void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::string, std::string>> &out,
                   std::set<std::string> &seen) {
-    for (const auto &[name, callee] : Halide::Internal::find_direct_calls(f)) {
+    for (const auto &[name, callee] : direct_reads(f)) {
         if (!seen.insert(name).second) continue;
         std::string o = owner_of(g, name);
         if (o.empty()) stored_reads(g, callee, out, seen);
@@ -58,10 +72,15 @@ void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::strin
     }
 }
 
-/// Extents of \p f in Halide order (innermost first).
-std::vector<int> halide_extents(const LoweredFunc &f) {
+/// Extents of Func \p name in Halide order (innermost first): a LoweredFunc's, or an extern stage's
+/// (LoweredPipeline::extern_shapes); empty when the graph does not know them.
+std::vector<int> halide_extents(const LoweredPipeline &p, const std::string &name) {
+    const Shape *shape = nullptr;
+    if (const LoweredFunc *lf = p.find(name)) shape = &lf->extents;
+    else if (auto it = p.extern_shapes.find(name); it != p.extern_shapes.end()) shape = &it->second;
     std::vector<int> e;
-    for (auto it = f.extents.rbegin(); it != f.extents.rend(); ++it) e.push_back((int)*it);
+    if (shape)
+        for (auto it = shape->rbegin(); it != shape->rend(); ++it) e.push_back((int)*it);
     return e;
 }
 
@@ -112,15 +131,14 @@ RootGraph analyze(const LoweredPipeline &p) {
     for (auto &[name, f] : g.env) f.lock_loop_levels();
     for (const auto &[name, f] : g.env) owner_of(g, name);
 
-    // Which roots may be read across a cut: Funcs the graph made (known extents), computed at root,
-    // not extern (a library stage), one value per point, and wrapped by nobody.
+    // Which roots may be read across a cut: Funcs the graph made (known extents), computed at root
+    // (a library stage's whole output too), one value per point, and wrapped by nobody.
     for (const auto &[name, f] : g.env) {
         if (g.owner[name] != name) continue;
-        const LoweredFunc *lf = p.find(name);
         bool plain = true;
         storage_order(f, plain);
-        if (lf && !lf->is_extern && !f.has_extern_definition() && f.outputs() == 1 &&
-            f.schedule().wrappers().empty() && plain)
+        if ((p.find(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && f.schedule().wrappers().empty() &&
+            plain)
             g.whole_buffer.insert(name);
     }
 
@@ -287,7 +305,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
                 if (p.output_funcs[o] == read) bd.graph_output = (int)o;
             bd.type = f.output_types()[0];
             bd.param = Halide::ImageParam(bd.type, f.dimensions(), read + "_from_segment_" + std::to_string(a));
-            bd.extents = halide_extents(*p.find(read));
+            bd.extents = halide_extents(p, read);
             bool plain = true;
             bd.storage_order = storage_order(f, plain);
             if (bd.graph_output >= 0)  // the caller's buffer: dense in Halide order
@@ -340,8 +358,15 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             std::vector<Halide::Expr> args(vars.begin(), vars.end());
             stub(vars) = bd.param(args);
             const Function &orig = copied_env.at(bd.func);
-            for (auto &[name, f] : copied_env)
-                if (name != bd.func) f.substitute_calls(orig, stub.function());
+            for (auto &[name, f] : copied_env) {
+                if (name == bd.func) continue;
+                f.substitute_calls(orig, stub.function());
+                // A library stage takes its inputs as buffers, not calls: give it the param's.
+                if (f.has_extern_definition())
+                    for (auto &arg : f.extern_arguments())
+                        if (arg.is_func() && Function(arg.func).same_as(orig))
+                            arg = Halide::ExternFuncArgument(bd.param.parameter());
+            }
         }
         std::vector<Halide::Func> outs;
         for (size_t k = 0; k < seg.outputs.size(); k++) {
@@ -382,8 +407,9 @@ SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan) {
     return plan.cuts.empty() ? uncut(p) : cut_of(analyze(p), p, plan);
 }
 
-SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments) {
-    SegmentLimits lim = default_segment_limits(p, target);
+SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments,
+                                   SegmentRunner runner) {
+    SegmentLimits lim = default_segment_limits(p, target, runner);
     if (max_segments > 0 && lim.max_segments > 1) lim = SegmentLimits{max_segments, 1};
     if (lim.max_segments <= 1) return uncut(p);
     RootGraph g = analyze(p);
@@ -415,7 +441,7 @@ void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
         if (e) std::rethrow_exception(e);
 }
 
-SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target) {
+SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target, SegmentRunner runner) {
     SegmentLimits lim;
     long forced = 0;
     if (const char *e = std::getenv("LOOM_PIPELINES")) {
@@ -425,11 +451,14 @@ SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Tar
                    "' is not a number of pipelines; give a positive number, e.g. LOOM_PIPELINES=1 "
                    "(one pipeline) or 4, or unset it");
     }
-    // Never cut, whatever LOOM_PIPELINES says: GPU pipelines copy buffers between host and device at
-    // their edges, and extern stages need their inputs realized in their own pipeline.
-    if (target.has_gpu_feature()) return lim;
-    for (const auto &f : p.funcs)
-        if (f.is_extern || f.feeds_extern) return lim;
+    // The JIT never cuts these, whatever LOOM_PIPELINES says: its crossing buffers are host
+    // buffers, and a GPU pipeline would copy them to the host at every cut (extern stages run only
+    // on the GPU). An artifact's chain keeps them on the device.
+    if (runner == SegmentRunner::Jit) {
+        if (target.has_gpu_feature()) return lim;
+        for (const auto &f : p.funcs)
+            if (f.is_extern || f.feeds_extern) return lim;
+    }
     if (forced > 0) return SegmentLimits{(int)forced, 1};
     // Smaller pipelines lower faster even on one core (ResNet-18 on one core: 10.8 s whole, 5.3 s
     // in four); on 2 cores MobileNetV2 took 17.5 s whole, 4.0 s in four, 3.3 s in eight.

@@ -91,27 +91,36 @@ std::string describe_cuts(const CutPlan &plan);
 /// Builds the segments of \p plan (no cut: one segment, the whole pipeline as is).
 SegmentedPipeline cut_pipeline(const LoweredPipeline &p, const CutPlan &plan);
 
+/// Who runs the segments of a cut model.
+enum class SegmentRunner {
+    Jit,       ///< the JIT (codegen/jit.h): host buffers between the pipelines, CPU targets only
+    Artifact,  ///< an artifact's generated chain (codegen/aot_segments.h), which also keeps CUDA
+               ///< pipelines' crossing buffers on the device and passes them to library stages
+};
+
 /// What a compile of \p p for \p target uses: planned within default_segment_limits (or in at most
 /// \p max_segments Pipelines of any size when it is positive, where cutting is possible at all)
 /// and built, the Func graph analysed once. LOOM_DEBUG=1 prints the cut (describe_cuts).
-SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments = 0);
+SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Target &target, int max_segments = 0,
+                                   SegmentRunner runner = SegmentRunner::Jit);
 
 /// Runs \p work(0) … \p work(n-1) on as many threads at once as the machine has (the segments'
 /// compiles); every call runs, then the first exception, in index order, is rethrown.
 void run_in_parallel(size_t n, const std::function<void(size_t)> &work);
 
-/// How far a CPU pipeline is cut (JIT or host artifact).
+/// How far a pipeline is cut.
 struct SegmentLimits {
     int max_segments = 1;                      ///< Pipelines at most
     int min_funcs = kMinFuncsPerSegment;       ///< Funcs a segment holds at least
 };
 
-/// The limits for \p p on \p target: one Pipeline for GPU targets and for pipelines with extern
-/// stages (their device buffers stay inside one pipeline), whatever LOOM_PIPELINES says; else up
-/// to twice the hardware threads (8 to 16), kMinFuncsPerSegment Funcs each, or with LOOM_PIPELINES=N
-/// N Pipelines whatever their size (1 turns cutting off). A LOOM_PIPELINES that is not a positive
-/// number is a UserError on every target. Host
-/// artifacts (`loom compile --target host`, codegen/aot_segments.h) are cut by the same limits.
-SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target);
+/// The limits for \p p on \p target when \p runner runs the segments: up to twice the hardware
+/// threads (8 to 16), kMinFuncsPerSegment Funcs each, or with LOOM_PIPELINES=N N Pipelines whatever
+/// their size (1 turns cutting off). The JIT keeps GPU pipelines and pipelines with extern stages
+/// whole, whatever LOOM_PIPELINES says (it has no device buffers between pipelines); artifacts
+/// (`loom compile`, host and CUDA) cut them too. A LOOM_PIPELINES that is not a positive number is
+/// a UserError on every target.
+SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target,
+                                     SegmentRunner runner = SegmentRunner::Jit);
 
 }  // namespace loom

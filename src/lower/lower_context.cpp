@@ -242,7 +242,8 @@ bool LowerContext::extern_operand(const std::string &name, Halide::ExternFuncArg
     return true;
 }
 
-void LowerContext::note_extern_call(const std::string &fn) {
+void LowerContext::note_extern_call(const std::string &fn, const Halide::Func &ext, const Shape &shape) {
+    result.extern_shapes[ext.name()] = shape;
     auto &calls = result.extern_calls;
     if (std::find(calls.begin(), calls.end(), fn) == calls.end()) calls.push_back(fn);
 }

@@ -124,6 +124,9 @@ struct LoweredPipeline {
     /// C functions the pipeline's extern stages call ("loom_cublas_sgemm"): the artifact must
     /// define them (codegen/aot.cpp compiles codegen/cublas_gemm.h's source in).
     std::vector<std::string> extern_calls;
+    /// Output shape (outermost first) of every extern stage, by Func name: those not listed as a
+    /// LoweredFunc too, so that a cut (codegen/jit_segments.h) can pass their whole buffers on.
+    std::map<std::string, Shape> extern_shapes;
 
     /// The Func called \p name, or nullptr.
     const LoweredFunc *find(const std::string &name) const;

@@ -126,7 +126,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     ext.define_extern("loom_cudnn_conv", args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
-    ctx.note_extern_call("loom_cudnn_conv");
+    ctx.note_extern_call("loom_cudnn_conv", ext, sy);
     if (relu) {
         fused_relu = true;
         ctx.register_extern(ext, node, sy);
@@ -169,7 +169,7 @@ Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams
     ext.define_extern(kCublasConv1x1, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
-    ctx.note_extern_call(kCublasConv1x1);
+    ctx.note_extern_call(kCublasConv1x1, ext, ctx.shape(y));
     return ext;
 }
 

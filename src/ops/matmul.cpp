@@ -66,7 +66,7 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
     ext.define_extern(fn, args, Halide::Float(32), halide_order, Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
-    ctx.note_extern_call(fn);
+    ctx.note_extern_call(fn, ext, sy);
     if (fused) {
         ctx.register_extern(ext, node, sy);
         ctx.fuse_node_into(act->name, ext);

@@ -76,8 +76,9 @@ public:
     /// query is a runtime call: the Func's own loops keep constant extents) and marked
     /// feeds_extern (realized, never inlined). False when it is neither (a constant).
     bool extern_operand(const std::string &name, Halide::ExternFuncArgument &arg);
-    /// Registers extern C function \p fn as called by the pipeline (LoweredPipeline::extern_calls).
-    void note_extern_call(const std::string &fn);
+    /// Registers extern stage \p ext, calling C function \p fn (LoweredPipeline::extern_calls) and
+    /// computing a buffer of \p shape (LoweredPipeline::extern_shapes).
+    void note_extern_call(const std::string &fn, const Halide::Func &ext, const Shape &shape);
     /// The only consumer of \p value when \p accept takes it (the activation a library call can
     /// apply), \p value is not a graph output and LowerOptions::fuse_activation_epilogue is on;
     /// else nullptr.
