@@ -10,6 +10,8 @@ const char *kSource = R"SRC(// cuDNN convolution of a Loom artifact's extern sta
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -204,6 +206,10 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         const void *cb = mode ? (const void *)(uintptr_t)bias->device : nullptr;
         void *cy = (void *)(uintptr_t)y->device;
         float best = -1;
+        // LOOM_DEBUG=1: each candidate's GPU time on stderr, and the choice (which algorithm ran is
+        // otherwise invisible: two processes may time the same candidates differently).
+        const char *debug_env = getenv("LOOM_DEBUG");
+        const bool debug = debug_env && strcmp(debug_env, "0") != 0;
         for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
             // Skip failures and, without tf32, tensor-op algorithms.
             if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
@@ -214,6 +220,9 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
             tried++;
             auto enqueue = [&] { return ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy)); };
             float ms = gpu_time_ms(enqueue);
+            if (debug)
+                fprintf(stderr, "loom_cudnn_conv %dx%dx%dx%d -> %d (%dx%d): candidate algo %d, %zu B workspace: %.4f ms\n",
+                        N, C, H, W, K, R, S, (int)perf[i].algo, perf[i].memory, ms);
             if (ms < 0) continue;
             if (best < 0 || ms < best) {
                 best = ms;
@@ -223,6 +232,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
             }
         }
         if (best < 0) return fail("cuDNN found no algorithm for this convolution that runs", found);
+        if (debug) fprintf(stderr, "loom_cudnn_conv: chose algo %d (%.4f ms)\n", (int)p.algo, best);
         if (!ok(cudnnSetConvolutionMathType(p.conv, p.math))) return fail("cudnnSetConvolutionMathType", 0);
         it = g_plans.emplace(key, p).first;
     }
