@@ -1,0 +1,26 @@
+#!/bin/bash
+# Paired CPU timing of layernorm_rows (bench/layernorm_paired.cpp): Loom's eager and auto schedules
+# and any schedule files given, each compiled as a host artifact, timed call by call in one process
+# against hand-written AVX-512 references (copy, LayerNorm, streaming-store LayerNorm).
+# Usage: bench/layernorm_paired.sh [path/to/loom] [schedule.sched …]   (needs an AVX-512 CPU)
+set -e
+cd "$(dirname "$0")/.."
+loom=${1:-build/loom}; shift || true
+out=${OUT:-/tmp/layernorm_paired}
+rm -rf "$out" && mkdir -p "$out"
+model=bench/workloads/layernorm_rows.onnx
+[ -f $model ] || { echo "missing $model: run bench/run_suite once (it exports the workloads)"; exit 2; }
+# Each schedule from ${COPIES:-4} copies of its artifact (see layernorm_paired.cpp), interleaved.
+copies=${COPIES:-4}
+names=()
+for s in eager auto "$@"; do
+  name=$(basename "$s" .sched); name=${name%.cpu}
+  flag=(--schedule "$s"); [ "$s" = auto ] || [ "$s" = eager ] && flag=(--$s)
+  $loom compile $model --target host "${flag[@]}" --no-reference -o "$out/$name" >/dev/null 2>&1
+  for c in $(seq 1 $copies); do cp -r "$out/$name" "$out/$name.$c"; done
+  names+=("$name")
+done
+dirs=()
+for c in $(seq 1 $copies); do for n in "${names[@]}"; do dirs+=("$out/$n.$c"); done; done
+g++ -O3 -march=native -fopenmp bench/layernorm_paired.cpp -o "$out/layernorm_paired" -ldl
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} "$out/layernorm_paired" "${dirs[@]}"
