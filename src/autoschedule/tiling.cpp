@@ -232,8 +232,8 @@ void Ctx::rows_or_pointwise() {
     }
     int64_t T = row.empty() ? 1 : row_tile(depth, task_split ? task_split->args[3].value : 0);
     if (T > 1 && task_split) {
-        // Longer tasks too: each core then streams longer runs of contiguous rows. Same pairing:
-        // 8 rows a task 1.31 ms, 16 rows 1.27, 64 rows 1.25 (copy 1.22 in that process).
+        // Longer tasks too: each core then streams longer runs of contiguous rows (one row at a
+        // time, same pairing: 8-row tasks 1.346 ms, 64-row tasks 1.260).
         const auto &e = lf(R).extents;
         int64_t rows = (int64_t)prod(e, 0, depth), per = task_split->args[3].value;
         int64_t longer = std::min<int64_t>(rows / (m.cores * 8), (kLongTaskElems + e.back() - 1) / e.back());
@@ -273,11 +273,11 @@ void Ctx::rows_or_pointwise() {
 // Rows per tile of a row kernel whose output reads row-broadcast vectors (a LayerNorm's scale and
 // shift, through inlined members too): with one row at a time its output loop loads x, scale and
 // shift for every vector it stores, three loads a store, and on a 2-core EPYC (AVX-512: one 64-byte
-// load a cycle) that competes with the row's own memory time. Four rows a tile (the T rows
-// innermost under each vector step) take 1.5 loads a store; the statistics are computed for the
-// tile, which then stays in L2 (T x row <= L2/16). LayerNorm 2048x4096 with scale and shift, paired
-// in one process (bench/RESULTS.md): 1.375 -> 1.17-1.21 ms; 2 rows 1.27, 8 rows 1.02 when memory
-// is fast but 1.37 when slow. Rows under 1024 elements are left alone (not measured).
+// load a cycle) that competes with the row's own memory time. T rows a tile (innermost under each
+// vector step) take 1 + 2/T loads a store; the statistics are computed for the tile, which stays in
+// L2 (T x row <= L2/8). LayerNorm 2048x4096 with scale and shift, bench/layernorm_paired.sh (four
+// copies of each artifact, bench/RESULTS.md): one row 1.346 ms, 64-row tasks alone 1.260, tiles of
+// 4 1.228, of 8 1.109, of 16 1.191. Rows under 1024 elements are left alone (not measured).
 int64_t Ctx::row_tile(int depth, int64_t per) const {
     const std::string &R = k.root;
     const auto &e = lf(R).extents;
@@ -295,8 +295,8 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
     }
     const int64_t row = e.back(), rows = (int64_t)prod(e, 0, depth);
     if (reads == 0 || !has_stats || row < 1024) return 1;
-    for (int64_t T : {4, 2})
-        if ((per == 0 || per % T == 0) && rows % T == 0 && T * row * fi(R).esize <= m.l2_bytes / 16) return T;
+    for (int64_t T : {8, 4, 2})
+        if ((per == 0 || per % T == 0) && rows % T == 0 && T * row * fi(R).esize <= m.l2_bytes / 8) return T;
     return 1;
 }
 
