@@ -1,7 +1,8 @@
 // Paired timing of LayerNorm rows (2048 x 4096, f32, scale and shift) on the CPU: Loom's host
 // artifacts of several schedules and hand-written AVX-512 references, interleaved call by call in
 // one process, so that the build VM's drifting memory bandwidth (1.5-2x between minutes) moves every
-// column alike. Built and run by bench/layernorm_paired.sh; results in bench/RESULTS.md.
+// column alike. Built and run by bench/layernorm_paired.sh; results in bench/RESULTS.md. Any artifact
+// of one 2048 x 4096 f32 input and output of that shape can be timed beside them (softmax_rows).
 //
 //   layernorm_paired ARTIFACT_DIR... : prints the median and minimum ms of each, over 150 rounds
 //
@@ -90,20 +91,28 @@ struct Artifact {
     RunFn run = nullptr;
 };
 
+/// The artifact in \p dir: its model name from manifest.txt ("name <model>"), its library loaded.
 Artifact load(const std::string &dir) {
     Artifact a{dir};
-    void *lib = dlopen((dir + "/liblayernorm_rows.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string model;
+    if (FILE *f = fopen((dir + "/manifest.txt").c_str(), "r")) {
+        char key[64], value[256];
+        while (fscanf(f, "%63s %255s", key, value) == 2)
+            if (std::string(key) == "name") model = value;
+        fclose(f);
+    }
+    void *lib = model.empty() ? nullptr : dlopen((dir + "/lib" + model + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        fprintf(stderr, "layernorm_paired: %s (build it with bench/layernorm_paired.sh)\n", dlerror());
+        fprintf(stderr, "layernorm_paired: no artifact in %s (build it with bench/layernorm_paired.sh)\n", dir.c_str());
         exit(2);
     }
     // OpenMP for the artifact's parallel loops too: Halide's own pool and an OpenMP team that spins
     // after the references' loops would fight over the 2 cores (2.4 instead of 1.26 ms).
-    ((ThreadingFn)dlsym(lib, "layernorm_rows_set_threading"))(1);
-    a.run = (RunFn)dlsym(lib, "layernorm_rows_run_host");
-    a.model = ((CreateFn)dlsym(lib, "layernorm_rows_create"))();
+    ((ThreadingFn)dlsym(lib, (model + "_set_threading").c_str()))(1);
+    a.run = (RunFn)dlsym(lib, (model + "_run_host").c_str());
+    a.model = ((CreateFn)dlsym(lib, (model + "_create").c_str()))();
     if (!a.run || !a.model) {
-        fprintf(stderr, "layernorm_paired: %s is not a layernorm_rows artifact\n", dir.c_str());
+        fprintf(stderr, "layernorm_paired: %s has no C API for %s\n", dir.c_str(), model.c_str());
         exit(2);
     }
     return a;

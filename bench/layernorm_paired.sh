@@ -2,13 +2,14 @@
 # Paired CPU timing of layernorm_rows (bench/layernorm_paired.cpp): Loom's eager and auto schedules
 # and any schedule files given, each compiled as a host artifact, timed call by call in one process
 # against hand-written AVX-512 references (copy, LayerNorm, streaming-store LayerNorm).
-# Usage: bench/layernorm_paired.sh [path/to/loom] [schedule.sched …]   (needs an AVX-512 CPU)
+# Usage: [MODEL=softmax_rows] [COPIES=4] bench/layernorm_paired.sh [path/to/loom] [schedule.sched …]
+# (needs an AVX-512 CPU)
 set -e
 cd "$(dirname "$0")/.."
 loom=${1:-build/loom}; shift || true
 out=${OUT:-/tmp/layernorm_paired}
 rm -rf "$out" && mkdir -p "$out"
-model=bench/workloads/layernorm_rows.onnx
+model=bench/workloads/${MODEL:-layernorm_rows}.onnx  # MODEL=softmax_rows: the same shape
 [ -f $model ] || { echo "missing $model: run bench/run_suite once (it exports the workloads)"; exit 2; }
 # Each schedule from ${COPIES:-4} copies of its artifact (see layernorm_paired.cpp), interleaved.
 copies=${COPIES:-4}

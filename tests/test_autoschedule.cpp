@@ -374,6 +374,22 @@ TEST(Autoschedule, WideRowsWithBroadcastParametersAreTiled) {
     check_auto(b.g, "tiled LayerNorm rows");
 }
 
+// Row kernels hand each core long runs of contiguous rows: tasks of 1 MB (kTaskElems), here 64
+// rows of 4096 (8 rows before: Softmax 2048x4096 on the 2-core EPYC 1.413 -> 1.276 ms, paired),
+// still at least 8 tasks a core (a 512-row softmax gets 32-row tasks).
+TEST(Autoschedule, RowTasksAreAMegabyte) {
+    for (int64_t rows : {2048, 512}) {
+        Builder b;
+        std::string x = b.input("x", {rows, 4096});
+        b.out("Softmax", {x}, {rows, 4096}, {{"axis", int64_t(1)}});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+        std::string want = rows == 2048 ? "split(i, io, ii, 64)" : "split(i, io, ii, 32)";
+        EXPECT_NE(text.find(want), std::string::npos) << rows << " rows: " << text;
+    }
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});

@@ -50,7 +50,7 @@ struct ScheduleKnobs {
     int gemm_kc = 0;           ///< k chunk of an epilogue tile (0: the B strip fills 3/4 of L1)
     bool gemm_prologue = true; ///< compute a GEMM's A operand (and its row statistics) per row block
     bool row_stats = true;     ///< compute row statistics per row of their consumer (else own kernel)
-    int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: 32768)
+    int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: kTaskElems, 256K)
     double min_parallel_us = 0;  ///< a kernel with less estimated one-core work runs serially (0: kMinParallelMicros)
     /// Unroll the 3x3 taps of a channel-tiled conv (10% per conv on the Xeon, 0-3% on ResNet-18 on
     /// an EPYC); false keeps them loops: half the JIT compile time of ResNet-18 (11.1 -> 5.0 s).

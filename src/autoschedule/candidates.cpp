@@ -89,7 +89,7 @@ double estimate_ms(const LoweredPipeline &p, const AutoScheduleResult &r, const 
         }
         double tk = k.est_ms / 1e3;
         if (k.kind == "pointwise" || k.kind == "rows") {
-            double task = knobs.task_elems > 0 ? knobs.task_elems : 32768.0;
+            double task = knobs.task_elems > 0 ? knobs.task_elems : (double)autosched::kTaskElems;
             double rows = root.lf->extents.empty() ? 1 : (double)root.lf->extents[0];
             double tasks = std::min(rows, std::max(root.points / task, 8.0 * m.cores));
             tk += parallel_overhead(tk, tasks, m);
@@ -146,7 +146,7 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
         sets.push_back(k);
     }
     if (pointwise)
-        for (int t : {8192, 131072}) {
+        for (int t : {32768, 1 << 20}) {  // an eighth (the old default) and four times kTaskElems
             ScheduleKnobs k;
             k.task_elems = t;
             sets.push_back(k);

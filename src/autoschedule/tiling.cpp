@@ -103,9 +103,9 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
 }
 
 // Halide hands out parallel iterations one at a time: give each task enough rows of
-// \p row_elems elements to amortise that (>= 32K elements) while leaving >= 8 tasks per core.
+// \p row_elems elements (kTaskElems) while leaving >= 8 tasks per core.
 int64_t Ctx::rows_per_task(double rows, double row_elems) const {
-    double task = knobs.task_elems > 0 ? (double)knobs.task_elems : 32768.0;
+    double task = knobs.task_elems > 0 ? (double)knobs.task_elems : (double)kTaskElems;
     return (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(task / std::max(1.0, row_elems)));
 }
 
@@ -223,23 +223,14 @@ void Ctx::rows_or_pointwise() {
     std::string row = pure_loops(st, R, depth);
     // A tile of T rows: the members are computed for T rows at once, and the output's vector loop
     // runs the T rows innermost, so a row-broadcast read (scale, shift) is loaded once per T rows.
-    PrimitiveCall *task_split = nullptr;  // pure_loops' split of the row var into parallel tasks
+    int64_t per = 0;  // rows per parallel task, when pure_loops split the row var into tasks
     std::vector<std::string> used = names_of(R);
-    for (auto &c : st.calls) {
+    for (const auto &c : st.calls) {
         for (const auto &a : c.args)
             if (a.is_ident()) used.push_back(a.name);
-        if (c.name == "split" && c.args.size() == 4 && c.args[2].name == row) task_split = &c;
+        if (c.name == "split" && c.args.size() == 4 && c.args[2].name == row) per = c.args[3].value;
     }
-    int64_t T = row.empty() ? 1 : row_tile(depth, task_split ? task_split->args[3].value : 0);
-    if (T > 1 && task_split) {
-        // Longer tasks too: each core then streams longer runs of contiguous rows (one row at a
-        // time, same pairing: 8-row tasks 1.346 ms, 64-row tasks 1.260).
-        const auto &e = lf(R).extents;
-        int64_t rows = (int64_t)prod(e, 0, depth), per = task_split->args[3].value;
-        int64_t longer = std::min<int64_t>(rows / (m.cores * 8), (kLongTaskElems + e.back() - 1) / e.back());
-        longer = longer / T * T;
-        if (longer > per && rows % longer == 0) task_split->args[3] = ScheduleArg(longer);
-    }
+    int64_t T = row.empty() ? 1 : row_tile(depth, per);
     if (T > 1) {
         std::string rt = fresh(used, row + "_tile"), rr = fresh(used, row + "_r");
         st.comments.push_back(str_cat(R, ": tiles of ", T, " rows, so that its reads of a row-broadcast ",

@@ -24,10 +24,6 @@ inline int fit_lanes(int V, int64_t extent) {
     return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
 }
 
-/// Elements per parallel task of a row-tiled kernel (Ctx::row_tile): 1 MB of f32 rows, where other
-/// kernels take 32K (rows_per_task).
-constexpr int64_t kLongTaskElems = 256 << 10;
-
 /// The conv whose row blocks compute \p pad, a padded conv input in a kernel of its own (that
 /// kernel then emits nothing: Ctx::conv places it), or "".
 std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
