@@ -151,6 +151,25 @@ TEST(Cli, InspectPipelinesShowsTheCut) {
     EXPECT_HAS(none.out, "--schedule");
 }
 
+TEST(Cli, InspectPipelinesOfACudaArtifact) {
+    // With --target, the cut `loom compile --target cuda` makes, library stages included.
+    std::string cnn = data_path("cnn.onnx");
+    Result r = run_loom_env("LOOM_PIPELINES=3", "inspect " + cnn + " --schedule auto --target cuda --pipelines");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "`loom compile --target cuda` makes 3 pipeline(s)");
+    EXPECT_HAS(r.out, "fc_gemm_cublas");
+    Result jit = run_loom_env("LOOM_PIPELINES=3", "inspect " + cnn + " --schedule auto --pipelines");
+    EXPECT_EQ(jit.rc, 0) << jit.out;
+    EXPECT_HAS(jit.out, "a JIT compile on this machine makes 3 pipeline(s)");
+    Result bad = run_loom("inspect " + cnn + " --schedule auto --target vax --pipelines");
+    EXPECT_EQ(bad.rc, 1) << bad.out;
+    EXPECT_HAS(bad.out, "unknown target 'vax'");
+    EXPECT_HAS(bad.out, "cuda");
+    Result alone = run_loom("inspect " + cnn + " --target cuda");
+    EXPECT_EQ(alone.rc, 1) << alone.out;
+    EXPECT_HAS(alone.out, "add --schedule");
+}
+
 TEST(Cli, WrongInputFileShapeNamesTheFix) {
     std::string d = temp_dir() + "/ins";
     std::filesystem::create_directories(d);

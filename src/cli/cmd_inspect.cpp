@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
+#include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
 #include "graph/error.h"
@@ -26,6 +27,7 @@ struct InspectOptions {
     bool loop_nest = false;
     bool pipelines = false;
     std::string stmt;
+    std::string target;  ///< "": the JIT on this machine; else as `loom compile --target`
 };
 
 std::string join(const std::vector<std::string> &v, const char *sep = ", ") {
@@ -83,14 +85,18 @@ void inspect(const InspectOptions &o) {
               << g.initializers.size() << " initializers)\nop histogram:";
     for (const auto &kv : hist) std::cout << " " << kv.first << "×" << kv.second;
     std::cout << "\n";
-    user_check(!(o.loop_nest || o.pipelines || !o.stmt.empty()) || !o.schedule.empty(),
-               "--loop-nest, --pipelines and --stmt show what a schedule does: add --schedule eager|inline|auto|FILE");
+    user_check(!(o.loop_nest || o.pipelines || !o.stmt.empty() || !o.target.empty()) || !o.schedule.empty(),
+               "--loop-nest, --pipelines, --stmt and --target show what a schedule does: add --schedule "
+               "eager|inline|auto|FILE");
     if (o.schedule.empty()) {
         if (o.funcs) print_funcs(lower_graph(g));
         return;
     }
-    Halide::Target target = host_target();
-    ScheduledModel sm = schedule_model(g, o.schedule, target, o.model);
+    // With --target, what `loom compile --target T` would build: its target, its library stages.
+    const bool artifact = !o.target.empty();
+    Halide::Target target = artifact ? aot_target(o.target) : host_target();
+    LowerOptions lo = artifact ? library_lowering(target, LibraryFlags{}, "loom inspect") : LowerOptions{};
+    ScheduledModel sm = schedule_model(g, o.schedule, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     if (o.funcs) print_funcs(sm.pipeline);
     if (o.loop_nest) {
@@ -99,9 +105,12 @@ void inspect(const InspectOptions &o) {
         std::cout << "\nloop nest under schedule '" << o.schedule << "':\n" << nest << std::flush;
     }
     if (o.pipelines) {
-        SegmentLimits lim = default_segment_limits(sm.pipeline, target);
+        SegmentLimits lim =
+            default_segment_limits(sm.pipeline, target, artifact ? SegmentRunner::Artifact : SegmentRunner::Jit);
         CutPlan plan = plan_cuts(sm.pipeline, lim.max_segments, lim.min_funcs);
-        std::cout << "\nunder schedule '" << o.schedule << "' a JIT compile on this machine makes "
+        std::cout << "\nunder schedule '" << o.schedule << "' "
+                  << (artifact ? "`loom compile --target " + o.target + "`" : std::string("a JIT compile on this machine"))
+                  << " makes "
                   << plan.cuts.size() + 1 << " pipeline(s) (at most " << lim.max_segments << ", "
                   << lim.min_funcs << "+ computed Funcs each; LOOM_PIPELINES sets the limit):\n"
                   << (plan.cuts.empty() ? "pipeline 1 of 1: the whole model\n" : describe_cuts(plan));
@@ -122,7 +131,11 @@ void add_inspect_command(CLI::App &app) {
     c->add_option("--schedule", o->schedule, "eager | inline | auto | FILE: the schedule for --loop-nest / --stmt");
     c->add_flag("--loop-nest", o->loop_nest, "Print the loop nest the schedule makes");
     c->add_flag("--pipelines", o->pipelines,
-                "Print the Halide pipelines a JIT compile cuts the scheduled model into (codegen/jit_segments.h)");
+                "Print the Halide pipelines a JIT compile (or, with --target, `loom compile`) cuts the "
+                "scheduled model into (codegen/jit_segments.h)");
+    c->add_option("--target", o->target,
+                  "With --schedule: show what `loom compile --target` builds for host, cuda or a Halide target "
+                  "string (library stages included) instead of the JIT on this machine");
     c->add_option("--stmt", o->stmt, "Write Halide's lowered statement (HTML) to this file");
     c->add_flag("--dump-passes", o->dump, "Print the graph after each preparation pass (as LOOM_DEBUG=1)");
     c->callback([o] { inspect(*o); });
