@@ -166,6 +166,11 @@ TEST(BenchCli, RowPerScheduleBrokenOneReportedOthersRun) {
     EXPECT_NE(out.find("broken.sched"), std::string::npos) << out;
     EXPECT_NE(out.find("FAILED"), std::string::npos) << out;
     EXPECT_NE(out.find("loom bench sigmoid_affine: ["), std::string::npos) << "no progress lines:\n" << out;
+    // Every schedule is validated before any is timed, then they are timed in turns.
+    size_t turns = out.find("timing 2 schedule(s) in turns: 8 rounds");
+    ASSERT_NE(turns, std::string::npos) << out;
+    EXPECT_LT(out.rfind("validating"), turns) << out;
+    EXPECT_GT(out.find("eager: median"), turns) << out;
 
     Json rep = parse_json(slurp(s.path("r.json")));
     EXPECT_EQ(rep["workload"].str(), "sigmoid_affine");

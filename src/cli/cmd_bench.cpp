@@ -153,7 +153,7 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--csv", o->csv, "Write the rows as CSV");
     c->add_option("--plot", o->plot, "Plot the report (bench/plot.py, matplotlib) to this image");
     c->add_option("--name", o->name, "Workload name in the report (default: the model file's stem)");
-    c->add_option("--budget-ms", o->budget_ms, "Time spent in timed runs per schedule")->default_val(2000);
+    c->add_option("--budget-ms", o->budget_ms, "Time spent in timed runs per schedule (the schedules take turns, 8 rounds)")->default_val(2000);
     c->add_option("--warmup", o->warmup, "Untimed runs before timing")->default_val(2);
     c->add_option("--sets", o->sets, "Random input sets to rotate among (0: enough to overflow caches)")
         ->default_val(0);

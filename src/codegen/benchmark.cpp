@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <iomanip>
+#include <memory>
 #include <sstream>
 
 #include "codegen/jit.h"
@@ -18,6 +19,9 @@ namespace loom {
 // A row this much above the probed FMA peak makes format_table suggest a re-probe (timer noise and
 // turbo clocks stay below it).
 constexpr double kAbovePeakSlack = 1.1;
+
+// Turns in which run_benchmark times its schedules (see there).
+constexpr int kTimingRounds = 8;
 
 namespace {
 
@@ -224,6 +228,11 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     std::map<std::string, Tensor> ref = run_reference(g, inputs[0]);
     rep.reference_ms = seconds_since(t0) * 1e3;
 
+    // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds
+    // rounds of budget_ms / kTimingRounds each): a machine whose memory bandwidth drifts over
+    // minutes (the 2-core build VM: 1.5-2x) then moves every row alike, and the ratios between
+    // rows hold where one schedule after another did not.
+    std::vector<std::unique_ptr<JitModel>> models(variants.size());
     for (size_t vi = 0; vi < variants.size(); vi++) {
         const BenchVariant &v = variants[vi];
         BenchRow row;
@@ -240,54 +249,75 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
 
             row.stage = "compile";
             say(pre + "compiling (schedule took " + fmt(row.schedule_s, 1) + " s)");
-            JitModel model(std::move(lp), opts.target);
-            row.compile_s = model.compile_seconds();
-            row.pipelines = model.segments();
+            models[vi] = std::make_unique<JitModel>(std::move(lp), opts.target);
+            row.compile_s = models[vi]->compile_seconds();
+            row.pipelines = models[vi]->segments();
 
             row.stage = "validate";
             say(pre + "validating (compile took " + fmt(row.compile_s, 1) + " s)");
-            compare_outputs(model.run(inputs[0]), ref, row);
+            compare_outputs(models[vi]->run(inputs[0]), ref, row);
             if (!(row.rel_error < opts.rel_tol))
                 throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol,
                                         " (max abs ", row.max_abs, ")"));
-
             row.stage = "run";
-            say(pre + "timing (rel error " + fmt(row.rel_error, 12).substr(0, 10) + ")");
-            size_t next = 1 % inputs.size();
-            for (int k = 0; k < opts.warmup; k++) {
-                model.run(inputs[next]);
-                next = (next + 1) % inputs.size();
-            }
-            std::vector<double> times;
-            auto tb = Clock::now();
-            while ((int)times.size() < opts.max_runs &&
-                   ((int)times.size() < opts.min_runs || seconds_since(tb) * 1e3 < opts.budget_ms)) {
-                model.run(inputs[next]);
-                times.push_back(model.last_run_ms());
-                next = (next + 1) % inputs.size();
-            }
-            std::sort(times.begin(), times.end());
-            row.runs = (int)times.size();
-            size_t n = times.size();
-            row.median_ms = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-            row.min_ms = times.front();
-            row.max_ms = times.back();
-            double s = row.median_ms / 1e3;
-            row.gbps = rep.cost.bytes() / s / 1e9;
-            row.gflops = rep.cost.flops / s / 1e9;
-            row.pct_roofline = 100.0 * machine.roofline_ms(rep.cost.bytes(), rep.cost.flops) / row.median_ms;
-            row.ok = true;
-            row.stage.clear();
-            say(pre + "median " + fmt(row.median_ms, 3) + " ms over " + std::to_string(row.runs) + " runs");
+            for (int k = 0; k < opts.warmup; k++) models[vi]->run(inputs[(k + 1) % inputs.size()]);
         } catch (const std::exception &e) {
-            row.ok = false;
             row.error = e.what();
+            models[vi].reset();
             say(pre + "FAILED at " + row.stage + ": " + one_line(row.error));
         } catch (...) {
-            row.ok = false;
             row.error = "unknown exception";
+            models[vi].reset();
         }
         rep.rows.push_back(std::move(row));
+    }
+
+    std::vector<std::vector<double>> times(variants.size());
+    size_t next = 1 % inputs.size();
+    int timed = 0;
+    for (const auto &m : models) timed += m != nullptr;
+    say(str_cat("timing ", timed, " schedule(s) in turns: ", kTimingRounds, " rounds of ",
+                fmt(opts.budget_ms / kTimingRounds, 0), " ms each"));
+    for (int round = 0; round < kTimingRounds; round++) {
+        const bool last = round + 1 == kTimingRounds;
+        for (size_t vi = 0; vi < variants.size(); vi++) {
+            if (!models[vi]) continue;
+            std::vector<double> &t = times[vi];
+            try {
+                auto tb = Clock::now();
+                do {
+                    models[vi]->run(inputs[next]);
+                    t.push_back(models[vi]->last_run_ms());
+                    next = (next + 1) % inputs.size();
+                } while ((int)t.size() < opts.max_runs &&
+                         (seconds_since(tb) * 1e3 < opts.budget_ms / kTimingRounds ||
+                          (last && (int)t.size() < opts.min_runs)));
+            } catch (const std::exception &e) {
+                rep.rows[vi].error = e.what();
+                models[vi].reset();
+                say(str_cat("[", vi + 1, "/", variants.size(), "] ", variants[vi].label,
+                            ": FAILED at run: ", one_line(rep.rows[vi].error)));
+            }
+        }
+    }
+    for (size_t vi = 0; vi < variants.size(); vi++) {
+        BenchRow &row = rep.rows[vi];
+        if (!models[vi]) continue;
+        std::vector<double> &t = times[vi];
+        std::sort(t.begin(), t.end());
+        row.runs = (int)t.size();
+        size_t n = t.size();
+        row.median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        row.min_ms = t.front();
+        row.max_ms = t.back();
+        double s = row.median_ms / 1e3;
+        row.gbps = rep.cost.bytes() / s / 1e9;
+        row.gflops = rep.cost.flops / s / 1e9;
+        row.pct_roofline = 100.0 * machine.roofline_ms(rep.cost.bytes(), rep.cost.flops) / row.median_ms;
+        row.ok = true;
+        row.stage.clear();
+        say(str_cat("[", vi + 1, "/", variants.size(), "] ", row.label, ": median ", fmt(row.median_ms, 3),
+                    " ms over ", row.runs, " runs"));
     }
 
     double eager = 0;

@@ -31,7 +31,7 @@ struct BenchVariant {
 
 /// How to measure.
 struct BenchOptions {
-    double budget_ms = 2000;  ///< wall time spent in timed runs per schedule (at least min_runs)
+    double budget_ms = 2000;  ///< wall time spent in timed runs per schedule, over all rounds (at least min_runs)
     int warmup = 2;           ///< untimed runs first (after the validation run)
     int min_runs = 3;
     int max_runs = 2000;
@@ -90,7 +90,9 @@ struct BenchReport {
     std::vector<BenchRow> rows;
 };
 
-/// Validates and times every variant on \p g (a prepared, canonical graph), in order.
+/// Validates every variant on \p g (a prepared, canonical graph), in order, then times all that
+/// validated in turns (8 rounds of budget_ms / 8 each, the compiled models kept side by side), so
+/// that a machine whose speed drifts moves every row alike. Rows stay in variant order.
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
                           const BenchOptions &opts, const MachineInfo &machine);
 
