@@ -578,6 +578,34 @@ TEST(Aot, GpuSuiteAutoSchedulesLintCleanAndLower) {
     }
 }
 
+// The glue and the extern stages compile while Halide does; a compiler that fails is reported by
+// what it was compiling and its output, and the artifact already in the folder (--force) is left as
+// it was, with no temporary folder beside it.
+TEST(Aot, FailedToolCompileNamesItAndKeepsTheOldArtifact) {
+    fs::path out = scratch("failed_tool");
+    fs::create_directories(out);
+    std::ofstream(out / "manifest.txt") << "the artifact of an earlier compile\n";
+    Graph g = import_onnx(loom::testing::data_path("sigmoid_affine.onnx"));
+    prepare_graph(g);
+    LoweredPipeline p = lower_graph(g);
+    AotOptions o;
+    o.name = "sigmoid_affine";
+    o.force = true;
+    o.cxx = "sh -c 'echo no compiler here; exit 3' --";
+    try {
+        compile_aot(p, aot_target("host"), out.string(), o);
+        ADD_FAILURE() << "a failing compiler was not reported";
+    } catch (const UserError &e) {
+        std::string msg = e.what();
+        EXPECT_NE(msg.find("compiling the C API glue failed"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("no compiler here"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(slurp(out / "manifest.txt"), "the artifact of an earlier compile\n");
+    for (const auto &e : fs::directory_iterator(out.parent_path()))
+        EXPECT_EQ(e.path().filename().string().find("failed_tool.tmp-"), std::string::npos) << e.path();
+    fs::remove_all(out.parent_path());
+}
+
 TEST(Aot, HostArtifactRunsAndMatchesReference) {
     fs::path out = scratch("host_sum_prologue");
     std::string output;
