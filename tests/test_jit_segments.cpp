@@ -4,6 +4,8 @@
 // buffer past its extents falls back to one pipeline; the environment override is checked.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstdlib>
 
 #include "autoschedule/autoschedule.h"
@@ -144,17 +146,24 @@ TEST(JitSegments, ACrossingBufferKeepsItsProducersStorageOrder) {
     EXPECT_EQ(m.segments(), 3);
 }
 
-TEST(JitSegments, ReadingPastACutFallsBackToOnePipeline) {
+TEST(JitSegments, AFuncThatComputesPastItsExtentsIsNotCutFromWhatItReads) {
     // tanh's RoundUp split computes 12 columns of 10, so it reads relu past its extent: in one
-    // pipeline Halide computes relu over 12 columns; cut, relu's buffer holds 10.
-    Chain c;
-    c.t.split(Halide::Var("j"), Halide::Var("jo"), Halide::Var("ji"), 4, Halide::TailStrategy::RoundUp);
-    Graph g = c.b.g;
-    JitModel m(std::move(c.lp), host_target(), 3);
-    ASSERT_EQ(m.segments(), 3);
-    expect_matches_reference(m, g, 5, "RoundUp across a cut");
-    EXPECT_EQ(m.segments(), 1);
-    expect_matches_reference(m, g, 6, "after the fallback");
+    // pipeline Halide computes relu over 12 columns, but relu's buffer across a cut holds 10. The
+    // plan keeps the two together (a host or CUDA artifact has no fallback); a split that divides
+    // (5 of 10) or guards its tail keeps the cut.
+    for (auto [factor, tail, cuttable] : {std::tuple{4, Halide::TailStrategy::RoundUp, false},
+                                          std::tuple{5, Halide::TailStrategy::RoundUp, true},
+                                          std::tuple{4, Halide::TailStrategy::GuardWithIf, true}}) {
+        Chain c;
+        c.t.split(Halide::Var("j"), Halide::Var("jo"), Halide::Var("ji"), factor, tail);
+        EXPECT_EQ(c.legal()[1], cuttable) << factor;
+        Graph g = c.b.g;
+        JitModel m(std::move(c.lp), host_target(), 3);
+        // Not cuttable: tanh's own buffer is 12 columns too, so it cannot cross the other cut either.
+        EXPECT_EQ(m.segments(), cuttable ? 3 : 1) << factor;
+        expect_matches_reference(m, g, 5, "split by " + std::to_string(factor));
+        EXPECT_EQ(m.segments(), cuttable ? 3 : 1) << "no fallback needed";
+    }
 }
 
 TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {

@@ -217,8 +217,9 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     try {
         halide_guard("running the model", run_segments);
     } catch (const UserError &) {
-        // Most likely a Func read or written past its extents across a cut (a RoundUp split does
-        // that: in one pipeline Halide computes the producer over the larger region). Whatever it
+        // A safety net: a Func read or written past its extents across a cut. The plan keeps the
+        // known cause (a split that rounds a loop up) from crossing a cut (jit_segments.cpp,
+        // computes_past_extents), so no schedule Loom makes or tests reaches this now. Whatever it
         // was, the uncut model decides: it runs, or its error is the one reported.
         if (segments() == 1) throw;
         std::cerr << "loom: the model cut into " << segments()

@@ -109,6 +109,44 @@ std::vector<int> storage_order(const Function &f, bool &plain) {
     return order;
 }
 
+/// Whether a stage of \p f computes past the Func's extents (\p lf's; unknown without it): a split
+/// of a pure var whose tail rounds the loop up (RoundUp, a predicated tail, or Auto on an update's
+/// pure var) by a factor that does not divide what it splits. Such a Func reads its inputs, and
+/// fills its own buffer, past their extents; in one pipeline Halide grows those realizations, but
+/// a buffer that crosses a cut has the Func's exact shape.
+bool computes_past_extents(const Function &f, const LoweredFunc *lf) {
+    std::map<std::string, int64_t> extent;  // pure vars and what splits make of them; -1: unknown
+    const auto &args = f.args();             // Halide order, innermost first
+    for (size_t d = 0; d < args.size(); d++)
+        extent[args[d]] = lf && lf->extents.size() == args.size() ? lf->extents[args.size() - 1 - d] : -1;
+    std::vector<const Halide::Internal::Definition *> defs{&f.definition()};
+    for (const auto &u : f.updates()) defs.push_back(&u);
+    for (size_t k = 0; k < defs.size(); k++) {
+        if (!defs[k]->defined()) continue;
+        std::map<std::string, int64_t> ext = extent;
+        for (const auto &sp : defs[k]->schedule().splits()) {
+            auto it = ext.find(sp.old_var);
+            if (sp.is_rename()) {
+                if (it != ext.end()) ext[sp.outer] = it->second;
+            } else if (sp.is_fuse()) {
+                auto a = ext.find(sp.outer), b = ext.find(sp.inner);
+                if (a != ext.end() && b != ext.end())
+                    ext[sp.old_var] = a->second < 0 || b->second < 0 ? -1 : a->second * b->second;
+            } else if (sp.is_split() && it != ext.end()) {  // a pure var's split (RVars are not in ext)
+                const int64_t *factor = Halide::Internal::as_const_int(sp.factor);
+                const int64_t e = it->second;
+                using TS = Halide::TailStrategy;
+                bool rounds = sp.tail == TS::RoundUp || sp.tail == TS::PredicateLoads ||
+                              sp.tail == TS::PredicateStores || (sp.tail == TS::Auto && k > 0);
+                if (rounds && (!factor || e < 0 || e % *factor != 0)) return true;
+                ext[sp.outer] = factor && e >= 0 ? (e + *factor - 1) / *factor : -1;
+                ext[sp.inner] = factor ? *factor : -1;
+            }
+        }
+    }
+    return false;
+}
+
 RootGraph analyze(const LoweredPipeline &p) {
     RootGraph g;
     std::vector<Function> outs;
@@ -176,6 +214,16 @@ RootGraph analyze(const LoweredPipeline &p) {
             if (!wl.is_root() && !wl.is_inlined()) g.ties.emplace_back(o, owner_of(g, wl.func()));
             if (!consumer.empty()) g.ties.emplace_back(o, owner_of(g, consumer));
         }
+    }
+
+    // A root read by a group that computes past its extents, or one that does so itself, needs a
+    // larger realization than its own shape: it cannot be a crossing buffer (a cut model then read
+    // past it: the JIT fell back to one pipeline, an artifact would fail at run time).
+    for (const auto &[name, f] : g.env) {
+        const std::string &o = g.owner[name];
+        if (o.empty() || !computes_past_extents(f, p.find(name))) continue;
+        g.whole_buffer.erase(o);
+        for (const auto &read : deps[o]) g.whole_buffer.erase(read);
     }
 
     // Execution order: producers first; among ready roots, the one the graph lists first (Funcs a

@@ -9,7 +9,9 @@
 ///
 /// A cut is legal between two groups of root-computed Funcs when nothing after it is computed
 /// inside, stored inside, fused with or wrapped around anything before it: every value that
-/// crosses it is then a whole buffer (a compute_root Func the graph made, with no `in()` wrappers).
+/// crosses it is then a whole buffer (a compute_root Func the graph made, or a library stage's
+/// output, with no `in()` wrappers) of exactly the Func's shape. A root that a split rounds past
+/// its extents, or that such a group reads, never crosses.
 /// Each segment is a deep copy of the scheduled Func graph whose calls to the crossing Funcs read
 /// ImageParams instead; its outputs are the graph outputs it computes and the crossing Funcs that
 /// later segments read. The schedule is the same Halide schedule, applied once to the whole graph.
