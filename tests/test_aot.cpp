@@ -44,6 +44,19 @@ fs::path scratch(const std::string &name) {
     return p;
 }
 
+/// compile_aot of \p p for \p target, named \p name, into \p out, cut into at most \p pipelines
+/// (LOOM_PIPELINES, unset again however it ends).
+AotArtifact compile_cut(const LoweredPipeline &p, const Halide::Target &target, const fs::path &out,
+                        const std::string &name, int pipelines) {
+    setenv("LOOM_PIPELINES", std::to_string(pipelines).c_str(), 1);
+    struct Unset {
+        ~Unset() { unsetenv("LOOM_PIPELINES"); }
+    } unset;
+    AotOptions o;
+    o.name = name;
+    return compile_aot(p, target, out.string(), o);
+}
+
 std::string slurp(const fs::path &p) {
     std::ifstream f(p, std::ios::binary);
     std::ostringstream os;
@@ -420,11 +433,7 @@ TEST(Aot, CudaModelsAreCutWithLibraryStagesAcrossCuts) {
     EXPECT_TRUE(extern_reads_param);
 
     fs::path out = scratch("cuda_cut");
-    AotOptions o;
-    o.name = "inverted_residual";
-    setenv("LOOM_PIPELINES", "8", 1);
-    AotArtifact a = compile_aot(p, t, out.string(), o);
-    unsetenv("LOOM_PIPELINES");
+    AotArtifact a = compile_cut(p, t, out, "inverted_residual", 8);
     EXPECT_EQ(a.pipelines, (int)sp.segments.size());
     std::string output;
     EXPECT_EQ(loom::testing::run_command("nm -D " + a.shared_lib + " && ldd " + a.shared_lib, output), 0) << output;
@@ -713,17 +722,7 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
     for (auto &f : p.funcs) f.func.compute_root().vectorize(f.func.args().front(), 8, Halide::TailStrategy::GuardWithIf);
     p.funcs[1].func.reorder_storage(p.funcs[1].func.args()[1], p.funcs[1].func.args()[0]);  // tanh column-major
     fs::path out = scratch("host_cut");
-    setenv("LOOM_PIPELINES", "3", 1);
-    AotArtifact a;
-    try {
-        AotOptions o;
-        o.name = "cut3";
-        a = compile_aot(p, aot_target("host"), out.string(), o);
-    } catch (...) {
-        unsetenv("LOOM_PIPELINES");
-        throw;
-    }
-    unsetenv("LOOM_PIPELINES");
+    AotArtifact a = compile_cut(p, aot_target("host"), out, "cut3", 3);
     EXPECT_EQ(a.pipelines, 3);
     EXPECT_NE(slurp(a.halide_header).find("cut3_halide_argv"), std::string::npos);
 
@@ -752,6 +751,44 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
         for (size_t k = 0; k < got.size(); k++)
             EXPECT_TRUE(loom::testing::close(got[k], ref.at(b.g.outputs[k]))) << "output " << k;
     }
+    destroy(m);
+    dlclose(lib);
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, PipelinesThatShareNoBufferRunAsAChain) {
+    // Two independent chains (x → relu, y → tanh) cut into two pipelines: nothing crosses the cut,
+    // and the generated chain (no crossing buffer at all) still compiles and runs.
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {4, 16}), y = b.input("y", {4, 16});
+    b.out("Relu", {x}, {4, 16});
+    b.out("Tanh", {y}, {4, 16});
+    LoweredPipeline p = lower_graph(b.g);
+    for (auto &f : p.funcs) f.func.compute_root();
+    fs::path out = scratch("host_no_crossing");
+    AotArtifact a = compile_cut(p, aot_target("host"), out, "apart", 2);
+    EXPECT_EQ(a.pipelines, 2);
+    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    auto create = (void *(*)())dlsym(lib, "apart_create");
+    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "apart_run_host");
+    auto last_error = (const char *(*)())dlsym(lib, "apart_last_error");
+    auto destroy = (void (*)(void *))dlsym(lib, "apart_destroy");
+    ASSERT_TRUE(create && run && last_error && destroy);
+    std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {4, 16})}, {"y", Tensor(DType::F32, {4, 16})}};
+    fill_random(in.at("x"), 51, -2, 2);
+    fill_random(in.at("y"), 52, -2, 2);
+    auto ref = run_reference(b.g, in);
+    std::vector<Tensor> got;
+    for (int k = 0; k < 2; k++) {
+        got.emplace_back(DType::F32, Shape{4, 16});
+        loom::testing::poison(got.back());
+    }
+    void *m = create();
+    const void *ins[] = {in.at("x").data(), in.at("y").data()};
+    void *outs[] = {got[0].data(), got[1].data()};
+    ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+    for (size_t k = 0; k < got.size(); k++) EXPECT_TRUE(loom::testing::close(got[k], ref.at(b.g.outputs[k]))) << k;
     destroy(m);
     dlclose(lib);
     fs::remove_all(out.parent_path());

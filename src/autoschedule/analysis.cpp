@@ -106,7 +106,7 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
             }
         }
         if (!fn.args().empty()) {
-            const std::string outer = fn.args().back();  // Halide: innermost first
+            const std::string outer = fn.args().back(), inner = fn.args()[0];  // Halide: innermost first
             std::vector<const Definition *> defs = {&fn.definition()};
             for (const auto &u : fn.updates()) defs.push_back(&u);
             for (const Definition *d : defs) {
@@ -116,27 +116,21 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                 for (const auto &v : d->values()) keep.push_back(substitute_in_all_lets(v));
                 for (const auto &v : keep) v.accept(&rd);
                 for (const Call *c : rd.calls) {
-                    if (c->name == lf.name || c->call_type != Call::Halide) continue;
+                    if (c->name == lf.name) continue;
+                    // The pure definition's row-broadcast reads: indexed by the innermost var alone.
+                    if (d == defs[0] && fn.args().size() >= 2) {
+                        bool inner_used = false, other_used = false;
+                        for (const auto &a : c->args) {
+                            inner_used |= uses(a, inner);
+                            for (size_t q = 1; q < fn.args().size(); q++) other_used |= uses(a, fn.args()[q]);
+                        }
+                        if (inner_used && !other_used) fi.row_broadcast_reads++;
+                    }
+                    if (c->call_type != Call::Halide) continue;
                     bool rows = !c->args.empty() && uses(c->args.back(), outer);
                     auto it = fi.reads_rows.find(c->name);
                     fi.reads_rows[c->name] = rows && (it == fi.reads_rows.end() || it->second);
                 }
-            }
-        }
-        if (fn.args().size() >= 2) {
-            const std::string inner = fn.args()[0];  // Halide: innermost first
-            Reads rd;
-            std::vector<Halide::Expr> keep;
-            for (const auto &v : fn.definition().values()) keep.push_back(substitute_in_all_lets(v));
-            for (const auto &v : keep) v.accept(&rd);
-            for (const Call *c : rd.calls) {
-                if (c->name == lf.name || c->args.empty()) continue;
-                bool inner_used = false, other_used = false;
-                for (const auto &a : c->args) {
-                    inner_used |= uses(a, inner);
-                    for (size_t q = 1; q < fn.args().size(); q++) other_used |= uses(a, fn.args()[q]);
-                }
-                if (inner_used && !other_used) fi.row_broadcast_reads++;
             }
         }
         if (fi.is_matmul && fi.has_update && lf.vars.size() >= 2) {

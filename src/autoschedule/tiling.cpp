@@ -275,14 +275,12 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
     const int r = (int)e.size();
     if (depth != r - 1 || r < 2 || concat_piece(R) > 0) return 1;
     int reads = fi(R).row_broadcast_reads;
-    for (const auto &f : k.funcs) {
-        const FuncDecision *d = plan.decision(f);
-        if (f != R && d && d->placement == Placement::Inline && lf(f).extents == e) reads += fi(f).row_broadcast_reads;
-    }
     bool has_stats = false;
     for (const auto &f : k.funcs) {
         const FuncDecision *d = plan.decision(f);
-        has_stats |= d && d->placement == Placement::Row && fi(f).has_update;
+        if (f == R || !d) continue;
+        if (d->placement == Placement::Inline && lf(f).extents == e) reads += fi(f).row_broadcast_reads;
+        has_stats |= d->placement == Placement::Row && fi(f).has_update;
     }
     const int64_t row = e.back(), rows = (int64_t)prod(e, 0, depth);
     // With 16 vector registers the tile's per-row statistics and the unrolled rows spill: AVX2

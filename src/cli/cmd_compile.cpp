@@ -60,8 +60,9 @@ void compile(const CompileOptions &o) {
     for (const auto &w : a.warnings) std::cerr << "warning: " << w << "\n";
     std::cout << "compiled " << o.model << " for " << target.to_string() << " (" << spec << " schedule) in "
               << a.halide_seconds << " s"
-              << (a.pipelines > 1 ? " (" + std::to_string(a.pipelines) + " pipelines)" : std::string()) << " into " << a.dir << ":\n  " << a.static_lib << "\n  " << a.shared_lib
-              << "\n  " << a.header << "\n  " << a.manifest << "\n";
+              << (a.pipelines > 1 ? " (" + std::to_string(a.pipelines) + " pipelines)" : std::string()) << " into "
+              << a.dir << ":\n  " << a.static_lib << "\n  " << a.shared_lib << "\n  " << a.header << "\n  "
+              << a.manifest << "\n";
     if (!o.no_reference) std::cout << "  data/: seeded inputs (seed " << o.seed << ") and reference outputs\n";
 }
 }  // namespace

@@ -128,7 +128,7 @@ void add_inspect_command(CLI::App &app) {
     c->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
     c->add_flag("--funcs", o->funcs, "List every Func with its vars, extents, op, producers and consumers");
-    c->add_option("--schedule", o->schedule, "eager | inline | auto | FILE: the schedule for --loop-nest / --stmt");
+    c->add_option("--schedule", o->schedule, "eager | inline | auto | FILE: the schedule for --loop-nest, --pipelines and --stmt");
     c->add_flag("--loop-nest", o->loop_nest, "Print the loop nest the schedule makes");
     c->add_flag("--pipelines", o->pipelines,
                 "Print the Halide pipelines a JIT compile (or, with --target, `loom compile`) cuts the "

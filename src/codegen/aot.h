@@ -9,7 +9,7 @@
 ///                       libcudnn/libcudart when it has cuDNN ones)
 ///     <name>.h          the C API (runtime_glue.h describes it)
 ///     <name>_halide.h   Halide's own header of the pipeline function (`<name>_halide(...)`); for a
-///                       host model cut into several pipelines, the declaration of the chain
+///                       model cut into several pipelines, the declaration of the chain
 ///                       `<name>_halide_argv` that runs them (aot_segments.h)
 ///     manifest.txt      name, target, inputs and outputs (what tools/loom_run reads)
 ///     schedule.sched    the schedule the code was compiled with (when given)
@@ -50,7 +50,7 @@ struct AotArtifact {
     std::string dir, name, static_lib, shared_lib, header, halide_header, manifest;
     double halide_seconds = 0;  ///< time Halide took to compile the pipeline
     /// Halide pipelines the model was compiled as: a large host model is cut as the JIT cuts it
-    /// (aot_segments.h; LOOM_PIPELINES caps it), a CUDA one never.
+    /// (aot_segments.h; LOOM_PIPELINES caps it), host and CUDA alike.
     int pipelines = 1;
     /// Things worth a user's attention that did not stop the build (a register budget that
     /// spills, with the budget that would not), for the CLI to print.

@@ -1,5 +1,6 @@
 #include "codegen/aot_segments.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace loom {
@@ -24,11 +25,13 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
     // Crossing buffers: dense over the Func's extents (Halide order, innermost first).
     size_t max_dims = 1;
     for (const auto &b : sp.boundaries) max_dims = std::max(max_dims, b.extents.size());
-    os << "\nnamespace {\nconstexpr int kNumIn = " << nin << ", kNumCrossing = " << nb << ", kMaxDims = " << max_dims
-       << ";\nstruct Crossing {\n    const char *name;\n    int graph_output;  // its index among the "
+    // kSlots sizes the arrays: two pipelines that share no buffer have no crossing, and a
+    // zero-length array is not C++.
+    os << "\nnamespace {\nconstexpr int kNumIn = " << nin << ", kNumCrossing = " << nb << ", kSlots = " << std::max<size_t>(nb, 1)
+       << ", kMaxDims = " << max_dims << ";\nstruct Crossing {\n    const char *name;\n    int graph_output;  // its index among the "
           "graph outputs (read from the caller's buffer), or -1\n    uint8_t code, bits;\n    int dims;\n"
           "    int extent[kMaxDims], stride[kMaxDims];  // dense in the producer's storage order\n};\n"
-          "const Crossing kCrossing[kNumCrossing] = {\n";
+          "const Crossing kCrossing[kSlots] = {\n";
     for (const auto &b : sp.boundaries) {
         os << "    {\"" << b.func << "\", " << b.graph_output << ", " << (int)b.type.code() << ", " << b.type.bits()
            << ", " << b.extents.size() << ", {";
@@ -40,12 +43,12 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
     // Kept per thread from one call to the next, as the JIT keeps them per model: allocated per
     // call, MobileNetV2's crossing buffers came back from the OS as fresh pages every run (8.9 ->
     // 11.7 ms); per thread, concurrent calls still share nothing.
-    os << "};\nstruct Scratch {\n    void *host[kNumCrossing] = {};\n"
+    os << "};\nstruct Scratch {\n    void *host[kSlots] = {};\n"
        << "    ~Scratch() {\n        for (void *p : host) free(p);\n    }\n};\n"
        << "thread_local Scratch scratch;\n}  // namespace\n\n"
        << "extern \"C\" int " << fn << "_argv(void **args) {\n"
-       << "    halide_buffer_t buf[kNumCrossing];\n    halide_dimension_t dim[kNumCrossing][kMaxDims];\n"
-       << "    void **host = scratch.host;\n    void *crossing[kNumCrossing] = {};\n    int r = 0;\n"
+       << "    halide_buffer_t buf[kSlots];\n    halide_dimension_t dim[kSlots][kMaxDims];\n"
+       << "    void **host = scratch.host;\n    void *crossing[kSlots] = {};\n    int r = 0;\n"
        << "    for (int b = 0; b < kNumCrossing && r == 0; b++) {\n"
        << "        const Crossing &c = kCrossing[b];\n"
        << "        if (c.graph_output >= 0) {\n            crossing[b] = args[kNumIn + c.graph_output];\n"

@@ -233,12 +233,13 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     // minutes (the 2-core build VM: 1.5-2x) then moves every row alike, and the ratios between
     // rows hold where one schedule after another did not.
     std::vector<std::unique_ptr<JitModel>> models(variants.size());
+    auto prefix = [&](size_t vi) { return str_cat("[", vi + 1, "/", variants.size(), "] ", variants[vi].label, ": "); };
     for (size_t vi = 0; vi < variants.size(); vi++) {
         const BenchVariant &v = variants[vi];
         BenchRow row;
         row.label = v.label;
         row.kind = v.kind;
-        std::string pre = str_cat("[", vi + 1, "/", variants.size(), "] ", v.label, ": ");
+        std::string pre = prefix(vi);
         try {
             row.stage = "schedule";
             say(pre + "scheduling");
@@ -284,19 +285,20 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             if (!models[vi]) continue;
             std::vector<double> &t = times[vi];
             try {
+                // At least one run a round (until max_runs), then until the round's share is spent.
                 auto tb = Clock::now();
-                do {
+                for (size_t before = t.size();
+                     (int)t.size() < opts.max_runs &&
+                     (t.size() == before || seconds_since(tb) * 1e3 < opts.budget_ms / kTimingRounds ||
+                      (last && (int)t.size() < opts.min_runs));) {
                     models[vi]->run(inputs[next]);
                     t.push_back(models[vi]->last_run_ms());
                     next = (next + 1) % inputs.size();
-                } while ((int)t.size() < opts.max_runs &&
-                         (seconds_since(tb) * 1e3 < opts.budget_ms / kTimingRounds ||
-                          (last && (int)t.size() < opts.min_runs)));
+                }
             } catch (const std::exception &e) {
                 rep.rows[vi].error = e.what();
                 models[vi].reset();
-                say(str_cat("[", vi + 1, "/", variants.size(), "] ", variants[vi].label,
-                            ": FAILED at run: ", one_line(rep.rows[vi].error)));
+                say(prefix(vi) + "FAILED at run: " + one_line(rep.rows[vi].error));
             }
         }
     }
@@ -316,8 +318,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
         row.pct_roofline = 100.0 * machine.roofline_ms(rep.cost.bytes(), rep.cost.flops) / row.median_ms;
         row.ok = true;
         row.stage.clear();
-        say(str_cat("[", vi + 1, "/", variants.size(), "] ", row.label, ": median ", fmt(row.median_ms, 3),
-                    " ms over ", row.runs, " runs"));
+        say(prefix(vi) + str_cat("median ", fmt(row.median_ms, 3), " ms over ", row.runs, " runs"));
     }
 
     double eager = 0;
