@@ -4,6 +4,7 @@ set -euo pipefail
 PKGS=(
   cmake g++ make ninja-build pkg-config
   libhalide14-0-dev                      # Halide 14 + autoscheduler plugins
+  llvm-14-dev                            # the LLVM libHalide14 links (codegen/streaming_stores)
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev googletest libcli11-dev libomp-dev
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib

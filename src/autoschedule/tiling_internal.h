@@ -67,6 +67,9 @@ struct Ctx {
     /// Rows of a row kernel that share one load of its row-broadcast reads (1: no tile); see
     /// tiling.cpp. \p depth: the row dims; \p per: rows per parallel task.
     int64_t row_tile(int depth, int64_t per) const;
+    /// stream_stores on the kernel's root when it is a graph output that a pure, vectorized loop
+    /// writes and the kernel moves more than the last-level cache holds (tiling.cpp says why).
+    void stream_output(size_t first);
     /// Vectorizes update \p u of \p f along its innermost pure var, the reduction inside each
     /// vector (split, reorder so that the RVars run within the vector's loop), as wide as the
     /// pure definition's vectors (fit_lanes): a short row (a 4-wide pool, a 10-class GEMM) gets

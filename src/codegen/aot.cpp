@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <sstream>
 
 #include "codegen/aot_segments.h"
@@ -16,6 +17,7 @@
 #include "codegen/cudnn_conv.h"
 #include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
+#include "codegen/streaming_stores.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -231,6 +233,20 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         ToolBuild tools = tool_sources(lowered, segs, target, name, fn, tmp, cxx);
         auto tools_done = std::async(std::launch::async, [&] { tools.run(tmp); });
 
+        // Halide's object for one pipeline (and its C header when \p header is not empty); through
+        // Loom's marking when it streams stores (codegen/streaming_stores.h).
+        auto compile_object = [&](const Halide::Pipeline &pl, const std::vector<Halide::Argument> &pargs,
+                                  const std::string &pfn, const Halide::Target &t, const fs::path &o,
+                                  const fs::path &header) {
+            std::set<std::string> marked = streaming_funcs_in(pl, *lowered.streaming_stores);
+            if (!marked.empty() && !cuda) {
+                compile_streaming_object(pl, pargs, pfn, t, o.string(), header.string(), marked);
+                return;
+            }
+            std::map<Halide::OutputFileType, std::string> outs = {{Halide::OutputFileType::object, o.string()}};
+            if (!header.empty()) outs[Halide::OutputFileType::c_header] = header.string();
+            Halide::Pipeline(pl).compile_to(outs, pargs, pfn, t);
+        };
         std::vector<fs::path> segment_objs;
         auto t0 = std::chrono::steady_clock::now();
         try {
@@ -238,9 +254,9 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                 for (size_t k = 0; k < segs.segments.size(); k++)
                     segment_objs.push_back(tmp / (segment_function(fn, k) + ".o"));
                 run_in_parallel(segs.segments.size(), [&](size_t k) {
-                    segs.segments[k].pipeline.compile_to({{Halide::OutputFileType::object, segment_objs[k].string()}},
-                                                        segment_arguments(lowered, segs, k), segment_function(fn, k),
-                                                        target.with_feature(Halide::Target::NoRuntime));
+                    compile_object(segs.segments[k].pipeline, segment_arguments(lowered, segs, k),
+                                   segment_function(fn, k), target.with_feature(Halide::Target::NoRuntime),
+                                   segment_objs[k], {});
                 });
                 Halide::compile_standalone_runtime(runtime_obj.string(), target);
                 write_text(tmp / (name + "_halide.h"),
@@ -250,9 +266,9 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                                    "halide_buffer_t pointers.\n#pragma once\nextern \"C\" int ",
                                    fn, "_argv(void **args);\n"));
             } else {
-                lowered.pipeline().compile_to({{Halide::OutputFileType::object, obj.string()},
-                                               {Halide::OutputFileType::c_header, (tmp / (name + "_halide.h")).string()}},
-                                              args, fn, caps ? target.with_feature(Halide::Target::NoRuntime) : target);
+                compile_object(lowered.pipeline(), args, fn,
+                               caps ? target.with_feature(Halide::Target::NoRuntime) : target, obj,
+                               tmp / (name + "_halide.h"));
                 if (caps) Halide::compile_standalone_runtime(runtime_obj.string(), target);
             }
         } catch (const Halide::Error &e) {

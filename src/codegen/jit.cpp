@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "codegen/openmp_threading.h"
+#include "codegen/streaming_stores.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -141,8 +142,17 @@ void JitModel::compile(int max_segments) {
     halide_guard("JIT compile for " + target_.to_string(),
                  [&] { segmented_ = segment_pipeline(lowered_, target_, max_segments); });
     auto &segs = segmented_.segments;
+    streaming_.clear();
+    streaming_.resize(segs.size());
     run_in_parallel(segs.size(), [&](size_t k) {
-        halide_guard("JIT compile for " + target_.to_string(), [&] { segs[k].pipeline.compile_jit(target_); });
+        halide_guard("JIT compile for " + target_.to_string(), [&] {
+            // Halide's JIT cannot stream stores: a pipeline that does compiles through Loom's.
+            std::set<std::string> marked = streaming_funcs_in(segs[k].pipeline, *lowered_.streaming_stores);
+            if (marked.empty() || target_.has_gpu_feature()) return segs[k].pipeline.compile_jit(target_);
+            std::vector<Halide::ImageParam> params = lowered_.inputs;
+            for (int b : segs[k].reads) params.push_back(segmented_.boundaries[b].param);
+            streaming_[k] = std::make_unique<StreamingJit>(segs[k].pipeline, params, target_, marked);
+        });
     });
     allocate_boundaries();
 }
@@ -198,7 +208,8 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     auto par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
     auto t0 = Clock::now();
     auto run_segments = [&] {
-        for (auto &seg : segmented_.segments) {
+        for (size_t s = 0; s < segmented_.segments.size(); s++) {
+            auto &seg = segmented_.segments[s];
             std::vector<Halide::Buffer<>> into;
             for (size_t k = 0; k < seg.outputs.size(); k++) {
                 int b = seg.boundary_of_output[k], g = seg.graph_output_of_output[k];
@@ -210,6 +221,10 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
                 }
             }
             // Read at every run, so a cached model follows set_jit_threading.
+            if (streaming_[s]) {
+                streaming_[s]->realize(into, par_for);
+                continue;
+            }
             seg.pipeline.jit_handlers().custom_do_par_for = par_for;
             seg.pipeline.realize(Halide::Realization(into), target_);
         }

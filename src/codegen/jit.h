@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "codegen/jit_segments.h"
+#include "codegen/streaming_stores.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
 
@@ -72,6 +73,8 @@ private:
     Halide::Target target_;
     SegmentedPipeline segmented_;
     std::vector<Halide::Buffer<>> boundary_buffers_;  ///< per boundary; undefined for graph outputs
+    /// Per segment: the segment compiled by Loom's JIT when it streams stores, else null (Halide's).
+    std::vector<std::unique_ptr<StreamingJit>> streaming_;
     double compile_s_ = 0;
     double last_run_ms_ = 0;
 };

@@ -7,6 +7,8 @@
 #include <Halide.h>
 
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,10 @@ struct LoweredPipeline {
     /// Output shape (outermost first) of every extern stage, by Func name: those not listed as a
     /// LoweredFunc too, so that a cut (codegen/jit_segments.h) can pass their whole buffers on.
     std::map<std::string, Shape> extern_shapes;
+    /// Funcs whose stores are non-temporal (the schedule's `stream_stores`, codegen/streaming_stores.h):
+    /// a code generation choice Halide 14's Funcs cannot hold. Shared like the Funcs' schedules, so
+    /// that apply_schedule records it through a const pipeline and every copy sees it.
+    std::shared_ptr<std::set<std::string>> streaming_stores = std::make_shared<std::set<std::string>>();
 
     /// The Func called \p name, or nullptr.
     const LoweredFunc *find(const std::string &name) const;

@@ -108,6 +108,9 @@ static const PrimitiveInfo kPrimitives[] = {
     // blocks fit on an SM; Halide 14 has no schedule handle for it (its runtime's is a process-wide
     // environment variable).
     {"gpu_max_registers", 1, 1, "gpu_max_registers(registers per thread, 16..255)", false, true, true},
+    // Loom's (upstream Halide has it since 2026, Halide 14 not): non-temporal stores into the
+    // Func's buffer (codegen/streaming_stores.h), for a large output no one re-reads from cache.
+    {"stream_stores", 0, 0, "stream_stores()", false, false, true},
     {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
     {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},
     {"bound", 3, 3, "bound(var, min, extent)", false, false, true},

@@ -172,6 +172,15 @@ private:
         } else if (p == "gpu_lanes") S.gpu_lanes(V(0));
         else if (p == "gpu_single_thread") S.gpu_single_thread();
         else if (p == "gpu_max_registers") out_.max_registers[f.name()] = (int)a[0].value;  // for code generation
+        else if (p == "stream_stores") {
+            p_.streaming_stores->insert(f.name());  // for code generation
+            // A vector store is streamed only where Halide can prove it aligned: declare the output's
+            // host pointer aligned to a vector (Loom's Tensors are 64-byte aligned; a caller's
+            // misaligned buffer fails Halide's check with a message instead).
+            if (before.is_output)
+                f.output_buffer().set_host_alignment(
+                    std::max(f.output_buffer().host_alignment(), m_.target.natural_vector_size(Halide::Float(32)) * 4));
+        }
         else if (p == "rfactor") {
             std::vector<std::pair<Halide::RVar, Halide::Var>> pairs;
             for (size_t i = 0; i < n; i += 2) {
@@ -242,6 +251,7 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     out.schedule = s;
     for (const auto &lf : p.funcs) out.funcs[lf.name] = lf.func;
     Model m = build_model(p, target);
+    p.streaming_stores->clear();
     Applier ap(m, final_model, p, out);
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;

@@ -470,6 +470,14 @@ private:
         } else if (p == "gpu_single_thread") {
             gpu_check(c);
             s.gpu_mapped = true;
+        } else if (p == "stream_stores") {
+            if (has_gpu(m_.target) || m_.target.arch != Halide::Target::X86)
+                fail(c, "stream_stores makes x86 non-temporal vector stores (movntps); target " + m_.target.to_string() +
+                            " is not an x86 CPU target: leave it out there");
+            if (f.stages.size() > 1)
+                fail(c, f.name + " has update stages, which read back what it stores, and a streamed store leaves "
+                                 "the cache, so every such read would go to memory; stream a Func with a pure "
+                                 "definition only (the pointwise Func that reads this one, or a copy made with in())");
         } else if (p == "gpu_max_registers") {
             gpu_check(c);
             integer(c, 0, "registers per thread");
@@ -718,6 +726,14 @@ void finish_checks(Model &m, const Schedule &s) {
             if (c.name == "compute_at" || c.name == "store_at") {
                 std::string why = compute_at_problem(m, st.func, c.args[0].name, c.args[1].name);
                 if (!why.empty()) fail(why);
+            } else if (c.name == "stream_stores") {
+                const FuncModel &f = *m.find(st.func);
+                if (!f.is_output && f.place.kind != Placement::Root)
+                    fail(st.func + (f.place.kind == Placement::At ? " is computed at " + f.place.func + "." + f.place.var
+                                                                 : std::string(" is inlined")) +
+                         ": only a Func with a buffer of its own at root has stores to stream, and one that a "
+                         "consumer re-reads from cache should not be streamed; compute_root() it first, or stream "
+                         "the output that reads it");
             } else if (c.name == "compute_with") {
                 auto dims = all_dims(*m.find(c.args[0].name));
                 if (std::find(dims.begin(), dims.end(), c.args[1].name) == dims.end())
