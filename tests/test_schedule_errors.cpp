@@ -351,3 +351,22 @@ TEST(ScheduleErrors, GraphInputTakesOnlyIn) {
     EXPECT_EQ(message("x.in() as x_tile;\nx_tile.compute_root();"), "");
     EXPECT_HAS(message("x.in(nope) as x_tile;"), "nope does not consume x");
 }
+
+// stream_stores (codegen/streaming_stores.h): a Func with a buffer of its own at root, a pure
+// definition only, on an x86 CPU target; each message names the Func and what would be valid.
+TEST(ScheduleErrors, StreamStoresNeedsARootPureFuncOnX86) {
+    EXPECT_EQ(error_of("c.vectorize(j, 8).stream_stores();\na.compute_root().stream_stores();"), "");
+    std::string m = error_of("b.stream_stores();");
+    EXPECT_STARTS(m, "mlp.cpu.sched:1:3: b.stream_stores(): b has update stages, which read back what it stores");
+    EXPECT_HAS(m, "stream a Func with a pure definition only");
+    m = error_of("a.stream_stores();");
+    EXPECT_STARTS(m, "mlp.cpu.sched:1:3: a.stream_stores(): a is inlined: only a Func with a buffer of its own at root");
+    EXPECT_HAS(m, "compute_root() it first, or stream the output that reads it");
+    m = error_of("a.compute_at(b, i).stream_stores();");
+    EXPECT_HAS(m, "a is computed at b.i: only a Func with a buffer of its own");
+    m = error_of("c.gpu_tile(j, i, jo, io, ji, ii, 32, 8).stream_stores();", kCuda);
+    EXPECT_HAS(m, "c.stream_stores(): stream_stores makes x86 non-temporal vector stores (movntps); target "
+                  "x86-64-linux-avx2-cuda-cuda_capability_80 is not an x86 CPU target: leave it out there");
+    m = error_of("c.stream_stores();", Halide::Target("arm-64-linux"));
+    EXPECT_HAS(m, "is not an x86 CPU target");
+}

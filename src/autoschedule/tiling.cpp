@@ -312,9 +312,10 @@ void Ctx::stream_output(size_t first) {
         if (!vectorized) return;
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f MB", (k.bytes_read + k.bytes_written) / 1e6);
-        st.comments.push_back(str_cat(R, ": streaming stores: the kernel moves ", buf, ", more than the ",
-                                      m.llc_bytes >> 20, " MiB last-level cache, so its output is not in cache for a "
-                                      "reader anyway; non-temporal stores skip reading each line before writing it"));
+        std::string llc = m.llc_bytes >= (1 << 20) ? str_cat(m.llc_bytes >> 20, " MiB") : str_cat(m.llc_bytes >> 10, " KiB");
+        st.comments.push_back(str_cat(R, ": streaming stores: the kernel moves ", buf, ", more than the ", llc,
+                                      " last-level cache, so its output is not in cache for a reader anyway; "
+                                      "non-temporal stores skip reading each line before writing it"));
         st.add("stream_stores");
         return;
     }

@@ -157,6 +157,13 @@ void JitModel::compile(int max_segments) {
     allocate_boundaries();
 }
 
+int JitModel::streamed_stores() const {
+    int n = 0;
+    for (const auto &s : streaming_)
+        if (s) n += s->marks().marked;
+    return n;
+}
+
 void JitModel::allocate_boundaries() {
     boundary_buffers_.clear();
     for (auto &bd : segmented_.boundaries) {

@@ -30,7 +30,9 @@ Halide::Target runnable_here(Halide::Target t);
 
 /// A lowered pipeline compiled once with the JIT, run as often as wanted. A large CPU model is cut
 /// into several Pipelines at compute_root boundaries and they compile in parallel (jit_segments.h);
-/// the segments then run one after the other, the buffers that cross a cut allocated once.
+/// the segments then run one after the other, the buffers that cross a cut allocated once. A
+/// segment that streams stores (stream_stores) compiles through Loom's StreamingJit, since
+/// Halide's JIT cannot.
 class JitModel {
 public:
     /// Compiles \p lowered (already scheduled: the schedule lives in its Funcs) for \p target, in
@@ -52,6 +54,8 @@ public:
 
     /// Pipelines the model was compiled as (1: uncut).
     int segments() const { return (int)segmented_.segments.size(); }
+    /// Vector stores compiled non-temporal (the schedule's stream_stores; codegen/streaming_stores.h).
+    int streamed_stores() const;
     /// Seconds the JIT compile took (wall clock; segments compile in parallel).
     double compile_seconds() const { return compile_s_; }
     /// Milliseconds the last run() took (the realize call only: no conversions).
