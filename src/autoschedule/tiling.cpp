@@ -295,12 +295,16 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
 // kernel moves more bytes than the last-level cache holds: by the time it finishes, its first rows
 // are out of cache anyway, so a normal store's read of each line before writing it (a read for
 // ownership) is pure extra traffic. Only a pure Func (an update re-reads what it stores), vectorized,
-// whose rows are whole vectors (so that every vector store is aligned), on x86.
+// whose rows are whole vectors (so that every vector store is aligned), on x86; and only a row or
+// pointwise kernel, which writes each row front to back so that consecutive stores fill whole lines
+// (a GEMM's tile writes a short piece of each row at a time, and an AVX2 vector is half a line: a
+// partly written line leaves the write-combining buffer as a slow partial write).
 // LayerNorm 2048x4096 on the 2-core AVX-512 EPYC, interleaved `loom bench`: 1.50 -> 1.06 ms in the
 // fast memory phase, 1.78 -> 1.48 in the slow one.
 void Ctx::stream_output(size_t first) {
     const std::string &R = k.root;
-    if (target.arch != Halide::Target::X86 || target.has_gpu_feature() || !lf(R).is_output ||
+    if ((k.kind != "rows" && k.kind != "pointwise") || target.arch != Halide::Target::X86 ||
+        target.has_gpu_feature() || !lf(R).is_output ||
         !lf(R).update_rvars.empty() || lf(R).vars.empty() || k.bytes_read + k.bytes_written <= (double)m.llc_bytes ||
         lf(R).extents.back() % lanes(R) != 0)
         return;
