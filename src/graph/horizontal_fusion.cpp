@@ -281,15 +281,20 @@ private:
         int64_t last = s0.empty() ? 1 : s0.back();
         if (last != 1 && last != n) ok = false;
         std::vector<double> stacked;
+        bool same_values = true;
         for (int k = 0; k < K; k++) {
             const Tensor *c = g_.constant(refs[k][i][j].name);
-            if (!c) {
+            if (!c || g_.value(refs[k][i][j].name).shape != s0) {
                 ok = false;
                 return v0;
             }
             auto d = c->to_doubles();
+            same_values &= k == 0 || std::equal(d.begin(), d.end(), stacked.begin());
             stacked.insert(stacked.end(), d.begin(), d.end());
         }
+        // Exporters give every slice its own copy of Pow's 2 and LayerNorm's epsilon: equal
+        // constants stay one scalar, so Pow(x, 2) still lowers to x * x, not a libm pow.
+        if (same_values) return v0;
         std::string name = g_.unique_name(v0 + "_stacked");
         g_.set_constant(name, Tensor::from_doubles(g_.value(v0).dtype, {K, last}, stacked));
         return name;
