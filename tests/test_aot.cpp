@@ -87,19 +87,22 @@ LoweredPipeline lowered_fixture(const std::string &name) {
 
 // A LayerNorm-like statistic over segments of a row: x [8, 256] seen as [8, 4, 64], each 64-wide
 // segment's mean subtracted, tanh, back to [8, 256] (combined's pattern, small).
-LoweredPipeline lowered_segments() {
+// tanh(x - mean) over \p segs segments of \p k per row of x [rows, segs * k], viewed as [rows, segs, k].
+LoweredPipeline lowered_segments(int64_t rows = 8, int64_t segs = 4, int64_t k = 64) {
     using loom::testing::GraphBuilder;
     using Ints = std::vector<int64_t>;
     GraphBuilder b;
-    std::string x = b.input("x", {8, 256});
-    std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {8, 4, 64}));
-    std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {8, 256}));
-    std::string x3 = b.node("Reshape", {x, s3}, {8, 4, 64});
-    std::string m = b.node("ReduceMean", {x3}, {8, 4, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
-    std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {8, 4, 64})}, {8, 4, 64});
-    b.out("Reshape", {d, s2}, {8, 256});
+    std::string x = b.input("x", {rows, segs * k});
+    std::string s3 = b.constant(Tensor::from_ints(DType::I64, {3}, {rows, segs, k}));
+    std::string s2 = b.constant(Tensor::from_ints(DType::I64, {2}, {rows, segs * k}));
+    std::string x3 = b.node("Reshape", {x, s3}, {rows, segs, k});
+    std::string m = b.node("ReduceMean", {x3}, {rows, segs, 1}, {{"axes", Ints{2}}, {"keepdims", int64_t(1)}});
+    std::string d = b.node("Tanh", {b.node("Sub", {x3, m}, {rows, segs, k})}, {rows, segs, k});
+    b.out("Reshape", {d, s2}, {rows, segs * k});
     return lower_graph(b.g);
 }
+// Segments too long for one warp's lanes at 16 floats each: the block reduction.
+LoweredPipeline lowered_long_segments() { return lowered_segments(4, 2, 2048); }
 
 // Auto-schedules \p p for CUDA and compiles it into a scratch artifact named \p name; returns
 // the pipeline object's bytes and `nm -D` + `ldd` of the shared object.
@@ -452,15 +455,31 @@ TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using Ints = std::vector<int64_t>;
     Halide::Target t = aot_target("cuda");
     {
-        LoweredPipeline p = lowered_segments();
+        LoweredPipeline p = lowered_long_segments();
         Schedule s = gpu_auto_schedule(p, t);
         std::string text = print_schedule(s);
         EXPECT_NE(text.find("segment statistic"), std::string::npos) << text;
         EXPECT_NE(text.find("rfactor(r_xo, u)"), std::string::npos) << text;
         EXPECT_NE(text.find("fuse(u, i, u_i)"), std::string::npos) << text;
-        EXPECT_NE(text.find("summed in 8-element pieces by 32 threads"), std::string::npos) << text;
+        EXPECT_NE(text.find("summed in 8-element pieces by 512 threads"), std::string::npos) << text;
         EXPECT_NE(text.find(".split(jq, jt, jo, 2"), std::string::npos) << text;
         EXPECT_NE(cuda_artifact(p, "segments").second.find("T segments"), std::string::npos);  // the C API links
+    }
+    {
+        // 64-wide segments: 16 lanes of a warp × 4 floats each, the mean a tree of lane Funcs
+        // (16 → 8 → 4 → 2 lanes, then the statistic per lane), one shuffle down per level.
+        LoweredPipeline p = lowered_segments();
+        std::string text = print_schedule(gpu_auto_schedule(p, t));
+        std::string r;
+        for (const auto &f : p.funcs)
+            if (f.op == "ReduceMean") r = f.name;
+        EXPECT_NE(text.find("row kernel of segments: one block per row, one warp's 16 lanes × 4 floats per 64-wide"),
+                  std::string::npos) << text;
+        EXPECT_NE(text.find(".split(jj, jl, jv, 4, TailStrategy::RoundUp)"), std::string::npos) << text;
+        for (int w : {16, 8, 4, 2})
+            EXPECT_NE(text.find("as " + r + "_l" + std::to_string(w) + ";"), std::string::npos) << w << "\n" << text;
+        EXPECT_NE(text.find(r + ".compute_at("), std::string::npos) << text;
+        EXPECT_NE(text.find(".gpu_lanes(u16)"), std::string::npos) << text;
     }
     {
         GraphBuilder b;
@@ -514,10 +533,22 @@ TEST(Aot, CudaBlockStatisticsCombineInRegisters) {
         std::string object = cuda_artifact(p, name).first;
         EXPECT_EQ(count_of(object, "bar.sync"), 6u) << name;
     }
-    LoweredPipeline p = lowered_segments();
+    LoweredPipeline p = lowered_long_segments();
     std::string text = print_schedule(gpu_auto_schedule(p, t));
     EXPECT_NE(text.find("in registers"), std::string::npos) << text;
     EXPECT_EQ(count_of(cuda_artifact(p, "segments_regs").first, "bar.sync"), 2u) << text;
+}
+
+// Short segments are reduced within a warp: no block barrier, no shared memory, one shuffle down
+// per level of the lane tree (16 lanes: 3 levels of adds, then lanes 0 and 1 read by index). H100,
+// RESULTS_GPU.md run 114: combined 0.2387 -> 0.2252 ms.
+TEST(Aot, CudaShortSegmentsReduceWithinAWarp) {
+    LoweredPipeline p = lowered_segments();
+    std::string object = cuda_artifact(p, "segments_warp").first;
+    EXPECT_EQ(count_of(object, "bar.sync"), 0u);
+    EXPECT_EQ(count_of(object, ".shared"), 0u);
+    EXPECT_EQ(count_of(object, "shfl.sync.down.b32"), 3u);
+    EXPECT_NE(object.find("ld.global.nc.v4.f32"), std::string::npos);
 }
 
 // A few-output reduction (here a mean of squares over 2^16, and 3 rows of 50000 with a tail) is a

@@ -12,8 +12,11 @@
 ///   each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
 ///   (unrolled by up to 8: loads in flight), 32 threads combine those, one thread the last 32.
 /// - Statistics over segments of a row (LayerNorm over [B, 16, 64] read by a [B, 1024] kernel) are
-///   computed per block (row) of that kernel, one 16-byte vector per thread: each 4-element piece of
-///   a segment summed by one thread (rfactor), then one thread per segment adds its pieces.
+///   computed inside that kernel, one block per row. Short segments (up to 32 lanes × 16 floats,
+///   a keepdims axis on each statistic) take one warp's lanes each, 4 floats per lane, and each
+///   statistic is a tree of rfactor'ed lane Funcs: a shuffle per level, no barrier. Longer ones
+///   are summed per block: each piece of a segment by one thread (rfactor), then one thread per
+///   segment adds its pieces.
 /// - A Concat evaluates every input at every point (a select chain), so its costly inlined inputs
 ///   (reading a reduction, or ≥ 8 ops per point) are computed per row of the Concat over their own
 ///   slice only (shared memory) and their statistics fused into the same row kernel.

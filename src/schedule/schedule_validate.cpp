@@ -315,6 +315,7 @@ private:
     void split_warning(const PrimitiveCall &c, const DimModel &dm, int64_t factor, size_t tail_index) {
         if (dm.extent <= 0 || factor <= dm.extent) return;
         if (st_.stage < 0 && constant_init(*m_.find(st_.func))) return;
+        if (reads_ignore(*m_.find(st_.func), dm.halide_name)) return;
         const ScheduleArg *written = tail_index < c.args.size() ? &c.args[tail_index] : nullptr;
         std::string why, tail = effective_tail(dm, written, why);
         if (tail != "ShiftInwards" && tail != "RoundUp") return;
@@ -337,6 +338,33 @@ private:
         for (const auto &v : f.func.function().definition().values())
             if (!Halide::Internal::is_const(v)) return false;
         return true;
+    }
+    // A Func that is not an output, none of whose definitions reads anything by pure var \p var
+    // (a keepdims axis of extent 1 rounded up to a warp's lanes): the points past the extent only
+    // write more of its own buffer, which Halide sizes to the rounded loop, and read in bounds.
+    static bool reads_ignore(const FuncModel &f, const std::string &var) {
+        if (f.is_output || !f.func.defined()) return false;
+        if (std::find(f.vars.begin(), f.vars.end(), var) == f.vars.end()) return false;
+        struct CallArgs : Halide::Internal::IRVisitor {
+            std::string self, var;
+            bool uses = false;
+            using IRVisitor::visit;
+            void visit(const Halide::Internal::Call *op) override {
+                if (op->name != self)
+                    for (const auto &a : op->args) uses |= Halide::Internal::expr_uses_var(a, var);
+                IRVisitor::visit(op);
+            }
+        } calls;
+        calls.self = f.func.name();
+        calls.var = var;
+        const Halide::Internal::Function &fn = f.func.function();
+        std::vector<Halide::Internal::Definition> defs = {fn.definition()};
+        for (const auto &u : fn.updates()) defs.push_back(u);
+        for (const auto &d : defs) {
+            for (const auto &v : d.values()) v.accept(&calls);
+            for (const auto &a : d.args()) a.accept(&calls);
+        }
+        return !calls.uses;
     }
     static int64_t ceil_div(int64_t e, int64_t f) { return e <= 0 ? -1 : (e + f - 1) / f; }
 
