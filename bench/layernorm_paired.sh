@@ -21,7 +21,11 @@ for s in eager auto "$@"; do
   for c in $(seq 1 $copies); do cp -r "$out/$name" "$out/$name.$c"; done
   names+=("$name")
 done
+# Copy c lists the schedules rotated by c places: the load order moves a schedule's time by 2-3%
+# (later-loaded artifacts ran faster, thirteenth session), so each schedule takes every place once.
 dirs=()
-for c in $(seq 1 $copies); do for n in "${names[@]}"; do dirs+=("$out/$n.$c"); done; done
+for c in $(seq 1 $copies); do
+  for k in $(seq 0 $((${#names[@]} - 1))); do dirs+=("$out/${names[$(( (k + c) % ${#names[@]} ))]}.$c"); done
+done
 g++ -O3 -march=native -fopenmp bench/layernorm_paired.cpp -o "$out/layernorm_paired" -ldl
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} "$out/layernorm_paired" "${dirs[@]}"
