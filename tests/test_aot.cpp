@@ -542,13 +542,31 @@ TEST(Aot, CudaBlockStatisticsCombineInRegisters) {
 // Short segments are reduced within a warp: no block barrier, no shared memory, one shuffle down
 // per level of the lane tree (16 lanes: 3 levels of adds, then lanes 0 and 1 read by index). H100,
 // RESULTS_GPU.md run 114: combined 0.2387 -> 0.2252 ms.
+// Lengths 8 to 128 take 2 to 32 lanes of 4 floats (bench/gpu/reduction_tails.py checks them on a
+// GPU, RESULTS_GPU.md run 116); too few threads for a warp per block, or longer segments, keep the
+// block path.
 TEST(Aot, CudaShortSegmentsReduceWithinAWarp) {
-    LoweredPipeline p = lowered_segments();
-    std::string object = cuda_artifact(p, "segments_warp").first;
-    EXPECT_EQ(count_of(object, "bar.sync"), 0u);
-    EXPECT_EQ(count_of(object, ".shared"), 0u);
-    EXPECT_EQ(count_of(object, "shfl.sync.down.b32"), 3u);
-    EXPECT_NE(object.find("ld.global.nc.v4.f32"), std::string::npos);
+    struct Case {
+        int64_t rows, segs, k;
+        size_t downs;  // levels of the lane tree after the first: log2(lanes) - 1
+    };
+    for (const Case &c : {Case{8, 4, 64, 3}, Case{4, 16, 8, 0}, Case{4, 8, 128, 4}}) {
+        LoweredPipeline p = lowered_segments(c.rows, c.segs, c.k);
+        std::string name = "segments_warp_" + std::to_string(c.k);
+        std::string text = print_schedule(gpu_auto_schedule(p, aot_target("cuda")));
+        EXPECT_NE(text.find("row kernel of segments"), std::string::npos) << text;
+        std::string object = cuda_artifact(p, name).first;
+        EXPECT_EQ(count_of(object, "bar.sync"), 0u) << c.k;
+        EXPECT_EQ(count_of(object, ".shared"), 0u) << c.k;
+        EXPECT_EQ(count_of(object, "shfl.sync.down.b32"), c.downs) << c.k;
+        EXPECT_NE(object.find("ld.global.nc.v4.f32"), std::string::npos) << c.k;
+    }
+    // 4 segments of 8: 8 threads a row, under a warp; segments of 256: over 32 lanes of 4.
+    for (const Case &c : {Case{8, 4, 8, 0}, Case{4, 4, 256, 0}}) {
+        LoweredPipeline p = lowered_segments(c.rows, c.segs, c.k);
+        EXPECT_EQ(print_schedule(gpu_auto_schedule(p, aot_target("cuda"))).find("row kernel of segments"),
+                  std::string::npos) << c.k;
+    }
 }
 
 // A few-output reduction (here a mean of squares over 2^16, and 3 rows of 50000 with a tail) is a

@@ -328,8 +328,8 @@ private:
 
     // The lanes and the elements per lane of a warp-segmented row kernel for c (every reduction
     // fused into c a statistic over one of S equal segments that tile c's rows, each with a
-    // keepdims var of extent 1), or {0, 0} when c is not one. Four floats per lane (16-byte loads)
-    // unless a segment needs more than 32 lanes; the lanes a power of two, at most 32.
+    // keepdims var of extent 1), or {0, 0} when c is not one: segments of 8 to 128 (2 to 32 lanes
+    // of four floats, a power of two), a block (a row) of at least a warp and at most 1024 threads.
     std::pair<int, int> warp_segments(const LoweredFunc &c) {
         int64_t n = c.extents.back(), k = -1;
         if (!branches_[c.name].empty() || rows_[c.name].empty()) return {0, 0};
@@ -342,8 +342,12 @@ private:
             k = rvar_extent(r);
             if (k * segs != n) return {0, 0};
         }
-        int64_t vec = std::max<int64_t>(kVec, k / 32), lanes = k / vec;
-        if (k % vec != 0 || lanes < 2 || lanes != pow2_floor(lanes) || vec > 16 || n / vec > 1024) return {0, 0};
+        // Four floats a lane: 16-byte loads. Wider pieces (a 512-wide segment, 32 lanes × 16)
+        // compiled to 8-byte loads from lanes 64 bytes apart, and stay with the block reduction.
+        int64_t vec = kVec, lanes = k / vec;
+        // At least a warp per block: a block of a few threads leaves most of an SM's slots idle.
+        if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes) || n / vec > 1024 || n / vec < 32)
+            return {0, 0};
         return {(int)lanes, (int)vec};
     }
 

@@ -12,8 +12,8 @@
 ///   each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
 ///   (unrolled by up to 8: loads in flight), 32 threads combine those, one thread the last 32.
 /// - Statistics over segments of a row (LayerNorm over [B, 16, 64] read by a [B, 1024] kernel) are
-///   computed inside that kernel, one block per row. Short segments (up to 32 lanes × 16 floats,
-///   a keepdims axis on each statistic) take one warp's lanes each, 4 floats per lane, and each
+///   computed inside that kernel, one block per row. Short segments (8 to 128 elements, a
+///   keepdims axis on each statistic) take one warp's lanes each, 4 floats per lane, and each
 ///   statistic is a tree of rfactor'ed lane Funcs: a shuffle per level, no barrier. Longer ones
 ///   are summed per block: each piece of a segment by one thread (rfactor), then one thread per
 ///   segment adds its pieces.
