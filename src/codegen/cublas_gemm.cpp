@@ -16,6 +16,7 @@ const char *kSource = R"SRC(// cuBLAS GEMM of a Loom artifact's extern stages (g
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -120,6 +121,51 @@ cublasLtHandle_t g_lt = nullptr;
 void *g_lt_workspace = nullptr;
 const size_t kLtWorkspace = 32u << 20;  // cuBLASLt's heuristics prefer a workspace; 32 MB is ample
 const int kLtCandidates = 8;            // heuristic results timed once per shape
+const int kLtEnumerated = 48;           // at most this many enumerated configurations timed besides
+const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes at least this
+
+// Every (algorithm, tile, stages) configuration of \p compute that cuBLASLt accepts for \p op on
+// these layouts (its epilogue included) within the workspace, up to kLtEnumerated, no split-K. The
+// heuristic's eight miss faster ones: on an H200 (bench/gpu/RESULTS_GPU.md run 118) the RELU_BIAS
+// GEMM 8192x1024 -> 4096 took 1.387 ms with the heuristic's best and 1.332 with algorithm 55's
+// 256x128 tile, which the heuristic offers only for algorithm 20.
+std::vector<cublasLtMatmulAlgo_t> lt_enumerate(cublasComputeType_t compute, cublasLtMatmulDesc_t op,
+                                               cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                               cublasLtMatrixLayout_t y) {
+    std::vector<cublasLtMatmulAlgo_t> out;
+    int ids[128], n = 0;
+    if (cublasLtMatmulAlgoGetIds(g_lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 128, ids,
+                                 &n) != CUBLAS_STATUS_SUCCESS)
+        return out;
+    auto caps = [](const cublasLtMatmulAlgo_t &algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t none) {
+        size_t bytes = 0;
+        std::vector<uint32_t> v;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) == CUBLAS_STATUS_SUCCESS && bytes) {
+            v.resize(bytes / sizeof(uint32_t));
+            cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes);
+        }
+        if (v.empty()) v.push_back(none);
+        return v;
+    };
+    for (int k = 0; k < n && (int)out.size() < kLtEnumerated; k++) {
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulAlgoInit(g_lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, ids[k],
+                                   &algo) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        for (uint32_t tile : caps(algo, CUBLASLT_ALGO_CAP_TILE_IDS, CUBLASLT_MATMUL_TILE_UNDEFINED))
+            for (uint32_t stages : caps(algo, CUBLASLT_ALGO_CAP_STAGES_IDS, CUBLASLT_MATMUL_STAGES_UNDEFINED)) {
+                cublasLtMatmulAlgo_t c = algo;
+                cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+                cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
+                cublasLtMatmulHeuristicResult_t r;
+                if ((int)out.size() < kLtEnumerated &&
+                    cublasLtMatmulAlgoCheck(g_lt, op, a, b, y, y, &c, &r) == CUBLAS_STATUS_SUCCESS &&
+                    r.workspaceSize <= kLtWorkspace)
+                    out.push_back(c);
+            }
+    }
+    return out;
+}
 
 struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
@@ -132,9 +178,10 @@ std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPla
 // lda, b [K, N] (or [N, K]) with ldb and y [M, N] with ldy, in one cublasLtMatmul on Halide's
 // stream: no epilogue (act 0), or the RELU_BIAS (1) / GELU_BIAS (2, the tanh form) epilogue with a
 // bias per output column. Column-major view as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T.
-// A shape's plan times the heuristic's candidates by their GPU time (gpu_time_ms) on the real
-// operands once, and keeps the fastest: the first choice can be far off (16384x1024x256: 1.4x
-// slower than cublasSgemm's kernel). g_lock held. 0, or fail()'s -1.
+// A shape's plan times the heuristic's candidates and every other configuration cuBLASLt accepts
+// (lt_enumerate) by their GPU time (gpu_time_ms) on the real operands once, and keeps the fastest:
+// the first choice can be far off (16384x1024x256: 1.4x slower than cublasSgemm's kernel). g_lock
+// held. 0, or fail()'s -1.
 int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int act, const void *pbias,
               const void *pa, int lda, const void *pb, int ldb, void *py, int ldy) {
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
@@ -178,18 +225,27 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm for this GEMM", (int)s);
         float best = -1;
-        for (int i = 0; i < found; i++) {
-            if (h[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            auto enqueue = [&] {
-                return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &h[i].algo,
-                                      g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
-            };
-            float ms = gpu_time_ms(enqueue);
-            if (ms >= 0 && (best < 0 || ms < best)) {
-                best = ms;
-                p.algo = h[i].algo;
+        auto time_all = [&](const std::vector<cublasLtMatmulAlgo_t> &candidates) {
+            for (const auto &algo : candidates) {
+                auto enqueue = [&] {
+                    return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &algo,
+                                          g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
+                };
+                float ms = gpu_time_ms(enqueue);
+                if (ms >= 0 && (best < 0 || ms < best)) {
+                    best = ms;
+                    p.algo = algo;
+                }
             }
-        }
+        };
+        std::vector<cublasLtMatmulAlgo_t> heuristic;
+        for (int i = 0; i < found; i++)
+            if (h[i].state == CUBLAS_STATUS_SUCCESS) heuristic.push_back(h[i].algo);
+        time_all(heuristic);
+        // Timing a candidate costs ~6 ms of host time (gpu_time_ms's holds): only a GEMM long
+        // enough for a few percent to matter is worth the enumeration's dozens more.
+        if (best >= kLtEnumerateMinMs)
+            time_all(lt_enumerate(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, p.op, p.a, p.b, p.y));
         if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }
