@@ -16,14 +16,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                             \
-    do {                                                                     \
-        auto s_ = (x);                                                       \
-        if ((int)s_ != 0) {                                                  \
-            std::printf("%s failed: %d (line %d)\n", #x, (int)s_, __LINE__); \
-            return 1;                                                        \
-        }                                                                    \
-    } while (0)
+#include "probe_check.h"
 
 namespace {
 

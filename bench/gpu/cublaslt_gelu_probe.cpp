@@ -10,14 +10,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                             \
-    do {                                                                     \
-        auto s_ = (x);                                                       \
-        if ((int)s_ != 0) {                                                  \
-            std::printf("%s failed: %d (line %d)\n", #x, (int)s_, __LINE__); \
-            return 1;                                                        \
-        }                                                                    \
-    } while (0)
+#include "probe_check.h"
 
 int main() {
     const int M = 256, N = 192, K = 64;  // column-major: Y (M × N) = A (M × K) · B (K × N) + bias (M)
