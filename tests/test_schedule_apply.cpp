@@ -147,6 +147,29 @@ nz.compute_root();
     check_numerics(t, in);
 }
 
+// A tree of rfactors (as the GPU cost model builds over a warp's lanes): each new intermediate of
+// tot's update reads the previous one, so the previous one may be computed at it.
+TEST(ScheduleApply, RfactorTreeLevelsAreComputedAtTheNext) {
+    TestPipeline t = make_pipeline();
+    auto in = random_input(t, 13);
+    const char *text = R"(tot.update(0).split(r, ro, ri, 16).rfactor(ro, u) as tot_p1;
+tot.update(0).split(ro, ro2, u2r, 2).rfactor(u2r, u2) as tot_p2;
+tot.compute_root();
+tot_p2.compute_at(tot, j);
+tot_p1.compute_at(tot_p2, u2);
+)";
+    Schedule s = parse_schedule(text, "tree.sched");
+    AppliedSchedule applied = apply_schedule(s, t.p, kHost);
+    ASSERT_TRUE(applied.funcs.count("tot_p1"));
+    ASSERT_TRUE(applied.funcs.count("tot_p2"));
+    std::string nest = loop_nest(t.p, kHost);
+    // tot_p1 is produced inside tot_p2's loop over u2.
+    size_t p2_loop = nest.find("for u2"), p1_prod = nest.find("produce tot", nest.find("produce tot") + 1);
+    ASSERT_NE(p2_loop, std::string::npos) << nest;
+    EXPECT_NE(p1_prod, std::string::npos) << nest;
+    check_numerics(t, in);
+}
+
 TEST(ScheduleApply, BuiltinSchedulesAreCorrect) {
     for (const std::string spec : {"eager", "inline"}) {
         TestPipeline t = make_pipeline();

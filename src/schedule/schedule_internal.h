@@ -55,6 +55,7 @@ struct FuncModel {
     bool created = false;
     bool is_input = false;  ///< a graph input (its reading Func): only `in` applies to it
     bool is_extern = false; ///< an extern stage (LoweredFunc::is_extern): nothing applies to it
+    std::string rfactor_of;  ///< the Func whose update an rfactor made this one from, and reads it
     Placement place;
     std::string stage_label(int stage) const;  ///< "f" or "f.update(k)"
 };

@@ -552,10 +552,15 @@ private:
             s = kept;
             in.stages = {pure, upd};
             in.consumers = {f.name};
-            std::string fname = f.name;  // f is invalidated by the insertion below
+            in.rfactor_of = f.name;
+            // An earlier intermediate of f's update is read by this one now (a tree of rfactors).
+            for (auto &[name, g] : m_.funcs)
+                if (g.rfactor_of == f.name && g.consumers == std::vector<std::string>{f.name}) {
+                    g.consumers = {in.name};
+                    g.rfactor_of = in.name;
+                }
             m_.funcs[in.name] = in;
             m_.order.push_back(in.name);
-            (void)fname;
         } else if (p == "atomic") {
             if (st_.stage < 0) fail(c, "atomic applies to update stages: `" + f.name + ".update(k).atomic()`");
             if (n == 1 && !(c.args[0].is_int() && (c.args[0].value == 0 || c.args[0].value == 1)))
