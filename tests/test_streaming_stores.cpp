@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "autoschedule/autoschedule.h"
+#include "autoschedule/candidates.h"
 #include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "codegen/streaming_stores.h"
@@ -146,6 +147,34 @@ TEST(StreamingStores, CostModelStreamsLargeOutputsAndTheyMatchTheReference) {
     EXPECT_NE(small.find("streaming stores: the kernel moves"), std::string::npos) << small;
     std::string big = check_streamed(b.g, machine_with_llc(32 << 20));
     EXPECT_EQ(big.find("stream_stores"), std::string::npos) << big;
+}
+
+// ScheduleKnobs::streaming_stores off (`loom autoschedule --normal-stores`) keeps normal stores,
+// and --tune's candidates include that schedule, its estimate charged the outputs' read for
+// ownership (bytes written at the copy bandwidth).
+TEST(StreamingStores, KnobTurnsThemOffAndTuningTriesIt) {
+    GraphBuilder b;
+    std::string x = b.input("x", {64, 1024});
+    std::string g = b.random_constant("g", {1024}, 7), c = b.random_constant("c", {1024}, 8);
+    b.out("LayerNormalization", {x, g, c}, {64, 1024}, {{"axis", int64_t(-1)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    MachineModel m = machine_with_llc(256 << 10);
+    ScheduleKnobs off;
+    off.streaming_stores = false;
+    std::string text = print_schedule(auto_schedule_with_plan(lp, host_target(), m, off).schedule);
+    EXPECT_EQ(text.find("stream_stores"), std::string::npos) << text;
+    EXPECT_EQ(off.describe(), "no streaming stores");
+    auto cands = schedule_candidates(lp, host_target(), m);
+    ASSERT_GE(cands.size(), 2u);
+    EXPECT_NE(print_schedule(cands[0].schedule).find(".stream_stores()"), std::string::npos);
+    const ScheduleCandidate *normal = nullptr;
+    for (const auto &cand : cands)
+        if (!cand.knobs.streaming_stores) normal = &cand;
+    ASSERT_NE(normal, nullptr);
+    EXPECT_EQ(print_schedule(normal->schedule).find("stream_stores"), std::string::npos);
+    const double written_ms = 64.0 * 1024 * 4 / m.bytes_per_s() * 1e3;
+    EXPECT_NEAR(normal->est_ms - cands[0].est_ms, written_ms, 0.05 * written_ms);
 }
 
 // A model cut into two pipelines, each streaming its output: the second reads the first's output

@@ -189,6 +189,13 @@ TEST(Tune, BadValuesAreUserErrorsNamingTheFlag) {
     EXPECT_EQ(run_command(base + " --loop-conv-taps --target cuda", log), 1) << log;
     EXPECT_NE(log.find("--loop-conv-taps with --target cuda"), std::string::npos) << log;
     EXPECT_NE(log.find("drop it for a GPU target"), std::string::npos) << log;
+    // So is --normal-stores (streaming stores off).
+    EXPECT_EQ(run_command(base + " --normal-stores --tune 2", log), 1) << log;
+    EXPECT_NE(log.find("--normal-stores with --tune"), std::string::npos) << log;
+    EXPECT_NE(log.find("drop one of the two"), std::string::npos) << log;
+    EXPECT_EQ(run_command(base + " --normal-stores --target cuda", log), 1) << log;
+    EXPECT_NE(log.find("--normal-stores with --target cuda"), std::string::npos) << log;
+    EXPECT_NE(log.find("drop it for a GPU target"), std::string::npos) << log;
 }
 
 }  // namespace

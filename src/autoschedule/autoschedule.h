@@ -55,6 +55,9 @@ struct ScheduleKnobs {
     /// Unroll the 3x3 taps of a channel-tiled conv (10% per conv on the Xeon, 0-3% on ResNet-18 on
     /// an EPYC); false keeps them loops: half the JIT compile time of ResNet-18 (11.1 -> 5.0 s).
     bool conv_unroll_taps = true;
+    /// Non-temporal stores where the model streams a kernel's output (Ctx::stream_output); false:
+    /// normal stores everywhere, for a machine where the tuner measures them faster.
+    bool streaming_stores = true;
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;
     bool operator==(const ScheduleKnobs &o) const;

@@ -46,6 +46,14 @@ double parallel_overhead(double t, double tasks, const MachineModel &m) {
     return t / tasks * 0.5 + tasks * 2e-6 / m.cores;
 }
 
+// Whether \p s streams the stores of Func \p f.
+bool streamed(const Schedule &s, const std::string &f) {
+    for (const auto &st : s.statements)
+        for (const auto &c : st.calls)
+            if (st.func == f && c.name == "stream_stores") return true;
+    return false;
+}
+
 // Statements alone (no comments, no header): what makes two candidates the same schedule.
 std::string statements_key(const Schedule &s) {
     Schedule bare;
@@ -103,16 +111,21 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
                                                    const MachineModel &m, size_t max_candidates) {
     std::vector<ScheduleCandidate> out;
     std::set<std::string> seen;
+    AutoScheduleResult base = auto_schedule_with_plan(p, target, m, {});
+    // What the model's streamed outputs would cost with normal stores: each output line is read
+    // before it is written (the read for ownership).
+    double rfo_ms = 0;
+    for (const Kernel &k : base.plan.kernels)
+        if (streamed(base.schedule, k.root)) rfo_ms += k.bytes_written / m.bytes_per_s() * 1e3;
     auto add = [&](const ScheduleKnobs &k, AutoScheduleResult r) {
         if (!seen.insert(statements_key(r.schedule)).second) return;
         ScheduleCandidate c;
         c.knobs = k;
         c.label = k.describe();
-        c.est_ms = estimate_ms(p, r, m, k);
+        c.est_ms = estimate_ms(p, r, m, k) + (k.streaming_stores ? 0 : rfo_ms);
         c.schedule = std::move(r.schedule);
         out.push_back(std::move(c));
     };
-    AutoScheduleResult base = auto_schedule_with_plan(p, target, m, {});
     // Which knobs can matter here, read off the model's own plan.
     bool gemm = false, pointwise = false, block = false, rows = false, conv = false;
     for (const Kernel &k : base.plan.kernels) {
@@ -151,6 +164,11 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
             k.task_elems = t;
             sets.push_back(k);
         }
+    if (rfo_ms > 0) {  // normal stores, charged their read for ownership
+        ScheduleKnobs k;
+        k.streaming_stores = false;
+        sets.push_back(k);
+    }
     if (conv) {  // looped taps: the same estimate, half the compile; the timing decides
         ScheduleKnobs k;
         k.conv_unroll_taps = false;

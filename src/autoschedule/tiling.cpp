@@ -303,7 +303,7 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
 // fast memory phase, 1.78 -> 1.48 in the slow one.
 void Ctx::stream_output(size_t first) {
     const std::string &R = k.root;
-    if ((k.kind != "rows" && k.kind != "pointwise") || target.arch != Halide::Target::X86 ||
+    if (!knobs.streaming_stores || (k.kind != "rows" && k.kind != "pointwise") || target.arch != Halide::Target::X86 ||
         target.has_gpu_feature() || !lf(R).is_output ||
         !lf(R).update_rvars.empty() || lf(R).vars.empty() || k.bytes_read + k.bytes_written <= (double)m.llc_bytes ||
         lf(R).extents.back() % lanes(R) != 0)

@@ -38,15 +38,20 @@ struct AutoscheduleOptions {
     bool tune_given = false;
     double tune_budget_ms = 300;
     bool loop_conv_taps = false;  ///< --loop-conv-taps: ScheduleKnobs::conv_unroll_taps off
+    bool normal_stores = false;   ///< --normal-stores: ScheduleKnobs::streaming_stores off
     LibraryFlags libs;  ///< --target cuda: the library calls `loom compile` will make (same flags)
 };
 
-// The flag checks (--loop-conv-taps, --tune), before anything slow runs.
+// The flag checks (--loop-conv-taps, --normal-stores, --tune), before anything slow runs.
 void check_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
     user_check(!o.loop_conv_taps || !target.has_gpu_feature(), "loom autoschedule --loop-conv-taps with --target ",
                o.target, ": it shapes the CPU cost model's conv tiles; drop it for a GPU target");
+    user_check(!o.normal_stores || !target.has_gpu_feature(), "loom autoschedule --normal-stores with --target ",
+               o.target, ": the CPU cost model's streaming stores are x86 only; drop it for a GPU target");
     if (!o.tune_given) return;
     user_check(!o.loop_conv_taps, "loom autoschedule --loop-conv-taps with --tune: tuning times the looped taps ",
+               "as one of its candidates already; drop one of the two");
+    user_check(!o.normal_stores, "loom autoschedule --normal-stores with --tune: tuning times normal stores ",
                "as one of its candidates already; drop one of the two");
     user_check(o.tune >= 1, "loom autoschedule --tune ", o.tune,
                ": the number of candidate schedules to compile and time must be at least 1; "
@@ -116,6 +121,7 @@ void autoschedule(const AutoscheduleOptions &o) {
     LoweredPipeline p = lower_graph(g);
     ScheduleKnobs knobs;
     knobs.conv_unroll_taps = !o.loop_conv_taps;
+    knobs.streaming_stores = !o.normal_stores;
     AutoScheduleResult r = o.tune_given ? tune(o, g, p, target, m) : auto_schedule_with_plan(p, target, m, knobs);
     r.schedule.model = std::filesystem::path(o.model).filename().string();
     r.schedule.sha256 = file_sha256(o.model);
@@ -169,6 +175,8 @@ void add_autoschedule_command(CLI::App &app) {
     c->add_flag("--report", o->report, "Print each kernel (loop nest) with the graph nodes it fuses");
     c->add_flag("--loop-conv-taps", o->loop_conv_taps,
                 "Keep conv taps as loops (not unrolled): about half the JIT compile time of ResNet-18, 0-10% slower convs");
+    c->add_flag("--normal-stores", o->normal_stores,
+                "No streaming (non-temporal) stores, where the cost model would stream an output larger than the LLC");
     c->add_option("--dot", o->dot, "Write the Func graph after fusion here (and <stem>.before.dot; SVG with Graphviz)");
     c->add_option("--tune", o->tune,
                   "Compile, validate and time the N best candidate schedules of the cost model (JIT, "
