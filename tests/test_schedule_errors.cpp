@@ -301,6 +301,34 @@ TEST(ScheduleErrors, SplitFactorBeyondExtentWarns) {
     EXPECT_TRUE(warnings_of("a.compute_root().split(j, jo, ji, 64).bound(j, 0, 64);").empty());
 }
 
+// Rounding up a var that the Func reads nothing by (a keepdims axis of extent 1, spread over a
+// warp's lanes so every lane holds the statistic) only writes more of the Func's own buffer: no
+// warning. A var it reads by still warns.
+TEST(ScheduleErrors, RoundingUpAVarNothingIsReadByDoesNotWarn) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {8, 64});
+    std::string m = b.node("ReduceMean", {x}, {8, 1}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
+    b.out("Sub", {x, m}, {8, 64});
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string r;
+    for (const auto &f : lp.funcs)
+        if (f.op == "ReduceMean") r = f.name;
+    ASSERT_FALSE(r.empty());
+    const LoweredFunc &rf = *lp.find(r);
+    ASSERT_EQ(rf.extents.back(), 1);
+    const std::string kd = rf.vars.back(), row = rf.vars.front();
+    auto warnings = [&](const std::string &text) {
+        std::vector<std::string> w;
+        validate_schedule(parse_schedule(text, "k.sched"), lp, kCpu, &w);
+        return w;
+    };
+    EXPECT_TRUE(warnings(r + ".compute_root().split(" + kd + ", o, l, 32, RoundUp);").empty());
+    EXPECT_TRUE(warnings(r + ".compute_root();\n" + r + ".update(0).split(" + kd + ", o, l, 32, RoundUp);").empty());
+    auto w = warnings(r + ".compute_root();\n" + r + ".update(0).split(" + row + ", o, l, 32, RoundUp);");
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "factor 32 exceeds the extent 8 of " + row);
+}
+
 // A run that fails a bounds check reports one message: Halide's compile-time burst of
 // "guaranteed to fail an assertion" / halide_error_constraint_violated(...) lines is not printed.
 TEST(ScheduleErrors, OutOfBoundsRunIsOneCleanMessage) {
