@@ -569,6 +569,45 @@ TEST(Aot, CudaShortSegmentsReduceWithinAWarp) {
     }
 }
 
+// Short rows (an attention-sized softmax, a small LayerNorm) take a warp's lanes per row and
+// several rows per block, their statistics summed by lane trees: no barrier, no shared memory
+// (H200, RESULTS_GPU.md run 125: softmax 262144x64 0.1625 -> 0.0426 ms, LayerNorm 131072x128
+// 0.0839 -> 0.0419). Rows that no block of at least a warp divides keep the block reduction.
+TEST(Aot, CudaShortRowsReduceWithinAWarp) {
+    using loom::testing::GraphBuilder;
+    struct Case {
+        const char *op;
+        int64_t rows, n;
+        const char *kernel;  // the row kernel's comment, or "" for the block path
+        size_t downs;        // shuffles down: (log2(lanes) - 1) per statistic
+    };
+    for (const Case &c : {Case{"Softmax", 48, 64, "16 rows per block, one warp's 16 lanes", 6},
+                          Case{"LayerNormalization", 40, 128, "8 rows per block, one warp's 32 lanes", 8},
+                          Case{"Softmax", 37, 64, "", 0}}) {
+        GraphBuilder b;
+        std::string x = b.input("x", {c.rows, c.n});
+        if (std::string(c.op) == "Softmax") {
+            b.out("Softmax", {x}, {c.rows, c.n}, {{"axis", int64_t(1)}});
+        } else {
+            std::string g = b.random_constant("g", {c.n}, 3), h = b.random_constant("h", {c.n}, 4);
+            b.out("LayerNormalization", {x, g, h}, {c.rows, c.n}, {{"axis", int64_t(1)}});
+        }
+        LoweredPipeline p = lower_graph(b.g);
+        std::string text = print_schedule(gpu_auto_schedule(p, aot_target("cuda")));
+        std::string name = std::string("short_") + std::to_string(c.rows);
+        std::string object = cuda_artifact(p, name).first;
+        if (*c.kernel) {
+            EXPECT_NE(text.find(std::string("row kernel of short rows: ") + c.kernel), std::string::npos) << text;
+            EXPECT_EQ(count_of(object, "bar.sync"), 0u) << c.op;
+            EXPECT_EQ(count_of(object, "shfl.sync.down.b32"), c.downs) << c.op;
+            EXPECT_NE(object.find("ld.global.nc.v4.f32"), std::string::npos) << c.op;
+        } else {
+            EXPECT_EQ(text.find("row kernel of short rows"), std::string::npos) << text;
+            EXPECT_GT(count_of(object, "bar.sync"), 0u) << c.op;
+        }
+    }
+}
+
 // A few-output reduction (here a mean of squares over 2^16, and 3 rows of 50000 with a tail) is a
 // split reduction in one kernel besides the init: each block's partial is computed at the block var
 // of the output's atomic update, not in a partials kernel followed by a combining kernel (H200:

@@ -11,7 +11,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS, GEMM_WORKLOADS  # noqa: E402
+from workloads import WORKLOADS, GEMM_WORKLOADS, EXTRA_WORKLOADS  # noqa: E402
 
 
 def main():
@@ -20,8 +20,8 @@ def main():
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for name, (factory, shapes, out, _) in {**WORKLOADS, **GEMM_WORKLOADS}.items():
-        if a.names and name not in a.names:
+    for name, (factory, shapes, out, _) in {**WORKLOADS, **GEMM_WORKLOADS, **EXTRA_WORKLOADS}.items():
+        if (a.names and name not in a.names) or (name in EXTRA_WORKLOADS and name not in a.names):
             continue
         model = factory().eval()
         # Small stand-in inputs: the exported graph takes its (static) shapes from them.

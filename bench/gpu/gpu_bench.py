@@ -23,7 +23,7 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS, GEMM_WORKLOADS  # noqa: E402
+from workloads import WORKLOADS, GEMM_WORKLOADS, EXTRA_WORKLOADS  # noqa: E402
 from in_process import Artifact  # noqa: E402
 
 
@@ -75,9 +75,9 @@ def main():
 
     rows = []
     variants = sorted(os.listdir(a.artifacts))
-    for wname, (factory, shapes, out_name, nbytes) in {**WORKLOADS, **GEMM_WORKLOADS}.items():
+    for wname, (factory, shapes, out_name, nbytes) in {**WORKLOADS, **GEMM_WORKLOADS, **EXTRA_WORKLOADS}.items():
         gemm = wname in GEMM_WORKLOADS  # nbytes holds FLOPs: rated in TFLOP/s
-        if a.names and wname not in a.names:
+        if (a.names and wname not in a.names) or (wname in EXTRA_WORKLOADS and wname not in a.names):
             continue
         mine = [v for v in variants if (v == wname or v.startswith(wname + "__")) and v.endswith("__tf32") == a.tf32]
         if not mine and a.tf32:

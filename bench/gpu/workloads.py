@@ -48,6 +48,15 @@ WORKLOADS = {
 }
 
 
+# Short rows (attention-sized softmax, a small model's LayerNorm): not in the suite's geomean; run
+# when named (gpu_bench.py softmax_short layernorm_short). Their statistics each take one warp's
+# lanes (gpu_schedule.cpp, warp_rows); before, a block of 32 threads per row.
+EXTRA_WORKLOADS = {
+    "softmax_short": (SoftmaxRows, {"x": (262144, 64)}, "y", 2 * 262144 * 64 * F4),
+    "layernorm_short": (lambda: LayerNormRows(128), {"x": (131072, 128)}, "y", 2 * 131072 * 128 * F4),
+}
+
+
 def _seeded(mod, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -84,7 +84,7 @@ public:
         s.target = t_.to_string();
         s.header_comments.push_back("gpu_auto_schedule: one kernel per fusion group; pointwise chains inlined;");
         s.header_comments.push_back("row reductions one block per row (8-byte vectors, statistics combined in registers;");
-        s.header_comments.push_back("short segments of a row reduced within a warp by register shuffles);");
+        s.header_comments.push_back("short rows and short segments of a row reduced within a warp by register shuffles);");
         s.header_comments.push_back("elsewhere 4-wide vector accesses per thread");
         classify();
         for (const auto &f : p_.funcs) {
@@ -326,29 +326,45 @@ private:
         return fused;
     }
 
-    // The lanes and the elements per lane of a warp-segmented row kernel for c (every reduction
-    // fused into c a statistic over one of S equal segments that tile c's rows, each with a
-    // keepdims var of extent 1), or {0, 0} when c is not one: segments of 8 to 128 (2 to 32 lanes
-    // of four floats, a power of two), a block (a row) of at least a warp and at most 1024 threads.
-    std::pair<int, int> warp_segments(const LoweredFunc &c) {
+    // A row kernel whose statistics each sum a warp's lanes (warp_segment_kernel): segments of a
+    // row, or whole short rows, `rows` of them per block (0: one row per block, cut into segments).
+    struct WarpRows {
+        int lanes = 0, vec = 0;
+        int64_t rows = 0;
+    };
+
+    // The warp mapping of row kernel c, or lanes 0 when it has none. Every reduction fused into c
+    // is a statistic with a keepdims var of extent 1 over either one of S equal segments that tile
+    // c's rows, or c's whole row; segments or rows of 8 to 128 (2 to 32 lanes of four floats, a
+    // power of two). A block holds at least a warp and at most 1024 threads (segments: one row;
+    // short rows: as many rows as make 256 threads and divide the rows).
+    WarpRows warp_rows(const LoweredFunc &c) {
         int64_t n = c.extents.back(), k = -1;
-        if (!branches_[c.name].empty() || rows_[c.name].empty()) return {0, 0};
+        if (!branches_[c.name].empty() || rows_[c.name].empty()) return {};
+        bool segments = segment_.count(rows_[c.name][0]) > 0;
+        int64_t rows = product(std::vector<int64_t>(c.extents.begin(), c.extents.end() - 1));
         for (const auto &rn : rows_[c.name]) {
             const LoweredFunc &r = *p_.find(rn);
-            std::string v = segment_var(c.name, r);
-            if (!segment_.count(rn) || v.empty() || keepdims_var(r, v).empty()) return {0, 0};
-            int64_t segs = product(r.extents) / product(std::vector<int64_t>(c.extents.begin(), c.extents.end() - 1));
-            if (k >= 0 && rvar_extent(r) != k) return {0, 0};
+            if ((segment_.count(rn) > 0) != segments || (k >= 0 && rvar_extent(r) != k)) return {};
             k = rvar_extent(r);
-            if (k * segs != n) return {0, 0};
+            std::string v = segments ? segment_var(c.name, r) : "";
+            if ((segments && v.empty()) || keepdims_var(r, v).empty()) return {};
+            int64_t segs = product(r.extents) / rows;
+            if (k * segs != n) return {};
         }
         // Four floats a lane: 16-byte loads. Wider pieces (a 512-wide segment, 32 lanes × 16)
         // compiled to 8-byte loads from lanes 64 bytes apart, and stay with the block reduction.
-        int64_t vec = kVec, lanes = k / vec;
+        const int64_t vec = kVec, lanes = k / vec;
+        if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes)) return {};
+        int64_t per_block = 0, threads = n / vec;
+        if (!segments) {
+            per_block = std::max<int64_t>(1, kRowThreads / lanes);
+            while (per_block > 1 && rows % per_block != 0) per_block /= 2;
+            threads = per_block * lanes;
+        }
         // At least a warp per block: a block of a few threads leaves most of an SM's slots idle.
-        if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes) || n / vec > 1024 || n / vec < 32)
-            return {0, 0};
-        return {(int)lanes, (int)vec};
+        if (threads > 1024 || threads < 32) return {};
+        return {(int)lanes, (int)vec, per_block};
     }
 
     // A pure var of the statistic \p r of extent 1 other than its segment var \p seg (ReduceMean's
@@ -359,34 +375,54 @@ private:
         return "";
     }
 
-    // Rows cut into short segments (LayerNorm over [B, 16, 64] feeding a [B, 1024] kernel): one
-    // warp's \p lanes lanes per segment, \p vec floats each, one row per block; each statistic a
-    // tree of rfactor'ed lane Funcs halving the lanes at every level, so that it is summed by
-    // log2(lanes) register shuffles with no block barrier and no shared memory. The statistic
-    // itself is computed per lane over its keepdims var rounded up to the lanes (Halide 14 cannot
-    // store a per-warp scalar outside a lane loop), and consumers read lane 0.
-    // H100, run 114: combined 0.2387 -> 0.2252 ms (block reduction with four barriers -> this).
-    void warp_segment_kernel(Schedule &s, const LoweredFunc &c, int lanes, int vec) {
+    // Rows cut into short segments (LayerNorm over [B, 16, 64] feeding a [B, 1024] kernel), or
+    // short rows themselves (w.rows per block): one warp's w.lanes lanes per segment or row,
+    // w.vec floats each; each statistic a tree of rfactor'ed lane Funcs halving the lanes at
+    // every level, so that it is summed by log2(lanes) register shuffles with no block barrier and
+    // no shared memory. The statistic itself is computed per lane over its keepdims var rounded up
+    // to the lanes (Halide 14 cannot store a per-warp scalar outside a lane loop), and consumers
+    // read lane 0. H100, run 114: combined 0.2387 -> 0.2252 ms (block reduction with four
+    // barriers -> this).
+    void warp_segment_kernel(Schedule &s, const LoweredFunc &c, const WarpRows &w) {
+        const int lanes = w.lanes, vec = w.vec;
         int rank = (int)c.vars.size();
         std::string j = c.vars.back();
         const LoweredFunc &r0 = *p_.find(rows_[c.name][0]);
         int64_t k = rvar_extent(r0), n = c.extents.back();
         ScheduleStatement st(c.name);
-        st.comments.push_back("row kernel of segments: one block per row, one warp's " + std::to_string(lanes) +
-                              " lanes × " + std::to_string(vec) + " floats per " + std::to_string(k) +
-                              "-wide segment (" + std::to_string(n / k) + " segments); fuses " + join(rows_[c.name]));
-        std::string js = ident(c, j + "s"), jj = ident(c, j + "j"), jl = ident(c, j + "l"), jv = ident(c, j + "v");
-        st.add("compute_root").add("split", {j, js, jj, k, tail(true)}).add("split", {jj, jl, jv, vec, tail(true)});
-        std::string row = fuse_outer(st, c, rank - 1);
-        st.add("reorder", {jv, jl, js, row}).add("vectorize", {jv});
-        st.add("gpu_lanes", {jl}).add("gpu_threads", {js}).add("gpu_blocks", {row});
+        std::string jl = ident(c, j + "l"), jv = ident(c, j + "v"), at;  // at: the warp's var
+        st.add("compute_root");
+        if (w.rows == 0) {
+            st.comments.push_back("row kernel of segments: one block per row, one warp's " + std::to_string(lanes) +
+                                  " lanes × " + std::to_string(vec) + " floats per " + std::to_string(k) +
+                                  "-wide segment (" + std::to_string(n / k) + " segments); fuses " +
+                                  join(rows_[c.name]));
+            std::string jj = ident(c, j + "j");
+            at = ident(c, j + "s");
+            st.add("split", {j, at, jj, k, tail(true)}).add("split", {jj, jl, jv, vec, tail(true)});
+            std::string row = fuse_outer(st, c, rank - 1);
+            st.add("reorder", {jv, jl, at, row}).add("vectorize", {jv});
+            st.add("gpu_lanes", {jl}).add("gpu_threads", {at}).add("gpu_blocks", {row});
+        } else {
+            st.comments.push_back("row kernel of short rows: " + std::to_string(w.rows) + " rows per block, one warp's " +
+                                  std::to_string(lanes) + " lanes × " + std::to_string(vec) + " floats per " +
+                                  std::to_string(n) + "-wide row; fuses " + join(rows_[c.name]));
+            st.add("split", {j, jl, jv, vec, tail(true)});
+            std::string row = fuse_outer(st, c, rank - 1), rb = ident(c, row + "b");
+            at = ident(c, row + "r");
+            st.add("split", {row, rb, at, w.rows, tail(true)});
+            st.add("reorder", {jv, jl, at, rb}).add("vectorize", {jv});
+            st.add("gpu_lanes", {jl}).add("gpu_threads", {at}).add("gpu_blocks", {rb});
+        }
         s.statements.push_back(st);
+        const std::string js = at;
         for (const auto &rn : rows_[c.name]) {
             const LoweredFunc &r = *p_.find(rn);
-            std::string kd = keepdims_var(r, segment_var(c.name, r)), rv = r.update_rvars[0][0];
+            std::string kd = keepdims_var(r, w.rows == 0 ? segment_var(c.name, r) : ""), rv = r.update_rvars[0][0];
             std::string kdo = ident(r, kd + "o"), kdl = ident(r, kd + "l");
             ScheduleStatement rs(rn);
-            rs.comments.push_back("segment statistic: " + std::to_string(lanes) + " lanes per segment, summed by a tree of " +
+            rs.comments.push_back(std::string(w.rows == 0 ? "segment" : "row") + " statistic: " + std::to_string(lanes) +
+                                  " lanes per " + (w.rows == 0 ? "segment" : "row") + ", summed by a tree of " +
                                   "register shuffles; every lane holds it, consumers read lane 0");
             rs.add("compute_at", {c.name, js}).add("split", {kd, kdo, kdl, lanes, tail(true)}).add("gpu_lanes", {kdl});
             s.statements.push_back(rs);
@@ -427,7 +463,7 @@ private:
 
     // One block per row of c; c's row split over T threads × vectors; c's reductions computed per block.
     void row_kernel(Schedule &s, const LoweredFunc &c) {
-        if (auto [lanes, vec] = warp_segments(c); lanes > 0) return warp_segment_kernel(s, c, lanes, vec);
+        if (WarpRows w = warp_rows(c); w.lanes > 0) return warp_segment_kernel(s, c, w);
         int rank = (int)c.vars.size();
         std::string j = c.vars.back();
         int64_t n = c.extents.back();

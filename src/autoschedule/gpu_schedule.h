@@ -7,9 +7,11 @@
 ///   onto blocks of 128 threads (gpu_blocks/gpu_threads over splits of the two innermost vars,
 ///   outer vars fused into a third block dim).
 /// - A row reduction consumed only by one row-shaped kernel (softmax, layernorm: the reduction's
-///   pure extents are the kernel's outer extents) is computed inside that kernel, one block per
-///   row: the row is split over T threads × 4-wide vectors (16 elements per thread, T ≤ 512), and
-///   each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
+///   pure extents are the kernel's outer extents) is computed inside that kernel. Short rows (8
+///   to 128 elements, a keepdims axis on each statistic) take one warp's lanes each, several rows
+///   per block, their statistics summed by lane trees as short segments are (below). Otherwise
+///   one block per row: the row is split over T threads × 4-wide vectors (16 elements per
+///   thread, T ≤ 512), and each reduction is split by T and rfactor'ed twice: T threads accumulate coalesced partials
 ///   (unrolled by up to 8: loads in flight), 32 threads combine those, one thread the last 32.
 /// - Statistics over segments of a row (LayerNorm over [B, 16, 64] read by a [B, 1024] kernel) are
 ///   computed inside that kernel, one block per row. Short segments (8 to 128 elements, a

@@ -83,7 +83,10 @@ std::pair<Func, Func> mean_var(LowerContext &ctx, const Node &node, const std::s
     ctx.note_cost(mean, false, 2.0 * R.count);
 
     Func var = ctx.make_func(node, "var", ss);
-    Expr d = xr - LowerContext::call(mean, exprs(v));
+    // The mean read at 0 along the reduced dims (their only point), as Softmax reads its max: the
+    // variance then reads nothing by a reduced dim's var, which a schedule may round up (a
+    // warp's lanes each holding the statistic) without reading past the mean.
+    Expr d = xr - LowerContext::call(mean, at_zero(v, reduced));
     ctx.define(var, v, lit(dt, 0));
     ref(var, exprs(v)) += d * d * inv_n;
     ctx.note_update(var, rvar_names(R.r));
