@@ -24,7 +24,9 @@ ROWS = {"softmax_1001": ("Softmax", [37, 1001]), "softmax_8195": ("Softmax", [9,
         # Short rows: a warp's lanes per row, several rows per block (48 x 64: 16 rows of 16 lanes;
         # 40 x 128: 8 rows of 32 lanes); 37 rows of 64 divide into no block of a warp: block path.
         "softmax_48x64": ("Softmax", [48, 64]), "layernorm_40x128": ("LayerNormalization", [40, 128]),
-        "softmax_37x64": ("Softmax", [37, 64])}
+        "softmax_37x64": ("Softmax", [37, 64]),
+        # An attention-shaped softmax: the outer three dims fused into rows, 16 rows per block.
+        "softmax_2x4x64x64": ("Softmax", [2, 4, 64, 64])}
 # Rows cut into segments, each LayerNorm'ed as exporters write it, then tanh (combined's kernel):
 # (rows, segments, segment length). 8-128: one warp's lanes per segment, statistics by register
 # shuffles (2 to 32 lanes of 4 floats); 256-1024: the block reduction.
