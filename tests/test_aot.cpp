@@ -34,6 +34,7 @@
 
 namespace fs = std::filesystem;
 using namespace loom;
+using loom::testing::count_of;
 
 namespace {
 
@@ -502,11 +503,6 @@ TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     }
 }
 
-size_t count_of(const std::string &text, const std::string &what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-    return n;
-}
 
 // Every statistic of a row kernel is summed in the registers of the threads that combine it and
 // stored once through an in() wrapper: three block barriers per statistic (partials, 32 partial

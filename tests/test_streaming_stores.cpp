@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using loom::testing::close;
 using loom::testing::GraphBuilder;
+using loom::testing::count_of;
 
 fs::path scratch(const std::string &name) {
     fs::path p = fs::temp_directory_path() / ("loom_test_stream_" + std::to_string(getpid())) / name;
@@ -95,11 +96,6 @@ TEST(StreamingStores, ObjectHasThemExactlyWhereAlignedWithAFence) {
     fs::remove_all(dir.parent_path());
 }
 
-size_t count_of(const std::string &text, const std::string &what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-    return n;
-}
 
 /// A machine like the test machine with a last-level cache of \p llc bytes.
 MachineModel machine_with_llc(int64_t llc) {

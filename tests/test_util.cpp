@@ -51,6 +51,12 @@ void poison(Tensor &t) {
     }
 }
 
+size_t count_of(const std::string &text, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+    return n;
+}
+
 int run_command(const std::string &cmd, std::string &output) {
     output.clear();
     FILE *p = popen((cmd + " 2>&1").c_str(), "r");

@@ -37,4 +37,7 @@ void poison(Tensor &t);
 /// Runs a shell command, returning its exit code and capturing stdout+stderr into \p output.
 int run_command(const std::string &cmd, std::string &output);
 
+/// How many times \p what occurs in \p text (a PTX instruction, a schedule call).
+size_t count_of(const std::string &text, const std::string &what);
+
 }  // namespace loom::testing
