@@ -49,8 +49,9 @@ double parallel_overhead(double t, double tasks, const MachineModel &m) {
 // Whether \p s streams the stores of Func \p f.
 bool streamed(const Schedule &s, const std::string &f) {
     for (const auto &st : s.statements)
-        for (const auto &c : st.calls)
-            if (st.func == f && c.name == "stream_stores") return true;
+        if (st.func == f)
+            for (const auto &c : st.calls)
+                if (c.name == "stream_stores") return true;
     return false;
 }
 

@@ -448,7 +448,6 @@ private:
             bs.add("vectorize", {bv}).add("gpu_lanes", {bl});
             s.statements.push_back(bs);
         }
-        const std::string js = at;
         for (const auto &rn : rows_[c.name]) {
             const LoweredFunc &r = *p_.find(rn);
             std::string kd = keepdims_var(r, w.rows == 0 ? segment_var(c.name, r) : ""), rv = r.update_rvars[0][0];
@@ -457,7 +456,7 @@ private:
             rs.comments.push_back(std::string(w.rows == 0 ? "segment" : "row") + " statistic: " + std::to_string(lanes) +
                                   " lanes per " + (w.rows == 0 ? "segment" : "row") + ", summed by a tree of " +
                                   "register shuffles; every lane holds it, consumers read lane 0");
-            rs.add("compute_at", {c.name, js}).add("split", {kd, kdo, kdl, lanes, tail(true)}).add("gpu_lanes", {kdl});
+            rs.add("compute_at", {c.name, at}).add("split", {kd, kdo, kdl, lanes, tail(true)}).add("gpu_lanes", {kdl});
             s.statements.push_back(rs);
             // Level `lanes`: each lane sums its vec consecutive elements.
             std::string prev = ident(r, "rl"), rvv = ident(r, "rv");
@@ -465,7 +464,7 @@ private:
             ScheduleStatement up(rn, 0);
             up.add("split", {rv, prev, rvv, vec, rtail(true)}).add("rfactor", {prev, u}, rn + "_l" + std::to_string(lanes));
             s.statements.push_back(up);
-            lane_level(s, rn + "_l" + std::to_string(lanes), c.name, js, rvv, u);
+            lane_level(s, rn + "_l" + std::to_string(lanes), c.name, at, rvv, u);
             // Each further level adds lane l + w to lane l (a shuffle down), w = lanes/2 … 2.
             for (int w = lanes / 2; w >= 2; w /= 2) {
                 std::string ws = std::to_string(w), ro = ident(r, "ro" + ws), ur = ident(r, "u" + ws + "r"),
@@ -473,7 +472,7 @@ private:
                 ScheduleStatement lv(rn, 0);
                 lv.add("split", {prev, ro, ur, w, rtail(true)}).add("rfactor", {ur, uw}, rn + "_l" + ws);
                 s.statements.push_back(lv);
-                lane_level(s, rn + "_l" + ws, c.name, js, ro, uw);
+                lane_level(s, rn + "_l" + ws, c.name, at, ro, uw);
                 prev = ur;
             }
             ScheduleStatement fin(rn, 0);

@@ -122,7 +122,7 @@ void *g_lt_workspace = nullptr;
 const size_t kLtWorkspace = 32u << 20;  // cuBLASLt's heuristics prefer a workspace; 32 MB is ample
 const int kLtCandidates = 8;            // heuristic results timed once per shape
 const int kLtEnumerated = 48;           // at most this many enumerated configurations timed besides
-const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes at least this
+const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes at least this a call
 
 // Every (algorithm, tile, stages) configuration of \p compute that cuBLASLt accepts for \p op on
 // these layouts (its epilogue included) within the workspace, up to kLtEnumerated, no split-K. The
@@ -244,7 +244,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
         time_all(heuristic);
         // Timing a candidate costs ~6 ms of host time (gpu_time_ms's holds): only a GEMM long
         // enough for a few percent to matter is worth the enumeration's dozens more.
-        if (best >= kLtEnumerateMinMs)
+        if (best / kGpuTimeCalls >= kLtEnumerateMinMs)  // gpu_time_ms: the total of its calls
             time_all(lt_enumerate(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, p.op, p.a, p.b, p.y));
         if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
         it = g_lt_plans.emplace(key, p).first;

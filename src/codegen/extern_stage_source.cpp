@@ -59,6 +59,9 @@ int stage_on_device(halide_buffer_t *const *in, const char *const *names, int n,
 // behind it waits until it returns.
 void CUDART_CB hold_stream(void *us) { std::this_thread::sleep_for(std::chrono::microseconds((intptr_t)us)); }
 
+// Library calls gpu_time_ms times back to back in each round: its result is their total.
+const int kGpuTimeCalls = 5;
+
 // The GPU time in ms of five library calls, each enqueued on the legacy default stream by
 // \p enqueue() (true when it was), fastest of three rounds; -1 when a call fails. The calls queue
 // up behind hold_stream, so the events time the GPU's work back to back: cuDNN's host path costs
@@ -69,7 +72,7 @@ void CUDART_CB hold_stream(void *us) { std::this_thread::sleep_for(std::chrono::
 // hold lasted is timed again with a longer hold.
 template <typename Enqueue>
 float gpu_time_ms(Enqueue enqueue) {
-    const int calls = 5, rounds = 3;
+    const int calls = kGpuTimeCalls, rounds = 3;
     if (!enqueue()) {  // warm-up, and a check that it runs at all
         cudaGetLastError();
         return -1;
