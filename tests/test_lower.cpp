@@ -96,6 +96,16 @@ TEST(Lower, PipelineStructure) {
     for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
     EXPECT_GE(m.last_run_ms(), 0);
     EXPECT_EQ(m.time_runs({{"input.1", xin}}, 2).size(), 2u);
+    // Timed runs reuse their output buffers without re-poisoning them: each run must still write
+    // every element, so a second input's outputs replace the first's everywhere.
+    Tensor x2(DType::F32, {3, 5});
+    fill_random(x2, 2);
+    EXPECT_GE(m.time_run({{"input.1", x2}}), 0);
+    auto ref2 = run_reference(b.g, {{"input.1", x2}});
+    const auto &out_names = m.lowered().output_names;
+    ASSERT_EQ(m.timed_outputs().size(), out_names.size());
+    for (size_t k = 0; k < out_names.size(); k++)
+        EXPECT_TRUE(close(m.timed_outputs()[k], ref2.at(out_names[k]))) << out_names[k];
 }
 
 TEST(Lower, InputErrorsNameTheInput) {

@@ -35,7 +35,7 @@ struct BenchOptions {
     int warmup = 2;           ///< untimed runs first (after the validation run)
     int min_runs = 3;
     int max_runs = 2000;
-    int input_sets = 0;       ///< random input sets to rotate among; 0 = enough for 64 MiB (2..8)
+    int input_sets = 0;       ///< random input sets to rotate among; 0 = enough for 8x the LLC, at least 64 MiB (2..8)
     double rel_tol = 1e-5;    ///< ‖out − ref‖ / ‖ref‖ a schedule must stay under (floats)
     uint64_t seed = 1;
     Halide::Target target;    ///< set by the caller (host_target())

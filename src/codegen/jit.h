@@ -48,8 +48,15 @@ public:
     /// UserError naming a missing input or one of the wrong shape, or Halide's runtime message.
     std::map<std::string, Tensor> run(const std::map<std::string, Tensor> &inputs);
 
-    /// Runs \p reps times on the same inputs/outputs (after one warm-up run) and returns each
-    /// run's time in milliseconds.
+    /// Runs once on \p inputs for timing and returns the run's milliseconds. The outputs go to
+    /// buffers the model keeps between timed runs, poisoned only when first allocated: run()
+    /// validates, this measures the steady state of a model run in a loop.
+    double time_run(const std::map<std::string, Tensor> &inputs);
+
+    /// The outputs of the last time_run, in lowered().output_names order (empty before one).
+    const std::vector<Tensor> &timed_outputs() const { return timing_outputs_; }
+
+    /// time_run \p reps times on the same inputs (after one warm-up run); each run's milliseconds.
     std::vector<double> time_runs(const std::map<std::string, Tensor> &inputs, int reps);
 
     /// Pipelines the model was compiled as (1: uncut).
@@ -64,8 +71,11 @@ public:
     const Halide::Target &target() const { return target_; }
 
 private:
-    /// Binds inputs, allocates poisoned outputs (wrapping their Tensors' memory) and realizes.
+    /// Binds inputs (converted into \p keep where the dtype differs) to the ImageParams.
     void bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep);
+    /// One Tensor per graph output in \p outs, every byte poisoned.
+    void allocate_poisoned(std::vector<Tensor> &outs) const;
+    /// Realizes into \p outs (one per graph output, wrapped as Halide buffers); sets last_run_ms_.
     void realize_into(std::vector<Tensor> &outs);
     /// Cuts (as the constructor says) and compiles the segments.
     void compile(int max_segments);
@@ -81,6 +91,7 @@ private:
     std::vector<std::unique_ptr<StreamingJit>> streaming_;
     double compile_s_ = 0;
     double last_run_ms_ = 0;
+    std::vector<Tensor> timing_outputs_;  ///< time_run's outputs, reused between timed runs
 };
 
 /// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,
