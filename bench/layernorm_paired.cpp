@@ -122,7 +122,9 @@ Artifact load(const std::string &dir) {
 
 int main(int argc, char **argv) {
     const size_t n = (size_t)kRows * kCols;
-    std::vector<float *> inputs(2);  // two input sets, as `loom bench` rotates them
+    // Eight input sets (256 MiB), as `loom bench` rotates them: with two, the 32 MiB L3 kept part of
+    // each set between its turns (its replacement is not LRU) and every row read partly from cache.
+    std::vector<float *> inputs(8);
     unsigned seed = 1;
     for (auto &p : inputs) {
         p = (float *)aligned_alloc(64, n * 4);

@@ -145,6 +145,28 @@ TEST(StreamingStores, CostModelStreamsLargeOutputsAndTheyMatchTheReference) {
     EXPECT_EQ(big.find("stream_stores"), std::string::npos) << big;
 }
 
+// A streamed, tiled row kernel (LayerNorm with scale and shift, 32 vector registers) takes tiles
+// of 4 rows, not 8, and prefetches the next tile of x while it writes this one: the prefetch
+// offset is 4 rows of vector steps, NonFaulting past the last tile. Unstreamed, tiles of 8 and
+// no prefetch.
+TEST(StreamingStores, StreamedRowTilesPrefetchTheNextTile) {
+    MachineModel m = machine_with_llc(256 << 10);
+    if (m.vector_registers < 32) GTEST_SKIP() << "row tiles need 32 vector registers (AVX-512)";
+    GraphBuilder b;
+    std::string x = b.input("x", {256, 2048});  // tasks of 16 rows: room for tiles of 8
+    std::string g = b.random_constant("g", {2048}, 5), c = b.random_constant("c", {2048}, 6);
+    b.out("LayerNormalization", {x, g, c}, {256, 2048}, {{"axis", int64_t(-1)}});
+    prepare_graph(b.g);
+    const int64_t steps = 2048 / (m.vector_bytes / 4);
+    std::string streamed = check_streamed(b.g, m);
+    EXPECT_NE(streamed.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << streamed;
+    EXPECT_NE(streamed.find(str_cat(".prefetch(x, j, j, ", 4 * steps, ", NonFaulting)")), std::string::npos) << streamed;
+    EXPECT_NE(streamed.find("the next tile of 4 rows"), std::string::npos) << streamed;
+    std::string normal = check_streamed(b.g, machine_with_llc(32 << 20));
+    EXPECT_NE(normal.find(".split(ii, ii_tile, ii_r, 8)"), std::string::npos) << normal;
+    EXPECT_EQ(normal.find("prefetch"), std::string::npos) << normal;
+}
+
 // ScheduleKnobs::streaming_stores off (`loom autoschedule --normal-stores`) keeps normal stores,
 // and --tune's candidates include that schedule, its estimate charged the outputs' read for
 // ownership (bytes written at the copy bandwidth).

@@ -41,6 +41,7 @@ struct Ctx {
     const ScheduleKnobs &knobs;                    ///< tuning overrides (0: the model's choice)
     std::vector<ScheduleStatement> &out;           ///< the schedule, appended to
     std::vector<std::string> &func_names;          ///< names taken, for fresh() Func names
+    int64_t tile_rows = 1;                         ///< rows_or_pointwise's row tile (row_tile)
 
     /// Facts about Func \p n.
     const FuncInfo &fi(const std::string &n) const { return info.at(n); }
@@ -67,8 +68,11 @@ struct Ctx {
     /// Rows of a row kernel that share one load of its row-broadcast reads (1: no tile); see
     /// tiling.cpp. \p depth: the row dims; \p per: rows per parallel task.
     int64_t row_tile(int depth, int64_t per) const;
-    /// stream_stores on the kernel's root when it is a graph output that a pure, vectorized loop
-    /// writes and the kernel moves more than the last-level cache holds (tiling.cpp says why).
+    /// Whether the kernel's root qualifies for stream_stores (all but its vectorized loop): a
+    /// graph output, a pure row or pointwise Func on x86, a kernel moving more than the LLC.
+    bool streams_output() const;
+    /// stream_stores on the kernel's root when streams_output() and a vectorized loop writes it
+    /// (tiling.cpp says why); a tiled row kernel then also prefetches its next tile.
     void stream_output(size_t first);
     /// Vectorizes update \p u of \p f along its innermost pure var, the reduction inside each
     /// vector (split, reorder so that the RVars run within the vector's loop), as wide as the
@@ -92,6 +96,11 @@ struct Ctx {
     void rows_or_pointwise();
     /// Prefetches of the next row of the inputs that costly row-buffered Func \p f reads.
     void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv);
+    /// prefetch on \p st of each graph input that \p f reads point for point (through inlined
+    /// producers), \p rows rows ahead of its \p lv-lane vector loop over the row; \p why ends
+    /// the comment.
+    void prefetch_rows_ahead(ScheduleStatement &st, const std::string &f, int lv, int64_t rows,
+                             const std::string &why);
     /// Graph inputs that \p f reads directly or through producers inlined into it.
     void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const;
     /// A reduction kernel: parallel over outputs, or rfactor partials when they are too few.
