@@ -145,26 +145,31 @@ TEST(StreamingStores, CostModelStreamsLargeOutputsAndTheyMatchTheReference) {
     EXPECT_EQ(big.find("stream_stores"), std::string::npos) << big;
 }
 
-// A streamed, tiled row kernel (LayerNorm with scale and shift, 32 vector registers) takes tiles
-// of 4 rows, not 8, and prefetches the next tile of x while it writes this one: the prefetch
-// offset is 4 rows of vector steps, NonFaulting past the last tile. Unstreamed, tiles of 8 and
-// no prefetch.
-TEST(StreamingStores, StreamedRowTilesPrefetchTheNextTile) {
+// A row kernel with per-row statistics (LayerNorm with scale and shift, 32 vector registers) whose
+// bytes come from past the L2s prefetches its next tile of x while it normalizes this one from
+// cache, streamed or not: tiles of 4 rows, the offset 4 rows of vector steps, NonFaulting past
+// the last tile. With the data inside the L2s, tiles of 8 and no prefetch.
+TEST(StreamingStores, RowStatisticsKernelsPrefetchTheNextTile) {
     MachineModel m = machine_with_llc(256 << 10);
     if (m.vector_registers < 32) GTEST_SKIP() << "row tiles need 32 vector registers (AVX-512)";
     GraphBuilder b;
-    std::string x = b.input("x", {256, 2048});  // tasks of 16 rows: room for tiles of 8
+    std::string x = b.input("x", {256, 2048});  // 4 MB moved; tasks of 16 rows: room for tiles of 8
     std::string g = b.random_constant("g", {2048}, 5), c = b.random_constant("c", {2048}, 6);
     b.out("LayerNormalization", {x, g, c}, {256, 2048}, {{"axis", int64_t(-1)}});
     prepare_graph(b.g);
-    const int64_t steps = 2048 / (m.vector_bytes / 4);
-    std::string streamed = check_streamed(b.g, m);
-    EXPECT_NE(streamed.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << streamed;
-    EXPECT_NE(streamed.find(str_cat(".prefetch(x, j, j, ", 4 * steps, ", NonFaulting)")), std::string::npos) << streamed;
-    EXPECT_NE(streamed.find("the next tile of 4 rows"), std::string::npos) << streamed;
-    std::string normal = check_streamed(b.g, machine_with_llc(32 << 20));
-    EXPECT_NE(normal.find(".split(ii, ii_tile, ii_r, 8)"), std::string::npos) << normal;
-    EXPECT_EQ(normal.find("prefetch"), std::string::npos) << normal;
+    const std::string prefetch = str_cat(".prefetch(x, j, j, ", 4 * 2048 / (m.vector_bytes / 4), ", NonFaulting)");
+    MachineModel big_llc = machine_with_llc(32 << 20), big_l2 = big_llc;
+    big_l2.l2_bytes = 64 << 20;
+    for (const MachineModel *mm : {&m, &big_llc}) {
+        std::string text = check_streamed(b.g, *mm);
+        EXPECT_EQ(text.find("stream_stores") != std::string::npos, mm == &m) << text;
+        EXPECT_NE(text.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << text;
+        EXPECT_NE(text.find(prefetch), std::string::npos) << text;
+        EXPECT_NE(text.find("the next tile of 4 rows"), std::string::npos) << text;
+    }
+    std::string in_l2 = check_streamed(b.g, big_l2);
+    EXPECT_NE(in_l2.find(".split(ii, ii_tile, ii_r, 8)"), std::string::npos) << in_l2;
+    EXPECT_EQ(in_l2.find("prefetch"), std::string::npos) << in_l2;
 }
 
 // ScheduleKnobs::streaming_stores off (`loom autoschedule --normal-stores`) keeps normal stores,

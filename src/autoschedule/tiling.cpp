@@ -231,13 +231,20 @@ void Ctx::rows_or_pointwise() {
         if (c.name == "split" && c.args.size() == 4 && c.args[2].name == row) per = c.args[3].value;
     }
     int64_t T = row.empty() ? 1 : row_tile(depth, per);
-    tile_rows = T;
     if (T > 1) {
         std::string rt = fresh(used, row + "_tile"), rr = fresh(used, row + "_r");
         st.comments.push_back(str_cat(R, ": tiles of ", T, " rows, so that its reads of a row-broadcast ",
                                       "vector (a scale, a shift) load it once per tile"));
         st.add("split", {row, rt, rr, T}).add("reorder", {rr, lf(R).vars.back()}).add("unroll", {rr});
         row = rt;
+    }
+    if (!row.empty() && prefetches_next_tile()) {
+        int lv = 0;
+        for (const auto &c : st.calls)
+            if (c.name == "vectorize" && c.args.size() == 2 && c.args[0].name == lf(R).vars.back()) lv = (int)c.args[1].value;
+        prefetch_rows_ahead(st, R, lv, T,
+                            T > 1 ? str_cat("the next tile of ", T, " rows while it normalizes this one from cache")
+                                  : std::string("the next row while it normalizes this one from cache"));
     }
     for (const auto &f : k.funcs) {
         const FuncDecision *d = plan.decision(f);
@@ -287,14 +294,14 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
     // With 16 vector registers the tile's per-row statistics and the unrolled rows spill: AVX2
     // target, same machine, interleaved `loom bench`: one row 1.53 ms, tiles of 2-8 1.64-1.68.
     if (reads == 0 || !has_stats || row < 1024 || m.vector_registers < 32) return 1;
-    // A streamed output (stream_output) also prefetches the next tile while it writes this one,
-    // and 8 rows of prefetch then pass through a 48 KiB L1 ahead of the tile they would follow.
-    // The same LayerNorm streamed, paired (four copies each, two runs, fast memory phase): tiles
-    // of 8 0.799-0.855 ms, of 8 prefetched 0.761-0.841, of 4 prefetched 0.724-0.776, of 2
-    // prefetched 0.709-0.777, one row prefetched 0.735-0.816 (fourteenth session).
-    const bool streamed = streams_output();
+    // A kernel that prefetches its next tile (prefetches_next_tile) takes at most 4 rows: 8 rows
+    // of prefetch pass through a 48 KiB L1 ahead of the tile they would follow. The same
+    // LayerNorm, interleaved `loom bench` (fourteenth session): streamed, tiles of 8 1.33-1.36 ms
+    // against 4 prefetched 1.21-1.24 (slow memory phase); normal stores, tiles of 8 1.22 ms, of 8
+    // prefetched 1.14, of 4 prefetched 1.04-1.07 (fast phase; 1.74, 1.61, 1.23 in the slow one).
+    const int64_t most = prefetches_next_tile() ? 4 : 8;
     for (int64_t T : {8, 4, 2})
-        if (!(streamed && T > 4) && (per == 0 || per % T == 0) && rows % T == 0 &&
+        if (T <= most && (per == 0 || per % T == 0) && rows % T == 0 &&
             T * row * fi(R).esize <= m.l2_bytes / 8)
             return T;
     return 1;
@@ -310,6 +317,39 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
 // partly written line leaves the write-combining buffer as a slow partial write).
 // LayerNorm 2048x4096 on the 2-core AVX-512 EPYC, interleaved `loom bench`: 1.50 -> 1.06 ms in the
 // fast memory phase, 1.78 -> 1.48 in the slow one.
+// The output pass of a row kernel whose statistics are computed per row (a LayerNorm: mean and
+// variance at the output's row, the row then read from cache) reads nothing from memory, and the
+// core's memory reads idle until the next row's first statistic misses on it: prefetch the next
+// row (tile) in that pass. LayerNorm 8192x768 on the 2-core EPYC, interleaved `loom bench`: 1.18-1.21
+// -> 0.60-0.62 ms streamed, 1.26 -> 0.64 with normal stores; 32x128x768 0.57 -> 0.28 ms
+// (fourteenth session). Only where the kernel's bytes come from past the L2s, rows are whole
+// (depth r - 1, so that the next row is the next in memory) and at least 1 KiB, and the output
+// reads a graph input point for point (Softmax's reads its exponentials; prefetch_next_row there).
+bool Ctx::prefetches_next_tile() const {
+    const std::string &R = k.root;
+    const LoweredFunc &L = lf(R);
+    const int r = (int)L.vars.size();
+    if (r < 2 || k.kind != "rows" || target.has_gpu_feature() || !L.update_rvars.empty() ||
+        L.extents.back() * fi(R).esize < 1024 ||
+        k.bytes_read + k.bytes_written <= (double)m.l2_bytes * std::max(1, m.cores))
+        return false;
+    bool stats = false;
+    for (const auto &f : k.funcs) {
+        const FuncDecision *d = plan.decision(f);
+        if (f == R || !d || d->placement != Placement::Row || !fi(f).has_update) continue;
+        // A statistic per whole row: all but the last dim equal to the output's.
+        const auto &es = lf(f).extents;
+        if (es.size() != L.extents.size() || !std::equal(es.begin(), es.end() - 1, L.extents.begin())) return false;
+        stats = true;
+    }
+    if (!stats) return false;
+    std::set<std::string> inputs;  // what prefetch_rows_ahead would fetch: an input read point for point
+    collect_inlined_inputs(R, inputs);
+    for (size_t q = 0; q < p.input_names.size(); q++)
+        if (inputs.count(p.input_names[q]) && shape_numel(p.input_shapes[q]) == (int64_t)fi(R).points) return true;
+    return false;
+}
+
 bool Ctx::streams_output() const {
     const std::string &R = k.root;
     return knobs.streaming_stores && (k.kind == "rows" || k.kind == "pointwise") &&
@@ -334,11 +374,6 @@ void Ctx::stream_output(size_t first) {
                                       " last-level cache, so its output is not in cache for a reader anyway; "
                                       "non-temporal stores skip reading each line before writing it"));
         st.add("stream_stores");
-        // With streaming stores the tile's output pass only reads from cache, and this core's
-        // memory reads idle through it: fetch the next tile meanwhile (see row_tile).
-        if (tile_rows > 1)
-            prefetch_rows_ahead(st, R, fit_lanes(lanes(R), lf(R).extents.back()), tile_rows,
-                                str_cat("the next tile of ", tile_rows, " rows while it writes this one"));
         return;
     }
 }

@@ -41,7 +41,6 @@ struct Ctx {
     const ScheduleKnobs &knobs;                    ///< tuning overrides (0: the model's choice)
     std::vector<ScheduleStatement> &out;           ///< the schedule, appended to
     std::vector<std::string> &func_names;          ///< names taken, for fresh() Func names
-    int64_t tile_rows = 1;                         ///< rows_or_pointwise's row tile (row_tile)
 
     /// Facts about Func \p n.
     const FuncInfo &fi(const std::string &n) const { return info.at(n); }
@@ -68,11 +67,14 @@ struct Ctx {
     /// Rows of a row kernel that share one load of its row-broadcast reads (1: no tile); see
     /// tiling.cpp. \p depth: the row dims; \p per: rows per parallel task.
     int64_t row_tile(int depth, int64_t per) const;
+    /// Whether a row kernel prefetches its next row (tile) in its output pass: statistics per
+    /// whole row of at least 1 KiB, more bytes than the L2s hold (tiling.cpp).
+    bool prefetches_next_tile() const;
     /// Whether the kernel's root qualifies for stream_stores (all but its vectorized loop): a
     /// graph output, a pure row or pointwise Func on x86, a kernel moving more than the LLC.
     bool streams_output() const;
     /// stream_stores on the kernel's root when streams_output() and a vectorized loop writes it
-    /// (tiling.cpp says why); a tiled row kernel then also prefetches its next tile.
+    /// (tiling.cpp says why).
     void stream_output(size_t first);
     /// Vectorizes update \p u of \p f along its innermost pure var, the reduction inside each
     /// vector (split, reorder so that the RVars run within the vector's loop), as wide as the
