@@ -481,9 +481,34 @@ TEST(Autoschedule, CostlyRowProducerIsBufferedPerRowCheapOneInlined) {
     }
 }
 
+// An attention-shaped Softmax ([2, 24, 128, 128], rows over the last dim) buffers its
+// exponentials per 512-byte row: the buffer's row is the statistics' (depth 3), not the
+// block under the outer dim (1.5 MB), which does not fit in half of L2. Rows that short prefetch
+// nothing.
+TEST(Autoschedule, ShortRowsOfAFourDimSoftmaxBufferTheirExponentials) {
+    Builder b;
+    Shape s{2, 24, 128, 128};
+    std::string x = b.input("x", s);
+    b.out("Softmax", {x}, s, {{"axis", int64_t(-1)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    FusionPlan plan = plan_fusion(lp, test_machine());
+    std::string exp_name;
+    for (const auto &f : lp.funcs)
+        if (f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, "_exp") == 0) exp_name = f.name;
+    const FuncDecision *ex = plan.decision(exp_name);
+    ASSERT_NE(ex, nullptr) << "no exponentials Func";
+    EXPECT_EQ(ex->placement, Placement::Row) << ex->why;
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find(exp_name + ".compute_at("), std::string::npos) << text;
+    EXPECT_EQ(text.find("prefetch"), std::string::npos) << text;
+    check_auto(b.g, "attention-shaped softmax", 1e-5);
+}
+
 // The row buffer of a costly pointwise Func (Softmax's exponentials) prefetches the next row of
-// the input it reads, one row (256 vector steps of 4096 floats on AVX-512) ahead; cheap row passes
-// (LayerNorm) and inputs that are not read point for point (a broadcast row) are not prefetched.
+// the input it reads, one row (256 vector steps of 4096 floats on AVX-512) ahead; a LayerNorm
+// whose bytes fit in the L2s and inputs that are not read point for point (a broadcast row) are
+// not prefetched.
 // Prefetching past the last row is harmless (NonFaulting): the schedule is still correct.
 TEST(Autoschedule, CostlyRowBufferPrefetchesTheNextRow) {
     const int V = lanes_of_host();
