@@ -397,6 +397,29 @@ TEST(Autoschedule, RowTasksAreAMegabyte) {
     }
 }
 
+// A mean over the two inner dims of NCHW (a global average pool) fuses its two RVars into one
+// dense run and rfactors it into a vector of partial sums per output, with a guarded tail where
+// the run (7 x 7 = 49) is not a multiple of the vector; a reduction over dims that are not one
+// dense block (axes 1 and 3) is not fused. Both match the reference.
+TEST(Autoschedule, ReductionOverInnerDimsFusesItsRVars) {
+    for (bool block : {true, false}) {
+        Builder b;
+        std::string x = b.input("x", {8, 64, 7, 7});
+        std::vector<int64_t> axes = block ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{1, 3};
+        Shape out = block ? Shape{8, 64} : Shape{8, 7};
+        b.out("ReduceMean", {x}, out, {{"axes", axes}, {"keepdims", int64_t(0)}});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+        EXPECT_EQ(text.find(".fuse(r.x, r.y, ") != std::string::npos, block) << text;
+        if (block) {
+            EXPECT_NE(text.find(", TailStrategy::GuardWithIf)\n    .rfactor("), std::string::npos) << text;
+            EXPECT_NE(text.find("partial sums in vector lanes"), std::string::npos) << text;
+        }
+        check_auto(b.g, block ? "mean over H x W" : "mean over C and W", 1e-5);
+    }
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});

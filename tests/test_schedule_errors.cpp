@@ -398,3 +398,14 @@ TEST(ScheduleErrors, StreamStoresNeedsARootPureFuncOnX86) {
     m = error_of("c.stream_stores();", Halide::Target("arm-64-linux"));
     EXPECT_HAS(m, "is not an x86 CPU target");
 }
+
+// unscheduled() marks an update stage left at Halide's default loops: on a pure stage, or beside
+// other primitives of its stage, it is an error naming the statement and the fix.
+TEST(ScheduleErrors, UnscheduledOnlyAloneOnAnUpdate) {
+    EXPECT_EQ(error_of("b.update(0).unscheduled();"), "");
+    std::string m = error_of("b.unscheduled();");
+    EXPECT_HAS(m, "mlp.cpu.sched:1:3: b.unscheduled(): unscheduled() marks an update stage");
+    EXPECT_HAS(m, "`b.update(k).unscheduled()`");
+    m = error_of("b.update(0).parallel(i).unscheduled();");
+    EXPECT_HAS(m, "cannot share `b.update(0)` with other primitives (drop one)");
+}

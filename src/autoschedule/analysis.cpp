@@ -45,6 +45,32 @@ Reads reads_of(const Definition &d) {
     return r;
 }
 
+// Extents of the Func or graph input \p name, outermost first; empty when unknown.
+std::vector<int64_t> producer_extents(const LoweredPipeline &p, const std::string &name) {
+    if (const LoweredFunc *f = p.find(name)) return f->extents;
+    // A graph input is read through its reader Func (lower.cpp: "<param>_read"), or directly.
+    for (size_t q = 0; q < p.inputs.size(); q++)
+        if (p.inputs[q].name() == name || (q < p.input_funcs.size() && p.input_funcs[q].name() == name))
+            return p.input_shapes[q];
+    return {};
+}
+
+// Whether the read \p c indexes its innermost dims by \p rvs alone, one each, in order (Halide's
+// innermost first), each but the last spanning its dim: fused, the RVars walk one dense block.
+bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector<ReductionVariable> &rvs) {
+    if (rvs.size() < 2 || c->args.size() < rvs.size()) return false;
+    std::vector<int64_t> ext = producer_extents(p, c->name);
+    if (ext.size() != c->args.size()) return false;
+    for (size_t k = 0; k < rvs.size(); k++) {
+        const Variable *v = c->args[k].as<Variable>();
+        const int64_t *n = as_const_int(rvs[k].extent);
+        const int64_t *mn = as_const_int(rvs[k].min);
+        if (!v || v->name != rvs[k].var || !n || !mn || *mn != 0) return false;
+        if (k + 1 < rvs.size() && ext[ext.size() - 1 - k] != *n) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 std::string fresh(std::vector<std::string> &used, const std::string &base) {
@@ -95,8 +121,11 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
             const auto &rvs = u.schedule().rvars();
             std::string inner_rvar = rvs.empty() ? "" : rvs[0].var;
             std::string inner_var = fn.args().empty() ? "" : fn.args()[0];  // Halide: innermost first
+            bool block = rvs.size() >= 2, any = false;
             for (const Call *c : reads_of(u).calls) {
                 if (c->name == lf.name || c->args.empty()) continue;
+                any = true;
+                block &= reads_rvar_block(p, c, rvs);
                 if (!inner_rvar.empty() && uses(c->args[0], inner_rvar)) fi.inner_rvar_contiguous = true;
                 if (!inner_var.empty()) {
                     bool anywhere = false;
@@ -104,6 +133,7 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                     if (anywhere && !uses(c->args[0], inner_var)) fi.inner_var_contiguous = false;
                 }
             }
+            fi.rvars_fuse_contiguous = block && any;
         }
         if (!fn.args().empty()) {
             const std::string outer = fn.args().back(), inner = fn.args()[0];  // Halide: innermost first

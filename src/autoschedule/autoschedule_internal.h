@@ -24,6 +24,9 @@ struct FuncInfo {
     /// Update 0: some read's innermost index uses the innermost RVar (a row reduction that
     /// vectorises by rfactor).
     bool inner_rvar_contiguous = false;
+    /// Update 0 has several RVars and every read indexes its innermost dims by them, whole: fused,
+    /// they walk one dense block (a global average pool's 14 x 14).
+    bool rvars_fuse_contiguous = false;
     /// Update 0: every read that uses the innermost pure var has it innermost (vectorising that
     /// var in the update reads contiguous memory).
     bool inner_var_contiguous = true;

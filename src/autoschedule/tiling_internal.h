@@ -64,6 +64,9 @@ struct Ctx {
     /// stored lanes innermost (each row's lanes one dense vector).
     bool rfactor_rows(const std::string &s, const std::string &at_func, const std::string &at_var,
                       bool row_tile = false);
+    /// Reduction \p s over several whole inner dims: its RVars fused, vectorised by rfactor, the
+    /// partial computed at \p s.\p at_var; false when the RVars do not walk one dense block.
+    bool rfactor_block(const std::string &s, const std::string &at_var);
     /// Rows of a row kernel that share one load of its row-broadcast reads (1: no tile); see
     /// tiling.cpp. \p depth: the row dims; \p per: rows per parallel task.
     int64_t row_tile(int depth, int64_t per) const;

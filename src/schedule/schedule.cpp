@@ -113,6 +113,9 @@ static const PrimitiveInfo kPrimitives[] = {
     {"stream_stores", 0, 0, "stream_stores()", false, false, true},
     {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
     {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},
+    // An update stage left at Halide's default order on purpose (a reduction too small to be worth
+    // a parallel loop), which keeps Halide from warning that it was forgotten.
+    {"unscheduled", 0, 0, "unscheduled()", false, false, false},
     {"bound", 3, 3, "bound(var, min, extent)", false, false, true},
     {"align_bounds", 2, 3, "align_bounds(var, modulus[, remainder])", false, false, true},
     {"reorder_storage", 2, -1, "reorder_storage(innermost, …, outermost)", false, false, true},

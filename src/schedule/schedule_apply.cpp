@@ -191,6 +191,7 @@ private:
             out_.funcs[c.as_name] = intm;
             m_.find(c.as_name)->func = intm;
         } else if (p == "atomic") S.atomic(n == 1 && a[0].value == 1);
+        else if (p == "unscheduled") S.unscheduled();
         else if (p == "bound") f.bound(Halide::Var(a[0].name), I(1), I(2));
         else if (p == "align_bounds") f.align_bounds(Halide::Var(a[0].name), I(1), n > 2 ? I(2) : Halide::Expr(0));
         else if (p == "reorder_storage") {

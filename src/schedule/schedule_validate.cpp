@@ -561,6 +561,13 @@ private:
                 }
             m_.funcs[in.name] = in;
             m_.order.push_back(in.name);
+        } else if (p == "unscheduled") {
+            if (st_.stage < 0)
+                fail(c, "unscheduled() marks an update stage left at Halide's default loops: `" + f.name +
+                            ".update(k).unscheduled()`; a pure stage needs no mark");
+            if (st_.calls.size() > 1)
+                fail(c, "unscheduled() says the stage has no schedule; it cannot share `" + f.name +
+                            ".update(" + std::to_string(st_.stage) + ")` with other primitives (drop one)");
         } else if (p == "atomic") {
             if (st_.stage < 0) fail(c, "atomic applies to update stages: `" + f.name + ".update(k).atomic()`");
             if (n == 1 && !(c.args[0].is_int() && (c.args[0].value == 0 || c.args[0].value == 1)))
