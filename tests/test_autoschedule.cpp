@@ -125,6 +125,22 @@ TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
     check_auto(b.g, "big rows");
 }
 
+// A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:
+// its column panels (or column tiles) are the parallel loop, not the rows. It is correct.
+TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
+    Builder b;
+    std::string a = b.input("a", {1, 512});
+    std::string w = b.random_constant("w", {512, 2048}, 11);
+    b.out("MatMul", {a, w}, {1, 2048});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_TRUE(text.find(".parallel(jb)") != std::string::npos || text.find(".parallel(jo)") != std::string::npos)
+        << text;
+    EXPECT_EQ(text.find(".parallel(io)"), std::string::npos) << text;
+    check_auto(b.g, "one-row gemm");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

@@ -291,7 +291,12 @@ void Ctx::gemm() {
             if (block) ro.push_back(jb);
             u.add("reorder", ro).add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {ii});
             if (kunroll) u.add("unroll", {kvi});
-            u.add("parallel", {io});
+            // Too few row tiles for the cores (a batch-1 Linear, a GEMV): the column panels, or
+            // the column tiles, go to the threads instead. Linear 1x4096 -> 4096 on the 2-core
+            // EPYC, interleaved `loom bench`: one row tile on one core 1.13 ms, panels in
+            // parallel 0.61-0.62 (Adams2019 0.74-0.75; fourteenth session).
+            const bool few_rows = (M + MR - 1) / MR < 2 * std::max(1, m.cores);
+            u.add("parallel", {!few_rows ? io : block ? jb : jo});
         }
         inline_members();
         return;
