@@ -141,6 +141,29 @@ TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
     check_auto(b.g, "one-row gemm");
 }
 
+// A Transpose whose input rows are long copies tiles of its input first (`x.in(out)`, dense loads)
+// and gathers from them, with guarded tails on both tile dims; a permutation of short rows (NCHW ->
+// NHWC of 12-wide rows) keeps the plain vectorized loop. Both match the reference.
+TEST(Autoschedule, TransposeOfLongRowsIsStagedByTiles) {
+    for (bool long_rows : {true, false}) {
+        Builder b;
+        Shape in = long_rows ? Shape{264, 300} : Shape{2, 16, 8, 12};
+        Shape out = long_rows ? Shape{300, 264} : Shape{2, 8, 12, 16};
+        std::vector<int64_t> perm = long_rows ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{0, 2, 3, 1};
+        std::string x = b.input("x", in);
+        b.out("Transpose", {x}, out, {{"perm", perm}});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+        EXPECT_EQ(text.find("x.in(") != std::string::npos, long_rows) << text;
+        if (long_rows) {
+            EXPECT_NE(text.find(", 128, TailStrategy::GuardWithIf)"), std::string::npos) << text;
+            EXPECT_NE(text.find(".compute_at("), std::string::npos) << text;
+        }
+        check_auto(b.g, long_rows ? "transpose of long rows" : "permute of short rows");
+    }
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

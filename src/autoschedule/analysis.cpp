@@ -71,6 +71,27 @@ bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector
     return true;
 }
 
+// Notes in \p fi a read \p c in \p fn's pure definition that walks its producer's innermost dim
+// by an outer var of fn (a Transpose): the producer as the schedule names it (a graph input by its
+// own name, not its reader Func's) and that var. Only a read of as many points as fn has (a
+// permutation, not a broadcast row or a weight).
+void transposed_read(const LoweredPipeline &p, const Function &fn, const Call *c, FuncInfo &fi) {
+    if (!fi.transposed_from.empty() || c->args.empty()) return;
+    const Variable *v = c->args[0].as<Variable>();
+    if (!v || std::find(fn.args().begin() + 1, fn.args().end(), v->name) == fn.args().end()) return;
+    std::vector<int64_t> ext = producer_extents(p, c->name);
+    double n = 1;
+    for (int64_t x : ext) n *= (double)x;
+    if (ext.empty() || n != fi.points) return;
+    std::string name = c->name;
+    for (size_t q = 0; q < p.inputs.size() && q < p.input_funcs.size(); q++)
+        if (p.input_funcs[q].name() == c->name) name = p.inputs[q].name();
+    fi.transposed_from = name;
+    fi.transposed_var = v->name;
+    fi.transposed_rank = (int)ext.size();
+    fi.transposed_row_bytes = ext.back() * dtype_size(p.find(c->name) ? p.find(c->name)->dtype : fi.lf->dtype);
+}
+
 }  // namespace
 
 std::string fresh(std::vector<std::string> &used, const std::string &base) {
@@ -155,6 +176,7 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                             for (size_t q = 1; q < fn.args().size(); q++) other_used |= uses(a, fn.args()[q]);
                         }
                         if (inner_used && !other_used) fi.row_broadcast_reads++;
+                        transposed_read(p, fn, c, fi);
                     }
                     if (c->call_type != Call::Halide) continue;
                     bool rows = !c->args.empty() && uses(c->args.back(), outer);

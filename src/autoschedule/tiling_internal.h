@@ -99,6 +99,9 @@ struct Ctx {
 
     /// A pointwise or row kernel: the root's loops, row members computed per row.
     void rows_or_pointwise();
+    /// A pointwise kernel that reads its producer transposed: tiles, the producer's tile copied
+    /// first (`in`); false when the kernel does not transpose (tiling.cpp says why).
+    bool transposed_tile();
     /// Prefetches of the next row of the inputs that costly row-buffered Func \p f reads.
     void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv);
     /// prefetch on \p st of each graph input that \p f reads point for point (through inlined
