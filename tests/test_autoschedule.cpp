@@ -141,9 +141,10 @@ TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
     check_auto(b.g, "one-row gemm");
 }
 
-// A Transpose whose input rows are long copies tiles of its input first (`x.in(out)`, dense loads)
-// and gathers from them, with guarded tails on both tile dims; a permutation of short rows (NCHW ->
-// NHWC of 12-wide rows) keeps the plain vectorized loop. Both match the reference.
+// A Transpose whose input rows are long, moving more than the LLC (256 KiB here), copies tiles of
+// its input first (`x.in(out)`, dense loads) and gathers from them, with guarded tails on both
+// tile dims; a permutation of short rows (NCHW -> NHWC of 12-wide rows) keeps the plain vectorized
+// loop, and so does the long one inside a 32 MiB LLC. All match the reference.
 TEST(Autoschedule, TransposeOfLongRowsIsStagedByTiles) {
     for (bool long_rows : {true, false}) {
         Builder b;
@@ -154,14 +155,38 @@ TEST(Autoschedule, TransposeOfLongRowsIsStagedByTiles) {
         b.out("Transpose", {x}, out, {{"perm", perm}});
         prepare_graph(b.g);
         LoweredPipeline lp = lower_graph(b.g);
-        std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+        MachineModel small_llc = test_machine();
+        small_llc.llc_bytes = 256 << 10;
+        std::string text = print_schedule(auto_schedule(lp, host_target(), small_llc));
         EXPECT_EQ(text.find("x.in(") != std::string::npos, long_rows) << text;
         if (long_rows) {
             EXPECT_NE(text.find(", 128, TailStrategy::GuardWithIf)"), std::string::npos) << text;
             EXPECT_NE(text.find(".compute_at("), std::string::npos) << text;
+            std::string in_llc = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+            EXPECT_EQ(in_llc.find("x.in("), std::string::npos) << in_llc;
         }
-        check_auto(b.g, long_rows ? "transpose of long rows" : "permute of short rows");
+        check_auto(b.g, long_rows ? "transpose of long rows" : "permute of short rows", 1e-5, &small_llc);
     }
+}
+
+// A max down the rows of a matrix (per column) walks the rows in strips of several vectors, one
+// register accumulator each, unrolled; a batched GEMM with batches enough for the cores runs the
+// batch var in parallel. Both match the reference.
+TEST(Autoschedule, ColumnReductionStripsAndBatchedGemmParallelOverBatches) {
+    Builder b;
+    std::string x = b.input("x", {512, 2048});
+    b.out("ReduceMax", {x}, {2048}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
+    std::string q = b.input("q", {16, 128, 64}), k = b.input("k", {16, 64, 128});
+    b.out("MatMul", {q, k}, {16, 128, 128});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    MachineModel m = test_machine();
+    std::string text = print_schedule(auto_schedule(lp, host_target(), m));
+    const int V = lanes_of_host();
+    EXPECT_NE(text.find(str_cat(".split(ii, iu, iv, ", V, ")")), std::string::npos) << text;
+    EXPECT_NE(text.find(".unroll(iu)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".parallel(b);"), std::string::npos) << text;
+    check_auto(b.g, "column max and batched gemm", 1e-5, &m);
 }
 
 TEST(Autoschedule, Deterministic) {

@@ -252,9 +252,11 @@ void Ctx::comment_kernel(ScheduleStatement &st) {
 // (`x.in(out)`, computed at the tile, vectorized along x's rows: dense loads) and gathered from L1.
 // Transpose 4096x4096 on the 2-core EPYC, interleaved `loom bench`: 57 ms vectorized, 4.3 ms
 // staged by tiles of 128 (64: 5.7, 256: 5.0; tiled without staging 10-13; Adams2019, which stages
-// x_read the same way, 7.5; fourteenth session). Only where the producer's rows are 256 bytes or
-// more: NHWC -> NCHW of [16, 56, 56, 64] (rows of 64 floats) 1.30 -> 0.65 ms, but NCHW -> NHWC of
-// [16, 64, 56, 56] (rows of 56) 0.65 -> 1.02, where each tile is too small to pay for its copy.
+// x_read the same way, 7.5; fourteenth session). Only where the kernel moves more than the LLC
+// and the producer's rows are 256 bytes or more: NCHW -> NHWC of [16, 64, 56, 56] (rows of 56)
+// went 0.65 -> 1.02 ms, each tile too small to pay for its copy, and the Kᵀ of 96 batches of
+// 128x64 (3 MB, in cache) 0.84 -> 0.98 ms (NHWC -> NCHW of [16, 56, 56, 64], rows of 64 and 26 MB,
+// gained: 1.30 -> 0.65 ms, but is left out with them).
 bool Ctx::transposed_tile() {
     const std::string &R = k.root;
     const FuncInfo &f = fi(R);
@@ -262,6 +264,7 @@ bool Ctx::transposed_tile() {
     const int r = (int)L.vars.size();
     const int V = lanes(R);
     if (k.kind != "pointwise" || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
+        k.bytes_read + k.bytes_written <= (double)m.llc_bytes ||
         r < 2 || V < 2 || !L.update_rvars.empty() ||
         L.extents.back() < V || concat_piece(R) > 0)
         return false;
@@ -670,13 +673,31 @@ std::string Ctx::vectorize_update(ScheduleStatement &u, const std::string &f, st
     const auto &e = lf(f).extents;
     int lv = v.empty() ? 0 : fit_lanes(lanes(f), e.back());
     if (lv < 4 || !fi(f).inner_var_contiguous) return "";
+    // Reductions down the outer dims (a max over the rows of a matrix, per column): a strip of one
+    // vector walks thousands of rows a line and a page apart. A strip of several vectors, one
+    // register accumulator each (half the registers), reads a longer run of every row, still with
+    // at least two strips a core. Max over the 4096 rows of 4096x4096 on the 2-core EPYC,
+    // interleaved `loom bench`: strips of 16 columns 5.3 ms, of 64 1.9, of 256 1.4 (fourteenth session).
+    int64_t U = 1;
+    if (!fi(f).inner_rvar_contiguous && lf(f).vars.size() <= 2)
+        for (int64_t w = std::max(1, m.vector_registers / 2); w > 1 && U == 1; w /= 2)
+            if (e.back() / (w * lv) >= 2 * std::max(1, m.cores)) U = w;
     std::string vo = fresh(used, v.back() + "o"), vi = fresh(used, v.back() + "i");
-    Args split = {v.back(), vo, vi, lv};
-    if (e.back() % lv) split.push_back(ScheduleArg::tail("GuardWithIf"));
-    Args reorder = {vi};
+    Args split = {v.back(), vo, vi, U * lv};
+    if (e.back() % (U * lv)) split.push_back(ScheduleArg::tail("GuardWithIf"));
+    u.add("split", split);
+    std::string vu, vv = vi;
+    if (U > 1) {
+        vu = fresh(used, v.back() + "u");
+        vv = fresh(used, v.back() + "v");
+        u.add("split", {vi, vu, vv, lv});
+    }
+    Args reorder = {vv};
+    if (U > 1) reorder.push_back(vu);
     for (const auto &rv : lf(f).update_rvars[u.stage]) reorder.push_back(rv);
     reorder.push_back(vo);
-    u.add("split", split).add("reorder", reorder).add("vectorize", {vi});
+    u.add("reorder", reorder).add("vectorize", {vv});
+    if (U > 1) u.add("unroll", {vu});
     return vo;
 }
 
