@@ -91,7 +91,7 @@ def main():
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    table = export_workloads.workloads(args.small)
+    table = export_workloads.all_workloads(args.small)
     names = args.names or list(table)
     loom = load_loom(args.loom) if args.loom else {}
     results = {}

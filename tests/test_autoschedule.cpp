@@ -141,10 +141,10 @@ TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
     check_auto(b.g, "one-row gemm");
 }
 
-// A Transpose whose input rows are long, moving more than the LLC (256 KiB here), copies tiles of
-// its input first (`x.in(out)`, dense loads) and gathers from them, with guarded tails on both
-// tile dims; a permutation of short rows (NCHW -> NHWC of 12-wide rows) keeps the plain vectorized
-// loop, and so does the long one inside a 32 MiB LLC. All match the reference.
+// A Transpose whose input rows are long, moving more than a quarter of the LLC (256 KiB here),
+// copies tiles of its input first (`x.in(out)`, dense loads) and gathers from them, with guarded
+// tails on both tile dims; a permutation of short rows (NCHW -> NHWC of 12-wide rows) keeps the
+// plain vectorized loop, and so does the long one beside a 32 MiB LLC. All match the reference.
 TEST(Autoschedule, TransposeOfLongRowsIsStagedByTiles) {
     for (bool long_rows : {true, false}) {
         Builder b;

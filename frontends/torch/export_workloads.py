@@ -9,7 +9,10 @@ runs give the same models.
 
 compare_torch.py imports workloads() from here so PyTorch runs exactly the same modules.
 
-Usage: frontends/torch/export_workloads.py [--small] [--out bench/workloads] [--list] [NAME ...]
+Usage: frontends/torch/export_workloads.py [--small] [--ops] [--out bench/workloads] [--list] [NAME ...]
+
+--ops exports the operator-coverage workloads (op_workloads(): one op family each, at a model's
+sizes) instead of the suite.
 
 resnet18 and mobilenet_v2 need torchvision; without it they are skipped with a message.
 """
@@ -83,6 +86,72 @@ def workloads(small=False):
     }
 
 
+# --- operator coverage: one op (or a short chain) each, at the sizes a model gives them ----------
+
+class Fn(nn.Module):
+    """A module around a function of its inputs (an op that has no nn.Module of its own)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def op_workloads(small=False):
+    """The operator-coverage workloads (bench/run_suite --ops): name -> as workloads() gives.
+    Not in the suite's geomean; they check that the cost model has no blind spot per op family."""
+    s = 8 if small else 1  # shrink factor of the leading dims
+    H = 1024 // s  # rows of the row ops
+    return {
+        "op_layernorm_768": (lambda: nn.LayerNorm(768), {"x": (8 * H, 768)}, ["y"], "LayerNorm over rows of 768"),
+        "op_layernorm_3d": (lambda: nn.LayerNorm(768), {"x": (32 // s, 128, 768)}, ["y"],
+                            "LayerNorm over [B, S, 768]"),
+        "op_rmsnorm": (lambda: Fn(lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)),
+                       {"x": (8 * H, 2048)}, ["y"], "RMSNorm over rows of 2048"),
+        "op_attention_softmax": (lambda: Fn(lambda x: torch.softmax(x, -1)), {"x": (8 // s or 1, 12, 128, 128)},
+                                 ["y"], "softmax over the last dim of [B, 12, 128, 128]"),
+        "op_classifier_softmax": (lambda: Fn(lambda x: torch.softmax(x, -1)), {"x": (16 * H, 1000)}, ["y"],
+                                  "softmax over rows of 1000"),
+        "op_gelu_erf": (lambda: Fn(F.gelu), {"x": (4 * H, 4096)}, ["y"], "GELU (erf)"),
+        "op_gelu_tanh": (lambda: Fn(lambda x: F.gelu(x, approximate="tanh")), {"x": (4 * H, 4096)}, ["y"],
+                         "GELU (tanh)"),
+        "op_silu_mul": (lambda: Fn(lambda x, y: F.silu(x) * y), {"x": (4 * H, 4096), "g": (4 * H, 4096)}, ["y"],
+                        "silu(x) * g"),
+        "op_bias_relu_nchw": (lambda: Fn(lambda x, b: torch.relu(x + b)),
+                              {"x": (32 // s, 256, 28, 28), "b": (1, 256, 1, 1)}, ["y"], "relu(x + per-channel b)"),
+        "op_batchnorm_relu": (lambda: nn.Sequential(nn.BatchNorm2d(64), nn.ReLU()), {"x": (32 // s, 64, 56, 56)},
+                              ["y"], "BatchNorm (inference) + ReLU, no conv to fold into"),
+        "op_global_avg_pool": (lambda: Fn(lambda x: x.mean(dim=(2, 3))), {"x": (64 // s, 512, 14, 14)}, ["y"],
+                               "mean over H x W"),
+        "op_column_max": (lambda: Fn(lambda x: x.amax(dim=0)), {"x": (4 * H, 4096)}, ["y"], "max down the rows"),
+        "op_transpose": (lambda: Fn(lambda x: x.t().contiguous()), {"x": (4 * H, 4096)}, ["y"], "2-D transpose"),
+        "op_permute_heads": (lambda: Fn(lambda x: x.permute(0, 2, 1, 3).contiguous()), {"x": (16 // s, 512, 12, 64)},
+                             ["y"], "[B, S, H, D] -> [B, H, S, D]"),
+        "op_nhwc_to_nchw": (lambda: Fn(lambda x: x.permute(0, 3, 1, 2).contiguous()), {"x": (16 // s, 56, 56, 64)},
+                            ["y"], "NHWC -> NCHW"),
+        "op_nchw_to_nhwc": (lambda: Fn(lambda x: x.permute(0, 2, 3, 1).contiguous()), {"x": (16 // s, 64, 56, 56)},
+                            ["y"], "NCHW -> NHWC"),
+        "op_upsample_nearest": (lambda: Fn(lambda x: F.interpolate(x, scale_factor=2, mode="nearest")),
+                                {"x": (16 // s, 64, 56, 56)}, ["y"], "nearest 2x upsampling"),
+        "op_maxpool": (lambda: nn.MaxPool2d(3, 2, 1), {"x": (32 // s, 64, 112, 112)}, ["y"], "MaxPool 3x3 stride 2"),
+        "op_depthwise_conv": (lambda: nn.Conv2d(128, 128, 3, padding=1, groups=128), {"x": (16 // s, 128, 56, 56)},
+                              ["y"], "depthwise Conv3x3, 128 channels"),
+        "op_conv1x1": (lambda: nn.Conv2d(256, 256, 1), {"x": (16 // s, 256, 28, 28)}, ["y"], "Conv1x1 256 -> 256"),
+        "op_gemv": (lambda: nn.Linear(4096, 4096), {"x": (1, 4096)}, ["y"], "batch-1 Linear 4096 -> 4096"),
+        "op_gemv_relu": (lambda: nn.Sequential(nn.Linear(4096, 4096), nn.ReLU()), {"x": (1, 4096)}, ["y"],
+                         "batch-1 Linear 4096 -> 4096 + ReLU"),
+        "op_qk_matmul": (lambda: Fn(lambda q, k: q @ k.transpose(-1, -2)),
+                         {"q": (96 // s, 128, 64), "k": (96 // s, 128, 64)}, ["y"], "Q Kᵀ of [B*H, 128, 64]"),
+    }
+
+
+def all_workloads(small=False):
+    """The suite and the operator-coverage workloads."""
+    return {**workloads(small), **op_workloads(small)}
+
+
 def build(factory, input_shapes, seed=0):
     """The module in eval mode with seeded weights (non-trivial BatchNorm/LayerNorm statistics),
     and one seeded set of inputs."""
@@ -130,19 +199,21 @@ def main():
     ap.add_argument("--small", action="store_true", help="CI smoke sizes (NAME.small.onnx)")
     ap.add_argument("--missing", action="store_true", help="export only workloads whose file is absent")
     ap.add_argument("--list", action="store_true", help="print the workloads and exit")
-    ap.add_argument("names", nargs="*", help="workloads to export (default: all)")
+    ap.add_argument("--ops", action="store_true", help="the operator-coverage workloads instead of the suite")
+    ap.add_argument("names", nargs="*", help="workloads to export (default: all of the suite, or of --ops)")
     args = ap.parse_args()
-    table = workloads(args.small)
+    table = all_workloads(args.small)
+    default = op_workloads(args.small) if args.ops else workloads(args.small)
     if args.list:
-        for n, spec in table.items():
-            print(f"{n:16} {spec[3]}")
+        for n, spec in default.items():
+            print(f"{n:22} {spec[3]}")
         return
     for n in args.names:
         if n not in table:
             sys.exit(f"unknown workload '{n}'; known: {' '.join(table)}")
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore")
-    for name in args.names or table:
+    for name in args.names or default:
         if args.missing and os.path.exists(path_for(args.out, name, args.small)):
             continue
         export(name, table[name], args.out, args.small)

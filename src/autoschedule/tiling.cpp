@@ -252,11 +252,11 @@ void Ctx::comment_kernel(ScheduleStatement &st) {
 // (`x.in(out)`, computed at the tile, vectorized along x's rows: dense loads) and gathered from L1.
 // Transpose 4096x4096 on the 2-core EPYC, interleaved `loom bench`: 57 ms vectorized, 4.3 ms
 // staged by tiles of 128 (64: 5.7, 256: 5.0; tiled without staging 10-13; Adams2019, which stages
-// x_read the same way, 7.5; fourteenth session). Only where the kernel moves more than the LLC
-// and the producer's rows are 256 bytes or more: NCHW -> NHWC of [16, 64, 56, 56] (rows of 56)
-// went 0.65 -> 1.02 ms, each tile too small to pay for its copy, and the Kᵀ of 96 batches of
-// 128x64 (3 MB, in cache) 0.84 -> 0.98 ms (NHWC -> NCHW of [16, 56, 56, 64], rows of 64 and 26 MB,
-// gained: 1.30 -> 0.65 ms, but is left out with them).
+// x_read the same way, 7.5; fourteenth session). Only where the producer's rows are 256 bytes or
+// more and the kernel moves more than a quarter of the LLC: NHWC -> NCHW of [16, 56, 56, 64] (rows
+// of 64, 26 MB) 1.30 -> 0.65 ms, but NCHW -> NHWC of [16, 64, 56, 56] (rows of 56) 0.65 -> 1.02,
+// each tile too small to pay for its copy, and the Kᵀ of 96 batches of 128x64 (6 MB, in cache)
+// 0.84 -> 0.98 ms with the GEMM after it.
 bool Ctx::transposed_tile() {
     const std::string &R = k.root;
     const FuncInfo &f = fi(R);
@@ -264,7 +264,7 @@ bool Ctx::transposed_tile() {
     const int r = (int)L.vars.size();
     const int V = lanes(R);
     if (k.kind != "pointwise" || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
-        k.bytes_read + k.bytes_written <= (double)m.llc_bytes ||
+        k.bytes_read + k.bytes_written <= (double)m.llc_bytes / 4 ||
         r < 2 || V < 2 || !L.update_rvars.empty() ||
         L.extents.back() < V || concat_piece(R) > 0)
         return false;
