@@ -189,6 +189,23 @@ TEST(Autoschedule, ColumnReductionStripsAndBatchedGemmParallelOverBatches) {
     check_auto(b.g, "column max and batched gemm", 1e-5, &m);
 }
 
+// A depthwise conv that is a graph output computes its padded input per channel block, where its
+// update runs in parallel, not in a pass of its own; it matches the reference.
+TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
+    Builder b;
+    std::string x = b.input("x", {2, 32, 20, 20});
+    std::string w = b.random_constant("wdw", {32, 1, 3, 3}, 12);
+    b.out("Conv", {x, w}, {2, 32, 20, 20},
+          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+           {"group", int64_t(32)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find("padded input computed per channel block"), std::string::npos) << text;
+    EXPECT_EQ(text.find("_pad.compute_root()"), std::string::npos) << text;
+    check_auto(b.g, "depthwise output conv");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);
