@@ -122,5 +122,23 @@ TEST(OpsLayout, Resize) {
     check(b, random_inputs(b.g, 15));
 }
 
+// Nearest upsampling by 2 and 4 (lowered as integer x / s plus a per-phase offset, resize.cpp)
+// under every coordinate mode and rounding, against the reference's float formula: the phases
+// that land before the first input (half_pixel with floor: -1) are clamped like the float form.
+TEST(OpsLayout, ResizeNearestPowerOfTwoEveryMode) {
+    Builder b;
+    std::string x = b.input("x", {1, 2, 5, 7});
+    for (double s : {2.0, 4.0})
+        for (const char *ctm : {"asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"})
+            for (const char *nm : {"floor", "ceil", "round_prefer_floor", "round_prefer_ceil"}) {
+                std::map<std::string, AttrValue> a{{"scales", std::vector<double>{1, 1, s, s}},
+                                                   {"mode", std::string("nearest")},
+                                                   {"coordinate_transformation_mode", std::string(ctm)},
+                                                   {"nearest_mode", std::string(nm)}};
+                b.out("Resize", {x}, {1, 2, 5 * (int64_t)s, 7 * (int64_t)s}, a);
+            }
+    check(b, random_inputs(b.g, 16));
+}
+
 }  // namespace
 }  // namespace loom

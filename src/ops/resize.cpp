@@ -1,6 +1,7 @@
 // Resize (ONNX semantics with explicit scales): nearest, N-linear and cubic, each as one Func
 // whose taps read the input at clamped (edge) coordinates; only dims that really change size are
 // interpolated, so an NCHW image resize is 4 (linear) or 16 (cubic) taps.
+#include <algorithm>
 #include <cmath>
 
 #include "graph/error.h"
@@ -73,6 +74,38 @@ void lower_resize(LowerContext &ctx, const Node &node) {
     if (mode == "nearest") {
         std::vector<Expr> src = idx;
         for (int d : moving) {
+            // Upsampling by a power of two (not align_corners): the coordinate is affine with slope
+            // 1/s, exact in float, so the source index steps by one every s outputs. As integer
+            // arithmetic, x / s plus a per-phase constant, Halide loads a vector of the input and
+            // shuffles it instead of gathering each element through float math. [16, 64, 56, 56]
+            // x2 on the 2-core EPYC, `loom bench`: auto 2.82 -> 1.08 ms, and every other schedule alike.
+            const double sc = scales[d];
+            const int64_t si = (int64_t)sc;
+            if (ctm != "align_corners" && sc >= 2 && (double)si == sc && (si & (si - 1)) == 0 && os[d] == is[d] * si &&
+                os[d] < (1 << 22)) {
+                std::vector<int> phase;  // the float formula's index for outputs 0 .. s-1
+                for (int64_t r = 0; r < si; r++) {
+                    Halide::Expr cr = Halide::Internal::simplify(source_coord(ctm, Expr((int)r), sc, is[d], os[d], node));
+                    const double *cf = Halide::Internal::as_const_float(cr);
+                    internal_check(cf != nullptr, node.describe(), ": a constant coordinate did not fold");
+                    float v = (float)*cf;
+                    double ir = nearest_mode == "round_prefer_floor" ? std::ceil(v - 0.5f)
+                                : nearest_mode == "round_prefer_ceil" ? std::floor(v + 0.5f)
+                                : nearest_mode == "floor"             ? std::floor(v)
+                                : nearest_mode == "ceil"              ? std::ceil(v)
+                                                                      : NAN;
+                    if (std::isnan(ir)) break;
+                    phase.push_back((int)ir);
+                }
+                if ((int64_t)phase.size() == si) {
+                    Expr i = idx[d] / (int)si;
+                    Expr rphase = idx[d] % (int)si, off = phase.back();
+                    for (int64_t r = si - 2; r >= 0; r--) off = Halide::select(rphase == (int)r, phase[r], off);
+                    bool zero = std::all_of(phase.begin(), phase.end(), [](int q) { return q == 0; });
+                    src[d] = zero ? i : Halide::clamp(i + off, 0, (int)is[d] - 1);
+                    continue;
+                }
+            }
             Expr c = coord[d], i;
             if (nearest_mode == "round_prefer_floor") i = Halide::ceil(c - 0.5f);
             else if (nearest_mode == "round_prefer_ceil") i = Halide::floor(c + 0.5f);
