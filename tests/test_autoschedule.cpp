@@ -206,6 +206,22 @@ TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     check_auto(b.g, "depthwise output conv");
 }
 
+// A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
+// accumulator stays in a register; the schedule is correct.
+TEST(Autoschedule, SmallWindowsAreUnrolled) {
+    Builder b;
+    std::string x = b.input("x", {4, 16, 40, 40});
+    b.out("MaxPool", {x}, {4, 16, 20, 20},
+          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+           {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find(".unroll(r.x)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".unroll(r.y)"), std::string::npos) << text;
+    check_auto(b.g, "3x3 max pool");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

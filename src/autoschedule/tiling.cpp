@@ -25,6 +25,8 @@ double prod(const std::vector<int64_t> &e, size_t from, size_t to) {
 // Fewest flops per point of a row-buffered pointwise Func for Ctx::prefetch_next_row (Softmax's
 // exp(x - max) counts 11; LayerNorm's output pass, 4, gained nothing from it).
 constexpr double kPrefetchMinFlops = 8;
+// Most reduction steps per output that a vectorized update unrolls (vectorize_update).
+constexpr double kMaxUnrolledTaps = 16;
 // Values of the transposed var in one tile of a transposing kernel (Ctx::transposed_tile).
 constexpr int64_t kTransposeRows = 128;
 // Shortest producer row, in bytes, that a transposing kernel stages by tiles (transposed_tile).
@@ -698,6 +700,14 @@ std::string Ctx::vectorize_update(ScheduleStatement &u, const std::string &f, st
     reorder.push_back(vo);
     u.add("reorder", reorder).add("vectorize", {vv});
     if (U > 1) u.add("unroll", {vu});
+    // A small window (a pool's 3x3 taps) unrolled: the accumulator stays in a register and the
+    // taps' loads overlap, instead of a loop of 3 around a loop of 3 per vector. MaxPool 3x3/2 of
+    // [32, 64, 112, 112] on the 2-core EPYC, interleaved `loom bench`: 6.9-7.2 -> 4.3 ms.
+    const auto &rx = fi(f).rvar_extents[u.stage];
+    double taps = 1;
+    for (int64_t x : rx) taps *= (double)std::max<int64_t>(1, x);
+    if (!rx.empty() && taps <= kMaxUnrolledTaps && U == 1)
+        for (const auto &rv : lf(f).update_rvars[u.stage]) u.add("unroll", {rv});
     return vo;
 }
 
