@@ -238,9 +238,12 @@ TEST(ScheduleErrors, CanComputeAtReusesChecks) {
     Schedule ctx = parse_schedule("b.compute_inline();");  // illegal (b has updates) but only a context
     ctx = parse_schedule("b.compute_at(c, i).split(j, jo, ji, 8);");
     EXPECT_TRUE(can_compute_at(t.p, "a", "c", "j", &ctx));
-    EXPECT_TRUE(can_compute_at(t.p, "a", "b", "jo", &ctx));
+    // jo splits b's pure stage, but only b's update reads a: its loops are the legal ones there.
+    EXPECT_FALSE(can_compute_at(t.p, "a", "b", "jo", &ctx, &why));
+    EXPECT_EQ(why, "'jo' is not a loop of b.update(0), the stage(s) of b that read a; its loops there: b.{i, j, k}");
+    EXPECT_TRUE(can_compute_at(t.p, "a", "b", "k", &ctx));
     EXPECT_EQ(legal_compute_at_locations(t.p, "a", &ctx),
-              (std::vector<std::string>{"b.{i, jo, ji, j, k}", "c.{i, j}", "root"}));
+              (std::vector<std::string>{"b.{i, j, k}", "c.{i, j}", "root"}));
 }
 
 TEST(ScheduleErrors, HalideRejectionIsReportedAgainstTheStatement) {
@@ -408,4 +411,13 @@ TEST(ScheduleErrors, UnscheduledOnlyAloneOnAnUpdate) {
     EXPECT_HAS(m, "`b.update(k).unscheduled()`");
     m = error_of("b.update(0).parallel(i).unscheduled();");
     EXPECT_HAS(m, "cannot share `b.update(0)` with other primitives (drop one)");
+}
+
+// compute_at must name a loop of the consumer's stage that reads the producer: a split of b's pure
+// stage does not surround b's update, the only stage that reads a (Halide would reject it too).
+TEST(ScheduleErrors, ComputeAtALoopOfAStageThatDoesNotRead) {
+    std::string m = error_of("b.split(j, jo, ji, 8);\na.compute_at(b, jo);");
+    EXPECT_STARTS(m, "mlp.cpu.sched:2:3: a.compute_at(b, jo): 'jo' is not a loop of b.update(0), the stage(s) of b "
+                     "that read a; its loops there: b.{i, j, k}");
+    EXPECT_EQ(error_of("b.split(j, jo, ji, 8);\na.compute_at(b, k);"), "");
 }

@@ -681,6 +681,50 @@ std::vector<std::string> all_dims(const FuncModel &f) {
     return r;
 }
 
+// The stages of \p c that read \p producer: an rfactor intermediate is read by its Func's updates;
+// a pipeline Func, by the definitions whose values or args call it. Empty when that cannot be told
+// (a Func the schedule creates, a producer read only through an inlined Func): then any stage may.
+std::vector<int> reading_stages(const FuncModel &c, const FuncModel &producer) {
+    std::vector<int> r;
+    if (producer.rfactor_of == c.name) {
+        for (int k = 1; k < (int)c.stages.size(); k++) r.push_back(k);
+        return r;
+    }
+    if (!c.func.defined() || !producer.func.defined()) return r;
+    struct Calls : Halide::Internal::IRVisitor {
+        std::string name;
+        bool found = false;
+        using IRVisitor::visit;
+        void visit(const Halide::Internal::Call *op) override {
+            found |= op->name == name;
+            IRVisitor::visit(op);
+        }
+    };
+    const Halide::Internal::Function &fn = c.func.function();
+    std::vector<Halide::Internal::Definition> defs = {fn.definition()};
+    for (const auto &u : fn.updates()) defs.push_back(u);
+    for (int k = 0; k < (int)defs.size() && k < (int)c.stages.size(); k++) {
+        Calls calls;
+        calls.name = producer.func.name();
+        for (const auto &v : defs[k].values()) v.accept(&calls);
+        for (const auto &a : defs[k].args()) a.accept(&calls);
+        if (calls.found) r.push_back(k);
+    }
+    return r;
+}
+
+// The loops of \p c that may hold \p producer: those of the stages that read it where that is
+// known (reading_stages), else all of c's.
+std::vector<std::string> loops_around(const FuncModel &c, const FuncModel &producer) {
+    std::vector<int> readers = reading_stages(c, producer);
+    if (readers.empty()) return all_dims(c);
+    std::vector<std::string> r;
+    for (int k : readers)
+        for (const auto &n : c.stages[k].names_outer_first())
+            if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
+    return r;
+}
+
 }  // namespace
 
 void record_placements(Model &m, const Schedule &s) {
@@ -710,7 +754,7 @@ std::vector<std::string> legal_locations(Model &m, const std::string &producer) 
                 if (!inside(m, u, cn, seen)) all_in = false;
             }
             std::set<std::string> seen;
-            if (all_in && !inside(m, cn, producer, seen)) r.push_back(cn + ".{" + join(all_dims(*c)) + "}");
+            if (all_in && !inside(m, cn, producer, seen)) r.push_back(cn + ".{" + join(loops_around(*c, *f)) + "}");
         }
     }
     r.push_back("root");
@@ -749,6 +793,16 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
     auto dims = all_dims(*c);
     if (std::find(dims.begin(), dims.end(), var) == dims.end())
         return consumer + " has no var '" + var + "'" + hint_legal(did_you_mean(var, dims));
+    // The var must be a loop of a stage that reads the producer: a split of the pure stage does
+    // not exist around the update that does (Halide would reject it with its own list).
+    std::vector<int> readers = reading_stages(*c, *f);
+    if (!readers.empty()) {
+        std::vector<std::string> ok = loops_around(*c, *f), labels;
+        for (int k : readers) labels.push_back(c->stage_label(k - 1));
+        if (std::find(ok.begin(), ok.end(), var) == ok.end())
+            return "'" + var + "' is not a loop of " + join(labels) + ", the stage(s) of " + consumer + " that read " +
+                   producer + "; its loops there: " + consumer + ".{" + join(ok) + "}";
+    }
     return "";
 }
 
