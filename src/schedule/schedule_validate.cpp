@@ -673,13 +673,18 @@ bool inside(Model &m, const std::string &g, const std::string &c, std::set<std::
     return result;
 }
 
-std::vector<std::string> all_dims(const FuncModel &f) {
+// The loop names of \p f's stages \p stages (all of them when empty), each once.
+std::vector<std::string> stage_loops(const FuncModel &f, const std::vector<int> &stages = {}) {
     std::vector<std::string> r;
-    for (const auto &s : f.stages)
-        for (const auto &n : s.names_outer_first())
+    for (int k = 0; k < (int)f.stages.size(); k++) {
+        if (!stages.empty() && std::find(stages.begin(), stages.end(), k) == stages.end()) continue;
+        for (const auto &n : f.stages[k].names_outer_first())
             if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
+    }
     return r;
 }
+
+std::vector<std::string> all_dims(const FuncModel &f) { return stage_loops(f); }
 
 // The stages of \p c that read \p producer: an rfactor intermediate is read by its Func's updates;
 // a pipeline Func, by the definitions whose values or args call it. Empty when that cannot be told
@@ -716,13 +721,7 @@ std::vector<int> reading_stages(const FuncModel &c, const FuncModel &producer) {
 // The loops of \p c that may hold \p producer: those of the stages that read it where that is
 // known (reading_stages), else all of c's.
 std::vector<std::string> loops_around(const FuncModel &c, const FuncModel &producer) {
-    std::vector<int> readers = reading_stages(c, producer);
-    if (readers.empty()) return all_dims(c);
-    std::vector<std::string> r;
-    for (int k : readers)
-        for (const auto &n : c.stages[k].names_outer_first())
-            if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
-    return r;
+    return stage_loops(c, reading_stages(c, producer));
 }
 
 }  // namespace
