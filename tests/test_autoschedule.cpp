@@ -463,13 +463,8 @@ TEST(Autoschedule, WideRowsWithBroadcastParametersAreTiled) {
     narrow.vector_bytes = 32, narrow.vector_registers = 16;
     EXPECT_EQ(print_schedule(auto_schedule(lp, host_target(), narrow)).find("row-broadcast"), std::string::npos);
     std::string text = print_schedule(auto_schedule(lp, host_target(), wide));
-    auto count = [&](const std::string &what) {
-        size_t n = 0;
-        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-        return n;
-    };
-    EXPECT_EQ(count("row-broadcast vector"), 2u) << text;  // the two wide LayerNorms only
-    EXPECT_EQ(count(".reorder_storage(u, "), 4u) << text;  // mean and var partials of each
+    EXPECT_EQ(loom::testing::count_of(text, "row-broadcast vector"), 2u) << text;  // the two wide LayerNorms only
+    EXPECT_EQ(loom::testing::count_of(text, ".reorder_storage(u, "), 4u) << text;  // mean and var partials of each
     // 4 MB moved, more than the L2s: the 256-row LayerNorm prefetches its next tile, of 4 rows.
     EXPECT_NE(text.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << text;
     EXPECT_NE(text.find(".prefetch(x, j, j, "), std::string::npos) << text;

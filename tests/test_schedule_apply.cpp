@@ -25,6 +25,7 @@
 
 #include "graph_builder.h"
 #include "schedule_test_pipeline.h"
+#include "test_util.h"
 
 using namespace loom;
 
@@ -136,13 +137,8 @@ nz.compute_root();
     EXPECT_TRUE(has(nest, "parallel j.jo.t")) << nest;
     // rfactor adds a producer loop nest (Halide names it tot_intm, shown as "tot…" when Halide
     // has uniquified names across tests).
-    auto count = [&](const std::string &w) {
-        int n = 0;
-        for (size_t p = nest.find(w); p != std::string::npos; p = nest.find(w, p + 1)) n++;
-        return n;
-    };
-    EXPECT_GE(count("produce tot"), 2) << nest;
-    EXPECT_GE(count("produce g"), 2) << nest;
+    EXPECT_GE(loom::testing::count_of(nest, "produce tot"), 2u) << nest;
+    EXPECT_GE(loom::testing::count_of(nest, "produce g"), 2u) << nest;
     EXPECT_FALSE(has(nest, "produce a:")) << nest;        // inlined
     check_numerics(t, in);
 }

@@ -411,6 +411,13 @@ TEST(ScheduleErrors, UnscheduledOnlyAloneOnAnUpdate) {
     EXPECT_HAS(m, "`b.update(k).unscheduled()`");
     m = error_of("b.update(0).parallel(i).unscheduled();");
     EXPECT_HAS(m, "cannot share `b.update(0)` with other primitives (drop one)");
+    // The same across statements, in either order (Halide would assert).
+    m = error_of("b.update(0).parallel(i);\nb.update(0).unscheduled();");
+    EXPECT_HAS(m, "mlp.cpu.sched:2:13: b.update(0).unscheduled(): unscheduled() says the stage has no schedule");
+    m = error_of("b.update(0).unscheduled();\nb.update(0).parallel(i);");
+    EXPECT_HAS(m, "mlp.cpu.sched:2:13: b.update(0).parallel(i): b.update(0) was marked unscheduled() at line 1; "
+                  "drop that mark or this primitive");
+    EXPECT_EQ(error_of("b.update(0).unscheduled();\nb.compute_root();"), "");  // a Func-level primitive
 }
 
 // compute_at must name a loop of the consumer's stage that reads the producer: a split of b's pure

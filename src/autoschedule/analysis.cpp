@@ -45,13 +45,21 @@ Reads reads_of(const Definition &d) {
     return r;
 }
 
-// Extents of the Func or graph input \p name, outermost first; empty when unknown.
-std::vector<int64_t> producer_extents(const LoweredPipeline &p, const std::string &name) {
-    if (const LoweredFunc *f = p.find(name)) return f->extents;
-    // A graph input is read through its reader Func (lower.cpp: "<param>_read"), or directly.
+// A Func or graph input that a definition reads, as the schedule names it (a graph input by its
+// own name, not its reader Func's, lower.cpp "<param>_read"); extents outermost first.
+struct Producer {
+    std::string name, inner_var;
+    std::vector<int64_t> extents;  ///< empty when the call names neither
+    DType dtype = DType::F32;
+};
+
+Producer producer_of(const LoweredPipeline &p, const std::string &call) {
+    if (const LoweredFunc *f = p.find(call)) return {f->name, f->vars.empty() ? "" : f->vars.back(), f->extents, f->dtype};
     for (size_t q = 0; q < p.inputs.size(); q++)
-        if (p.inputs[q].name() == name || (q < p.input_funcs.size() && p.input_funcs[q].name() == name))
-            return p.input_shapes[q];
+        if (p.inputs[q].name() == call || (q < p.input_funcs.size() && p.input_funcs[q].name() == call)) {
+            std::vector<std::string> vars = var_names_for_rank((int)p.input_shapes[q].size());
+            return {p.inputs[q].name(), vars.empty() ? "" : vars.back(), p.input_shapes[q], p.input_dtypes[q]};
+        }
     return {};
 }
 
@@ -59,7 +67,7 @@ std::vector<int64_t> producer_extents(const LoweredPipeline &p, const std::strin
 // innermost first), each but the last spanning its dim: fused, the RVars walk one dense block.
 bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector<ReductionVariable> &rvs) {
     if (rvs.size() < 2 || c->args.size() < rvs.size()) return false;
-    std::vector<int64_t> ext = producer_extents(p, c->name);
+    const std::vector<int64_t> ext = producer_of(p, c->name).extents;
     if (ext.size() != c->args.size()) return false;
     for (size_t k = 0; k < rvs.size(); k++) {
         const Variable *v = c->args[k].as<Variable>();
@@ -72,24 +80,20 @@ bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector
 }
 
 // Notes in \p fi a read \p c in \p fn's pure definition that walks its producer's innermost dim
-// by an outer var of fn (a Transpose): the producer as the schedule names it (a graph input by its
-// own name, not its reader Func's) and that var. Only a read of as many points as fn has (a
-// permutation, not a broadcast row or a weight).
+// by an outer var of fn (a Transpose): the producer, that var, the producer's innermost var and row
+// bytes. Only a read of as many points as fn has (a permutation, not a broadcast row or a weight).
 void transposed_read(const LoweredPipeline &p, const Function &fn, const Call *c, FuncInfo &fi) {
     if (!fi.transposed_from.empty() || c->args.empty()) return;
     const Variable *v = c->args[0].as<Variable>();
     if (!v || std::find(fn.args().begin() + 1, fn.args().end(), v->name) == fn.args().end()) return;
-    std::vector<int64_t> ext = producer_extents(p, c->name);
+    const Producer pr = producer_of(p, c->name);
     double n = 1;
-    for (int64_t x : ext) n *= (double)x;
-    if (ext.empty() || n != fi.points) return;
-    std::string name = c->name;
-    for (size_t q = 0; q < p.inputs.size() && q < p.input_funcs.size(); q++)
-        if (p.input_funcs[q].name() == c->name) name = p.inputs[q].name();
-    fi.transposed_from = name;
+    for (int64_t x : pr.extents) n *= (double)x;
+    if (pr.extents.empty() || n != fi.points) return;
+    fi.transposed_from = pr.name;
     fi.transposed_var = v->name;
-    fi.transposed_rank = (int)ext.size();
-    fi.transposed_row_bytes = ext.back() * dtype_size(p.find(c->name) ? p.find(c->name)->dtype : fi.lf->dtype);
+    fi.transposed_inner_var = pr.inner_var;
+    fi.transposed_row_bytes = pr.extents.back() * dtype_size(pr.dtype);
 }
 
 }  // namespace

@@ -43,10 +43,10 @@ struct FuncInfo {
     /// and shift): the same vector on every row, so a tile of rows can load it once.
     int row_broadcast_reads = 0;
     /// A read in the pure definition whose producer's innermost index is an outer var of this
-    /// Func (a Transpose): the producer's schedule name ("" if none), that var, the producer's rank.
-    std::string transposed_from, transposed_var;
-    int transposed_rank = 0;
-    int64_t transposed_row_bytes = 0;  ///< bytes of one innermost row of that producer
+    /// Func (a Transpose): the producer's schedule name ("" if none), that var, the producer's
+    /// own innermost var, and the bytes of one of its innermost rows.
+    std::string transposed_from, transposed_var, transposed_inner_var;
+    int64_t transposed_row_bytes = 0;
 };
 
 /// The register and cache blocking of a GEMM (tiling_gemm_conv.cpp's gemm emitter and the cost model's

@@ -357,15 +357,17 @@ struct Planner {
         // the last of [8, 12, 128, 128]: one 512-byte row, not the 786 KB block under the outer
         // dim). Attention-shaped Softmax on the 2-core EPYC, interleaved `loom bench`: the
         // exponentials inlined twice 0.333-0.337 ms, buffered per row 0.247-0.256 (fourteenth session).
-        size_t buffer_depth = 0;
-        for (const auto &c : cons)
-            if (c != root && dec.at(c).placement == Placement::Row && fi(c).has_update) {
-                size_t dd = (size_t)row_depth(c, root);
-                if (dd > 0) buffer_depth = buffer_depth == 0 ? dd : std::min(buffer_depth, dd);
-            }
+        auto buffer_fits = [&] {
+            size_t depth = 0;
+            for (const auto &c : cons)
+                if (c != root && dec.at(c).placement == Placement::Row && fi(c).has_update) {
+                    size_t dd = (size_t)row_depth(c, root);
+                    if (dd > 0) depth = depth == 0 ? dd : std::min(depth, dd);
+                }
+            return row_fits(root, std::max<size_t>(1, depth));
+        };
         if (!f.has_update && root_pure && (same_extents(n, root) || row_depth(n, root) > 0) &&
-            r.lf->extents.size() >= 2 &&
-            (!row_buffer_candidates.count(n) || row_fits(root, std::max<size_t>(1, buffer_depth)))) {
+            r.lf->extents.size() >= 2 && (!row_buffer_candidates.count(n) || buffer_fits())) {
             bool all_pointwise = true;
             for (const auto &c : cons) all_pointwise &= fi(c).lf->is_pointwise || fi(c).has_update;
             bool rows_ok = true;

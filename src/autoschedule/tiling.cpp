@@ -297,9 +297,7 @@ bool Ctx::transposed_tile() {
     if (!par.empty()) st.add("parallel", {par});
     std::string tile = fresh(func_names, f.transposed_from + "_tile");
     add(f.transposed_from).add("in", {R}, tile);
-    const LoweredFunc *pf = p.find(f.transposed_from);
-    std::string pinner = pf ? pf->vars.back() : var_names_for_rank(f.transposed_rank).back();
-    add(tile).add("compute_at", {R, jo}).add("vectorize", {pinner, V});
+    add(tile).add("compute_at", {R, jo}).add("vectorize", {f.transposed_inner_var, V});
     inline_members();
     return true;
 }
@@ -408,16 +406,6 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
     return 1;
 }
 
-// A graph output is written with non-temporal stores (codegen/streaming_stores.h) when the
-// kernel moves more bytes than the last-level cache holds: by the time it finishes, its first rows
-// are out of cache anyway, so a normal store's read of each line before writing it (a read for
-// ownership) is pure extra traffic. Only a pure Func (an update re-reads what it stores), vectorized,
-// whose rows are whole vectors (so that every vector store is aligned), on x86; and only a row or
-// pointwise kernel, which writes each row front to back so that consecutive stores fill whole lines
-// (a GEMM's tile writes a short piece of each row at a time, and an AVX2 vector is half a line: a
-// partly written line leaves the write-combining buffer as a slow partial write).
-// LayerNorm 2048x4096 on the 2-core AVX-512 EPYC, interleaved `loom bench`: 1.50 -> 1.06 ms in the
-// fast memory phase, 1.78 -> 1.48 in the slow one.
 // The output pass of a row kernel whose statistics are computed per row (a LayerNorm: mean and
 // variance at the output's row, the row then read from cache) reads nothing from memory, and the
 // core's memory reads idle until the next row's first statistic misses on it: prefetch the next
@@ -443,14 +431,19 @@ bool Ctx::prefetches_next_tile() const {
         if (es.size() != L.extents.size() || !std::equal(es.begin(), es.end() - 1, L.extents.begin())) return false;
         stats = true;
     }
-    if (!stats) return false;
-    std::set<std::string> inputs;  // what prefetch_rows_ahead would fetch: an input read point for point
-    collect_inlined_inputs(R, inputs);
-    for (size_t q = 0; q < p.input_names.size(); q++)
-        if (inputs.count(p.input_names[q]) && shape_numel(p.input_shapes[q]) == (int64_t)fi(R).points) return true;
-    return false;
+    return stats && !point_read_inputs(R).empty();  // what prefetch_rows_ahead would fetch
 }
 
+// A graph output is written with non-temporal stores (codegen/streaming_stores.h) when the
+// kernel moves more bytes than the last-level cache holds: by the time it finishes, its first rows
+// are out of cache anyway, so a normal store's read of each line before writing it (a read for
+// ownership) is pure extra traffic. Only a pure Func (an update re-reads what it stores), vectorized,
+// whose rows are whole vectors (so that every vector store is aligned), on x86; and only a row or
+// pointwise kernel, which writes each row front to back so that consecutive stores fill whole lines
+// (a GEMM's tile writes a short piece of each row at a time, and an AVX2 vector is half a line: a
+// partly written line leaves the write-combining buffer as a slow partial write).
+// LayerNorm 2048x4096 on the 2-core AVX-512 EPYC, interleaved `loom bench`: 1.50 -> 1.06 ms in the
+// fast memory phase, 1.78 -> 1.48 in the slow one.
 bool Ctx::streams_output() const {
     const std::string &R = k.root;
     return knobs.streaming_stores && (k.kind == "rows" || k.kind == "pointwise") &&
@@ -501,16 +494,23 @@ void Ctx::prefetch_rows_ahead(ScheduleStatement &st, const std::string &f, int l
     const LoweredFunc &L = lf(f);
     if (lv <= 0 || L.vars.size() < 2) return;
     const int64_t row = L.extents.back();
-    const int64_t steps = (row + lv - 1) / lv, numel = (int64_t)fi(f).points;
+    const int64_t steps = (row + lv - 1) / lv;
+    for (const std::string &in : point_read_inputs(f)) {
+        const std::string &v = L.vars.back();
+        st.comments.push_back(str_cat(f, ": prefetches ", in, ", ", why));
+        st.add("prefetch", {in, v, v, rows * steps, "NonFaulting"});
+    }
+}
+
+// Only inputs read point for point: not a broadcast row or a weight.
+std::vector<std::string> Ctx::point_read_inputs(const std::string &f) const {
     std::set<std::string> inputs;
     collect_inlined_inputs(f, inputs);
+    std::vector<std::string> r;
     for (size_t q = 0; q < p.input_names.size(); q++)
-        // Only an input read point for point (not a broadcast row or a weight).
-        if (inputs.count(p.input_names[q]) && shape_numel(p.input_shapes[q]) == numel) {
-            const std::string &v = L.vars.back();
-            st.comments.push_back(str_cat(f, ": prefetches ", p.inputs[q].name(), ", ", why));
-            st.add("prefetch", {p.inputs[q].name(), v, v, rows * steps, "NonFaulting"});
-        }
+        if (inputs.count(p.input_names[q]) && shape_numel(p.input_shapes[q]) == (int64_t)fi(f).points)
+            r.push_back(p.inputs[q].name());
+    return r;
 }
 
 // Graph inputs that \p f reads directly or through producers inlined into it.

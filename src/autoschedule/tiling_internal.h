@@ -109,6 +109,9 @@ struct Ctx {
     /// the comment.
     void prefetch_rows_ahead(ScheduleStatement &st, const std::string &f, int lv, int64_t rows,
                              const std::string &why);
+    /// Schedule names of the graph inputs that \p f reads point for point (as many points as f),
+    /// directly or through inlined producers.
+    std::vector<std::string> point_read_inputs(const std::string &f) const;
     /// Graph inputs that \p f reads directly or through producers inlined into it.
     void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const;
     /// A reduction kernel: parallel over outputs, or rfactor partials when they are too few.

@@ -31,6 +31,20 @@ Expr source_coord(const std::string &mode, Expr x, double scale, int64_t n_in, i
                             "pytorch_half_pixel, tf_half_pixel_for_nearest"));
 }
 
+/// Input index (Int(32), not clamped) that nearest mode \p nearest_mode rounds coordinate \p c to.
+Expr nearest_index(const std::string &nearest_mode, Expr c, const Node &node) {
+    Expr i;
+    if (nearest_mode == "round_prefer_floor") i = Halide::ceil(c - 0.5f);
+    else if (nearest_mode == "round_prefer_ceil") i = Halide::floor(c + 0.5f);
+    else if (nearest_mode == "floor") i = Halide::floor(c);
+    else if (nearest_mode == "ceil") i = Halide::ceil(c);
+    else
+        throw UserError(str_cat(node.describe(), ": nearest_mode '", nearest_mode,
+                                "' is not supported; valid: round_prefer_floor, ",
+                                "round_prefer_ceil, floor, ceil"));
+    return Halide::cast(Halide::Int(32), i);
+}
+
 /// The 4 cubic convolution weights for fractional offset t (taps at floor-1 .. floor+2).
 std::vector<Expr> cubic_weights(Expr t, float A) {
     auto far = [&](Expr u) { return ((A * u - 5 * A) * u + 8 * A) * u - 4 * A; };   // 1 < u < 2
@@ -83,39 +97,22 @@ void lower_resize(LowerContext &ctx, const Node &node) {
             const int64_t si = (int64_t)sc;
             if (ctm != "align_corners" && sc >= 2 && (double)si == sc && (si & (si - 1)) == 0 && os[d] == is[d] * si &&
                 os[d] < (1 << 22)) {
-                std::vector<int> phase;  // the float formula's index for outputs 0 .. s-1
+                std::vector<int> phase;  // the float formula's index for outputs 0 .. s-1, folded
                 for (int64_t r = 0; r < si; r++) {
-                    Halide::Expr cr = Halide::Internal::simplify(source_coord(ctm, Expr((int)r), sc, is[d], os[d], node));
-                    const double *cf = Halide::Internal::as_const_float(cr);
-                    internal_check(cf != nullptr, node.describe(), ": a constant coordinate did not fold");
-                    float v = (float)*cf;
-                    double ir = nearest_mode == "round_prefer_floor" ? std::ceil(v - 0.5f)
-                                : nearest_mode == "round_prefer_ceil" ? std::floor(v + 0.5f)
-                                : nearest_mode == "floor"             ? std::floor(v)
-                                : nearest_mode == "ceil"              ? std::ceil(v)
-                                                                      : NAN;
-                    if (std::isnan(ir)) break;
-                    phase.push_back((int)ir);
+                    Expr ir = Halide::Internal::simplify(
+                        nearest_index(nearest_mode, source_coord(ctm, Expr((int)r), sc, is[d], os[d], node), node));
+                    const int64_t *iv = Halide::Internal::as_const_int(ir);
+                    internal_check(iv != nullptr, node.describe(), ": a constant coordinate did not fold");
+                    phase.push_back((int)*iv);
                 }
-                if ((int64_t)phase.size() == si) {
-                    Expr i = idx[d] / (int)si;
-                    Expr rphase = idx[d] % (int)si, off = phase.back();
-                    for (int64_t r = si - 2; r >= 0; r--) off = Halide::select(rphase == (int)r, phase[r], off);
-                    bool zero = std::all_of(phase.begin(), phase.end(), [](int q) { return q == 0; });
-                    src[d] = zero ? i : Halide::clamp(i + off, 0, (int)is[d] - 1);
-                    continue;
-                }
+                Expr i = idx[d] / (int)si;
+                Expr rphase = idx[d] % (int)si, off = phase.back();
+                for (int64_t r = si - 2; r >= 0; r--) off = Halide::select(rphase == (int)r, phase[r], off);
+                bool zero = std::all_of(phase.begin(), phase.end(), [](int q) { return q == 0; });
+                src[d] = zero ? i : Halide::clamp(i + off, 0, (int)is[d] - 1);
+                continue;
             }
-            Expr c = coord[d], i;
-            if (nearest_mode == "round_prefer_floor") i = Halide::ceil(c - 0.5f);
-            else if (nearest_mode == "round_prefer_ceil") i = Halide::floor(c + 0.5f);
-            else if (nearest_mode == "floor") i = Halide::floor(c);
-            else if (nearest_mode == "ceil") i = Halide::ceil(c);
-            else
-                throw UserError(str_cat(node.describe(), ": nearest_mode '", nearest_mode,
-                                        "' is not supported; valid: round_prefer_floor, ",
-                                        "round_prefer_ceil, floor, ceil"));
-            src[d] = Halide::clamp(Halide::cast(Halide::Int(32), i), 0, (int)is[d] - 1);
+            src[d] = Halide::clamp(nearest_index(nearest_mode, coord[d], node), 0, (int)is[d] - 1);
         }
         e = ctx.at(x, src);
     } else if (mode == "linear" || mode == "cubic") {

@@ -33,6 +33,8 @@ struct StageModel {
     SourceLoc cpu_parallel_loc;
     std::string cpu_parallel_call;
     bool associative = true;      ///< update provably associative (rfactor, atomic)
+    bool scheduled = false;       ///< some stage primitive applied (Halide's "touched" schedule)
+    SourceLoc unscheduled_loc;    ///< where unscheduled() marked it (line 0: not marked)
     int find(const std::string &n) const;
     std::vector<std::string> names_outer_first() const;
 };

@@ -184,6 +184,7 @@ public:
                 fail(c, f->name + " is a graph input, not a Func: only `" + f->name +
                             ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
             check_call(*m_.find(st_.func), c);
+            note_stage_primitive(*m_.find(st_.func), c);
         }
     }
 
@@ -198,6 +199,17 @@ private:
     }
 
     StageModel &stage(FuncModel &f) { return f.stages[st_.stage + 1]; }
+
+    // Halide asserts when a stage marked unscheduled() is then scheduled: say so first, and where.
+    void note_stage_primitive(FuncModel &f, const PrimitiveCall &c) {
+        const PrimitiveInfo *info = find_primitive(c.name);
+        if (c.name == "unscheduled" || f.is_input || !info || info->pure_only) return;
+        StageModel &s = stage(f);
+        if (s.unscheduled_loc.line > 0)
+            fail(c, f.stage_label(st_.stage) + " was marked unscheduled() at line " +
+                        std::to_string(s.unscheduled_loc.line) + "; drop that mark or this primitive");
+        s.scheduled = true;
+    }
 
     std::string ident(const PrimitiveCall &c, size_t i, const std::string &what) {
         const ScheduleArg &a = c.args[i];
@@ -565,9 +577,10 @@ private:
             if (st_.stage < 0)
                 fail(c, "unscheduled() marks an update stage left at Halide's default loops: `" + f.name +
                             ".update(k).unscheduled()`; a pure stage needs no mark");
-            if (st_.calls.size() > 1)
+            if (stage(f).scheduled)
                 fail(c, "unscheduled() says the stage has no schedule; it cannot share `" + f.name +
                             ".update(" + std::to_string(st_.stage) + ")` with other primitives (drop one)");
+            stage(f).unscheduled_loc = c.loc.line > 0 ? c.loc : st_.loc;
         } else if (p == "atomic") {
             if (st_.stage < 0) fail(c, "atomic applies to update stages: `" + f.name + ".update(k).atomic()`");
             if (n == 1 && !(c.args[0].is_int() && (c.args[0].value == 0 || c.args[0].value == 1)))
