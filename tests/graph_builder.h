@@ -67,6 +67,31 @@ struct GraphBuilder {
     }
 };
 
+/// A batched GEMM [3, 21, 24] x [3, 24, 40] (of a Relu) that is a graph output and is also read by
+/// a Tanh, the second output; schedule() wraps the GEMM (`in()`, realized in its place) and
+/// computes it per 4x8 tile of the wrapper, 21 rows leaving a tile that is shifted inwards.
+struct WrappedGemm {
+    GraphBuilder b;
+    WrappedGemm() {
+        std::string mm = b.node("MatMul", {b.node("Relu", {b.input("a", {3, 21, 24})}, {3, 21, 24}),
+                                           b.input("w", {3, 24, 40})},
+                                {3, 21, 40});
+        b.output(mm);
+        b.out("Tanh", {mm}, {3, 21, 40});
+    }
+    std::string schedule(const LoweredPipeline &lp) const {
+        const std::string g = lp.output_funcs.at(0);
+        std::string text = g + ".in() as " + g + "_out;\n" + g +
+                           "_out.compute_root().split(j, jo, ji, 8).split(i, io, ii, 4).reorder(ji, ii, jo, io, b)"
+                           ".vectorize(ji, 8).parallel(b);\n" + g + ".compute_at(" + g +
+                           "_out, jo).vectorize(j, 8).unroll(i);\n" + g +
+                           ".update(0).reorder(j, i, k).vectorize(j, 8).unroll(i);\n";
+        for (const auto &f : lp.funcs)
+            if (f.name != g) text += f.name + ".compute_root();\n";
+        return text;
+    }
+};
+
 /// Lowers, compute_roots every Func, JIT-runs on \p in and checks every output against the
 /// reference (outputs are poisoned by the JIT before the run).
 inline void check(const GraphBuilder &b, const std::map<std::string, Tensor> &in, double rel = 1e-5) {

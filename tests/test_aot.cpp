@@ -881,6 +881,42 @@ TEST(Aot, PipelinesThatShareNoBufferRunAsAChain) {
     fs::remove_all(out.parent_path());
 }
 
+// An output computed through its wrapper (schedule `f.in() as f_out`) is the wrapper's buffer in the
+// artifact: whole and cut before it, the C API's output pointers receive the GEMM and the Tanh.
+TEST(Aot, WrappedOutputArtifactMatchesReference) {
+    loom::testing::WrappedGemm c;
+    for (int pipelines : {1, 2}) {  // relu | the wrapper and tanh (as in the JIT's test)
+        LoweredPipeline p = lower_graph(c.b.g);
+        apply_schedule(parse_schedule(c.schedule(p), "wrapped.sched"), p, aot_target("host"));
+        fs::path out = scratch("host_wrapped_" + std::to_string(pipelines));
+        AotArtifact a = compile_cut(p, aot_target("host"), out, "wrapped", pipelines);
+        EXPECT_EQ(a.pipelines, pipelines);
+        void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+        ASSERT_NE(lib, nullptr) << dlerror();
+        auto create = (void *(*)())dlsym(lib, "wrapped_create");
+        auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "wrapped_run_host");
+        auto last_error = (const char *(*)())dlsym(lib, "wrapped_last_error");
+        auto destroy = (void (*)(void *))dlsym(lib, "wrapped_destroy");
+        ASSERT_TRUE(create && run && last_error && destroy);
+        std::map<std::string, Tensor> in = random_inputs(c.b.g, 60 + pipelines);
+        auto ref = run_reference(c.b.g, in);
+        std::vector<Tensor> got;
+        for (int k = 0; k < 2; k++) {
+            got.emplace_back(DType::F32, Shape{3, 21, 40});
+            loom::testing::poison(got.back());
+        }
+        void *m = create();
+        const void *ins[] = {in.at("a").data(), in.at("w").data()};
+        void *outs[] = {got[0].data(), got[1].data()};
+        ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+        for (size_t k = 0; k < got.size(); k++)
+            EXPECT_TRUE(loom::testing::close(got[k], ref.at(c.b.g.outputs[k]))) << k << ", " << pipelines << " pipelines";
+        destroy(m);
+        dlclose(lib);
+        fs::remove_all(out.parent_path());
+    }
+}
+
 TEST(Aot, LargeHostModelsCompileAsSeveralPipelines) {
     // The transformer fixture (39 Funcs) is cut by default; the runner checks the artifact
     // against the reference outputs `loom compile` saved.

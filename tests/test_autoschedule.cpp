@@ -125,6 +125,37 @@ TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
     check_auto(b.g, "big rows");
 }
 
+// A GEMM with no epilogue and a short k (Q Kᵀ of attention heads, k = 32: its A and B strips fit in
+// L1) is computed per micro-kernel tile of a wrapper, the graph output's wrapper realized in its
+// place: the tile's initial value, k loop and store stay in registers. A dense B takes 4 rows x 4
+// vectors; a B gathered through an inlined transpose keeps 8 rows x 2 vectors. A long k (512)
+// keeps the root GEMM and its column panels.
+TEST(Autoschedule, ShortKGemmIsComputedPerTileOfAWrapper) {
+    Builder b;
+    std::string q = b.input("q", {12, 64, 32});
+    b.out("MatMul", {q, b.input("kt", {12, 32, 64})}, {12, 64, 64}, {}, DType::F32, "qk");
+    std::string kt = b.node("Transpose", {b.input("k", {12, 64, 32})}, {12, 32, 64},
+                            {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    b.out("MatMul", {q, kt}, {12, 64, 64}, {}, DType::F32, "qk_t");
+    std::string a = b.input("a", {64, 512});
+    b.out("MatMul", {a, b.random_constant("w", {512, 64}, 12)}, {64, 64}, {}, DType::F32, "long_k");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find("qk.in() as qk_out;"), std::string::npos) << text;
+    EXPECT_NE(text.find("qk.compute_at(qk_out, jo)"), std::string::npos) << text;
+    EXPECT_NE(text.find("qk_t.in() as qk_t_out;"), std::string::npos) << text;
+    EXPECT_EQ(text.find("long_k.in()"), std::string::npos) << text;
+    EXPECT_NE(text.find("column panels of"), std::string::npos) << text;
+    if (lanes_of_host() == 16) {
+        EXPECT_NE(text.find("micro-kernel 4x64 (16 vector accumulators), qk computed per tile"), std::string::npos)
+            << text;
+        EXPECT_NE(text.find("micro-kernel 8x32 (16 vector accumulators), qk_t computed per tile"), std::string::npos)
+            << text;
+    }
+    check_auto(b.g, "short-k gemm");
+}
+
 // A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:
 // its column panels (or column tiles) are the parallel loop, not the rows. It is correct.
 TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
@@ -367,7 +398,7 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_NE(text.find("padded input computed per task"), std::string::npos) << text;
         EXPECT_NE(text.find("# conv tile "), std::string::npos) << text;  // the 3-channel conv
         EXPECT_NE(text.find(".in() as stem_out"), std::string::npos) << text;  // read by two kernels
-        EXPECT_EQ(text.find(".in() as head_out"), std::string::npos) << text;  // the graph output
+        EXPECT_EQ(text.find(".in() as head_out"), std::string::npos) << text;  // 16 terms: row tiles
     }
     check_auto(b.g, "blocked convs");
     // Planned for 8-lane vectors and 16 registers (AVX2): two vectors per channel block, unrolled,
@@ -384,6 +415,23 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
 // ScheduleKnobs::conv_unroll_taps: a channel-tiled 3x3 conv unrolls its taps by default and keeps
 // them loops without (`loom autoschedule --loop-conv-taps`); both match the reference, and the
 // candidates that --tune times include the looped one.
+// A channel-tiled conv that is a graph output with no epilogue is computed per tile of its wrapper
+// (realized in the output's place), as one with an epilogue is per tile of the epilogue.
+TEST(Autoschedule, OutputConvTilesChannelsThroughItsWrapper) {
+    Builder b;
+    std::string x = b.input("x", {2, 64, 7, 9});
+    b.out("Conv", {x, b.random_constant("w", {32, 64, 1, 1}, 58), b.random_constant("bias", {32}, 59)},
+          {2, 32, 7, 9}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "head");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    if (lanes_of_host() >= 4) {
+        EXPECT_NE(text.find("head.in() as head_out;"), std::string::npos) << text;
+        EXPECT_NE(text.find("head.compute_at(head_out, wo)"), std::string::npos) << text;
+    }
+    check_auto(b.g, "output conv");
+}
+
 TEST(Autoschedule, ConvTapsUnrolledByDefaultLoopedOnRequest) {
     if (lanes_of_host() < 4) GTEST_SKIP() << "no channel tiles without 4-lane vectors";
     Builder b;

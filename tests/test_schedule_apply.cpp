@@ -456,3 +456,36 @@ TEST(ScheduleApply, InputWrapperStagesARow) {
     auto outs = m.run(in);
     for (const auto &[name, t] : ref) EXPECT_TRUE(loom::testing::close(outs.at(name), t)) << name;
 }
+
+// An output wrapped (`matmul.in() as matmul_out`, Halide's idiom) is realized in the output's place:
+// the GEMM is computed per 4x8 tile of the wrapper, its initial value and k loop inside the tile,
+// and the Tanh that also reads the GEMM reads the wrapper. Right with 21 rows (the last tile
+// shifted inwards), as one pipeline and cut at every root.
+TEST(ScheduleApply, OutputWrapperComputesAReductionPerTile) {
+    loom::testing::WrappedGemm c;
+    for (int segments : {1, 1000}) {
+        LoweredPipeline lp = lower_graph(c.b.g);
+        const std::string g = lp.output_funcs.at(0);
+        apply_schedule(parse_schedule(c.schedule(lp), "wrapped.sched"), lp, kHost);
+        ASSERT_EQ(lp.output_wrappers->size(), 1u);
+        EXPECT_EQ(lp.realized_output_name(0).rfind(g + "_global_wrapper", 0), 0u) << lp.realized_output_name(0);
+        EXPECT_EQ(lp.find_realized(lp.realized_output_name(0)), lp.find(g));
+        std::string nest = loop_nest(lp, kHost);
+        // The GEMM's initial value and update inside the wrapper's tile loop.
+        size_t tile = nest.find("for j.jo", nest.find("produce " + g + "_global_wrapper"));
+        ASSERT_NE(tile, std::string::npos) << nest;
+        EXPECT_GT(nest.find("produce " + g + ":"), tile) << nest;
+        EXPECT_GT(nest.find("for k", tile), nest.find("produce " + g + ":")) << nest;
+        JitModel m(std::move(lp), kHost, segments);
+        // relu | the wrapper and tanh: tanh's calls reach the GEMM, which the wrapper's loops hold,
+        // so the two stay in one pipeline (Halide rewires them to the wrapper only when it lowers).
+        if (segments > 1) EXPECT_EQ(m.segments(), 2);
+        for (uint64_t seed : {3, 4}) {
+            auto in = random_inputs(c.b.g, seed);
+            auto ref = run_reference(c.b.g, in);
+            auto outs = m.run(in);
+            for (const auto &[name, t] : ref)
+                EXPECT_TRUE(loom::testing::close(outs.at(name), t)) << name << ", " << segments << " segments";
+        }
+    }
+}

@@ -120,6 +120,23 @@ TEST(ScheduleErrors, ComputeAtNonConsumerListsLegalLocations) {
     EXPECT_HAS(m, "mlp.cpu.sched:1:14: a.compute_at(bb, i): unknown func 'bb'; did you mean 'b'? legal: b.{i, j, k}, root");
 }
 
+// An output is computed at root; the message names the wrapper that lets it be computed per tile,
+// and once wrapped, the wrapper is the output (root only) and the Func may go inside its loops.
+TEST(ScheduleErrors, OutputComputeAtNamesTheWrapper) {
+    std::string m = error_of("tot.compute_at(c, i);");
+    EXPECT_STARTS(m, "mlp.cpu.sched:1:5: tot.compute_at(c, i): tot is an output; it can only be computed at root. "
+                     "To compute it per tile (a reduction's initial value and updates in one loop nest), wrap it "
+                     "first: tot.in() as tot_out; then tot.compute_at(tot_out, <a var of tot_out>)");
+    EXPECT_EQ(error_of("tot.in() as tot_out;\ntot_out.split(j, jo, ji, 8);\ntot.compute_at(tot_out, jo);"), "");
+    EXPECT_HAS(error_of("tot.in() as tot_out;\ntot_out.compute_inline();"),
+               "tot_out.compute_inline(): tot_out is an output and cannot be inlined");
+    EXPECT_HAS(error_of("tot.in() as tot_out;\ntot_out.compute_at(c, i);"),
+               "tot_out.compute_at(c, i): tot_out is an output; it can only be computed at root");
+    // Wrapping for one consumer leaves the output an output.
+    EXPECT_HAS(error_of("b.in(c) as b_c;\nb.compute_at(b_c, i);\nc.compute_at(b_c, i);"),
+               "c is an output; it can only be computed at root");
+}
+
 // An op helper the defaults inline (Softmax's exponentials) has no loops until the file places it.
 TEST(ScheduleErrors, ComputeAtUnplacedOpHelper) {
     Graph g = import_onnx(loom::testing::data_path("softmax_rows.onnx"));

@@ -58,6 +58,9 @@ struct ScheduleKnobs {
     /// Non-temporal stores where the model streams a kernel's output (Ctx::stream_output); false:
     /// normal stores everywhere, for a machine where the tuner measures them faster.
     bool streaming_stores = true;
+    /// A GEMM with no epilogue computed per tile of a wrapper (`<gemm>_out`), its accumulators
+    /// in registers (Ctx::gemm); false: at root, accumulating in its own buffer.
+    bool gemm_wrapper = true;
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;
     bool operator==(const ScheduleKnobs &o) const;

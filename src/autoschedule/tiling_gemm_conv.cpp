@@ -89,8 +89,8 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         // last path): a block reads only its own input channels, so their padded planes are
         // computed there (in L2) instead of in a pass of their own.
         if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
-        if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper (not an output)
-            return channel_tile_rows_outer(c, m) && (epilogue || (k.root == conv && !c.lf->is_output)) ? conv : "";
+        if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper
+            return channel_tile_rows_outer(c, m) && (epilogue || k.root == conv) ? conv : "";
         const int V = m.lanes(c.lf->dtype);  // conv()'s row blocks: only under an epilogue
         return epilogue && c.lf->extents[3] >= V && V >= 4 ? conv : "";
     }
@@ -126,13 +126,13 @@ std::string Ctx::member_with(Placement pl) const {
 
 // The GEMM's prologue (Placement::Block) computed per row block \p par of the epilogue: a
 // pure Func vectorised along its inner var, a row reduction vectorised by rfactor.
-void Ctx::block_members(const std::string &par) {
+void Ctx::block_members(const std::string &owner, const std::string &par) {
     if (par.empty()) return;
     for (const auto &f : k.funcs) {
         if (plan.decision(f)->placement != Placement::Block) continue;
         ScheduleStatement &ms = add(f);
         note(ms, f);
-        ms.add("compute_at", {k.root, par});
+        ms.add("compute_at", {owner, par});
         const auto &v = lf(f).vars;
         if (v.empty()) continue;
         int lv = fit_lanes(lanes(f), lf(f).extents.back());
@@ -163,12 +163,41 @@ void Ctx::gemm() {
     const std::string &i = v[r - 2], &j = v[r - 1];
     const std::string kv = lf(F).update_rvars[0][0];
     bool epilogue = R != F;
-    std::vector<std::string> rused = names_of(R);
     std::vector<std::string> fused_ = names_of(F);
     // j in vector lanes, i unrolled, k outermost in the tile: the accumulators stay in
     // registers. When B is stored [N, K] (a Linear layer) the B loads are gathers; a
     // dot-product form (k in lanes, rfactor) measured 15-30x slower here, so it is not used.
-    GemmTile gt = gemm_tile(f, epilogue, m, knobs);
+    GemmTile gt = gemm_tile(f, true, m, knobs);
+    // A GEMM with no epilogue whose micro-kernel strips of A and B (MR x K, K x NR) fit in half
+    // of L1 is computed per micro-kernel tile of a wrapper `<gemm>_out` (`in()`; an output's
+    // wrapper is realized in its place): its initial value, k loop and store stay in registers.
+    // Computed at root, its initial value was a pass of its own over the output, and the short k
+    // loop of every micro-kernel loaded and stored its accumulators. Q Kᵀ of 96 x 128x64x128 on
+    // the 2-core EPYC, interleaved `loom bench`: 1.06 -> 0.89 ms (fifteenth session). Not with too
+    // few row tiles for the cores (a batch-1 Linear: its column panels are the tasks, below), and
+    // not for longer k, whose cache blocking under a wrapper measured no faster (transformer, mlp).
+    const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores);
+    const bool wrap = !epilogue && knobs.gemm_wrapper && gt.ok && !few_rows &&
+                      K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
+    if (!epilogue && !wrap) gt = gemm_tile(f, false, m, knobs);
+    // T: the Func whose tiles hold the GEMM's results (its epilogue, or its wrapper).
+    const std::string T = wrap ? fresh(func_names, F + "_out") : R;
+    // Such a tile is bound by its loads from L1: a k step loads NR/V vectors of B and broadcasts
+    // MR values of A into MR*NR/V FMAs. 4 x 4 vectors takes 8 loads for 16 FMAs, 8 x 2 vectors 10.
+    // Q Kᵀ of 96 x 128x64x128, interleaved `loom bench`: 0.68 -> 0.55 ms (fifteenth session).
+    // Not where B is an inlined Func (a transpose of the keys): its vectors are gathers, and four
+    // of them a step cost more (the transformer's attention: 1.95 -> 2.25 ms).
+    bool b_inlined = false;
+    for (const auto &pr : lf(F).producers) {
+        const FuncDecision *d = plan.decision(pr);
+        b_inlined |= pr != f.matmul_a && d && d->placement == Placement::Inline;
+    }
+    if (wrap && knobs.gemm_mr == 0 && knobs.gemm_nr_vectors == 0 && f.inner_var_contiguous && !b_inlined &&
+        N % (4 * V) == 0 && M >= 4 && m.vector_registers >= 32 && K * (4 + 4 * V) * f.esize <= (int64_t)m.l1_bytes / 2) {
+        gt.NR = 4 * V;
+        gt.MR = 4;
+    }
+    std::vector<std::string> rused = T == R ? names_of(R) : lf(F).vars;
     if (gt.ok) {
         int NR = gt.NR, MR = gt.MR;
         int64_t NC = gt.NC;
@@ -190,13 +219,26 @@ void Ctx::gemm() {
             sp(block ? jr : j, jo, ji, NR, false);
             sp(i, io, ii, MR, guard_rows);
         };
-        ScheduleStatement &st = add(R);
-        comment_kernel(st);
-        st.comments.push_back(str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
-                                      " vector accumulators), column panels of ", block ? NC : N, " (B panel ",
-                                      (block ? NC : N) * K * f.esize / 1024, " KiB in L2)"));
+        if (T != R) {
+            ScheduleStatement &ws = add(F);
+            comment_kernel(ws);
+            ws.comments.push_back(str_cat(T, ": the GEMM's result, stored per tile from its accumulators"));
+            ws.add("in", {}, T);
+        }
+        ScheduleStatement &st = add(T);
+        if (T == R) comment_kernel(st);
+        st.comments.push_back(wrap ? str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
+                                                   " vector accumulators), ", F, " computed per tile (strips of ",
+                                                   K * (MR + NR) * f.esize / 1024, " KiB in L1)")
+                                         : str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
+                                                   " vector accumulators), column panels of ", block ? NC : N,
+                                                   " (B panel ", (block ? NC : N) * K * f.esize / 1024, " KiB in L2)"));
         st.add("compute_root");
-        if (epilogue) {
+        if (wrap) {
+            kernel_tiles(st, F, T, gt);
+            return;
+        }
+        if (T != F) {
             // Cache blocking (after BLIS/GotoBLAS): the epilogue's tile MC x NC holds the
             // GEMM's results; within it k runs in chunks of KC so that a B strip (KC x NR)
             // stays in L1 while the micro-kernel walks the MC rows, and A's block (MC x KC)
@@ -230,12 +272,12 @@ void Ctx::gemm() {
             }
             st.add("vectorize", {ro[0].name, V});
             if (!par.empty()) st.add("parallel", {par});
-            block_members(par);
+            block_members(T, par);
             ScheduleStatement &fs = add(F);
             note(fs, F);
             std::string at = par;  // the loop just outside the tile (all outer loops fused)
             if (at.empty()) fs.add("compute_root");  // one tile: the whole result
-            else fs.add("compute_at", {R, at});
+            else fs.add("compute_at", {T, at});
             fs.add("vectorize", {j, V});
             ScheduleStatement &u = add(F, 0);
             std::vector<std::string> uused = fused_;
@@ -301,11 +343,10 @@ void Ctx::gemm() {
             if (block) ro.push_back(jb);
             u.add("reorder", ro).add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {ii});
             if (kunroll) u.add("unroll", {kvi});
-            // Too few row tiles for the cores (a batch-1 Linear, a GEMV): the column panels, or
-            // the column tiles, go to the threads instead. Linear 1x4096 -> 4096 on the 2-core
-            // EPYC, interleaved `loom bench`: one row tile on one core 1.13 ms, panels in
-            // parallel 0.61-0.62 (Adams2019 0.74-0.75; fourteenth session).
-            const bool few_rows = (M + MR - 1) / MR < 2 * std::max(1, m.cores);
+            // Too few row tiles for the cores: the column panels, or the column tiles, go to the
+            // threads. Linear 1x4096 -> 4096 on the 2-core EPYC, interleaved `loom bench`: one row
+            // tile on one core 1.13 ms, panels in parallel 0.61-0.62 (Adams2019 0.74-0.75;
+            // fourteenth session).
             // A batched GEMM with batches enough for the cores runs its outermost batch var in
             // parallel: one fork and join, not one per batch around the row tiles (Q Kᵀ of 96
             // batches of 128x64x128: 1.50 ms row tiles in parallel, against 0.84 for eager).
@@ -316,6 +357,66 @@ void Ctx::gemm() {
         return;
     }
     generic();
+}
+
+// GEMM \p F computed per micro-kernel tile (MR x NR) of its wrapper \p T, whose pure-stage
+// statement \p st (compute_root) this completes: the tile's initial value, k loop and store
+// stay in registers. Rows and columns that the tile does not divide are shifted inwards (the
+// wrapper is a pure output), so every tile is whole; the row tiles, with the batch vars, run
+// in parallel.
+void Ctx::kernel_tiles(ScheduleStatement &st, const std::string &F, const std::string &T, const GemmTile &gt) {
+    const auto &v = lf(F).vars;
+    const auto &e = lf(F).extents;
+    const int r = (int)v.size(), V = gt.V;
+    const std::string &i = v[r - 2], &j = v[r - 1];
+    std::vector<std::string> tused = v;
+    std::string jo = fresh(tused, j + "o"), ji = fresh(tused, j + "i"), io = fresh(tused, i + "o"),
+                ii = fresh(tused, i + "i");
+    st.add("split", {j, jo, ji, gt.NR}).add("split", {i, io, ii, gt.MR});
+    Args ro = {ji, ii, jo, io};
+    for (int d = r - 3; d >= 0; d--) ro.push_back(v[d]);
+    st.add("reorder", ro).add("vectorize", {ji, V});
+    // A batched GEMM with batches enough for the cores forks once over its outermost batch var;
+    // otherwise the row tiles (fused with the batch vars) are the tasks.
+    if (r > 2 && e[0] >= 2 * std::max(1, m.cores)) {
+        st.add("parallel", {v[0]});
+    } else {
+        std::string par = io;
+        for (int d = r - 3; d >= 0; d--) {
+            std::string fz = fresh(tused, "t");
+            st.add("fuse", {par, v[d], fz});
+            par = fz;
+        }
+        st.add("parallel", {par});
+    }
+    block_members(T, r > 2 && e[0] >= 2 * std::max(1, m.cores) ? v[0] : io);
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, jo}).add("vectorize", {j, V});
+    if (gt.NR > V) fs.add("unroll", {j});
+    fs.add("unroll", {i});
+    ScheduleStatement &u = add(F, 0);
+    std::vector<std::string> uused = names_of(F);
+    const std::string kv = lf(F).update_rvars[0][0];
+    std::string jvo = fresh(uused, "jvo"), jvi = fresh(uused, "jvi"), kvo = fresh(uused, "kvo"),
+                kvi = fresh(uused, "kvi");
+    const bool kunroll = gt.K % kGemmKUnroll == 0 && gt.K >= 2 * kGemmKUnroll;
+    Args uro = {gt.NR > V ? jvi : j};
+    if (gt.NR > V) {
+        u.add("split", {j, jvo, jvi, V});
+        uro.push_back(jvo);
+    }
+    uro.push_back(i);
+    if (kunroll) {
+        u.add("split", {kv, kvo, kvi, kGemmKUnroll});
+        uro.push_back(kvi);
+    }
+    uro.push_back(kunroll ? kvo : kv);
+    u.add("reorder", uro).add("vectorize", {uro[0].name});
+    if (gt.NR > V) u.add("unroll", {jvo});
+    u.add("unroll", {i});
+    if (kunroll) u.add("unroll", {kvi});
+    inline_members();
 }
 
 // The padded input of conv \p F that conv_of_pad leaves to conv(), computed at \p owner.\p var
@@ -335,8 +436,9 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 // (LoweredFunc::conv_weight_block, [C_out/16][C_in][kH][kW][16]): a tile of NP (w) x NH (rows)
 // pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads
 // the block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The
-// conv is computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none
-// (a graph output with no epilogue keeps the row tiles: Halide computes outputs at root),
+// conv is computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a
+// graph output's wrapper is realized in its place: Conv1x1 256 -> 256 of [16, 256, 28, 28] on the
+// 2-core EPYC, interleaved `loom bench`: 18.8 ms in row tiles, 5.4 through the wrapper),
 // stored channels innermost so that its accumulators are whole vectors; the epilogue or the
 // wrapper writes them to NCHW. Tasks are blocks of rows with every channel block inside when
 // the weights fit in half of L2 (channel_tile_rows_outer; the padded input is then computed
@@ -346,8 +448,7 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 // 318 vs 147, 128 ch 28x28 306 vs 235, 64 ch 56x56 254 vs 247.
 bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     const LoweredFunc &L = lf(F);
-    if (!channel_tiled(fi(F), m) || (R == F && L.is_output))  // an output is computed at root, not per tile
-        return false;
+    if (!channel_tiled(fi(F), m)) return false;
     const int B = L.conv_weight_block, V = lanes(F);
     const auto &v = L.vars;
     const auto &e = L.extents;

@@ -121,10 +121,13 @@ struct Ctx {
 
     /// The kernel's first member placed \p pl, or "".
     std::string member_with(Placement pl) const;
-    /// The GEMM's prologue (Placement::Block) computed per row block \p par of the epilogue.
-    void block_members(const std::string &par);
+    /// The GEMM's prologue (Placement::Block) computed per row block \p par of \p owner (its
+    /// epilogue or wrapper).
+    void block_members(const std::string &owner, const std::string &par);
     /// A GEMM kernel: register micro-kernel, cache blocking under an epilogue.
     void gemm();
+    /// GEMM \p F computed per micro-kernel tile of its wrapper \p T (statement \p st).
+    void kernel_tiles(ScheduleStatement &st, const std::string &F, const std::string &T, const GemmTile &gt);
     /// Conv \p F's padded inputs computed at \p owner.\p var (\p per: for the comment).
     void place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per);
     /// Conv \p F (root or member of root \p R) vectorised over output channels; false when it

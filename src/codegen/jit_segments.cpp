@@ -76,7 +76,7 @@ void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::strin
 /// (LoweredPipeline::extern_shapes); empty when the graph does not know them.
 std::vector<int> halide_extents(const LoweredPipeline &p, const std::string &name) {
     const Shape *shape = nullptr;
-    if (const LoweredFunc *lf = p.find(name)) shape = &lf->extents;
+    if (const LoweredFunc *lf = p.find_realized(name)) shape = &lf->extents;
     else if (auto it = p.extern_shapes.find(name); it != p.extern_shapes.end()) shape = &it->second;
     std::vector<int> e;
     if (shape)
@@ -150,7 +150,7 @@ bool computes_past_extents(const Function &f, const LoweredFunc *lf) {
 RootGraph analyze(const LoweredPipeline &p) {
     RootGraph g;
     std::vector<Function> outs;
-    for (const auto &n : p.output_funcs) outs.push_back(p.find(n)->func.function());
+    for (size_t k = 0; k < p.output_funcs.size(); k++) outs.push_back(p.realized_output(k).function());
     g.env = Halide::Internal::build_environment(outs);
     // `in()` wrappers are called only once lowering rewires their consumers: add them, and what
     // they reach, by hand.
@@ -175,7 +175,7 @@ RootGraph analyze(const LoweredPipeline &p) {
         if (g.owner[name] != name) continue;
         bool plain = true;
         storage_order(f, plain);
-        if ((p.find(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && f.schedule().wrappers().empty() &&
+        if ((p.find_realized(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && f.schedule().wrappers().empty() &&
             plain)
             g.whole_buffer.insert(name);
     }
@@ -221,7 +221,7 @@ RootGraph analyze(const LoweredPipeline &p) {
     // past it: the JIT fell back to one pipeline, an artifact would fail at run time).
     for (const auto &[name, f] : g.env) {
         const std::string &o = g.owner[name];
-        if (o.empty() || !computes_past_extents(f, p.find(name))) continue;
+        if (o.empty() || !computes_past_extents(f, p.find_realized(name))) continue;
         g.whole_buffer.erase(o);
         for (const auto &read : deps[o]) g.whole_buffer.erase(read);
     }
@@ -231,6 +231,8 @@ RootGraph analyze(const LoweredPipeline &p) {
     std::map<std::string, int> priority;
     for (size_t k = 0; k < p.funcs.size(); k++)
         if (deps.count(p.funcs[k].name)) priority[p.funcs[k].name] = (int)k;
+    for (const auto &[out, w] : *p.output_wrappers)  // an output's wrapper takes the output's place
+        if (deps.count(w.name())) priority[w.name()] = priority.count(out) ? priority[out] : (int)p.funcs.size();
     std::map<std::string, std::set<std::string>> readers;
     for (const auto &[r, ds] : deps)
         for (const auto &d : ds) readers[d].insert(r);
@@ -317,7 +319,7 @@ SegmentedPipeline uncut(const LoweredPipeline &p) {
     PipelineSegment s;
     s.pipeline = p.pipeline();
     for (size_t k = 0; k < p.output_funcs.size(); k++) {
-        s.outputs.push_back(p.output_funcs[k]);
+        s.outputs.push_back(p.realized_output_name(k));
         s.boundary_of_output.push_back(-1);
         s.graph_output_of_output.push_back((int)k);
     }
@@ -350,7 +352,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             bd.func = read;
             bd.producer = a;
             for (size_t o = 0; o < p.output_funcs.size(); o++)
-                if (p.output_funcs[o] == read) bd.graph_output = (int)o;
+                if (p.realized_output_name(o) == read) bd.graph_output = (int)o;
             bd.type = f.output_types()[0];
             bd.param = Halide::ImageParam(bd.type, f.dimensions(), read + "_from_segment_" + std::to_string(a));
             bd.extents = halide_extents(p, read);
@@ -377,7 +379,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
     for (int s = 0; s < nseg; s++) {
         PipelineSegment &seg = sp.segments[s];
         for (size_t k = 0; k < p.output_funcs.size(); k++) {
-            const std::string &o = p.output_funcs[k];
+            const std::string o = p.realized_output_name(k);
             if (seg_of_root.at(g.owner.at(o)) != s) continue;
             auto b = boundary_index.find(o);
             seg.outputs.push_back(o);

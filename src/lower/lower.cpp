@@ -71,13 +71,26 @@ std::vector<std::string> LoweredPipeline::func_names() const {
     return v;
 }
 
+Halide::Func LoweredPipeline::realized_output(size_t k) const {
+    internal_check(k < output_funcs.size(), "no graph output ", k);
+    const std::string &n = output_funcs[k];
+    auto w = output_wrappers->find(n);
+    if (w != output_wrappers->end()) return w->second;
+    const LoweredFunc *f = find(n);
+    internal_check(f != nullptr, "output Func '", n, "' is missing");
+    return f->func;
+}
+
+const LoweredFunc *LoweredPipeline::find_realized(const std::string &name) const {
+    if (const LoweredFunc *f = find(name)) return f;
+    for (const auto &[out, w] : *output_wrappers)
+        if (w.name() == name) return find(out);
+    return nullptr;
+}
+
 Halide::Pipeline LoweredPipeline::pipeline() const {
     std::vector<Func> outs;
-    for (const auto &n : output_funcs) {
-        const LoweredFunc *f = find(n);
-        internal_check(f != nullptr, "output Func '", n, "' is missing");
-        outs.push_back(f->func);
-    }
+    for (size_t k = 0; k < output_funcs.size(); k++) outs.push_back(realized_output(k));
     return Halide::Pipeline(outs);
 }
 

@@ -133,13 +133,28 @@ struct LoweredPipeline {
     /// a code generation choice Halide 14's Funcs cannot hold. Shared like the Funcs' schedules, so
     /// that apply_schedule records it through a const pipeline and every copy sees it.
     std::shared_ptr<std::set<std::string>> streaming_stores = std::make_shared<std::set<std::string>>();
+    /// Graph outputs the schedule computes through a wrapper (`f.in() as w` on an output Func f:
+    /// Halide's `f.compute_at(f.in(), x); f = f.in()` idiom): output Func name -> the wrapper, which
+    /// the pipeline realizes in f's place. f is then an internal Func that can be computed per tile
+    /// of the wrapper, so a reduction's initial value and its updates run in one loop nest (a GEMM's
+    /// accumulators stay in registers) instead of two passes over the output. Shared and recorded
+    /// by apply_schedule like streaming_stores.
+    std::shared_ptr<std::map<std::string, Halide::Func>> output_wrappers =
+        std::make_shared<std::map<std::string, Halide::Func>>();
 
     /// The Func called \p name, or nullptr.
     const LoweredFunc *find(const std::string &name) const;
     LoweredFunc *find(const std::string &name);
     /// Names of all Funcs (for "did you mean" and listings).
     std::vector<std::string> func_names() const;
-    /// The Halide pipeline over the output Funcs.
+    /// The Func realized for graph output \p k: its wrapper (output_wrappers) or its output Func.
+    Halide::Func realized_output(size_t k) const;
+    /// Halide name of realized_output(\p k).
+    std::string realized_output_name(size_t k) const { return realized_output(k).name(); }
+    /// The LoweredFunc whose values the realized Func \p name holds: the Func itself, or the
+    /// output Func a wrapper stands for; nullptr for neither.
+    const LoweredFunc *find_realized(const std::string &name) const;
+    /// The Halide pipeline over the realized outputs.
     Halide::Pipeline pipeline() const;
 };
 

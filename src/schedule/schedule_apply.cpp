@@ -58,6 +58,26 @@ Halide::MemoryType memory_of(const ScheduleArg &a) {
     return m.at(a.name);
 }
 
+// An output wrapper's buffer is the caller's: it takes the output's declared bounds, strides and
+// alignment (lowering made them constants that Halide specialises the code on).
+void copy_buffer_constraints(const Halide::OutputImageParam &from, Halide::OutputImageParam to) {
+    const Halide::Internal::Parameter &a = from.parameter();
+    Halide::Internal::Parameter b = to.parameter();
+    for (int d = 0; d < from.dimensions(); d++) {
+        b.set_min_constraint(d, a.min_constraint(d));
+        b.set_extent_constraint(d, a.extent_constraint(d));
+        b.set_stride_constraint(d, a.stride_constraint(d));
+        b.set_min_constraint_estimate(d, a.min_constraint_estimate(d));
+        b.set_extent_constraint_estimate(d, a.extent_constraint_estimate(d));
+    }
+    b.set_host_alignment(a.host_alignment());
+}
+
+// And the output's estimates (for Halide's autoschedulers, which read them from the outputs).
+void copy_estimates(const Halide::Func &from, Halide::Func to) {
+    for (const auto &b : from.function().schedule().estimates()) to.set_estimate(Halide::Var(b.var), b.min, b.extent);
+}
+
 class Applier {
 public:
     Applier(Model &m, const Model &final_model, const LoweredPipeline &p, AppliedSchedule &out)
@@ -222,6 +242,11 @@ private:
             Halide::Func w = n == 1 ? f.in(func(a[0].name)) : f.in();
             out_.funcs[c.as_name] = w;
             m_.find(c.as_name)->func = w;
+            if (n == 0 && before.is_output) {  // the wrapper is realized in the output's place
+                (*p_.output_wrappers)[st.func] = w;
+                copy_buffer_constraints(f.output_buffer(), w.output_buffer());
+                copy_estimates(f, w);
+            }
         } else {
             throw InternalError("schedule apply: primitive " + p + " has no Halide action");
         }
@@ -253,6 +278,7 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     for (const auto &lf : p.funcs) out.funcs[lf.name] = lf.func;
     Model m = build_model(p, target);
     p.streaming_stores->clear();
+    p.output_wrappers->clear();
     Applier ap(m, final_model, p, out);
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;
@@ -290,9 +316,7 @@ std::string AppliedSchedule::explain(const std::string &msg) const {
 
 std::string loop_nest(const LoweredPipeline &p, const Halide::Target &target) {
     std::vector<Halide::Internal::Function> outs;
-    for (const auto &name : p.output_funcs)
-        for (const auto &lf : p.funcs)
-            if (lf.name == name) outs.push_back(lf.func.function());
+    for (size_t k = 0; k < p.output_funcs.size(); k++) outs.push_back(p.realized_output(k).function());
     if (outs.empty())
         for (const auto &lf : p.funcs)
             if (lf.is_output) outs.push_back(lf.func.function());

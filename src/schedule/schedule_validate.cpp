@@ -50,6 +50,14 @@ static std::string join(const std::vector<std::string> &v, const std::string &se
     return s;
 }
 
+// Halide computes a pipeline's outputs at root; wrapping one (`f.in() as w`, Halide's idiom) makes
+// the wrapper the output and f a Func that can be computed per tile of it.
+static std::string output_at_root(const std::string &f) {
+    return f + " is an output; it can only be computed at root. To compute it per tile (a reduction's "
+               "initial value and updates in one loop nest), wrap it first: " + f + ".in() as " + f +
+           "_out; then " + f + ".compute_at(" + f + "_out, <a var of " + f + "_out>)";
+}
+
 static bool update_is_associative(const Halide::Func &f, int k) {
     try {
         const auto &def = f.function().update(k);
@@ -391,7 +399,7 @@ private:
         } else if (p == "compute_at" || p == "store_at") {
             ident(c, 0, "a func");
             ident(c, 1, "a var");
-            if (f.is_output) fail(c, f.name + " is an output; it can only be computed at root");
+            if (f.is_output) fail(c, output_at_root(f.name));
             if (!m_.find(c.args[0].name)) {
                 std::string hint = did_you_mean(c.args[0].name, m_.names());
                 fail(c, "unknown func '" + c.args[0].name + "'" + (hint.empty() ? "" : hint) +
@@ -659,6 +667,10 @@ private:
             } else {
                 w.consumers = f.consumers;
                 f.consumers = {w.name};
+                // An output's wrapper is realized in its place (LoweredPipeline::output_wrappers):
+                // the output becomes a Func that can be computed per tile of the wrapper.
+                w.is_output = f.is_output;
+                f.is_output = false;
             }
             m_.funcs[w.name] = w;
             m_.order.push_back(w.name);
@@ -783,7 +795,7 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
         return hint.empty() ? legal() : hint + " legal: " + join(legal_locations(m, producer));
     };
     if (!c) return "unknown func '" + consumer + "'" + hint_legal(did_you_mean(consumer, m.names()));
-    if (f->is_output) return producer + " is an output; it can only be computed at root";
+    if (f->is_output) return output_at_root(producer);
     if (consumer == producer) return "a Func cannot be computed at itself" + legal();
     if (c->place.kind == Placement::Inline && c->place.loc.line == 0)  // LoweredFunc::inline_by_default
         return consumer + " is a helper of its op, inlined unless the file places it, and has no loops; place it "
