@@ -125,6 +125,21 @@ TEST(Autoschedule, BigRowsAndGemmTilesAreCorrect) {
     check_auto(b.g, "big rows");
 }
 
+// A one-row GEMM under an epilogue (a batch-1 Linear + ReLU) keeps k whole in its tile: no other
+// row would reuse a chunk of B from L1, and chunks would cut B's panels into short streams.
+TEST(Autoschedule, OneRowGemmUnderAnEpilogueKeepsKWhole) {
+    Builder b;
+    std::string a = b.input("a", {1, 1024});
+    b.out("Relu", {b.node("MatMul", {a, b.random_constant("w", {1024, 512}, 13)}, {1, 512})}, {1, 512});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find("compute_at(relu"), std::string::npos) << text;
+    EXPECT_NE(text.find("k in chunks of 1024"), std::string::npos) << text;
+    EXPECT_EQ(text.find("split(k, ko, ki"), std::string::npos) << text;
+    check_auto(b.g, "one-row gemm + relu");
+}
+
 // A GEMM with no epilogue and a short k (Q Kᵀ of attention heads, k = 32: its A and B strips fit in
 // L1) is computed per micro-kernel tile of a wrapper, the graph output's wrapper realized in its
 // place: the tile's initial value, k loop and store stay in registers. A dense B takes 4 rows x 4
