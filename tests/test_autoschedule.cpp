@@ -431,7 +431,8 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
 // them loops without (`loom autoschedule --loop-conv-taps`); both match the reference, and the
 // candidates that --tune times include the looped one.
 // A channel-tiled conv that is a graph output with no epilogue is computed per tile of its wrapper
-// (realized in the output's place), as one with an epilogue is per tile of the epilogue.
+// (realized in the output's place), as one with an epilogue is per tile of the epilogue. A 1x1
+// conv's tile is two channel blocks (AVX-512: two vectors) by one row of pixels.
 TEST(Autoschedule, OutputConvTilesChannelsThroughItsWrapper) {
     Builder b;
     std::string x = b.input("x", {2, 64, 7, 9});
@@ -444,6 +445,9 @@ TEST(Autoschedule, OutputConvTilesChannelsThroughItsWrapper) {
         EXPECT_NE(text.find("head.in() as head_out;"), std::string::npos) << text;
         EXPECT_NE(text.find("head.compute_at(head_out, wo)"), std::string::npos) << text;
     }
+    if (lanes_of_host() == 16)
+        EXPECT_NE(text.find("conv channel tile 7 (w) x 1 (rows) x 32 (channels): 14 vector accumulators"),
+                  std::string::npos) << text;
     check_auto(b.g, "output conv");
 }
 
