@@ -249,6 +249,10 @@ TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
     EXPECT_NE(text.find("padded input computed per channel block"), std::string::npos) << text;
     EXPECT_EQ(text.find("_pad.compute_root()"), std::string::npos) << text;
+    // Computed per row of its wrapper, realized in the output's place (no pass of initial values).
+    const std::string conv = lp.output_funcs.at(0);
+    EXPECT_NE(text.find(conv + ".in() as " + conv + "_out;"), std::string::npos) << text;
+    EXPECT_NE(text.find(conv + ".compute_at(" + conv + "_out, h)"), std::string::npos) << text;
     check_auto(b.g, "depthwise output conv");
 }
 
@@ -265,7 +269,17 @@ TEST(Autoschedule, SmallWindowsAreUnrolled) {
     std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
     EXPECT_NE(text.find(".unroll(r.x)"), std::string::npos) << text;
     EXPECT_NE(text.find(".unroll(r.y)"), std::string::npos) << text;
+    EXPECT_EQ(text.find(".in() as"), std::string::npos) << text;  // 100 KB of output: in L2 anyway
     check_auto(b.g, "3x3 max pool");
+    // An output larger than L2 (64 KiB here) is computed per row of its wrapper.
+    MachineModel small_l2 = test_machine();
+    small_l2.l2_bytes = 64 << 10;
+    const std::string pool = lp.output_funcs.at(0);
+    LoweredPipeline lp2 = lower_graph(b.g);
+    text = print_schedule(auto_schedule(lp2, host_target(), small_l2));
+    EXPECT_NE(text.find(pool + ".in() as " + pool + "_out;"), std::string::npos) << text;
+    EXPECT_NE(text.find(pool + ".compute_at(" + pool + "_out, h)"), std::string::npos) << text;
+    check_auto(b.g, "3x3 max pool per row of its wrapper", 1e-5, &small_l2);
 }
 
 TEST(Autoschedule, Deterministic) {

@@ -58,9 +58,9 @@ struct ScheduleKnobs {
     /// Non-temporal stores where the model streams a kernel's output (Ctx::stream_output); false:
     /// normal stores everywhere, for a machine where the tuner measures them faster.
     bool streaming_stores = true;
-    /// A GEMM with no epilogue computed per tile of a wrapper (`<gemm>_out`), its accumulators
-    /// in registers (Ctx::gemm); false: at root, accumulating in its own buffer.
-    bool gemm_wrapper = true;
+    /// A GEMM with no epilogue and a short k, and a conv that is a graph output, computed per tile
+    /// of a wrapper (`<f>_out`: Ctx::gemm, Ctx::conv); false: at root, accumulating in its own buffer.
+    bool tile_wrappers = true;
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;
     bool operator==(const ScheduleKnobs &o) const;
