@@ -173,13 +173,20 @@ void Ctx::gemm() {
     // wrapper is realized in its place): its initial value, k loop and store stay in registers.
     // Computed at root, its initial value was a pass of its own over the output, and the short k
     // loop of every micro-kernel loaded and stored its accumulators. Q Kᵀ of 96 x 128x64x128 on
-    // the 2-core EPYC, interleaved `loom bench`: 1.06 -> 0.89 ms (fifteenth session). Not with too
-    // few row tiles for the cores (a batch-1 Linear: its column panels are the tasks, below), and
-    // not for longer k, whose cache blocking under a wrapper measured no faster (transformer, mlp).
+    // the 2-core EPYC, interleaved `loom bench`: 1.06 -> 0.89 ms (fifteenth session). A longer k
+    // takes the epilogue's cache blocking under the wrapper where the root GEMM's columns are
+    // ragged (no multiple of its micro-kernel or panel: the root path then steps one guarded vector
+    // at a time; the wrapper's tiles shift inwards): 256x768 -> 1000 3.78 -> 0.80 ms (Adams2019 3.29-3.49),
+    // the same GEMM with a bias epilogue 0.83. Where they divide, blocking under a wrapper measured
+    // no faster than the root path (transformer, mlp). Not with too few row tiles for the cores (a
+    // batch-1 Linear: its column panels are the tasks, below).
     const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores);
-    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows &&
-                      K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
-    if (!epilogue && !wrap) gt = gemm_tile(f, false, m, knobs);
+    const bool short_k = K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
+    const GemmTile root_tile = epilogue ? GemmTile{} : gemm_tile(f, false, m, knobs);
+    const bool ragged = root_tile.ok && (N % root_tile.NR != 0 || (root_tile.NC < N && N % root_tile.NC != 0));
+    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows && (short_k || ragged);
+    const bool per_kernel = wrap && short_k;
+    if (!epilogue && !wrap) gt = root_tile;
     // T: the Func whose tiles hold the GEMM's results (its epilogue, or its wrapper).
     const std::string T = wrap ? fresh(func_names, F + "_out") : R;
     // Such a tile is bound by its loads from L1: a k step loads NR/V vectors of B and broadcasts
@@ -192,7 +199,7 @@ void Ctx::gemm() {
         const FuncDecision *d = plan.decision(pr);
         b_inlined |= pr != f.matmul_a && d && d->placement == Placement::Inline;
     }
-    if (wrap && knobs.gemm_mr == 0 && knobs.gemm_nr_vectors == 0 && f.inner_var_contiguous && !b_inlined &&
+    if (per_kernel && knobs.gemm_mr == 0 && knobs.gemm_nr_vectors == 0 && f.inner_var_contiguous && !b_inlined &&
         N % (4 * V) == 0 && M >= 4 && m.vector_registers >= 32 && K * (4 + 4 * V) * f.esize <= (int64_t)m.l1_bytes / 2) {
         gt.NR = 4 * V;
         gt.MR = 4;
@@ -227,14 +234,14 @@ void Ctx::gemm() {
         }
         ScheduleStatement &st = add(T);
         if (T == R) comment_kernel(st);
-        st.comments.push_back(wrap ? str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
+        st.comments.push_back(per_kernel ? str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
                                                    " vector accumulators), ", F, " computed per tile (strips of ",
                                                    K * (MR + NR) * f.esize / 1024, " KiB in L1)")
                                          : str_cat("micro-kernel ", MR, "x", NR, " (", MR * NR / V,
                                                    " vector accumulators), column panels of ", block ? NC : N,
                                                    " (B panel ", (block ? NC : N) * K * f.esize / 1024, " KiB in L2)"));
         st.add("compute_root");
-        if (wrap) {
+        if (per_kernel) {
             kernel_tiles(st, F, T, gt);
             return;
         }
@@ -362,8 +369,8 @@ void Ctx::gemm() {
 // GEMM \p F computed per micro-kernel tile (MR x NR) of its wrapper \p T, whose pure-stage
 // statement \p st (compute_root) this completes: the tile's initial value, k loop and store
 // stay in registers. Rows and columns that the tile does not divide are shifted inwards (the
-// wrapper is a pure output), so every tile is whole; the row tiles, with the batch vars, run
-// in parallel.
+// wrapper is a pure Func, and gemm() wraps only GEMMs of at least a tile each way), so every
+// tile is whole; the row tiles, with the batch vars, run in parallel.
 void Ctx::kernel_tiles(ScheduleStatement &st, const std::string &F, const std::string &T, const GemmTile &gt) {
     const auto &v = lf(F).vars;
     const auto &e = lf(F).extents;
