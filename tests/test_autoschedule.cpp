@@ -298,6 +298,22 @@ TEST(Autoschedule, SmallWindowsAreUnrolled) {
     check_auto(b.g, "3x3 max pool per row of its wrapper", 1e-5, &small_l2);
 }
 
+// An AveragePool's window sums, which its output divides point for point, are computed per row of
+// the output (one kernel, the sums in L1), with the window unrolled in the vectorized update.
+TEST(Autoschedule, AveragePoolSumsArePerRowOfTheOutput) {
+    Builder b;
+    std::string x = b.input("x", {2, 8, 30, 46});
+    b.out("AveragePool", {x}, {2, 8, 15, 23},
+          {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}, DType::F32, "pool");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find("1 kernels for 2 Funcs"), std::string::npos) << text;
+    EXPECT_NE(text.find("pool_sum.compute_at(pool, h)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".unroll(r.x)"), std::string::npos) << text;
+    check_auto(b.g, "average pool");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

@@ -345,6 +345,13 @@ void Ctx::rows_or_pointwise() {
                             T > 1 ? str_cat("the next tile of ", T, " rows while it normalizes this one from cache")
                                   : std::string("the next row while it normalizes this one from cache"));
     }
+    // The innermost loop outside the vector loop, where pure_loops kept it (not fused into the row).
+    std::string inner_row = row;
+    if (r >= 3) {
+        inner_row = lf(R).vars[r - 2];
+        for (const auto &c : st.calls)
+            if (c.name == "fuse" && (c.args[0].name == inner_row || c.args[1].name == inner_row)) inner_row = row;
+    }
     for (const auto &f : k.funcs) {
         const FuncDecision *d = plan.decision(f);
         if (d->placement != Placement::Row) continue;
@@ -354,8 +361,16 @@ void Ctx::rows_or_pointwise() {
         }
         ScheduleStatement &ms = add(f);
         note(ms, f);
-        ms.add("compute_at", {R, row});
-        if (!fi(f).has_update) {
+        // A window's reduction with the reader's extents (an AveragePool's sums): per innermost row.
+        const bool window = fi(f).has_update && lf(f).extents == lf(R).extents;
+        ms.add("compute_at", {R, window ? inner_row : row});
+        if (window) {
+            if (int lv = fit_lanes(lanes(f), lf(f).extents.back())) ms.add("vectorize", {lf(f).vars.back(), lv});
+            ScheduleStatement u(f, 0);
+            std::vector<std::string> fused_names = names_of(f);
+            vectorize_update(u, f, fused_names);
+            if (!u.calls.empty()) out.push_back(u);
+        } else if (!fi(f).has_update) {
             int lv = fit_lanes(lanes(f), lf(f).extents.back());
             if (lv) {
                 ms.add("vectorize", {lf(f).vars.back(), lv});
