@@ -314,6 +314,29 @@ TEST(Autoschedule, AveragePoolSumsArePerRowOfTheOutput) {
     check_auto(b.g, "average pool");
 }
 
+// A reduction's parallel loop skips outer dims of extent 1: a keepdims column sum [1, N] runs its
+// column strips in parallel, a batch-1 MaxPool its channels (both ran serially).
+TEST(Autoschedule, ReductionsSkipUnitDimsForTheirParallelLoop) {
+    Builder b;
+    std::string x = b.input("x", {512, 1024});
+    b.out("ReduceSum", {x}, {1, 1024}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(1)}}, DType::F32,
+          "colsum");
+    std::string y = b.input("y", {1, 32, 112, 112});
+    b.out("MaxPool", {y}, {1, 32, 56, 56},
+          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+           {"pads", std::vector<int64_t>{1, 1, 1, 1}}}, DType::F32, "pool");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    const size_t col = text.find("colsum.update(0)"), pool = text.find("pool.update(0)");
+    ASSERT_NE(col, std::string::npos) << text;
+    ASSERT_NE(pool, std::string::npos) << text;
+    EXPECT_NE(text.find(".parallel(jo)", col), std::string::npos) << text;
+    EXPECT_EQ(text.find(".parallel(i)", col), std::string::npos) << text;
+    EXPECT_NE(text.find(".parallel(c)", pool), std::string::npos) << text;
+    check_auto(b.g, "unit outer dims");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);
