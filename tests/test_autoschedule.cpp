@@ -152,6 +152,8 @@ TEST(Autoschedule, ShortKGemmIsComputedPerTileOfAWrapper) {
     std::string kt = b.node("Transpose", {b.input("k", {12, 64, 32})}, {12, 32, 64},
                             {{"perm", std::vector<int64_t>{0, 2, 1}}});
     b.out("MatMul", {q, kt}, {12, 64, 64}, {}, DType::F32, "qk_t");
+    // Attention x V: k = 128, its 4x64 strips 34 KiB (up to 3/4 of L1).
+    b.out("MatMul", {b.input("p", {12, 64, 128}), b.input("v", {12, 128, 64})}, {12, 64, 64}, {}, DType::F32, "av");
     std::string a = b.input("a", {64, 512});
     b.out("MatMul", {a, b.random_constant("w", {512, 64}, 12)}, {64, 64}, {}, DType::F32, "long_k");
     prepare_graph(b.g);
@@ -166,6 +168,8 @@ TEST(Autoschedule, ShortKGemmIsComputedPerTileOfAWrapper) {
         EXPECT_NE(text.find("micro-kernel 4x64 (16 vector accumulators), qk computed per tile"), std::string::npos)
             << text;
         EXPECT_NE(text.find("micro-kernel 8x32 (16 vector accumulators), qk_t computed per tile"), std::string::npos)
+            << text;
+        EXPECT_NE(text.find("micro-kernel 4x64 (16 vector accumulators), av computed per tile"), std::string::npos)
             << text;
     }
     check_auto(b.g, "short-k gemm");
