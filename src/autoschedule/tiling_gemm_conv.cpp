@@ -193,14 +193,14 @@ void Ctx::gemm() {
     // MR values of A into MR*NR/V FMAs. 4 x 4 vectors takes 8 loads for 16 FMAs, 8 x 2 vectors 10.
     // Q Kᵀ of 96 x 128x64x128, interleaved `loom bench`: 0.68 -> 0.55 ms; attention x V of
     // 96 x 128x128x64 (its B strip 32 KiB, up to 3/4 of L1): 0.86 -> 0.53 (fifteenth session).
-    // Not where B is an inlined Func (a transpose of the keys): its vectors are gathers, and four
-    // of them a step cost more (the transformer's attention: 1.95 -> 2.25 ms).
-    bool b_inlined = false;
+    // Not where B is an inlined transpose of its innermost dim (the keys' Kᵀ): its vectors are
+    // gathers, and four of them a step cost more (the transformer's attention: 1.95 -> 2.25 ms).
+    bool b_gathers = false;
     for (const auto &pr : lf(F).producers) {
         const FuncDecision *d = plan.decision(pr);
-        b_inlined |= pr != f.matmul_a && d && d->placement == Placement::Inline;
+        b_gathers |= pr != f.matmul_a && d && d->placement == Placement::Inline && !fi(pr).transposed_from.empty();
     }
-    if (per_kernel && knobs.gemm_mr == 0 && knobs.gemm_nr_vectors == 0 && f.inner_var_contiguous && !b_inlined &&
+    if (per_kernel && knobs.gemm_mr == 0 && knobs.gemm_nr_vectors == 0 && f.inner_var_contiguous && !b_gathers &&
         N % (4 * V) == 0 && M >= 4 && m.vector_registers >= 32 && K * (4 + 4 * V) * f.esize <= (int64_t)m.l1_bytes * 3 / 4) {
         gt.NR = 4 * V;
         gt.MR = 4;
