@@ -341,6 +341,28 @@ TEST(Autoschedule, ReductionsSkipUnitDimsForTheirParallelLoop) {
     check_auto(b.g, "unit outer dims");
 }
 
+// Statistics over several whole dims are fused and rfactored into vector partial sums, not summed
+// one scalar at a time: an InstanceNorm's H x W (its variance also reads the mean, which walks no
+// block) per row of the output, a GroupNorm's channels of a group x H x W (the block starts at the
+// group's first channel) in their own kernels.
+TEST(Autoschedule, NormStatisticsOverSeveralDimsAreVectorized) {
+    Builder b;
+    std::string x = b.input("x", {2, 16, 9, 13});
+    b.out("InstanceNormalization", {x, b.random_constant("s1", {16}, 15), b.random_constant("b1", {16}, 16)},
+          {2, 16, 9, 13}, {}, DType::F32, "inorm");
+    b.out("GroupNormalization", {x, b.random_constant("s2", {16}, 17), b.random_constant("b2", {16}, 18)},
+          {2, 16, 9, 13}, {{"num_groups", int64_t(4)}}, DType::F32, "gnorm");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    for (const char *stat : {"inorm_mean", "inorm_var"})
+        EXPECT_NE(text.find(std::string(stat) + ".update(0).fuse(r.x, r.y, rfused)"), std::string::npos) << stat << "\n" << text;
+    for (const char *stat : {"gnorm_mean", "gnorm_var"})
+        EXPECT_NE(text.find(std::string(stat) + ".update(0).fuse(r.x, r.y, rfused)\n    .fuse(rfused, r.z, rfused2)"),
+                  std::string::npos) << stat << "\n" << text;
+    check_auto(b.g, "instance and group norms");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

@@ -70,12 +70,25 @@ bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector
     const std::vector<int64_t> ext = producer_of(p, c->name).extents;
     if (ext.size() != c->args.size()) return false;
     for (size_t k = 0; k < rvs.size(); k++) {
-        const Variable *v = c->args[k].as<Variable>();
         const int64_t *n = as_const_int(rvs[k].extent);
         const int64_t *mn = as_const_int(rvs[k].min);
-        if (!v || v->name != rvs[k].var || !n || !mn || *mn != 0) return false;
-        if (k + 1 < rvs.size() && ext[ext.size() - 1 - k] != *n) return false;
+        if (!n || !mn || *mn != 0) return false;
+        // Index k is RVar k itself, plus, for the outermost RVar alone, an offset that uses no
+        // RVar (a group's first channel, `g * 8 + r.z`: the block starts there).
+        Halide::Expr off = simplify(c->args[k] - Variable::make(c->args[k].type(), rvs[k].var));
+        for (const auto &rv : rvs)
+            if (uses(off, rv.var)) return false;
+        if (k + 1 < rvs.size() && (!is_const_zero(off) || ext[ext.size() - 1 - k] != *n)) return false;
     }
+    return true;
+}
+
+// Whether a read uses none of the RVars (a statistic broadcast over the reduction, as the mean
+// in a variance): it does not walk the reduction's block.
+bool reads_no_rvar(const Call *c, const std::vector<ReductionVariable> &rvs) {
+    for (const auto &a : c->args)
+        for (const auto &rv : rvs)
+            if (uses(a, rv.var)) return false;
     return true;
 }
 
@@ -149,8 +162,10 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
             bool block = rvs.size() >= 2, any = false;
             for (const Call *c : reads_of(u).calls) {
                 if (c->name == lf.name || c->args.empty()) continue;
-                any = true;
-                block &= reads_rvar_block(p, c, rvs);
+                if (!reads_no_rvar(c, rvs)) {
+                    any = true;
+                    block &= reads_rvar_block(p, c, rvs);
+                }
                 if (!inner_rvar.empty() && uses(c->args[0], inner_rvar)) fi.inner_rvar_contiguous = true;
                 if (!inner_var.empty()) {
                     bool anywhere = false;

@@ -377,7 +377,8 @@ void Ctx::rows_or_pointwise() {
                 prefetch_next_row(ms, f, lv);
             }
         } else {
-            rfactor_rows(f, R, row, T > 1);
+            // Several whole inner dims (an InstanceNorm's H x W): fused and rfactored, per output.
+            if (!rfactor_rows(f, R, row, T > 1)) rfactor_block(f, lf(f).vars.back());
         }
     }
     inline_members();
