@@ -363,6 +363,22 @@ TEST(Autoschedule, NormStatisticsOverSeveralDimsAreVectorized) {
     check_auto(b.g, "instance and group norms");
 }
 
+// A Softmax over a middle axis ([B, S, D], axis 1) keeps its statistics in one kernel: computed per
+// block of the output (S x D, in L2), vectorized along D in strips, not in kernels of their own
+// that each read the input from memory.
+TEST(Autoschedule, MiddleAxisSoftmaxIsOneKernel) {
+    Builder b;
+    std::string x = b.input("x", {6, 40, 384});
+    b.out("Softmax", {x}, {6, 40, 384}, {{"axis", int64_t(1)}}, DType::F32, "sm");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    EXPECT_NE(text.find("1 kernels for 4 Funcs"), std::string::npos) << text;
+    EXPECT_NE(text.find("sm_max: computed per row of sm (depth 1)"), std::string::npos) << text;
+    EXPECT_NE(text.find("sm_sum.update(0).split(j, jo, ji, "), std::string::npos) << text;
+    check_auto(b.g, "middle-axis softmax");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);

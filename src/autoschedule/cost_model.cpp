@@ -182,6 +182,8 @@ struct Planner {
 
     // Depth of a statistic \p s (reduced dims of extent 1) under a root \p r of the same rank: the
     // number of leading dims they share, when every later dim of s is 1; 0 when it does not fit.
+    // A statistic reduced over a middle dim (a Softmax over axis 1 of [B, S, D]: [B, 1, D]) keeps
+    // its later dims: depth 1, each block of the root (S x D) holding the statistic's row.
     int row_depth(const std::string &s, const std::string &r) const {
         const auto &es = fi(s).lf->extents, &er = fi(r).lf->extents;
         if (es.size() != er.size() || er.size() < 2) return 0;
@@ -189,7 +191,7 @@ struct Planner {
         while (d < (int)er.size() && es[d] == er[d]) d++;
         if (d == 0 || d >= (int)er.size()) return 0;
         for (size_t k = d; k < es.size(); k++)
-            if (es[k] != 1) return 0;
+            if (es[k] != 1 && es[k] != er[k]) return 0;
         // One row block must stay in cache between the passes.
         return row_fits(r, d) ? d : 0;
     }
