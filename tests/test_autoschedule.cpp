@@ -379,6 +379,24 @@ TEST(Autoschedule, MiddleAxisSoftmaxIsOneKernel) {
     check_auto(b.g, "middle-axis softmax");
 }
 
+// A reduction kernel over rows that no vector divides (an ArgMax over 1000 logits) takes one vector
+// of partials with a guarded last step; a row kernel's statistics (a Softmax over the same rows)
+// are left to LLVM's own vectorizer.
+TEST(Autoschedule, RaggedRowReductionsAreVectorized) {
+    Builder b;
+    std::string x = b.input("x", {40, 1000});
+    b.out("ReduceMax", {x}, {40}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}, DType::F32, "rmax");
+    b.out("Softmax", {x}, {40, 1000}, {{"axis", int64_t(1)}}, DType::F32, "sm");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    std::string text = print_schedule(auto_schedule(lp, host_target(), test_machine()));
+    const std::string V = std::to_string(lanes_of_host());
+    EXPECT_NE(text.find("rmax.update(0).split(r.x, rxo, rxi, " + V + ", TailStrategy::GuardWithIf)"), std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("sm_max.update(0).split"), std::string::npos) << text;
+    check_auto(b.g, "ragged row reductions");
+}
+
 TEST(Autoschedule, Deterministic) {
     Graph g = fixture("transformer");
     LoweredPipeline a = lower_graph(g), c = lower_graph(g);
