@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "graph/error.h"
+#include "autoschedule/autoschedule.h"
 #include "graph/passes.h"
+#include "schedule/schedule_apply.h"
 #include "reference/reference.h"
 #include "graph_builder.h"
 #include "test_util.h"
@@ -416,5 +418,52 @@ TEST(GraphPasses, ErfGeluAndLeakyRegionsAreLeftAlone) {
         prepare_graph(g);
         EXPECT_EQ(gg.count(g, "Gelu"), 0) << (leak ? "the Tanh value is also a graph output" : "Erf form");
         EXPECT_EQ(gg.count(g, leak ? "Tanh" : "Erf"), 1);
+    }
+}
+
+// recognize_group_norm: PyTorch's export of nn.GroupNorm (Reshape to [N, G, -1], InstanceNormalization
+// with per-group scale and bias, Reshape back, the affine Mul and Add) becomes one
+// GroupNormalization node with the InstanceNormalization's name; Loom's auto schedule of the
+// prepared graph matches the reference of the exported one. A reshape whose value is read elsewhere
+// keeps the pattern as it is.
+TEST(GraphPasses, GroupNormExportBecomesOneNode) {
+    for (bool leak : {false, true}) {
+        loom::testing::GraphBuilder b;
+        Shape s = {2, 16, 5, 7};
+        std::string x = b.input("x", s);
+        std::string g3 = b.constant(Tensor::from_ints(DType::I64, {3}, {2, 4, -1}));
+        std::string g4 = b.constant(Tensor::from_ints(DType::I64, {4}, {2, 16, 5, 7}));
+        std::string r1 = b.node("Reshape", {x, g3}, {2, 4, 140});
+        std::string in = b.node("InstanceNormalization", {r1, b.random_constant("gs", {4}, 21, 0.5, 1.5),
+                                                          b.random_constant("gb", {4}, 22)},
+                                {2, 4, 140}, {{"epsilon", 1e-5}}, DType::F32, "inorm");
+        std::string r2 = b.node("Reshape", {in, g4}, s);
+        std::string y = b.node("Add", {b.node("Mul", {r2, b.random_constant("gamma", {16, 1, 1}, 23)}, s),
+                                       b.random_constant("beta", {16, 1, 1}, 24)}, s);
+        b.output(y);
+        if (leak) b.output(r1);
+        Graph g = b.g;
+        prepare_graph(g);
+        int groups = 0, instance = 0;
+        for (const auto &n : g.nodes) {
+            if (n.op == "GroupNormalization") {
+                groups++;
+                EXPECT_EQ(n.name, "inorm");
+                EXPECT_EQ(n.get_int("num_groups", 0), 4);
+            }
+            instance += n.op == "InstanceNormalization";
+        }
+        EXPECT_EQ(groups, leak ? 0 : 1);
+        EXPECT_EQ(instance, leak ? 1 : 0);
+        std::map<std::string, Tensor> ins;
+        Tensor xv(DType::F32, s);
+        fill_random(xv, 25, -2, 3);
+        ins["x"] = xv;
+        LoweredPipeline lp = lower_graph(g);
+        apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
+        JitModel m(std::move(lp));
+        auto out = m.run(ins);
+        auto ref = run_reference(b.g, ins);
+        EXPECT_TRUE(loom::testing::close(out.at(y), ref.at(y), 1e-5)) << (leak ? "left alone" : "rewritten");
     }
 }

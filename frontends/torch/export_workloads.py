@@ -144,6 +144,23 @@ def op_workloads(small=False):
                          "batch-1 Linear 4096 -> 4096 + ReLU"),
         "op_qk_matmul": (lambda: Fn(lambda q, k: q @ k.transpose(-1, -2)),
                          {"q": (96 // s, 128, 64), "k": (96 // s, 128, 64)}, ["y"], "Q Kᵀ of [B*H, 128, 64]"),
+        # Added in the fifteenth session, from a sweep of shapes and ops beyond the first 23.
+        "op_attention_av": (lambda: Fn(lambda p, v: p @ v), {"p": (96 // s, 128, 128), "v": (96 // s, 128, 64)},
+                            ["y"], "attention weights x V of [B*H, 128, 128] x [B*H, 128, 64]"),
+        "op_classifier_head": (lambda: nn.Linear(768, 1000), {"x": (256 // s, 768)}, ["y"],
+                               "Linear 768 -> 1000 (columns no micro-kernel divides), batch 256"),
+        "op_avgpool": (lambda: nn.AvgPool2d(2, 2), {"x": (32 // s, 64, 112, 112)}, ["y"], "AveragePool 2x2 stride 2"),
+        "op_instancenorm": (lambda: nn.InstanceNorm2d(64, affine=True), {"x": (16 // s, 64, 56, 56)}, ["y"],
+                            "InstanceNorm over H x W"),
+        "op_groupnorm": (lambda: nn.GroupNorm(32, 256), {"x": (16 // s, 256, 28, 28)}, ["y"],
+                         "GroupNorm, 32 groups of 8 channels"),
+        "op_softmax_mid": (lambda: Fn(lambda x: torch.softmax(x, 1)), {"x": (64 // s, 128, 768)}, ["y"],
+                           "softmax over the middle dim of [B, 128, 768]"),
+        "op_argmax": (lambda: Fn(lambda x: x.argmax(-1).float()), {"x": (8 * H, 1000)}, ["y"], "argmax over rows of 1000"),
+        "op_column_sum_keepdim": (lambda: Fn(lambda x: x.sum(0, keepdim=True)), {"x": (4 * H, 4096)}, ["y"],
+                                  "sum down the rows, keepdim ([1, 4096])"),
+        "op_grouped_conv": (lambda: nn.Conv2d(128, 128, 3, padding=1, groups=32), {"x": (8 // s or 1, 128, 28, 28)},
+                            ["y"], "grouped Conv3x3, 32 groups of 4 channels"),
     }
 
 

@@ -308,6 +308,7 @@ void prepare_graph(Graph &g, const PrepareOptions &opts) {
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });
+    step("recognize_group_norm", [&] { recognize_group_norm(g); });
     if (opts.horizontal_fusion) step("fuse_horizontal_slices", [&] { fuse_horizontal_slices(g); });
     if (opts.cse) step("eliminate_common_subexpressions", [&] { eliminate_common_subexpressions(g); });
     step("eliminate_dead_code", [&] { eliminate_dead_code(g); });

@@ -66,9 +66,13 @@ void eliminate_common_subexpressions(Graph &g);
 /// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
 /// evaluating the region, not by its node pattern. Returns how many were replaced.
 int recognize_gelu(Graph &g);
+/// Replaces PyTorch's export of GroupNorm, Reshape([N, G, -1]) → InstanceNormalization with
+/// constant per-group scale and bias → Reshape back, by one GroupNormalization node (opset 18's
+/// per-group scale and bias). Returns how many were replaced.
+int recognize_group_norm(Graph &g);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
-/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, horizontal fusion of slices, CSE, dead-code elimination, final
+/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation.
 void prepare_graph(Graph &g, const PrepareOptions &opts = {});
 
