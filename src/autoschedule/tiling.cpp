@@ -354,6 +354,15 @@ void Ctx::rows_or_pointwise() {
                             T > 1 ? str_cat("the next tile of ", T, " rows while it normalizes this one from cache")
                                   : std::string("the next row while it normalizes this one from cache"));
     }
+    // A member's update vectorized along its kept inner dim (vectorize_update), where it is computed.
+    auto vectorize_member = [&](ScheduleStatement &ms, const std::string &f) {
+        if (int lv = fit_lanes(lanes(f), lf(f).extents.back()); lv && lf(f).extents.back() > 1)
+            ms.add("vectorize", {lf(f).vars.back(), lv});
+        ScheduleStatement u(f, 0);
+        std::vector<std::string> names = names_of(f);
+        vectorize_update(u, f, names);
+        if (!u.calls.empty()) out.push_back(u);  // ms may move: not used after this
+    };
     // The innermost loop outside the vector loop, where pure_loops kept it (not fused into the row).
     std::string inner_row = row;
     if (r >= 3) {
@@ -374,11 +383,7 @@ void Ctx::rows_or_pointwise() {
         const bool window = fi(f).has_update && lf(f).extents == lf(R).extents;
         ms.add("compute_at", {R, window ? inner_row : row});
         if (window) {
-            if (int lv = fit_lanes(lanes(f), lf(f).extents.back())) ms.add("vectorize", {lf(f).vars.back(), lv});
-            ScheduleStatement u(f, 0);
-            std::vector<std::string> fused_names = names_of(f);
-            vectorize_update(u, f, fused_names);
-            if (!u.calls.empty()) out.push_back(u);
+            vectorize_member(ms, f);
         } else if (!fi(f).has_update) {
             int lv = fit_lanes(lanes(f), lf(f).extents.back());
             if (lv) {
@@ -388,14 +393,7 @@ void Ctx::rows_or_pointwise() {
         } else {
             // Several whole inner dims (an InstanceNorm's H x W): fused and rfactored, per output;
             // a reduction down a middle dim (a Softmax over axis 1): vectorized along the kept dim.
-            if (!rfactor_rows(f, R, row, T > 1) && !rfactor_block(f, lf(f).vars.back())) {
-                ScheduleStatement u(f, 0);
-                std::vector<std::string> fused_names = names_of(f);
-                if (int lv = fit_lanes(lanes(f), lf(f).extents.back()); lv && lf(f).extents.back() > 1)
-                    ms.add("vectorize", {lf(f).vars.back(), lv});
-                vectorize_update(u, f, fused_names);
-                if (!u.calls.empty()) out.push_back(u);
-            }
+            if (!rfactor_rows(f, R, row, T > 1) && !rfactor_block(f, lf(f).vars.back())) vectorize_member(ms, f);
         }
     }
     inline_members();
