@@ -813,15 +813,10 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
     EXPECT_EQ(a.pipelines, 3);
     EXPECT_NE(slurp(a.halide_header).find("cut3_halide_argv"), std::string::npos);
 
-    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(lib, nullptr) << dlerror();
-    auto create = (void *(*)())dlsym(lib, "cut3_create");
-    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "cut3_run_host");
-    auto last_error = (const char *(*)())dlsym(lib, "cut3_last_error");
-    auto set_threading = (int (*)(int))dlsym(lib, "cut3_set_threading");
-    auto destroy = (void (*)(void *))dlsym(lib, "cut3_destroy");
-    ASSERT_TRUE(create && run && last_error && set_threading && destroy);
-    void *m = create();
+    loom::testing::ArtifactApi api(a.shared_lib, "cut3");
+    auto set_threading = (int (*)(int))api.symbol("set_threading");
+    ASSERT_TRUE(api.ok() && set_threading) << api.error;
+    void *m = api.create();
     for (int threading : {0, 1, 0}) {  // Halide's pool, OpenMP's team, back
         set_threading(threading);
         std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
@@ -834,12 +829,11 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
         }
         const void *ins[] = {in.at("x").data()};
         void *outs[] = {got[0].data(), got[1].data()};
-        ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
         for (size_t k = 0; k < got.size(); k++)
             EXPECT_TRUE(loom::testing::close(got[k], ref.at(b.g.outputs[k]))) << "output " << k;
     }
-    destroy(m);
-    dlclose(lib);
+    api.destroy(m);
     fs::remove_all(out.parent_path());
 }
 
@@ -855,13 +849,8 @@ TEST(Aot, PipelinesThatShareNoBufferRunAsAChain) {
     fs::path out = scratch("host_no_crossing");
     AotArtifact a = compile_cut(p, aot_target("host"), out, "apart", 2);
     EXPECT_EQ(a.pipelines, 2);
-    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(lib, nullptr) << dlerror();
-    auto create = (void *(*)())dlsym(lib, "apart_create");
-    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "apart_run_host");
-    auto last_error = (const char *(*)())dlsym(lib, "apart_last_error");
-    auto destroy = (void (*)(void *))dlsym(lib, "apart_destroy");
-    ASSERT_TRUE(create && run && last_error && destroy);
+    loom::testing::ArtifactApi api(a.shared_lib, "apart");
+    ASSERT_TRUE(api.ok()) << api.error;
     std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {4, 16})}, {"y", Tensor(DType::F32, {4, 16})}};
     fill_random(in.at("x"), 51, -2, 2);
     fill_random(in.at("y"), 52, -2, 2);
@@ -871,13 +860,12 @@ TEST(Aot, PipelinesThatShareNoBufferRunAsAChain) {
         got.emplace_back(DType::F32, Shape{4, 16});
         loom::testing::poison(got.back());
     }
-    void *m = create();
+    void *m = api.create();
     const void *ins[] = {in.at("x").data(), in.at("y").data()};
     void *outs[] = {got[0].data(), got[1].data()};
-    ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+    ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
     for (size_t k = 0; k < got.size(); k++) EXPECT_TRUE(loom::testing::close(got[k], ref.at(b.g.outputs[k]))) << k;
-    destroy(m);
-    dlclose(lib);
+    api.destroy(m);
     fs::remove_all(out.parent_path());
 }
 
@@ -891,13 +879,8 @@ TEST(Aot, WrappedOutputArtifactMatchesReference) {
         fs::path out = scratch("host_wrapped_" + std::to_string(pipelines));
         AotArtifact a = compile_cut(p, aot_target("host"), out, "wrapped", pipelines);
         EXPECT_EQ(a.pipelines, pipelines);
-        void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-        ASSERT_NE(lib, nullptr) << dlerror();
-        auto create = (void *(*)())dlsym(lib, "wrapped_create");
-        auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "wrapped_run_host");
-        auto last_error = (const char *(*)())dlsym(lib, "wrapped_last_error");
-        auto destroy = (void (*)(void *))dlsym(lib, "wrapped_destroy");
-        ASSERT_TRUE(create && run && last_error && destroy);
+        loom::testing::ArtifactApi api(a.shared_lib, "wrapped");
+        ASSERT_TRUE(api.ok()) << api.error;
         std::map<std::string, Tensor> in = random_inputs(c.b.g, 60 + pipelines);
         auto ref = run_reference(c.b.g, in);
         std::vector<Tensor> got;
@@ -905,14 +888,13 @@ TEST(Aot, WrappedOutputArtifactMatchesReference) {
             got.emplace_back(DType::F32, Shape{3, 21, 40});
             loom::testing::poison(got.back());
         }
-        void *m = create();
+        void *m = api.create();
         const void *ins[] = {in.at("a").data(), in.at("w").data()};
         void *outs[] = {got[0].data(), got[1].data()};
-        ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
         for (size_t k = 0; k < got.size(); k++)
             EXPECT_TRUE(loom::testing::close(got[k], ref.at(c.b.g.outputs[k]))) << k << ", " << pipelines << " pipelines";
-        destroy(m);
-        dlclose(lib);
+        api.destroy(m);
         fs::remove_all(out.parent_path());
     }
 }

@@ -2,7 +2,6 @@
 // where asked and the alignment allows, with an sfence; the cost model streams large outputs only;
 // streamed models match the reference through the JIT (whole and cut into pipelines) and through a
 // host artifact (a misaligned output pointer included), outputs poisoned before each run.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -230,29 +229,23 @@ TEST(StreamingStores, HostArtifactMatchesTheReference) {
     AotOptions o;
     o.name = "ln";
     AotArtifact a = compile_aot(lp, aot_target("host"), out.string(), o);
-    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(lib, nullptr) << dlerror();
-    auto create = (void *(*)())dlsym(lib, "ln_create");
-    auto run = (int (*)(void *, const void *const *, void *const *))dlsym(lib, "ln_run_host");
-    auto last_error = (const char *(*)())dlsym(lib, "ln_last_error");
-    auto destroy = (void (*)(void *))dlsym(lib, "ln_destroy");
-    ASSERT_TRUE(create && run && last_error && destroy);
+    loom::testing::ArtifactApi api(a.shared_lib, "ln");
+    ASSERT_TRUE(api.ok()) << api.error;
     auto in = random_inputs(b.g, 12);
     auto ref = run_reference(b.g, in);
-    void *m = create();
+    void *m = api.create();
     for (size_t offset : {0, 1}) {  // floats past a 64-byte boundary
         std::vector<float> storage(64 * 1024 + 16);
         float *y = storage.data() + offset;
         for (size_t k = 0; k < 64 * 1024; k++) y[k] = loom::testing::kPoison;
         const void *ins[] = {in.at("x").data()};
         void *outs[] = {y};
-        ASSERT_EQ(run(m, ins, outs), 0) << last_error();
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
         Tensor got(DType::F32, {64, 1024});
         std::memcpy(got.data(), y, got.bytes().size());
         EXPECT_TRUE(close(got, ref.at(b.g.outputs[0]))) << "offset " << offset;
     }
-    destroy(m);
-    dlclose(lib);
+    api.destroy(m);
     fs::remove_all(out.parent_path().parent_path());
 }
 

@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdio>
 #include <sys/wait.h>
@@ -67,5 +69,24 @@ int run_command(const std::string &cmd, std::string &output) {
     int rc = pclose(p);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
+
+ArtifactApi::ArtifactApi(const std::string &shared_lib, const std::string &model_name) : model(model_name) {
+    lib = dlopen(shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        error = dlerror();
+        return;
+    }
+    create = (void *(*)())symbol("create");
+    run = (int (*)(void *, const void *const *, void *const *))symbol("run_host");
+    last_error = (const char *(*)())symbol("last_error");
+    destroy = (void (*)(void *))symbol("destroy");
+    if (!ok()) error = "missing functions of " + model + " in " + shared_lib;
+}
+
+ArtifactApi::~ArtifactApi() {
+    if (lib) dlclose(lib);
+}
+
+void *ArtifactApi::symbol(const std::string &suffix) const { return lib ? dlsym(lib, (model + "_" + suffix).c_str()) : nullptr; }
 
 }  // namespace loom::testing

@@ -40,4 +40,25 @@ int run_command(const std::string &cmd, std::string &output);
 /// How many times \p what occurs in \p text (a PTX instruction, a schedule call).
 size_t count_of(const std::string &text, const std::string &what);
 
+/// The C API of a `loom compile` shared library, opened as an application would (dlopen,
+/// RTLD_LOCAL): model \p model's create, run_host, last_error and destroy. The library is closed
+/// with this object; `error` holds dlerror's text when something is missing.
+struct ArtifactApi {
+    ArtifactApi(const std::string &shared_lib, const std::string &model);
+    ~ArtifactApi();
+    ArtifactApi(const ArtifactApi &) = delete;
+    ArtifactApi &operator=(const ArtifactApi &) = delete;
+    /// Every function found.
+    bool ok() const { return create && run && last_error && destroy; }
+    /// Another of the model's functions, `<model>_<suffix>` (set_threading, run_device…), or nullptr.
+    void *symbol(const std::string &suffix) const;
+
+    void *lib = nullptr;
+    std::string model, error;
+    void *(*create)() = nullptr;
+    int (*run)(void *, const void *const *, void *const *) = nullptr;
+    const char *(*last_error)() = nullptr;
+    void (*destroy)(void *) = nullptr;
+};
+
 }  // namespace loom::testing
