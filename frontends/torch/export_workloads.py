@@ -159,6 +159,8 @@ def op_workloads(small=False):
         "op_argmax": (lambda: Fn(lambda x: x.argmax(-1).float()), {"x": (8 * H, 1000)}, ["y"], "argmax over rows of 1000"),
         "op_column_sum_keepdim": (lambda: Fn(lambda x: x.sum(0, keepdim=True)), {"x": (4 * H, 4096)}, ["y"],
                                   "sum down the rows, keepdim ([1, 4096])"),
+        "op_upsample_bilinear": (lambda: Fn(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)),
+                                 {"x": (16 // s, 64, 56, 56)}, ["y"], "bilinear 2x upsampling"),
         "op_grouped_conv": (lambda: nn.Conv2d(128, 128, 3, padding=1, groups=32), {"x": (8 // s or 1, 128, 28, 28)},
                             ["y"], "grouped Conv3x3, 32 groups of 4 channels"),
     }
