@@ -593,7 +593,7 @@ void Ctx::reduction() {
             // of its own over the output and the update read it back. MaxPool 3x3/2 of
             // [32, 64, 112, 112] on the 2-core EPYC, interleaved `loom bench`: 4.19 -> 3.47 ms
             // (fifteenth session; Mullapudi2016 7.54).
-            const bool wrap = knobs.tile_wrappers && lf(F).is_output && !vo.empty() && r >= 2 && !row.empty() &&
+            const bool wrap = knobs.tile_wrappers && lf(F).is_output && !vo.empty() && r >= 2 &&
                               f.points * f.esize > (double)m.l2_bytes;
             if (wrap) {
                 const std::string T = fresh(func_names, F + "_out");

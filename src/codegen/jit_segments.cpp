@@ -229,10 +229,13 @@ RootGraph analyze(const LoweredPipeline &p) {
     // Execution order: producers first; among ready roots, the one the graph lists first (Funcs a
     // schedule made, such as a root rfactor, take the place of their earliest reader).
     std::map<std::string, int> priority;
-    for (size_t k = 0; k < p.funcs.size(); k++)
-        if (deps.count(p.funcs[k].name)) priority[p.funcs[k].name] = (int)k;
-    for (const auto &[out, w] : *p.output_wrappers)  // an output's wrapper takes the output's place
-        if (deps.count(w.name())) priority[w.name()] = priority.count(out) ? priority[out] : (int)p.funcs.size();
+    for (size_t k = 0; k < p.funcs.size(); k++) {
+        const std::string &n = p.funcs[k].name;
+        if (deps.count(n)) priority[n] = (int)k;
+        // A wrapped output is computed inside its wrapper, which takes the output's place.
+        auto w = p.output_wrappers->find(n);
+        if (w != p.output_wrappers->end() && deps.count(w->second.name())) priority[w->second.name()] = (int)k;
+    }
     std::map<std::string, std::set<std::string>> readers;
     for (const auto &[r, ds] : deps)
         for (const auto &d : ds) readers[d].insert(r);
@@ -339,6 +342,9 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
     int nseg = (int)plan.cuts.size() + 1;
     sp.segments.resize(nseg);
 
+    std::vector<std::string> realized;  // the Func each graph output is realized by
+    for (size_t k = 0; k < p.output_funcs.size(); k++) realized.push_back(p.realized_output_name(k));
+
     // Boundaries: roots read by a later segment.
     std::map<std::string, int> boundary_index;
     for (const auto &[reader, read] : g.reads) {
@@ -351,8 +357,8 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             SegmentBoundary bd;
             bd.func = read;
             bd.producer = a;
-            for (size_t o = 0; o < p.output_funcs.size(); o++)
-                if (p.realized_output_name(o) == read) bd.graph_output = (int)o;
+            for (size_t o = 0; o < realized.size(); o++)
+                if (realized[o] == read) bd.graph_output = (int)o;
             bd.type = f.output_types()[0];
             bd.param = Halide::ImageParam(bd.type, f.dimensions(), read + "_from_segment_" + std::to_string(a));
             bd.extents = halide_extents(p, read);
@@ -378,8 +384,8 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
     for (const auto &[name, f] : g.env) all_outs.push_back(f);
     for (int s = 0; s < nseg; s++) {
         PipelineSegment &seg = sp.segments[s];
-        for (size_t k = 0; k < p.output_funcs.size(); k++) {
-            const std::string o = p.realized_output_name(k);
+        for (size_t k = 0; k < realized.size(); k++) {
+            const std::string &o = realized[k];
             if (seg_of_root.at(g.owner.at(o)) != s) continue;
             auto b = boundary_index.find(o);
             seg.outputs.push_back(o);

@@ -73,11 +73,6 @@ void copy_buffer_constraints(const Halide::OutputImageParam &from, Halide::Outpu
     b.set_host_alignment(a.host_alignment());
 }
 
-// And the output's estimates (for Halide's autoschedulers, which read them from the outputs).
-void copy_estimates(const Halide::Func &from, Halide::Func to) {
-    for (const auto &b : from.function().schedule().estimates()) to.set_estimate(Halide::Var(b.var), b.min, b.extent);
-}
-
 class Applier {
 public:
     Applier(Model &m, const Model &final_model, const LoweredPipeline &p, AppliedSchedule &out)
@@ -245,7 +240,6 @@ private:
             if (n == 0 && before.is_output) {  // the wrapper is realized in the output's place
                 (*p_.output_wrappers)[st.func] = w;
                 copy_buffer_constraints(f.output_buffer(), w.output_buffer());
-                copy_estimates(f, w);
             }
         } else {
             throw InternalError("schedule apply: primitive " + p + " has no Halide action");

@@ -277,6 +277,7 @@ int main(int argc, char **argv) {
         ins.emplace_back(d.size());
         memcpy(ins.back().data(), d.data(), d.size());
     }
+    in_data.clear();  // the aligned copies serve the host and device paths
     for (const auto &p : m.outputs) outs.emplace_back(p.bytes());
     std::vector<const void *> hin;
     std::vector<void *> hout;
@@ -322,7 +323,7 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < m.inputs.size(); k++) {
             void *p;
             ck(cudaMalloc(&p, std::max<size_t>(1, m.inputs[k].bytes())), "cudaMalloc");
-            ck(cudaMemcpy(p, in_data[k].data(), m.inputs[k].bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+            ck(cudaMemcpy(p, ins[k].data(), m.inputs[k].bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
             din.push_back(p);
         }
         for (size_t k = 0; k < m.outputs.size(); k++) {
