@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 struct BenchCliOptions {
     std::string model;
     std::vector<std::string> schedules;
-    bool eager = false, inline_ = false, auto_ = false, reprobe = false;
+    bool eager = false, inline_ = false, auto_ = false, reprobe = false, profile = false;
     std::vector<std::string> halide;
     std::vector<std::string> inputs;
     std::string json, csv, plot, name;
@@ -114,6 +114,7 @@ void bench(const BenchCliOptions &o) {
     opts.input_sets = o.sets;
     opts.rel_tol = o.tolerance;
     opts.seed = o.seed;
+    opts.profile = o.profile;
     opts.target = target;
     opts.progress = [&](const std::string &line) { std::cerr << "loom bench " << g.name << ": " << line << "\n"; };
 
@@ -159,6 +160,9 @@ void add_bench_command(CLI::App &app) {
         ->default_val(0);
     c->add_option("--tolerance", o->tolerance, "Largest relative error a schedule may have")->default_val(1e-5);
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
+    c->add_flag("--profile", o->profile,
+                "Then profile each schedule: its time kernel by kernel (Halide's sampling profiler; "
+                "a kernel is a loop nest, named by its root Func)");
     c->add_flag("--reprobe", o->reprobe, "Re-measure the machine's copy bandwidth and FLOP rate");
     c->add_option("--threading", o->threading,
                   "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")

@@ -10,6 +10,7 @@
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
 #include "codegen/openmp_threading.h"
+#include "codegen/profile.h"
 #include "graph/error.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
@@ -17,6 +18,10 @@
 namespace loom::cli {
 
 namespace {
+
+/// How long `--profile` may run the model (it stops sooner at kMinProfileSamples samples).
+constexpr double kRunProfileBudgetMs = 5000;
+
 struct RunOptions {
     std::string model;
     std::vector<std::string> inputs;
@@ -27,6 +32,7 @@ struct RunOptions {
     bool reference = false;
     bool autosched = false;
     bool check = false;
+    bool profile = false;
     double rtol = 1e-5;
     int repeats = 5;
     std::string threading = "halide";
@@ -65,6 +71,8 @@ void run(const RunOptions &o) {
     user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
     std::string spec = o.autosched ? "auto" : o.schedule;
     user_check(!(o.reference && !spec.empty()), "loom run: --reference runs the interpreter; drop --schedule/--auto");
+    user_check(!o.profile || !spec.empty(), "loom run: --profile times a compiled model's kernels; give it a schedule "
+               "(--auto, or --schedule eager|inline|FILE)");
     set_jit_threading(parse_threading(o.threading));
     Graph g = load_model(o.model, o.inputs);
     auto ins = make_inputs(g, o.input_dir, o.seed);
@@ -100,6 +108,8 @@ void run(const RunOptions &o) {
             throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond rel. error ",
                                     o.rtol, " under schedule '", spec,
                                     "'; compare with --schedule eager to tell a lowering bug from a schedule bug"));
+        if (o.profile)
+            std::cout << "\n" << format_profile(profile_model(sm.pipeline, target, {ins}, kRunProfileBudgetMs), spec);
     }
     if (!o.save_dir.empty()) {
         save_outputs(o.save_dir, outs, g);
@@ -116,6 +126,8 @@ void add_run_command(CLI::App &app) {
     c->add_option("--schedule", o->schedule, "eager | inline | auto | path to a .sched file: compile with it (JIT)");
     c->add_flag("--auto", o->autosched, "Compile with Loom's auto-schedule (same as --schedule auto)");
     c->add_flag("--check", o->check, "Compare every output with the reference interpreter; fail past --rtol");
+    c->add_flag("--profile", o->profile,
+                "Then profile the compiled model: its time kernel by kernel (Halide's sampling profiler)");
     c->add_option("--rtol", o->rtol, "Tolerance of --check on ‖out−ref‖/‖ref‖")->default_val(1e-5);
     c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");

@@ -323,6 +323,22 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
         say(prefix(vi) + str_cat("median ", fmt(row.median_ms, 3), " ms over ", row.runs, " runs"));
     }
 
+    // Profiles after all timing, so that no profiled build shares a round with the timed ones.
+    for (size_t vi = 0; opts.profile && vi < variants.size(); vi++) {
+        BenchRow &row = rep.rows[vi];
+        if (!row.ok) continue;
+        models[vi].reset();  // the timed build's memory back before the profiled one compiles
+        try {
+            say(prefix(vi) + "profiling");
+            LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, variants[vi].kind));
+            if (variants[vi].apply) variants[vi].apply(lp, opts.target);
+            row.profile = profile_model(std::move(lp), opts.target, inputs, opts.budget_ms);
+        } catch (const std::exception &e) {
+            row.profile_error = one_line(e.what());
+            say(prefix(vi) + "profiling failed: " + row.profile_error);
+        }
+    }
+
     double eager = 0;
     for (const auto &r : rep.rows)
         if (r.kind == "eager" && r.ok) eager = r.median_ms;
@@ -383,6 +399,10 @@ std::string format_table(const BenchReport &r) {
                << "idle machine with `loom bench --reprobe` (cached in " << machine_cache_path() << ")\n";
             break;
         }
+    for (const auto &row : r.rows) {
+        if (row.profile.runs > 0) os << "\n" << format_profile(row.profile, row.label);
+        if (!row.profile_error.empty()) os << "\nprofile of " << row.label << " failed: " << row.profile_error << "\n";
+    }
     return os.str();
 }
 
@@ -413,7 +433,21 @@ std::string to_json(const BenchReport &r) {
            << ", \"schedule_s\": " << json_num(x.schedule_s) << ", \"compile_s\": " << json_num(x.compile_s)
            << ", \"pipelines\": " << x.pipelines
            << ", \"rel_error\": " << json_num(x.rel_error) << ", \"max_abs\": " << json_num(x.max_abs)
-           << ", \"schedule_text\": " << json_str(x.schedule_text) << "}";
+           << ", \"schedule_text\": " << json_str(x.schedule_text);
+        if (x.profile.runs > 0) {
+            os << ", \"profile\": {\"runs\": " << x.profile.runs << ", \"samples\": " << x.profile.samples
+               << ", \"ms_per_run\": " << json_num(x.profile.ms_per_run) << ", \"kernels\": [";
+            for (size_t k = 0; k < x.profile.kernels.size(); k++) {
+                const KernelTime &kt = x.profile.kernels[k];
+                os << (k ? ", " : "") << "{\"root\": " << json_str(kt.root) << ", \"ms\": " << json_num(kt.ms)
+                   << ", \"nodes\": [";
+                for (size_t n = 0; n < kt.nodes.size(); n++) os << (n ? ", " : "") << json_str(kt.nodes[n]);
+                os << "]}";
+            }
+            os << "]}";
+        }
+        if (!x.profile_error.empty()) os << ", \"profile_error\": " << json_str(x.profile_error);
+        os << "}";
     }
     os << "\n  ]\n}\n";
     return os.str();

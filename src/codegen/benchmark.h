@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codegen/machine_probe.h"
+#include "codegen/profile.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
 
@@ -38,6 +39,9 @@ struct BenchOptions {
     int input_sets = 0;       ///< random input sets to rotate among; 0 = enough for 8x the LLC, at least 64 MiB (2..8)
     double rel_tol = 1e-5;    ///< ‖out − ref‖ / ‖ref‖ a schedule must stay under (floats)
     uint64_t seed = 1;
+    /// After timing, profile every schedule that ran (codegen/profile.h: compiled again with
+    /// Halide's sampling profiler, up to budget_ms of runs each) into BenchRow::profile.
+    bool profile = false;
     Halide::Target target;    ///< set by the caller (host_target())
     /// Receives one line of progress per step (the CLI prints it on stderr); may be empty.
     std::function<void(const std::string &)> progress;
@@ -75,6 +79,8 @@ struct BenchRow {
     double pct_roofline = 0;       ///< roofline lower bound / median, in %
     double speedup_vs_eager = 0;   ///< eager median / this median (0 when eager did not run)
     std::string schedule_text;     ///< the schedule as applied (for a reader of the JSON)
+    ModelProfile profile;          ///< BenchOptions::profile: where its time goes (runs 0: none)
+    std::string profile_error;     ///< why profiling it failed, when it did (the row stays ok)
 };
 
 /// All rows of one benchmark run and what they were measured against.
@@ -96,7 +102,8 @@ struct BenchReport {
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
                           const BenchOptions &opts, const MachineInfo &machine);
 
-/// The human table (one line per row, a header naming machine, target and costs).
+/// The human table (one line per row, a header naming machine, target and costs), then each
+/// row's profile when it has one (format_profile).
 std::string format_table(const BenchReport &r);
 /// The report as JSON (one object; rows as an array; schedule texts included).
 std::string to_json(const BenchReport &r);

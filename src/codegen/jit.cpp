@@ -32,6 +32,15 @@ Halide::Buffer<> wrap(const Tensor &t, const std::string &name) {
     return Halide::Buffer<>(halide_type(t.dtype()), const_cast<void *>(t.data()), sizes, name);
 }
 
+/// Where append_print writes during one realize_into (the runtime prints on the calling thread:
+/// the profiler's report runs after the pipeline returns).
+thread_local std::string *t_print_sink = nullptr;
+
+void append_print(Halide::JITUserContext *, const char *text) {
+    if (t_print_sink) *t_print_sink += text;
+    else std::cerr << text;
+}
+
 /// Halide 14 writes compile-time warnings straight to std::cerr. When a schedule makes a runtime
 /// bounds check fail for certain (a split running past the data), lowering prints "Warning: This
 /// pipeline is guaranteed to fail an assertion at runtime:" and the failing
@@ -216,6 +225,8 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     std::vector<Halide::Buffer<>> bufs;
     for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
     auto par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
+    auto print = print_sink_ ? append_print : nullptr;
+    t_print_sink = print_sink_;
     auto t0 = Clock::now();
     auto run_segments = [&] {
         for (size_t s = 0; s < segmented_.segments.size(); s++) {
@@ -232,10 +243,11 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
             }
             // Read at every run, so a cached model follows set_jit_threading.
             if (streaming_[s]) {
-                streaming_[s]->realize(into, par_for);
+                streaming_[s]->realize(into, par_for, print);
                 continue;
             }
             seg.pipeline.jit_handlers().custom_do_par_for = par_for;
+            seg.pipeline.jit_handlers().custom_print = print;
             seg.pipeline.realize(Halide::Realization(into), target_);
         }
     };

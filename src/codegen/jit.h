@@ -59,6 +59,12 @@ public:
     /// time_run \p reps times on the same inputs (after one warm-up run); each run's milliseconds.
     std::vector<double> time_runs(const std::map<std::string, Tensor> &inputs, int reps);
 
+    /// Sends what the compiled code prints through Halide's runtime (halide_print: the sampling
+    /// profiler's report after each pipeline run when the target has Target::Profile, and
+    /// print()/debug output) to \p sink, appended, instead of stderr; nullptr restores stderr.
+    /// codegen/profile.h reads the profiler's reports this way.
+    void capture_runtime_prints(std::string *sink) { print_sink_ = sink; }
+
     /// Pipelines the model was compiled as (1: uncut).
     int segments() const { return (int)segmented_.segments.size(); }
     /// Vector stores compiled non-temporal (the schedule's stream_stores; codegen/streaming_stores.h).
@@ -92,6 +98,7 @@ private:
     double compile_s_ = 0;
     double last_run_ms_ = 0;
     std::vector<Tensor> timing_outputs_;  ///< time_run's outputs, reused between timed runs
+    std::string *print_sink_ = nullptr;   ///< capture_runtime_prints
 };
 
 /// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,

@@ -455,6 +455,8 @@ std::string describe_cuts(const CutPlan &plan) {
     return out;
 }
 
+std::map<std::string, std::string> kernel_roots(const LoweredPipeline &p) { return analyze(p).owner; }
+
 CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight) {
     return plan_of(analyze(p), max_segments, min_weight);
 }

@@ -20,6 +20,7 @@
 #include <Halide.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,11 @@ constexpr int kMinFuncsPerSegment = 12;
 /// Funcs' loop levels are locked, as lowering would). Fewer when legal cuts are missing or the
 /// model is small (\p min_weight Funcs per segment at least).
 CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight);
+
+/// For every Func the scheduled \p p computes (`in()` wrappers included), the root Func whose loop
+/// nest computes it: itself when computed at root, else the root of the Func it is computed at; ""
+/// when inlined. The kernels a profile (codegen/profile.h) adds Func times up into.
+std::map<std::string, std::string> kernel_roots(const LoweredPipeline &p);
 
 /// One line per segment of \p plan: its root Funcs in order ("pipeline 2 of 5 (14 computed Funcs): conv3,
 /// relu3, …"), for LOOM_DEBUG=1 and tests.

@@ -142,7 +142,8 @@ void collect_error(Halide::JITUserContext *ctx, const char *msg) { static_cast<R
 
 StreamingJit::StreamingJit(const Halide::Pipeline &p, const std::vector<Halide::ImageParam> &params,
                            const Halide::Target &target, const std::set<std::string> &streaming)
-    : context_(std::make_unique<llvm::LLVMContext>()), params_(params) {
+    : context_(std::make_unique<llvm::LLVMContext>()), params_(params),
+      profiled_(target.has_feature(Halide::Target::Profile)) {
     // As Pipeline::compile_jit: a JIT target whose functions take a user context first.
     Halide::Target t = target.with_feature(Halide::Target::JIT).with_feature(Halide::Target::UserContext);
     std::vector<Halide::Argument> args;
@@ -159,10 +160,12 @@ StreamingJit::~StreamingJit() {
 
 void StreamingJit::realize(const std::vector<Halide::Buffer<>> &outputs,
                            int (*do_par_for)(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *),
-                                             int, int, uint8_t *)) {
+                                             int, int, uint8_t *),
+                           void (*print)(Halide::JITUserContext *, const char *)) {
     RunContext rc;
     rc.handlers.custom_error = collect_error;
     rc.handlers.custom_do_par_for = do_par_for;
+    rc.handlers.custom_print = print;
     Halide::Internal::JITSharedRuntime::populate_jit_handlers(&rc, Halide::JITHandlers{});
     Halide::JITUserContext *ctx = &rc;
     std::vector<const void *> argv;
@@ -170,6 +173,15 @@ void StreamingJit::realize(const std::vector<Halide::Buffer<>> &outputs,
     for (const auto &ip : params_) argv.push_back(ip.get().raw_buffer());
     for (const auto &b : outputs) argv.push_back(b.raw_buffer());
     int status = module_.argv_function()(argv.data());
+    if (profiled_) {
+        // What Pipeline::realize does after a profiled run: report, then start the counts afresh.
+        auto report = (void (*)(Halide::JITUserContext *))module_.find_symbol_by_name("halide_profiler_report").address;
+        auto reset = (void (*)())module_.find_symbol_by_name("halide_profiler_reset").address;
+        if (report && reset) {
+            report(ctx);
+            reset();
+        }
+    }
     if (status != 0) {
         if (rc.error.empty()) rc.error = "the pipeline returned exit status " + std::to_string(status);
         throw Halide::RuntimeError(rc.error);

@@ -70,11 +70,14 @@ public:
     StreamingJit &operator=(const StreamingJit &) = delete;
 
     /// Runs on the buffers bound to the params now, into \p outputs (one per pipeline output).
-    /// \p do_par_for, when set, runs the parallel loops (JITHandlers::custom_do_par_for).
+    /// \p do_par_for, when set, runs the parallel loops (JITHandlers::custom_do_par_for); \p print,
+    /// when set, takes the runtime's printing (JITHandlers::custom_print). With Target::Profile, the
+    /// profiler's report is printed and its counts reset after the run, as Pipeline::realize does.
     /// Throws Halide::RuntimeError with the runtime's message when the pipeline fails.
     void realize(const std::vector<Halide::Buffer<>> &outputs,
                  int (*do_par_for)(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int,
-                                   int, uint8_t *) = nullptr);
+                                   int, uint8_t *) = nullptr,
+                 void (*print)(Halide::JITUserContext *, const char *) = nullptr);
 
     const StreamingStoreMarks &marks() const { return marks_; }
 
@@ -83,6 +86,7 @@ private:
     Halide::Internal::JITModule module_;
     std::vector<Halide::ImageParam> params_;
     StreamingStoreMarks marks_;
+    bool profiled_ = false;  ///< compiled with Target::Profile
 };
 
 }  // namespace loom

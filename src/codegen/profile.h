@@ -1,0 +1,78 @@
+/// \file
+/// Where a compiled model's time goes, kernel by kernel: `loom bench --profile` and
+/// `loom run --profile`. The model is compiled again with Halide's sampling profiler
+/// (Target::Profile: a thread samples which Func every pipeline is computing, about once a
+/// millisecond) and run repeatedly; each run's report is read back through the runtime's print
+/// hook (JitModel::capture_runtime_prints), and the Funcs' times are added up into the kernels
+/// (loop nests) that compute them: a Func computed at another's tile counts in that one's kernel,
+/// an inlined Func is part of its consumer's code and never shows.
+///
+/// Samples, not timers: a kernel's share is good to a few percent once it holds some tens of
+/// samples, so a profile runs until it has kMinProfileSamples of them (or its time budget is
+/// spent). The profiler's own cost is small but not zero: compare kernels with each other, and
+/// take absolute times from `loom bench`'s table.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/tensor.h"
+#include "lower/lowered.h"
+
+namespace loom {
+
+/// Samples a profile wants before it stops (the time budget may stop it sooner).
+constexpr int kMinProfileSamples = 2000;
+
+/// One Func's time in a profile.
+struct FuncTime {
+    std::string func;  ///< Halide Func name
+    double ms = 0;     ///< milliseconds per model run
+};
+
+/// One kernel: a loop nest, named by the root Func that owns it.
+struct KernelTime {
+    std::string root;                ///< the Func computed at root ("" for the runtime's own time)
+    std::vector<std::string> nodes;  ///< graph nodes whose Funcs it computes, in first-seen order
+    std::vector<FuncTime> funcs;     ///< its Funcs with time, slowest first
+    double ms = 0;                   ///< milliseconds per model run
+};
+
+/// A whole profile.
+struct ModelProfile {
+    int runs = 0;               ///< model runs profiled
+    int samples = 0;            ///< profiler samples over all of them
+    double ms_per_run = 0;      ///< the profiler's total per run (every pipeline of the model)
+    std::vector<KernelTime> kernels;  ///< slowest first; the runtime's malloc/free as root ""
+};
+
+/// Sums of Halide 14's profiler reports (the text halide_profiler_report prints: a pipeline's
+/// name, " total time: … ms  samples: N  runs: R …", then one "  <func>: <ms>ms (…%) …" line per
+/// Func). Lines of any other shape are ignored, so a report may arrive in pieces or mixed with
+/// the pipeline's own prints.
+struct ProfilerTotals {
+    std::map<std::string, double> func_ms;  ///< per Func, summed over reports
+    double total_ms = 0;                    ///< the reports' "total time"s, summed
+    int samples = 0;
+    /// Adds the reports in \p text.
+    void add_reports(const std::string &text);
+};
+
+/// Adds \p totals up into kernels of the scheduled \p p, per run over \p runs runs.
+ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs);
+
+/// Compiles the scheduled \p p for \p target with Target::Profile (a CPU target; UserError for a
+/// GPU one: Halide's profiler samples host code only), runs it on \p inputs in turn until
+/// kMinProfileSamples samples or \p budget_ms of runs (at least 3 runs), and attributes the time.
+ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,
+                           const std::vector<std::map<std::string, Tensor>> &inputs, double budget_ms);
+
+/// The profile as a table: kernel, ms per run, share, cumulative share, graph nodes, and its
+/// Funcs with their shares when it has more than one with time; kernels under \p min_share
+/// percent are summed in one line.
+std::string format_profile(const ModelProfile &prof, const std::string &label, double min_share = 0.5);
+
+}  // namespace loom
