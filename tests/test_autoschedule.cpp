@@ -521,9 +521,13 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     std::string r1 = b.node("Relu", {c1}, {2, 32, 7, 7});
     std::string c2 = b.node("Conv", {r1, w2}, {2, 32, 7, 7}, attrs(3, 1));
     b.out("Relu", {b.node("Add", {c2, r1}, {2, 32, 7, 7})}, {2, 32, 7, 7});  // residual epilogue
-    // 1.2 MB of weights (over half of the test machine's L2): channel blocks outer.
+    // 1.2 MB of weights (over half of the test machine's L2): channel blocks outer, a task per
+    // channel block (8 of them, 4 per core); with 2 channel blocks (1024 -> 32), a task per row
+    // block of a channel block.
     std::string z = b.input("z", {1, 256, 7, 7}), w5 = b.random_constant("w5", {128, 256, 3, 3}, 56);
     b.out("Relu", {b.node("Conv", {z, w5}, {1, 128, 7, 7}, attrs(3, 1))}, {1, 128, 7, 7});
+    std::string z2 = b.input("z2", {1, 1024, 7, 7}), w7 = b.random_constant("w7", {32, 1024, 3, 3}, 58);
+    b.out("Relu", {b.node("Conv", {z2, w7}, {1, 32, 7, 7}, attrs(3, 1))}, {1, 32, 7, 7});
     std::string c3 = b.node("Conv", {y, w3}, {1, 16, 9, 30}, attrs(3, 1));
     // 27 terms per output (3 channels x 3x3), under kMinChannelTileTerms: row tiles.
     std::string q = b.input("q", {1, 3, 9, 30}), w6 = b.random_constant("w6", {16, 3, 3, 3}, 57);
@@ -538,7 +542,10 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_NE(text.find("conv channel tile 6 (w) x 2 (rows) x 16 (channels)"), std::string::npos) << text;
         EXPECT_NE(text.find(".reorder_storage(c, w, h, n)"), std::string::npos) << text;
         EXPECT_NE(text.find("the channel blocks inside"), std::string::npos) << text;
-        EXPECT_NE(text.find("row blocks inside"), std::string::npos) << text;  // the 256->128 conv
+        EXPECT_NE(text.find("parallel over (n, channel block), its row blocks inside"), std::string::npos)
+            << text;  // the 256->128 conv
+        EXPECT_NE(text.find("parallel over (n, channel block, row block)"), std::string::npos)
+            << text;  // the 1024->32 conv
         EXPECT_NE(text.find("padded input computed per task"), std::string::npos) << text;
         EXPECT_NE(text.find("# conv tile "), std::string::npos) << text;  // the 3-channel conv
         EXPECT_NE(text.find(".in() as stem_out"), std::string::npos) << text;  // read by two kernels
