@@ -321,6 +321,32 @@ TEST(ScheduleErrors, SplitFactorBeyondExtentWarns) {
     EXPECT_TRUE(warnings_of("a.compute_root().split(j, jo, ji, 64).bound(j, 0, 64);").empty());
 }
 
+// Halide 14 can drop a GuardWithIf split's guard once the split's inner RVar is rfactored
+// (halide/Halide#8600): unrolled copies of the new var past the last round's points then read past
+// the reduction (a classifier softmax's sum gave NaN). Warned, naming the split and the fixes; not
+// for a split that divides the extent, nor for a var that is only vectorized.
+TEST(ScheduleErrors, UnrolledRfactorOfAGuardedSplitWarns) {
+    // g() += in(r.x, r.y), r.y over 64 = 2 x 24 + 16: the last round keeps 16 of u's 24 points.
+    auto w = warnings_of("g.update(0).split(r.y, ryo, ryi, 24).rfactor(ryi, u) as g_rf;\n"
+                         "g_rf.update(0).split(u, uo, ui, 8).unroll(uo);");
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0], "mlp.cpu.sched:2:36: g_rf.update(0).unroll(uo): Halide 14 can lose the guard of the split "
+                    "r.y: 64 = 2 x 24 + 16 once it is rfactored (halide/Halide#8600, fixed upstream); unrolled, "
+                    "the last 1 of the 3 copies of uo in g_rf would then run past the reduction's end and give "
+                    "wrong results (NaN); check the result with `loom run --check`, or split the RVar by a factor "
+                    "that divides its extent, or vectorize uo without unrolling it");
+    w = warnings_of("tot.update(0).split(r, ro, ri, 24).rfactor(ri, u) as tot_rf;\ntot_rf.update(0).unroll(u);");
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "the last 8 of the 24 copies of u in tot_rf");
+    EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 16).rfactor(ryi, u) as g_rf;\n"
+                            "g_rf.update(0).split(u, uo, ui, 8).unroll(uo);").empty());
+    EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 24).rfactor(ryi, u) as g_rf;\n"
+                            "g_rf.update(0).split(u, uo, ui, 8).vectorize(ui);").empty());
+    // 64 = 1 x 33 + 31: the last round keeps 31 of 33 points, some in each of the 3 unrolled copies.
+    EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 33).rfactor(ryi, u) as g_rf;\n"
+                            "g_rf.update(0).split(u, uo, ui, 11).unroll(uo);").empty());
+}
+
 // Rounding up a var that the Func reads nothing by (a keepdims axis of extent 1, spread over a
 // warp's lanes so every lane holds the statistic) only writes more of the Func's own buffer: no
 // warning. A var it reads by still warns.

@@ -388,6 +388,25 @@ private:
     }
     static int64_t ceil_div(int64_t e, int64_t f) { return e <= 0 ? -1 : (e + f - 1) / f; }
 
+    // Halide 14 can drop the guard of a GuardWithIf split of an RVar once the split's inner RVar
+    // is rfactored (halide/Halide#8600, fixed upstream in 2025). Where a loop over the new var (or
+    // a var split off it) is unrolled, the copies past the points the last round keeps may then run
+    // unguarded, read past the reduction's end and give a wrong result: a classifier's softmax sum
+    // over 1000 logits split by 64, 4 vectors unrolled, was NaN (reproduced in plain Halide 14, with
+    // the buffers' extents known); its max, scheduled alike, kept the guard. A warning, not an
+    // error: which stages lose it is not known in advance.
+    void guard_lost_unroll_problem(const FuncModel &f, const PrimitiveCall &c, const DimModel &dm) {
+        if (dm.guarded_keep <= 0 || dm.extent <= 0 || dm.guarded_keep >= dm.extent) return;
+        m_.warnings.push_back(
+            where(c.loc.line > 0 ? c.loc : st_.loc, file_) + st_.stage_name() + "." + c.str() +
+            ": Halide 14 can lose the guard of the split " + dm.guarded_split + " once it is rfactored "
+            "(halide/Halide#8600, fixed upstream); unrolled, the last " + std::to_string(dm.extent - dm.guarded_keep) +
+            " of the " + std::to_string(dm.extent) + " copies of " + dm.name + " in " + f.name +
+            " would then run past the reduction's end and give wrong results (NaN); check the result with "
+            "`loom run --check`, or split the RVar by a factor that divides its extent, or vectorize " + dm.name +
+            " without unrolling it");
+    }
+
     void check_call(FuncModel &f, const PrimitiveCall &c) {
         const std::string &p = c.name;
         size_t n = c.args.size();
@@ -415,9 +434,21 @@ private:
             if (n > 4) tail(c, 4);
             split_warning(c, s.dims[d], factor, 4);
             int64_t e = s.dims[d].extent;
+            const int64_t keep = s.dims[d].guarded_keep;
+            std::string why, t = effective_tail(s.dims[d], n > 4 ? &c.args[4] : nullptr, why);
             split_dims(s, d, outer, inner);
             s.dims[d].extent = factor;
             s.dims[d + 1].extent = ceil_div(e, factor);
+            s.dims[d].guarded_keep = s.dims[d + 1].guarded_keep = 0;
+            if (keep > 0) {
+                // A split of a var that keeps `keep` points in the last round: the outer var's
+                // last round keeps ceil(keep / factor) iterations.
+                s.dims[d + 1].guarded_keep = ceil_div(keep, factor);
+            } else if (s.dims[d].rvar && t == "GuardWithIf" && e > factor && e % factor != 0) {
+                s.dims[d].guarded_keep = e % factor;
+                s.dims[d].guarded_split = c.args[0].name + ": " + std::to_string(e) + " = " + std::to_string(e / factor) +
+                                          " x " + std::to_string(factor) + " + " + std::to_string(e % factor);
+            }
         } else if (p == "fuse") {
             int di = dim(f, c, 0), dout = dim(f, c, 1);
             if (di == dout) fail(c, "fuse needs two different vars");
@@ -468,6 +499,7 @@ private:
             reorder_dims(s, {s.find(xi), s.find(yi), s.find(xo), s.find(yo)});
         } else if (p == "vectorize" || p == "unroll" || p == "parallel") {
             int d = dim(f, c, 0);
+            if (p == "unroll" && n == 1) guard_lost_unroll_problem(f, c, s.dims[d]);
             if (n > 1) {
                 // Halide splits off an inner loop of this size (the var stays as the outer loop).
                 int64_t factor = positive(c, 1, p == "parallel" ? "task size" : p + " factor");
@@ -560,7 +592,14 @@ private:
             StageModel pure;
             for (auto it = in.vars.rbegin(); it != in.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
             StageModel upd;
-            for (const auto &v : newv) upd.dims.push_back({v, v, false, true});
+            for (size_t i = 0; i < newv.size(); i++) {
+                // The new var spans the RVar it replaces, and inherits a dropped guard's risk.
+                const DimModel &from = s.dims[s.find(rv[i])];
+                DimModel nv{newv[i], newv[i], false, true, from.extent, from.guarded_keep, from.guarded_split};
+                upd.dims.push_back(nv);
+                for (auto &d : pure.dims)
+                    if (d.name == newv[i]) d.extent = from.extent;
+            }
             StageModel kept;
             for (const auto &d : s.dims) {
                 bool preserved = std::find(rv.begin(), rv.end(), d.name) != rv.end();
