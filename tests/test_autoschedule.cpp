@@ -256,7 +256,8 @@ TEST(Autoschedule, ColumnReductionStripsAndBatchedGemmParallelOverBatches) {
 }
 
 // A depthwise conv that is a graph output computes its padded input per channel block, where its
-// update runs in parallel, not in a pass of its own; it matches the reference.
+// update runs in parallel, not in a pass of its own, its rows rounded up to whole tiles; it
+// matches the reference.
 TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     Builder b;
     std::string x = b.input("x", {2, 32, 20, 20});
@@ -273,6 +274,9 @@ TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     const std::string conv = lp.output_funcs.at(0);
     EXPECT_NE(text.find(conv + ".in() as " + conv + "_out;"), std::string::npos) << text;
     EXPECT_NE(text.find(conv + ".compute_at(" + conv + "_out, h)"), std::string::npos) << text;
+    // Its 20-wide rows are tiles of 16 rounded up (a row buffer of its own; the pad clamps reads).
+    EXPECT_NE(text.find("20-wide rows rounded up to whole tiles of 16"), std::string::npos) << text;
+    EXPECT_NE(text.find(".split(w, wo, wi, 16, TailStrategy::RoundUp)"), std::string::npos) << text;
     check_auto(b.g, "depthwise output conv");
 }
 
