@@ -151,6 +151,11 @@ std::string format_profile(const ModelProfile &prof, const std::string &label, d
         std::snprintf(line, sizeof line, "  %7.3f %6.1f%% %5.1f%%  ", rest_ms, 100 * rest_ms / total, 100.0);
         o << line << rest << " kernels under " << fixed(min_share, 1) << "% each\n";
     }
+    bool split = false;
+    for (const auto &k : prof.kernels) split |= k.funcs.size() > 1 && 100 * k.ms / total >= min_share;
+    if (split)
+        o << "  (the Funcs' split inside a kernel is approximate where its loop runs in parallel: Halide 14's "
+             "profiler keeps one current Func for all threads)\n";
     return o.str();
 }
 

@@ -10,7 +10,10 @@
 /// Samples, not timers: a kernel's share is good to a few percent once it holds some tens of
 /// samples, so a profile runs until it has kMinProfileSamples of them (or its time budget is
 /// spent). The profiler's own cost is small but not zero: compare kernels with each other, and
-/// take absolute times from `loom bench`'s table.
+/// take absolute times from `loom bench`'s table. Kernels run one after another, so their times
+/// are sound; the split between the Funcs inside a kernel whose loop runs in parallel is not:
+/// Halide 14's profiler keeps one "current Func" for all threads, so a sample goes to the Func a
+/// thread entered last (format_profile says so under such a split).
 #pragma once
 
 #include <Halide.h>
