@@ -102,6 +102,36 @@ TEST(Profile, AddsFuncsUpIntoTheirKernels) {
     EXPECT_NE(text.find("the Funcs' split inside a kernel is approximate"), std::string::npos) << text;
 }
 
+// Times per LoweredFunc: wrappers and rfactor intermediates count for the Func they stand for,
+// the runtime's entries for none.
+TEST(Profile, TimesMapBackToLoweredFuncs) {
+    Graph g = softmax_tanh(64, 256);
+    LoweredPipeline lp = lower_graph(g);
+    ModelProfile p;
+    p.kernels = {KernelTime{"th", {"th"}, {{"th_global_wrapper$0", 1.0}, {"th", 0.5}, {"sm_max_intm$1", 0.25},
+                                            {"sm_sum_intm", 0.125}, {"sm_in_th$2", 2.0}}, 3.875},
+                 KernelTime{"", {}, {{"halide_malloc", 0.5}}, 0.5}};
+    std::map<std::string, double> ms = ms_by_lowered_func(lp, p);
+    EXPECT_EQ(ms.size(), 4u);
+    EXPECT_DOUBLE_EQ(ms["th"], 1.5);
+    EXPECT_DOUBLE_EQ(ms["sm_max"], 0.25);
+    EXPECT_DOUBLE_EQ(ms["sm_sum"], 0.125);
+    EXPECT_DOUBLE_EQ(ms["sm"], 2.0);
+}
+
+// `loom autoschedule --profile` prints the report with each kernel's measured time beside its
+// estimate, and how far the estimates were off.
+TEST(Profile, AutoscheduleReportSetsMeasuredBesideEstimated) {
+    std::string out;
+    int rc = loom::testing::run_command(loom::testing::loom_binary() + " autoschedule " +
+                                            loom::testing::data_path("softmax_rows.onnx") + " --profile",
+                                        out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("  measured: "), std::string::npos) << out;
+    EXPECT_NE(out.find("(estimate / measured "), std::string::npos) << out;
+    EXPECT_NE(out.find("sampled kernels estimated within 2x"), std::string::npos) << out;
+}
+
 /// Kernel roots of a scheduled pipeline, as compute levels say (every non-inlined Func at root).
 std::set<std::string> roots_of(const LoweredPipeline &lp) {
     std::set<std::string> roots{""};

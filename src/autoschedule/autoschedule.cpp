@@ -74,12 +74,16 @@ const char *placement_name(Placement pl) {
 }
 }  // namespace
 
-std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m) {
+std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m,
+                          const std::map<std::string, double> *measured) {
     std::ostringstream os;
     char buf[256];
     os << "machine: " << m.describe() << "\n";
     os << r.plan.kernels.size() << " kernels for " << p.funcs.size() << " Funcs\n";
-    double tb = 0, tf = 0, tt = 0;
+    double tb = 0, tf = 0, tt = 0, tm = 0;
+    // Kernels with a measurable time whose estimate is within 2x of it, and their share of the time.
+    int sized = 0, close = 0;
+    double close_ms = 0;
     for (size_t q = 0; q < r.plan.kernels.size(); q++) {
         const Kernel &k = r.plan.kernels[q];
         std::snprintf(buf, sizeof buf, "\nkernel %zu: %s  (%s, loop nest of %s)\n", q, k.name.c_str(),
@@ -95,7 +99,22 @@ std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r,
         }
         std::snprintf(buf, sizeof buf, "  est: %.3f MB read, %.3f MB written, %.3f MFLOP, %.3f ms\n",
                       k.bytes_read / 1e6, k.bytes_written / 1e6, k.flops / 1e6, k.est_ms);
-        os << buf << "  schedule:\n";
+        os << buf;
+        if (measured) {
+            double ms = 0;
+            for (const auto &f : k.funcs)
+                if (auto it = measured->find(f); it != measured->end()) ms += it->second;
+            tm += ms;
+            if (ms > 0 && k.est_ms > 0) {
+                std::snprintf(buf, sizeof buf, "  measured: %.3f ms (estimate / measured %.2f)\n", ms, k.est_ms / ms);
+                sized++;
+                if (k.est_ms / ms >= 0.5 && k.est_ms / ms <= 2) close++, close_ms += ms;
+            } else {
+                std::snprintf(buf, sizeof buf, "  measured: %.3f ms (too short for the profiler's samples)\n", ms);
+            }
+            os << buf;
+        }
+        os << "  schedule:\n";
         std::set<std::string> mine(k.funcs.begin(), k.funcs.end());
         for (const auto &st : r.schedule.statements) {
             bool ours = mine.count(st.func) > 0;
@@ -112,6 +131,13 @@ std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r,
     }
     std::snprintf(buf, sizeof buf, "\ntotal: %.3f MB moved, %.3f MFLOP, est %.3f ms\n", tb / 1e6, tf / 1e6, tt);
     os << buf;
+    if (measured && tm > 0) {
+        std::snprintf(buf, sizeof buf,
+                      "measured %.3f ms (Halide's sampling profiler); %d of %d sampled kernels estimated within 2x, "
+                      "%.0f%% of the measured time\n",
+                      tm, close, sized, 100 * close_ms / tm);
+        os << buf;
+    }
     return os.str();
 }
 

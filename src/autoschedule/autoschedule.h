@@ -22,6 +22,7 @@
 
 #include <Halide.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -112,8 +113,11 @@ Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target, c
 Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target);
 
 /// The `--report` text: one block per kernel (name, loop nest as scheduled, the graph nodes and
-/// Funcs it holds, estimated bytes/FLOPs/time), then totals.
-std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m);
+/// Funcs it holds, estimated bytes/FLOPs/time), then totals. With \p measured (milliseconds per
+/// run of each Func, from a profile: `--report --profile`), each kernel's measured time beside
+/// its estimate, and how far the estimates were off.
+std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r, const MachineModel &m,
+                          const std::map<std::string, double> *measured = nullptr);
 
 /// Graphviz text of the Func graph before fusion (\p after = false) or grouped into kernels.
 std::string fusion_dot(const LoweredPipeline &p, const FusionPlan &plan, bool after);

@@ -16,14 +16,19 @@
 #include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "codegen/machine_probe.h"
+#include "codegen/profile.h"
 #include "codegen/tuning.h"
 #include "graph/error.h"
+#include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"
 
 namespace loom::cli {
 
 namespace {
+
+/// How long `--profile` may run the model (it stops sooner at kMinProfileSamples samples).
+constexpr double kReportProfileBudgetMs = 5000;
 
 struct AutoscheduleOptions {
     std::string model;
@@ -34,6 +39,7 @@ struct AutoscheduleOptions {
     std::string dot;
     bool force = false;
     bool report = false;
+    bool profile = false;       ///< --profile: the report with each kernel's measured time
     int tune = 0;               ///< --tune N (0: not given; checked by tune_given)
     bool tune_given = false;
     double tune_budget_ms = 300;
@@ -99,8 +105,9 @@ void autoschedule(const AutoscheduleOptions &o) {
     check_flags(o, target);
     if (target.has_gpu_feature()) {
         // The GPU cost model has no fusion report or machine overrides yet: it writes the file only.
-        user_check(!o.report && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ", o.target,
-                   ": --report, --dot and --machine describe the CPU cost model; drop them for a GPU target");
+        user_check(!o.report && !o.profile && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ",
+                   o.target, ": --report, --profile, --dot and --machine describe the CPU cost model; drop them for "
+                   "a GPU target");
         Graph g = load_model(o.model, o.inputs);
         // Lowered as `loom compile` will lower it (cuBLAS/cuDNN extern stages unless turned off), so
         // that the file names the Funcs that compile finds.
@@ -144,8 +151,18 @@ void autoschedule(const AutoscheduleOptions &o) {
             }
         }
     }
-    if (o.report) {
-        std::cout << format_report(p, r, m);
+    if (o.report || o.profile) {
+        std::map<std::string, double> measured;
+        if (o.profile) {
+            // A fresh lowering, so that the Funcs the report describes stay unscheduled for the loop
+            // nest below; the same names, so the times map back onto the plan's kernels.
+            LoweredPipeline q = lower_graph(g);
+            apply_schedule(r.schedule, q, target);
+            std::cerr << "loom autoschedule --profile: compiling with Halide's profiler and running\n";
+            std::vector<std::map<std::string, Tensor>> ins = {random_inputs(g, 1), random_inputs(g, 2)};
+            measured = ms_by_lowered_func(q, profile_model(q, target, ins, kReportProfileBudgetMs));
+        }
+        std::cout << format_report(p, r, m, o.profile ? &measured : nullptr);
         try {
             apply_schedule(r.schedule, p, target);
             std::cout << "\nloop nest:\n" << loop_nest(p, target);
@@ -173,6 +190,9 @@ void add_autoschedule_command(CLI::App &app) {
     c->add_option("-o,--output", o->output, "Schedule file to write (default: print it)");
     c->add_flag("--force", o->force, "Overwrite an existing output file");
     c->add_flag("--report", o->report, "Print each kernel (loop nest) with the graph nodes it fuses");
+    c->add_flag("--profile", o->profile,
+                "Print the report with each kernel's measured time beside its estimate (compiles and runs the "
+                "model under Halide's sampling profiler; CPU only)");
     c->add_flag("--loop-conv-taps", o->loop_conv_taps,
                 "Keep conv taps as loops (not unrolled): about half the JIT compile time of ResNet-18, 0-10% slower convs");
     c->add_flag("--normal-stores", o->normal_stores,

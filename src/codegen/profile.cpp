@@ -21,12 +21,13 @@ std::string fixed(double v, int prec) {
     return b;
 }
 
-/// The LoweredFunc a profiled Func computes values of: itself, the output it wraps, or the Func a
-/// schedule's `in()` wrapper reads (Halide names those `<f>_global_wrapper$N` / `<f>_in_<g>…`).
+/// The LoweredFunc a profiled Func computes values of: itself, the output it wraps, the Func a
+/// schedule's `in()` wrapper reads (Halide names those `<f>_global_wrapper$N` / `<f>_in_<g>…`), or
+/// the Func an rfactor intermediate (`<f>_intm$N`) reduces for.
 const LoweredFunc *func_of(const LoweredPipeline &p, std::string name) {
     if (const LoweredFunc *lf = p.find_realized(name)) return lf;
     if (auto d = name.find('$'); d != std::string::npos) name.erase(d);
-    for (const char *suffix : {"_global_wrapper", "_in_"})
+    for (const char *suffix : {"_global_wrapper", "_in_", "_intm"})
         if (auto at = name.find(suffix); at != std::string::npos) return p.find(name.substr(0, at));
     return p.find(name);
 }
@@ -86,6 +87,14 @@ ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals
         return a.ms != b.ms ? a.ms > b.ms : a.root < b.root;
     });
     return prof;
+}
+
+std::map<std::string, double> ms_by_lowered_func(const LoweredPipeline &p, const ModelProfile &prof) {
+    std::map<std::string, double> out;
+    for (const auto &k : prof.kernels)
+        for (const auto &f : k.funcs)
+            if (const LoweredFunc *lf = func_of(p, f.func)) out[lf->name] += f.ms;
+    return out;
 }
 
 ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,

@@ -67,6 +67,12 @@ struct ProfilerTotals {
 /// Adds \p totals up into kernels of the scheduled \p p, per run over \p runs runs.
 ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs);
 
+/// Milliseconds per run of each LoweredFunc of \p p in \p prof: a Func's own time, with its `in()`
+/// wrappers' and rfactor intermediates' (Halide names them `<f>_global_wrapper$N`, `<f>_intm$N`)
+/// added to it; the runtime's entries are left out. What `loom autoschedule --report --profile`
+/// sets beside the cost model's estimate of each kernel.
+std::map<std::string, double> ms_by_lowered_func(const LoweredPipeline &p, const ModelProfile &prof);
+
 /// Compiles the scheduled \p p for \p target with Target::Profile (a CPU target; UserError for a
 /// GPU one: Halide's profiler samples host code only), runs it on \p inputs in turn until
 /// kMinProfileSamples samples or \p budget_ms of runs (at least 3 runs), and attributes the time.
