@@ -207,6 +207,29 @@ TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
     check_auto(b.g, "one-row gemm");
 }
 
+// A classifier at batch 1 (Gemm 1x512 -> 1000): its 2 MB of weights count in the kernel's
+// traffic, so it is not taken for a few microseconds of work and run on one core, and with columns
+// its vectors do not divide (1000 = 62 x 16 + 8) and one row tile, the column vectors are the
+// parallel loop. It is correct.
+TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndIsParallelOverColumns) {
+    Builder b;
+    std::string a = b.input("a", {1, 512});
+    std::string w = b.random_constant("w", {1000, 512}, 13), bias = b.random_constant("bias", {1000}, 14);
+    b.out("Gemm", {a, w, bias}, {1, 1000}, {{"transB", int64_t(1)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    AutoScheduleResult r = auto_schedule_with_plan(lp, host_target(), test_machine());
+    ASSERT_EQ(r.plan.kernels.size(), 1u);
+    EXPECT_GE(r.plan.kernels[0].bytes_read, 1000.0 * 512 * 4);
+    std::string text = print_schedule(r.schedule);
+    EXPECT_EQ(text.find("# serial: about"), std::string::npos) << text;
+    if (lanes_of_host() >= 16) {
+        EXPECT_NE(text.find(".reorder(ji, ii, k, io, jo)"), std::string::npos) << text;
+        EXPECT_NE(text.find(".parallel(jo)"), std::string::npos) << text;
+    }
+    check_auto(b.g, "ragged one-row gemm");
+}
+
 // A Transpose whose input rows are long, moving more than a quarter of the LLC (256 KiB here),
 // copies tiles of its input first (`x.in(out)`, dense loads) and gathers from them, with guarded
 // tails on both tile dims; a permutation of short rows (NCHW -> NHWC of 12-wide rows) keeps the

@@ -21,6 +21,10 @@ struct FuncInfo {
     std::vector<std::vector<int64_t>> rvar_extents;  ///< per update, innermost first
     /// Calls of each producer Func per stage: [0] pure, [1+k] update k.
     std::vector<std::map<std::string, int>> calls;
+    /// The constant Buffers (weights, biases) its definitions read, by name: their bytes. A kernel
+    /// reads each once (Kernel::bytes_read); a classifier's 2 MB of weights made its GEMV look like
+    /// 4 us of work, and it ran on one core.
+    std::map<std::string, double> constant_bytes;
     /// Update 0: some read's innermost index uses the innermost RVar (a row reduction that
     /// vectorises by rfactor).
     bool inner_rvar_contiguous = false;

@@ -441,7 +441,9 @@ struct Planner {
             std::vector<std::string> ops;
             std::set<std::string> inside(k.funcs.begin(), k.funcs.end());
             bool has_red = false, has_mm = false, has_conv = false, rows = false;
+            std::map<std::string, double> constants;  // read once per kernel, whoever reads them
             for (const auto &f : k.funcs) {
+                for (const auto &[name, bytes] : fi(f).constant_bytes) constants[name] = bytes;
                 std::string o = short_op(fi(f).lf->op);
                 if (std::find(ops.begin(), ops.end(), o) == ops.end()) ops.push_back(o);
                 has_red |= fi(f).has_update;
@@ -459,6 +461,7 @@ struct Planner {
                         if (p.input_names[q] == in)
                             k.bytes_read += (double)shape_numel(p.input_shapes[q]) * dtype_size(p.input_dtypes[q]);
             }
+            for (const auto &c : constants) k.bytes_read += c.second;
             k.bytes_written = r.points * r.esize;
             k.kind = has_mm ? "gemm" : has_conv ? "conv" : rows ? "rows" : r.has_update ? "reduction"
                    : r.lf->is_pointwise ? "pointwise" : "generic";

@@ -328,11 +328,15 @@ void Ctx::gemm() {
             jb = fresh(uused, "jb"), jr = fresh(uused, "jr"), jo = fresh(uused, "jo"), ji = fresh(uused, "ji"),
             io = fresh(uused, "io"), ii = fresh(uused, "ii");
             if (!exact_cols) {
-                // Ragged edges: one guarded vector of j per step, no nested splits.
+                // Ragged edges: one guarded vector of j per step, no nested splits. Too few row
+                // tiles for the cores (a classifier at batch 1): the column vectors go to the
+                // threads instead.
+                const bool by_cols = (M + MR - 1) / MR < 2 * std::max(1, m.cores);
                 u.add("split", {j, jo, ji, V, ScheduleArg::tail("GuardWithIf")})
-                    .add("split", {i, io, ii, MR, ScheduleArg::tail("GuardWithIf")})
-                    .add("reorder", {ji, ii, kv, jo, io}).add("vectorize", {ji})
-                    .add("parallel", {io});
+                    .add("split", {i, io, ii, MR, ScheduleArg::tail("GuardWithIf")});
+                if (by_cols) u.add("reorder", {ji, ii, kv, io, jo});
+                else u.add("reorder", {ji, ii, kv, jo, io});
+                u.add("vectorize", {ji}).add("parallel", {by_cols ? jo : io});
                 inline_members();
                 return;
             }
