@@ -49,12 +49,15 @@ void ProfilerTotals::add_reports(const std::string &text) {
     }
 }
 
-ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs) {
+ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs,
+                                  double run_ms) {
     ModelProfile prof;
     prof.runs = runs;
     prof.samples = totals.samples;
-    const double per_run = 1.0 / std::max(1, runs);
-    prof.ms_per_run = totals.total_ms * per_run;
+    double billed = 0;  // what the Funcs were billed (the reports' totals include the same)
+    for (const auto &[func, ms] : totals.func_ms) billed += std::max(0.0, ms);
+    const double per_run = run_ms > 0 && billed > 0 ? run_ms / billed : 1.0 / std::max(1, runs);
+    prof.ms_per_run = run_ms > 0 ? run_ms : totals.total_ms * per_run;
     std::map<std::string, std::string> roots = kernel_roots(p);
     std::map<std::string, KernelTime> kernels;
     for (const auto &[func, ms] : totals.func_ms) {
@@ -113,14 +116,22 @@ ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
     int runs = 0;
+    std::vector<double> times;
+    uint64_t lcg = 0x9E3779B97F4A7C15ull;  // a fixed seed: the same pauses every time
     while (runs < 3 || (totals.samples < kMinProfileSamples &&
                         std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < budget_ms)) {
-        model.time_run(inputs[runs % inputs.size()]);
+        // A pause of up to one sampling interval (1 ms), so that the samples fall anywhere in a run.
+        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+        auto until = Clock::now() + std::chrono::microseconds((lcg >> 33) % 1000);
+        while (Clock::now() < until) {
+        }
+        times.push_back(model.time_run(inputs[runs % inputs.size()]));
         totals.add_reports(reports);
         reports.clear();
         runs++;
     }
-    return attribute_to_kernels(keep, totals, runs);
+    std::sort(times.begin(), times.end());
+    return attribute_to_kernels(keep, totals, runs, times[times.size() / 2]);
 }
 
 std::string format_profile(const ModelProfile &prof, const std::string &label, double min_share) {
@@ -128,8 +139,8 @@ std::string format_profile(const ModelProfile &prof, const std::string &label, d
     double total = 0;
     for (const auto &k : prof.kernels) total += k.ms;
     o << "profile of " << label << ": " << prof.kernels.size() << (prof.kernels.size() == 1 ? " kernel, " : " kernels, ")<< prof.runs << " runs, "
-      << prof.samples << " samples (Halide's sampling profiler; " << fixed(prof.ms_per_run, 3)
-      << " ms a run while profiled)\n";
+      << prof.samples << " samples (Halide's sampling profiler; a run took " << fixed(prof.ms_per_run, 3)
+      << " ms while profiled, median)\n";
     if (total <= 0) return o.str() + "  no samples: the runs were shorter than the profiler's interval\n";
     o << "  " << "     ms   share    cum  kernel (graph nodes)\n";
     double cum = 0, rest_ms = 0;

@@ -9,8 +9,11 @@
 ///
 /// Samples, not timers: a kernel's share is good to a few percent once it holds some tens of
 /// samples, so a profile runs until it has kMinProfileSamples of them (or its time budget is
-/// spent). The profiler's own cost is small but not zero: compare kernels with each other, and
-/// take absolute times from `loom bench`'s table. Kernels run one after another, so their times
+/// spent). Halide's profiler bills a sample with all the time since the one before, outside
+/// Halide too, so for runs shorter than its interval its own totals are inflated; and a loop that
+/// runs the model at a steady period can lock onto the sampler's phase (samples landing in the
+/// same kernel each time). So the runs start after a pseudo-random pause of up to one interval,
+/// and a kernel's milliseconds are its share of the samples times the runs' measured median. Kernels run one after another, so their times
 /// are sound; the split between the Funcs inside a kernel whose loop runs in parallel is not:
 /// Halide 14's profiler keeps one "current Func" for all threads, so a sample goes to the Func a
 /// thread entered last (format_profile says so under such a split).
@@ -48,7 +51,7 @@ struct KernelTime {
 struct ModelProfile {
     int runs = 0;               ///< model runs profiled
     int samples = 0;            ///< profiler samples over all of them
-    double ms_per_run = 0;      ///< the profiler's total per run (every pipeline of the model)
+    double ms_per_run = 0;      ///< a run's time, which the kernels' shares divide (see attribute_to_kernels)
     std::vector<KernelTime> kernels;  ///< slowest first; the runtime's malloc/free as root ""
 };
 
@@ -64,8 +67,11 @@ struct ProfilerTotals {
     void add_reports(const std::string &text);
 };
 
-/// Adds \p totals up into kernels of the scheduled \p p, per run over \p runs runs.
-ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs);
+/// Adds \p totals up into kernels of the scheduled \p p, per run over \p runs runs: with \p run_ms
+/// (the runs' measured median) each Func's share of the profiler's total times that, else the
+/// profiler's own times.
+ModelProfile attribute_to_kernels(const LoweredPipeline &p, const ProfilerTotals &totals, int runs,
+                                  double run_ms = 0);
 
 /// Milliseconds per run of each LoweredFunc of \p p in \p prof: a Func's own time, with its `in()`
 /// wrappers' and rfactor intermediates' (Halide names them `<f>_global_wrapper$N`, `<f>_intm$N`)
