@@ -20,4 +20,8 @@ if grep -q 'plot written to bench.png' progress.txt; then
 else
   echo "(no plot: matplotlib missing?)"; grep -i plot progress.txt || true
 fi
+echo '$ loom bench tests/data/dynamic_mlp.onnx --input batch=256 --auto --profile --budget-ms 200'
+loom bench $M --input batch=256 --auto --profile --budget-ms 200 2> /dev/null | tee profile.txt
+expect '^profile of auto: [0-9]+ kernels' profile.txt
+expect '^ +[0-9.]+ +[0-9.]+% +[0-9.]+% +fc3_gemm' profile.txt
 echo "lesson 5 ok"
