@@ -217,5 +217,27 @@ TEST(Profile, BenchPrintsAProfilePerSchedule) {
     std::filesystem::remove(json);
 }
 
+// An artifact built for a `-profile` target (`loom compile --target host-profile`) carries Halide's
+// profiler: `loom_run` checks it as usual, and the runtime prints its report, Func by Func, at exit.
+TEST(Profile, ProfiledHostArtifactReportsAtExit) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("loom_profile_art_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    std::string out;
+    const std::string loom = loom::testing::loom_binary();
+    int rc = loom::testing::run_command(loom + " compile " + loom::testing::data_path("softmax_rows.onnx") +
+                                            " --target host-profile --auto -o " + dir.string(),
+                                        out);
+    ASSERT_EQ(rc, 0) << out;
+    fs::path runner = fs::path(loom).parent_path() / "loom_run";
+    ASSERT_TRUE(fs::exists(runner)) << runner;
+    rc = loom::testing::run_command(runner.string() + " " + dir.string() + " --mode host --reps 20 --warmup 1", out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("ok=1"), std::string::npos) << out;
+    EXPECT_NE(out.find(" total time: "), std::string::npos) << out;
+    EXPECT_NE(out.find("  softmax"), std::string::npos) << out;
+    fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace loom
