@@ -342,6 +342,8 @@ TEST(ScheduleErrors, UnrolledRfactorOfAGuardedSplitWarns) {
                             "g_rf.update(0).split(u, uo, ui, 8).unroll(uo);").empty());
     EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 24).rfactor(ryi, u) as g_rf;\n"
                             "g_rf.update(0).split(u, uo, ui, 8).vectorize(ui);").empty());
+    // Without rfactor, Halide keeps the guard: an unrolled guarded RVar is fine.
+    EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 24).unroll(ryi);").empty());
     // 64 = 1 x 33 + 31: the last round keeps 31 of 33 points, some in each of the 3 unrolled copies.
     EXPECT_TRUE(warnings_of("g.update(0).split(r.y, ryo, ryi, 33).rfactor(ryi, u) as g_rf;\n"
                             "g_rf.update(0).split(u, uo, ui, 11).unroll(uo);").empty());

@@ -27,9 +27,10 @@ std::string fixed(double v, int prec) {
 const LoweredFunc *func_of(const LoweredPipeline &p, std::string name) {
     if (const LoweredFunc *lf = p.find_realized(name)) return lf;
     if (auto d = name.find('$'); d != std::string::npos) name.erase(d);
+    if (const LoweredFunc *lf = p.find(name)) return lf;  // a graph name that holds "_in_" stays itself
     for (const char *suffix : {"_global_wrapper", "_in_", "_intm"})
         if (auto at = name.find(suffix); at != std::string::npos) return p.find(name.substr(0, at));
-    return p.find(name);
+    return nullptr;
 }
 
 }  // namespace
@@ -138,8 +139,8 @@ std::string format_profile(const ModelProfile &prof, const std::string &label, d
     std::ostringstream o;
     double total = 0;
     for (const auto &k : prof.kernels) total += k.ms;
-    o << "profile of " << label << ": " << prof.kernels.size() << (prof.kernels.size() == 1 ? " kernel, " : " kernels, ")<< prof.runs << " runs, "
-      << prof.samples << " samples (Halide's sampling profiler; a run took " << fixed(prof.ms_per_run, 3)
+    o << "profile of " << label << ": " << prof.kernels.size() << (prof.kernels.size() == 1 ? " kernel, " : " kernels, ")
+      << prof.runs << " runs, " << prof.samples << " samples (Halide's sampling profiler; a run took " << fixed(prof.ms_per_run, 3)
       << " ms while profiled, median)\n";
     if (total <= 0) return o.str() + "  no samples: the runs were shorter than the profiler's interval\n";
     o << "  " << "     ms   share    cum  kernel (graph nodes)\n";

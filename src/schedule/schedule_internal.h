@@ -22,10 +22,12 @@ struct DimModel {
     bool rvar = false;
     bool race_free = true;    ///< false for an RVar the update does not write by (ImpureRVar)
     int64_t extent = -1;      ///< the loop's extent where the shapes fix it, else -1
-    /// A loop whose last pieces Halide 14 may run unguarded (guard_lost_unroll_problem): for the
-    /// inner RVar of a GuardWithIf split that does not divide its extent, and the var an rfactor
-    /// makes of it, the points the last outer iteration keeps (0: not such a loop); for a var split
-    /// off such a var, how many of its iterations the last one keeps.
+    /// The inner RVar of a GuardWithIf split that does not divide its extent: the points the last
+    /// outer iteration keeps (0: not such an RVar). An rfactor of it hands this to its new var.
+    int64_t rvar_guard_keep = 0;
+    /// A var that Halide 14 may run unguarded where it is unrolled (guard_lost_unroll_problem): the
+    /// var an rfactor made of such an RVar, its points kept in the last round; a var split off it,
+    /// how many of its iterations the last round keeps (0: not such a var).
     int64_t guarded_keep = 0;
     std::string guarded_split;  ///< the split that made it ("r.x: 1000 = 15 x 64 + 40"), for messages
 };

@@ -440,12 +440,13 @@ private:
             s.dims[d].extent = factor;
             s.dims[d + 1].extent = ceil_div(e, factor);
             s.dims[d].guarded_keep = s.dims[d + 1].guarded_keep = 0;
+            s.dims[d].rvar_guard_keep = s.dims[d + 1].rvar_guard_keep = 0;
             if (keep > 0) {
                 // A split of a var that keeps `keep` points in the last round: the outer var's
                 // last round keeps ceil(keep / factor) iterations.
                 s.dims[d + 1].guarded_keep = ceil_div(keep, factor);
             } else if (s.dims[d].rvar && t == "GuardWithIf" && e > factor && e % factor != 0) {
-                s.dims[d].guarded_keep = e % factor;
+                s.dims[d].rvar_guard_keep = e % factor;
                 s.dims[d].guarded_split = c.args[0].name + ": " + std::to_string(e) + " = " + std::to_string(e / factor) +
                                           " x " + std::to_string(factor) + " + " + std::to_string(e % factor);
             }
@@ -595,7 +596,9 @@ private:
             for (size_t i = 0; i < newv.size(); i++) {
                 // The new var spans the RVar it replaces, and inherits a dropped guard's risk.
                 const DimModel &from = s.dims[s.find(rv[i])];
-                DimModel nv{newv[i], newv[i], false, true, from.extent, from.guarded_keep, from.guarded_split};
+                DimModel nv{newv[i], newv[i], false, true, from.extent};
+                nv.guarded_keep = from.rvar_guard_keep;
+                nv.guarded_split = from.guarded_split;
                 upd.dims.push_back(nv);
                 for (auto &d : pure.dims)
                     if (d.name == newv[i]) d.extent = from.extent;
