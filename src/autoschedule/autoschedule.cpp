@@ -109,6 +109,8 @@ std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r,
                 std::snprintf(buf, sizeof buf, "  measured: %.3f ms (estimate / measured %.2f)\n", ms, k.est_ms / ms);
                 sized++;
                 if (k.est_ms / ms >= 0.5 && k.est_ms / ms <= 2) close++, close_ms += ms;
+            } else if (ms > 0) {
+                std::snprintf(buf, sizeof buf, "  measured: %.3f ms (no estimate)\n", ms);
             } else {
                 std::snprintf(buf, sizeof buf, "  measured: %.3f ms (too short for the profiler's samples)\n", ms);
             }
