@@ -69,6 +69,8 @@ inline TestPipeline make_pipeline() {
     p.funcs.push_back(lfunc("tot", tot, {"j"}, {t.K}, {{"r"}}, {}, {}, true, false));
     p.funcs.push_back(lfunc("g", g, {}, {}, {{"r.x", "r.y"}}, {}, {}, true, false));
     p.funcs.push_back(lfunc("nz", nz, {"i"}, {t.M}, {{"k"}}, {}, {}, true, false));
+    for (auto &lf : p.funcs)  // the Funcs that read the graph input, as lowering records them
+        if (lf.name == "a" || lf.name == "tot" || lf.name == "g" || lf.name == "nz") lf.input_reads = {"in"};
     p.output_funcs = {"c", "tot", "g", "nz"};
     p.output_names = p.output_funcs;
     return t;

@@ -22,6 +22,7 @@
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "schedule/schedule_validate.h"
 #include "graph_builder.h"
 #include "test_util.h"
 
@@ -522,6 +523,61 @@ TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
         EXPECT_NE(text.find("TailStrategy::RoundUp"), std::string::npos) << text;
     }
     check_auto(b.g, "narrow conv rows");
+}
+
+// A depthwise conv under its epilogue (MobileNetV2's conv + clip, read by a 1x1 conv) runs a task
+// per block of 8 channels with every row inside, its 14-wide rows (stride 1) and 7-wide rows
+// (stride 2) one 16-lane vector rounded up, the taps unrolled, the padded input computed per task;
+// the file it writes validates without warnings (the rounded rows read through the clamping pad).
+// Where the epilogue is a graph output its rows keep their width (no rounding). All match the
+// reference.
+TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
+    for (bool output : {false, true}) {
+        Builder b;
+        std::string x = b.input("x", {2, 16, 14, 14});
+        std::string ex = b.random_constant("ex", {32, 16, 1, 1}, 35);  // MobileNetV2's expansion
+        x = b.node("Conv", {x, ex}, {2, 32, 14, 14}, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+        x = b.node("Clip", {x, b.scalar(0), b.scalar(6)}, {2, 32, 14, 14});
+        std::map<std::string, AttrValue> dw = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                               {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                               {"group", int64_t(32)}};
+        std::string c = x;
+        for (int64_t stride : {1, 2}) {
+            const int64_t o = stride == 1 ? 14 : 7;
+            auto attrs = dw;
+            attrs["strides"] = std::vector<int64_t>{stride, stride};
+            std::string w = b.random_constant("w" + std::to_string(stride), {32, 1, 3, 3}, 30 + stride);
+            std::string conv = b.node("Conv", {c, w}, {2, 32, o, o}, attrs);
+            std::string lo = b.scalar(0), hi = b.scalar(6);
+            c = output && stride == 2 ? b.out("Clip", {conv, lo, hi}, {2, 32, o, o})
+                                      : b.node("Clip", {conv, lo, hi}, {2, 32, o, o});
+            if (stride == 1) {  // a 1x1 conv reads the clip, as MobileNetV2's projection does
+                std::string mid = b.random_constant("mid", {32, 32, 1, 1}, 34);
+                c = b.node("Conv", {c, mid}, {2, 32, 14, 14}, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+            }
+        }
+        if (!output) {
+            std::string pw = b.random_constant("pw", {16, 32, 1, 1}, 33);
+            b.out("Conv", {c, pw}, {2, 16, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+        }
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        Schedule sch = auto_schedule(lp, host_target(), test_machine());
+        std::string text = print_schedule(sch);
+        if (lanes_of_host() == 16) {
+            EXPECT_EQ(loom::testing::count_of(text, "depthwise conv in blocks of 8 channels: a task per block"), 2u) << text;
+            // A pad the plan inlines is computed per task instead (the first one here is a kernel
+            // of its own, with the clip before it inlined).
+            EXPECT_GE(loom::testing::count_of(text, "padded input computed per channel block of"), 1u) << text;
+            EXPECT_EQ(loom::testing::count_of(text, "_pad.compute_inline()"), 0u) << text;
+            EXPECT_EQ(loom::testing::count_of(text, "(14-wide rows rounded up)"), 1u) << text;
+            EXPECT_EQ(loom::testing::count_of(text, "(7-wide rows rounded up)"), output ? 0u : 1u) << text;
+            std::vector<std::string> warnings;
+            validate_schedule(sch, lp, host_target(), &warnings);
+            EXPECT_TRUE(warnings.empty()) << warnings.front();
+        }
+        check_auto(b.g, output ? "depthwise convs, the second one's clip a graph output" : "depthwise convs");
+    }
 }
 
 // Convs with weights blocked by 16 channels are vectorized over output channels: a tile of

@@ -53,10 +53,10 @@ void Ctx::note(ScheduleStatement &st, const std::string &f) {
 }
 
 // compute_inline for the kernel's inlined members.
-void Ctx::inline_members() {
+void Ctx::inline_members(const std::set<std::string> &placed) {
     for (const auto &f : k.funcs) {
         const FuncDecision *d = plan.decision(f);
-        if (d && d->placement == Placement::Inline) {
+        if (d && d->placement == Placement::Inline && !placed.count(f)) {
             ScheduleStatement &st = add(f);
             note(st, f);
             st.add("compute_inline");

@@ -57,8 +57,11 @@ struct Ctx {
     ScheduleStatement &add(const std::string &f, int stage = -1);
     /// Adds the plan's reason for \p f's placement to \p st's comments.
     void note(ScheduleStatement &st, const std::string &f);
-    /// compute_inline for the kernel's inlined members.
-    void inline_members();
+    /// A depthwise conv \p F under its epilogue \p T, whose statement conv() began in \p st (it
+    /// computes T at root): tasks of channel blocks (tiling_gemm_conv.cpp).
+    void depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F);
+    /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
+    void inline_members(const std::set<std::string> &placed = {});
     /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
     /// false when it does not fit. \p row_tile: that loop holds several rows, so the partial is
     /// stored lanes innermost (each row's lanes one dense vector).

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cctype>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "graph/error.h"
@@ -79,6 +81,24 @@ Halide::Func LoweredPipeline::realized_output(size_t k) const {
     const LoweredFunc *f = find(n);
     internal_check(f != nullptr, "output Func '", n, "' is missing");
     return f->func;
+}
+
+bool LoweredPipeline::rows_extend_safely(const std::string &name) const {
+    std::map<std::string, bool> memo;
+    std::function<bool(const std::string &)> safe = [&](const std::string &f) {
+        auto known = memo.find(f);
+        if (known != memo.end()) return known->second;
+        memo[f] = false;  // a DAG, but stay finite whatever it is
+        const LoweredFunc *lf = find(f);
+        if (!lf) return false;
+        bool padded = lf->is_pointwise && (lf->op == "Conv" || lf->op == "ConvTranspose" || lf->op == "MaxPool" ||
+                                           lf->op == "AveragePool");
+        bool ok = padded || lf->input_reads.empty();
+        if (!padded)
+            for (const auto &pr : lf->producers) ok = ok && safe(pr);
+        return memo[f] = ok;
+    };
+    return safe(name);
 }
 
 const LoweredFunc *LoweredPipeline::find_realized(const std::string &name) const {

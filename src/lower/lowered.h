@@ -154,6 +154,13 @@ struct LoweredPipeline {
     /// The LoweredFunc whose values the realized Func \p name holds: the Func itself, or the
     /// output Func a wrapper stands for; nullptr for neither.
     const LoweredFunc *find_realized(const std::string &name) const;
+    /// Whether computing Func \p name past the end of its rows (its innermost dim: a row rounded
+    /// up to whole vectors) stays inside every buffer it reads: each path of producers from it
+    /// ends at a padded input (the pointwise `<node>_pad` Func of a Conv or pool, which clamps its
+    /// reads) before it reaches a graph input. A 1x1 conv reads its input directly, and a row
+    /// rounded up to a vector read past the input (the inverted_residual fixture's 14-wide rows).
+    bool rows_extend_safely(const std::string &name) const;
+
     /// The Halide pipeline over the realized outputs.
     Halide::Pipeline pipeline() const;
 };

@@ -77,6 +77,7 @@ struct Model {
     std::vector<std::string> inputs;  ///< ImageParam names (for prefetch)
     Halide::Target target;
     std::vector<std::string> warnings;  ///< legal but likely wrong (check_statement appends)
+    const LoweredPipeline *pipeline = nullptr;  ///< what build_model read (it outlives the model)
     FuncModel *find(const std::string &n);
     std::vector<std::string> names() const { return order; }
 };

@@ -70,6 +70,7 @@ static bool update_is_associative(const Halide::Func &f, int k) {
 Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
     Model m;
     m.target = t;
+    m.pipeline = &p;
     for (const auto &in : p.inputs) m.inputs.push_back(in.name());
     for (const auto &lf : p.funcs) {
         FuncModel fm;
@@ -336,6 +337,7 @@ private:
         if (dm.extent <= 0 || factor <= dm.extent) return;
         if (st_.stage < 0 && constant_init(*m_.find(st_.func))) return;
         if (reads_ignore(*m_.find(st_.func), dm.halide_name)) return;
+        if (rounds_rows_safely(*m_.find(st_.func), dm)) return;
         const ScheduleArg *written = tail_index < c.args.size() ? &c.args[tail_index] : nullptr;
         std::string why, tail = effective_tail(dm, written, why);
         if (tail != "ShiftInwards" && tail != "RoundUp") return;
@@ -387,6 +389,14 @@ private:
         return !calls.uses;
     }
     static int64_t ceil_div(int64_t e, int64_t f) { return e <= 0 ? -1 : (e + f - 1) / f; }
+    // A Func that is not an output, split along its rows (the innermost var), whose reads past the
+    // end of a row stay in bounds (LoweredPipeline::rows_extend_safely: a padded input clamps them
+    // on every path): the points past the extent only fill its own buffer, which Halide sizes to
+    // the rounded loop (a 14-wide depthwise row computed as one 16-lane vector).
+    bool rounds_rows_safely(const FuncModel &f, const DimModel &dm) const {
+        return !f.is_output && !f.vars.empty() && dm.halide_name == f.vars.back() && m_.pipeline &&
+               m_.pipeline->find(f.name) && m_.pipeline->rows_extend_safely(f.name);
+    }
 
     // Halide 14 can drop the guard of a GuardWithIf split of an RVar once the split's inner RVar
     // is rfactored (halide/Halide#8600, fixed upstream in 2025). Where a loop over the new var (or
