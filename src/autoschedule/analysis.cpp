@@ -132,18 +132,17 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
         fi.has_update = !fn.updates().empty();
         auto count = [&](const Definition &d) {
             std::map<std::string, int> m;
-            for (const Call *c : reads_of(d).calls) {
-                if (c->name != lf.name) m[c->name]++;
+            auto constant = [&](const Call *c) {
                 if (c->call_type == Call::Image && c->image.defined())
                     fi.constant_bytes[c->name] = (double)c->image.size_in_bytes();
+            };
+            for (const Call *c : reads_of(d).calls) {
+                if (c->name != lf.name) m[c->name]++;
+                constant(c);
                 // A constant is a Buffer behind a Func lowering made and never lists (`c_<name>`,
                 // lower_context.cpp): count the Buffer it reads.
-                if (c->call_type == Call::Halide && c->func.defined() && !p.find(c->name)) {
-                    Function g(c->func);
-                    for (const Call *b : reads_of(g.definition()).calls)
-                        if (b->call_type == Call::Image && b->image.defined())
-                            fi.constant_bytes[b->name] = (double)b->image.size_in_bytes();
-                }
+                if (c->call_type == Call::Halide && c->func.defined() && !p.find(c->name))
+                    for (const Call *b : reads_of(Function(c->func).definition()).calls) constant(b);
             }
             return m;
         };

@@ -152,23 +152,22 @@ void autoschedule(const AutoscheduleOptions &o) {
         }
     }
     if (o.report || o.profile) {
-        std::map<std::string, double> measured;
-        if (o.profile) {
-            // A fresh lowering, so that the Funcs the report describes stay unscheduled for the loop
-            // nest below; the same names, so the times map back onto the plan's kernels.
-            LoweredPipeline q = lower_graph(g);
-            apply_schedule(r.schedule, q, target);
-            std::cerr << "loom autoschedule --profile: compiling with Halide's profiler and running\n";
-            std::vector<std::map<std::string, Tensor>> ins = {random_inputs(g, 1), random_inputs(g, 2)};
-            measured = ms_by_lowered_func(q, profile_model(q, target, ins, kReportProfileBudgetMs));
-        }
-        std::cout << format_report(p, r, m, o.profile ? &measured : nullptr);
+        // The plan's Funcs scheduled once: the loop nest reads them, and a profile runs them.
+        std::string nest;
         try {
             apply_schedule(r.schedule, p, target);
-            std::cout << "\nloop nest:\n" << loop_nest(p, target);
+            nest = "\nloop nest:\n" + loop_nest(p, target);
         } catch (const std::exception &e) {
-            std::cout << "\n(loop nest unavailable: " << e.what() << ")\n";
+            if (o.profile) throw;  // nothing to run
+            nest = std::string("\n(loop nest unavailable: ") + e.what() + ")\n";
         }
+        std::map<std::string, double> measured;
+        if (o.profile) {
+            std::cerr << "loom autoschedule --profile: compiling with Halide's profiler and running\n";
+            std::vector<std::map<std::string, Tensor>> ins = {random_inputs(g, 1), random_inputs(g, 2)};
+            measured = ms_by_lowered_func(p, profile_model(p, target, ins, kReportProfileBudgetMs));
+        }
+        std::cout << format_report(p, r, m, o.profile ? &measured : nullptr) << nest;
     }
     if (o.output.empty()) {
         if (!o.report) std::cout << text;

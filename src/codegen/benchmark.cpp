@@ -327,11 +327,12 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     for (size_t vi = 0; opts.profile && vi < variants.size(); vi++) {
         BenchRow &row = rep.rows[vi];
         if (!row.ok) continue;
-        models[vi].reset();  // the timed build's memory back before the profiled one compiles
+        // The timed build's Funcs, already scheduled (a Halide autoscheduler is not run again);
+        // its compiled code goes before the profiled one compiles.
+        LoweredPipeline lp = models[vi]->lowered();
+        models[vi].reset();
         try {
             say(prefix(vi) + "profiling");
-            LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, variants[vi].kind));
-            if (variants[vi].apply) variants[vi].apply(lp, opts.target);
             row.profile = profile_model(std::move(lp), opts.target, inputs, opts.budget_ms);
         } catch (const std::exception &e) {
             row.profile_error = one_line(e.what());

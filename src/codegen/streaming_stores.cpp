@@ -142,8 +142,7 @@ void collect_error(Halide::JITUserContext *ctx, const char *msg) { static_cast<R
 
 StreamingJit::StreamingJit(const Halide::Pipeline &p, const std::vector<Halide::ImageParam> &params,
                            const Halide::Target &target, const std::set<std::string> &streaming)
-    : context_(std::make_unique<llvm::LLVMContext>()), params_(params),
-      profiled_(target.has_feature(Halide::Target::Profile)) {
+    : context_(std::make_unique<llvm::LLVMContext>()), params_(params) {
     // As Pipeline::compile_jit: a JIT target whose functions take a user context first.
     Halide::Target t = target.with_feature(Halide::Target::JIT).with_feature(Halide::Target::UserContext);
     std::vector<Halide::Argument> args;
@@ -152,6 +151,10 @@ StreamingJit::StreamingJit(const Halide::Pipeline &p, const std::vector<Halide::
     std::unique_ptr<llvm::Module> lm = marked_module(p, args, fn, t, streaming, *context_, marks_);
     std::vector<Halide::Internal::JITModule> runtime = Halide::Internal::JITSharedRuntime::get(lm.get(), t);
     module_.compile_module(std::move(lm), fn, t, runtime);
+    if (target.has_feature(Halide::Target::Profile)) {
+        profiler_report_ = (void (*)(Halide::JITUserContext *))module_.find_symbol_by_name("halide_profiler_report").address;
+        profiler_reset_ = (void (*)())module_.find_symbol_by_name("halide_profiler_reset").address;
+    }
 }
 
 StreamingJit::~StreamingJit() {
@@ -173,14 +176,10 @@ void StreamingJit::realize(const std::vector<Halide::Buffer<>> &outputs,
     for (const auto &ip : params_) argv.push_back(ip.get().raw_buffer());
     for (const auto &b : outputs) argv.push_back(b.raw_buffer());
     int status = module_.argv_function()(argv.data());
-    if (profiled_) {
+    if (profiler_report_ && profiler_reset_) {
         // What Pipeline::realize does after a profiled run: report, then start the counts afresh.
-        auto report = (void (*)(Halide::JITUserContext *))module_.find_symbol_by_name("halide_profiler_report").address;
-        auto reset = (void (*)())module_.find_symbol_by_name("halide_profiler_reset").address;
-        if (report && reset) {
-            report(ctx);
-            reset();
-        }
+        profiler_report_(ctx);
+        profiler_reset_();
     }
     if (status != 0) {
         if (rc.error.empty()) rc.error = "the pipeline returned exit status " + std::to_string(status);

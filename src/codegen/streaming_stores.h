@@ -86,7 +86,10 @@ private:
     Halide::Internal::JITModule module_;
     std::vector<Halide::ImageParam> params_;
     StreamingStoreMarks marks_;
-    bool profiled_ = false;  ///< compiled with Target::Profile
+    /// With Target::Profile, the runtime's report and reset (Pipeline::realize calls them after a
+    /// run); null otherwise.
+    void (*profiler_report_)(Halide::JITUserContext *) = nullptr;
+    void (*profiler_reset_)() = nullptr;
 };
 
 }  // namespace loom
