@@ -8,11 +8,24 @@ Usage: bench/plot.py report.json -o out.png
 import argparse
 import json
 import math
+import os
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+def save_atomically(fig, out):
+    """A temporary name in the same folder, then a rename: a reader never sees half an image."""
+    root, ext = os.path.splitext(out)
+    tmp = f"{root}.tmp{os.getpid()}{ext}"
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def plot_one(r, out):
@@ -35,7 +48,7 @@ def plot_one(r, out):
     ax.set_title(f"{r['workload']} on {r['machine']['cpu']} ({r['machine']['cores']} cores)", fontsize=9)
     ax.set_xlim(0, max(med + [1e-3]) * 1.8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_atomically(fig, out)
 
 
 def plot_suite(d, out):
@@ -80,7 +93,7 @@ def plot_suite(d, out):
     axes[0].set_title(f"Loom bench on {mach.get('cpu', '?')} ({mach.get('cores', '?')} cores), "
                       f"{d.get('date', '')}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_atomically(fig, out)
 
 
 def main():

@@ -933,6 +933,39 @@ TEST(Aot, RefusesToOverwriteWithoutForce) {
     fs::remove_all(out.parent_path());
 }
 
+// A `loom compile` killed half-way (SIGKILL: no handler runs) leaves the earlier artifact as it
+// was, byte for byte; the next compile into that folder removes what the killed one left beside it.
+TEST(Aot, KilledCompileLeavesThePreviousArtifactIntact) {
+    fs::path out = scratch("killed");
+    fs::create_directories(out.parent_path());
+    std::string loom = loom::testing::loom_binary(), log;
+    std::string first = loom + " compile " + loom::testing::data_path("sigmoid_affine.onnx") +
+                        " --eager --name model --no-reference -o " + out.string();
+    ASSERT_EQ(loom::testing::run_command(first, log), 0) << log;
+    std::string manifest = slurp(out / "manifest.txt"), lib = slurp(out / "libmodel.so");
+    ASSERT_FALSE(lib.empty());
+    // The transformer under the cost model takes seconds to build: a kill after 1 s lands mid-build.
+    // The whole process group is killed, as Ctrl-C or a job's kill would, compilers included.
+    std::string killed = "setsid " + loom + " compile " + loom::testing::data_path("transformer.onnx") +
+                         " --auto --name model --force -o " + out.string() +
+                         " & p=$!; sleep 1; /bin/kill -s KILL -- -$p; wait $p; echo rc=$?";
+    loom::testing::run_command(killed, log);
+    ASSERT_NE(log.find("rc=137"), std::string::npos) << "the compile was not killed mid-way: " << log;
+    bool left = false;
+    for (const auto &e : fs::directory_iterator(out.parent_path()))
+        left |= e.path().filename().string().find("killed.tmp-") != std::string::npos;
+    EXPECT_TRUE(left) << "the kill came after the build: nothing was half-way";
+    EXPECT_EQ(slurp(out / "manifest.txt"), manifest);
+    EXPECT_EQ(slurp(out / "libmodel.so"), lib);
+    ASSERT_EQ(loom::testing::run_command(first + " --force", log), 0) << log;
+    for (const auto &e : fs::directory_iterator(out.parent_path())) {
+        std::string n = e.path().filename().string();
+        EXPECT_EQ(n.find(".tmp-"), std::string::npos) << "left behind: " << e.path();
+        EXPECT_EQ(n.find(".old-"), std::string::npos) << "left behind: " << e.path();
+    }
+    fs::remove_all(out.parent_path());
+}
+
 // A Gemm whose only consumer is a tanh-form GELU (gelu_mlp: PyTorch's decomposed export,
 // recognised by prepare_graph) is one cuBLASLt call with the GELU_BIAS epilogue, which computes
 // that form; no Halide Func is left for the GELU. fc2 (no activation) stays cublasSgemm.

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "graph/npy.h"
 #include "test_util.h"
@@ -242,4 +243,70 @@ TEST(Cli, CudaAutoscheduleNamesTheFuncsCompileLowers) {
     EXPECT_HAS(r.out, "--no-cublas");
     EXPECT_HAS(r.out, "loom autoschedule --target cuda");
     EXPECT_FALSE(std::filesystem::exists(dir + "/mismatch")) << "nothing is written on a user error";
+}
+
+TEST(Cli, InspectShowsUnboundSymbolicDimsAndTheFlagsThatBindThem) {
+    Result r = run_loom("inspect " + data_path("dynamic_cnn.onnx"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "input  x: f32 batchx3xheightxwidth");
+    EXPECT_HAS(r.out, "output y: f32 batchx10");
+    EXPECT_HAS(r.out, "unbound dims: batch, height, width");
+    EXPECT_HAS(r.out, "--input batch=N --input height=N --input width=N");
+    // ONNX's inference carries the symbols through the convs: the first conv keeps batch, 16 channels.
+    EXPECT_HAS(r.out, "batchx16x?x?");
+    EXPECT_HAS(r.out, "op histogram:");
+    // Binding only some dims still shows the graph; the message names what is left.
+    r = run_loom("inspect " + data_path("dynamic_cnn.onnx") + " --input batch=2");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "unbound dims: height, width");
+    // Bound, the canonical graph with numbers.
+    r = run_loom("inspect " + data_path("dynamic_cnn.onnx") + " --input batch=2 --input height=24 --input width=40");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "input  x: f32 2x3x24x40");
+    EXPECT_EQ(r.out.find("unbound"), std::string::npos) << r.out;
+    // What needs the canonical graph still names the dim and the flag.
+    r = run_loom("inspect " + data_path("dynamic_cnn.onnx") + " --funcs");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--input batch=N");
+}
+
+TEST(Cli, InspectNodeTableKeepsLongNamesApartFromTheirOp) {
+    Result r = run_loom("inspect " + data_path("transformer.onnx"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::istringstream lines(r.out);
+    std::string line;
+    int rows = 0;
+    while (std::getline(lines, line)) {
+        if (line.rfind("/", 0) != 0) continue;  // node rows start with the exporter's '/...' names
+        rows++;
+        auto gap = line.find("  ");
+        ASSERT_NE(gap, std::string::npos) << "a node name runs into its op: " << line;
+    }
+    EXPECT_GT(rows, 10) << r.out;
+}
+
+TEST(Cli, RunInputsDirBindsShapesFromTheFiles) {
+    // dynamic_cnn's x.npy is 2x3x24x40: no --input needed, and the result is PyTorch's.
+    std::string dir = temp_dir() + "/dyn_out";
+    Result r = run_loom("run " + data_path("dynamic_cnn.onnx") + " --inputs " + data_path("dynamic_cnn") +
+                        " --schedule auto --save " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    loom::Tensor saved = loom::read_npy(dir + "/y.npy"), torch = loom::read_npy(data_path("dynamic_cnn/expected_y.npy"));
+    EXPECT_EQ(saved.shape(), (loom::Shape{2, 10}));
+    EXPECT_TRUE(loom::testing::close(saved, torch, 1e-4, 1e-5));
+    r = run_loom("run " + data_path("dynamic_mlp.onnx") + " --inputs " + data_path("dynamic_mlp") + " --reference");
+    EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+TEST(Cli, RunInputsDirWithAFileOfTheWrongRankNamesTheFile) {
+    std::string dir = temp_dir() + "/bad_rank";
+    std::filesystem::create_directories(dir);
+    loom::Tensor t(loom::DType::F32, {3, 24, 40});
+    for (int64_t i = 0; i < t.numel(); i++) t.set(i, 0.5 + 0.001 * (double)i);
+    loom::write_npy(dir + "/x.npy", t);
+    Result r = run_loom("run " + data_path("dynamic_cnn.onnx") + " --inputs " + dir);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, dir + "/x.npy");
+    EXPECT_HAS(r.out, "rank 3");
+    EXPECT_HAS(r.out, "batchx3xheightxwidth");
 }

@@ -98,6 +98,10 @@ def fixtures():
         "dynamic_mlp": (lambda: MLP(64, 128, 10), {"x": (3, 64)}, ["y"],
                         {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}),
         "cnn": (CNN, {"x": (2, 3, 32, 32)}, ["y"], {}),
+        # Symbolic batch, height and width, as third-party exports carry them: what `loom inspect`
+        # shows before the dims are bound, and what `loom run --inputs DIR` binds from the files.
+        "dynamic_cnn": (CNN, {"x": (2, 3, 24, 40)}, ["y"],
+                        {"dynamic_axes": {"x": {0: "batch", 2: "height", 3: "width"}, "y": {0: "batch"}}}),
         "inverted_residual": (InvertedResidual, {"x": (2, 16, 14, 14)}, ["y"], {}),
         # Old attribute forms (Clip min/max and Pad pads as attributes, opset-9 Softmax) and weights listed as inputs.
         "cnn_opset9": (CNN, {"x": (2, 3, 32, 32)}, ["y"],

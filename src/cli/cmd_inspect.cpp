@@ -1,4 +1,5 @@
 // `loom inspect model.onnx`: the model's nodes, ops, shapes, parameters and op histogram.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -9,6 +10,8 @@
 #include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
+#include "frontends/onnx/onnx_import.h"
+#include "frontends/onnx/onnx_symbolic_shapes.h"
 #include "graph/error.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
@@ -63,28 +66,99 @@ void write_stmt_html(const LoweredPipeline &p, const Halide::Target &t, const st
     std::filesystem::rename(tmp, path);
 }
 
+// Column width for the node table: the longest name plus a gap, so no name runs into its op.
+size_t name_column(const Graph &g, size_t at_least) {
+    size_t w = at_least;
+    for (const auto &n : g.nodes) w = std::max(w, n.name.size() + 2);
+    return w;
+}
+
+void print_histogram(const Graph &g) {
+    std::map<std::string, int> hist;
+    for (const auto &n : g.nodes) hist[n.op]++;
+    std::cout << "\nnodes " << g.nodes.size() << ", parameters " << g.parameter_count() << " ("
+              << g.initializers.size() << " initializers)\nop histogram:";
+    for (const auto &kv : hist) std::cout << " " << kv.first << "×" << kv.second;
+    std::cout << "\n";
+}
+
+// The model as imported, with ONNX's symbolic shapes, for a model whose inputs have dims that no
+// --input binds: how a user finds out what to bind.
+void print_symbolic(const Graph &raw, const std::string &path, const std::vector<std::string> &unbound) {
+    auto shapes = infer_symbolic_shapes(path);
+    auto shape_of = [&](const std::string &v) {
+        auto it = shapes.find(v);
+        return it == shapes.end() ? std::string("?") : symbolic_shape_str(it->second);
+    };
+    auto dtype_of = [&](const std::string &v) {
+        auto it = shapes.find(v);
+        return it == shapes.end() || it->second.dtype.empty() ? std::string("?") : it->second.dtype;
+    };
+    std::cout << "model " << path << "  (graph '" << raw.name << "', opset " << raw.opset << ")\n";
+    for (const auto &in : raw.inputs) std::cout << "input  " << in << ": " << dtype_of(in) << " " << shape_of(in) << "\n";
+    for (const auto &out : raw.outputs) std::cout << "output " << out << ": " << dtype_of(out) << " " << shape_of(out) << "\n";
+    std::string flags;
+    for (const auto &u : unbound) flags += " --input " + u + (std::count(raw.inputs.begin(), raw.inputs.end(), u) ? "=DIMS" : "=N");
+    std::cout << "\nunbound dims: ";
+    for (size_t i = 0; i < unbound.size(); i++) std::cout << (i ? ", " : "") << unbound[i];
+    std::cout << "\nshapes below are ONNX's shape inference of the file as exported (? = not known without\n"
+                 "values); bind the dims to see the graph Loom compiles:" << flags << "\n";
+    size_t w = name_column(raw, 32);
+    std::cout << "\n" << std::left << std::setw((int)w) << "node" << std::setw(20) << "op" << std::setw(8) << "dtype"
+              << "output shape\n";
+    for (const auto &n : raw.nodes) {
+        std::cout << std::setw((int)w) << n.name << std::setw(20) << n.op << std::setw(8)
+                  << (n.outputs.empty() ? "" : dtype_of(n.outputs[0])) << (n.outputs.empty() ? "" : shape_of(n.outputs[0]));
+        for (size_t i = 1; i < n.outputs.size(); i++)
+            if (!n.outputs[i].empty()) std::cout << ", " << shape_of(n.outputs[i]);
+        std::cout << "\n";
+    }
+    print_histogram(raw);
+}
+
+// The inputs' dims that neither a whole-input nor a symbolic-dim binding covers.
+std::vector<std::string> unbound_dims(const Graph &raw, const std::vector<std::string> &flags) {
+    InputBindings b;
+    for (const auto &f : flags) parse_input_binding(f, b);
+    std::vector<std::string> out;
+    for (const auto &in : raw.inputs) {
+        if (b.count(in)) continue;
+        const ValueInfo &vi = raw.value(in);
+        for (size_t d = 0; d < vi.shape.size(); d++) {
+            if (vi.shape[d] >= 0) continue;
+            std::string sym = d < vi.symbols.size() && !vi.symbols[d].empty() ? vi.symbols[d] : in;
+            if (!b.count(sym) && std::find(out.begin(), out.end(), sym) == out.end()) out.push_back(sym);
+        }
+    }
+    return out;
+}
+
 void inspect(const InspectOptions &o) {
-    Graph g = load_model(o.model, o.inputs, o.dump);
+    Graph raw = import_onnx(o.model);
+    std::vector<std::string> unbound = unbound_dims(raw, o.inputs);
+    const bool needs_bound = o.funcs || !o.schedule.empty() || o.loop_nest || o.pipelines || !o.stmt.empty() ||
+                             !o.target.empty() || o.dump;
+    if (!unbound.empty() && !needs_bound) {
+        print_symbolic(raw, o.model, unbound);
+        return;
+    }
+    Graph g = prepare_model(std::move(raw), o.inputs, o.dump);
     std::cout << "model " << o.model << "  (graph '" << g.name << "', opset " << g.opset << ")\n";
     for (const auto &in : g.inputs)
         std::cout << "input  " << in << ": " << dtype_name(g.value(in).dtype) << " " << shape_str(g.value(in).shape) << "\n";
     for (const auto &out : g.outputs)
         std::cout << "output " << out << ": " << dtype_name(g.value(out).dtype) << " " << shape_str(g.value(out).shape) << "\n";
-    std::cout << "\n" << std::left << std::setw(32) << "node" << std::setw(20) << "op" << std::setw(8)
+    size_t w = name_column(g, 32);
+    std::cout << "\n" << std::left << std::setw((int)w) << "node" << std::setw(20) << "op" << std::setw(8)
               << "dtype" << "output shape\n";
-    std::map<std::string, int> hist;
     for (const auto &n : g.nodes) {
-        hist[n.op]++;
         const ValueInfo &v = g.value(n.outputs[0]);
-        std::cout << std::setw(32) << n.name << std::setw(20) << n.op << std::setw(8) << dtype_name(v.dtype)
+        std::cout << std::setw((int)w) << n.name << std::setw(20) << n.op << std::setw(8) << dtype_name(v.dtype)
                   << shape_str(v.shape);
         for (size_t i = 1; i < n.outputs.size(); i++) std::cout << ", " << shape_str(g.value(n.outputs[i]).shape);
         std::cout << "\n";
     }
-    std::cout << "\nnodes " << g.nodes.size() << ", parameters " << g.parameter_count() << " ("
-              << g.initializers.size() << " initializers)\nop histogram:";
-    for (const auto &kv : hist) std::cout << " " << kv.first << "×" << kv.second;
-    std::cout << "\n";
+    print_histogram(g);
     user_check(!(o.loop_nest || o.pipelines || !o.stmt.empty() || !o.target.empty()) || !o.schedule.empty(),
                "--loop-nest, --pipelines, --stmt and --target show what a schedule does: add --schedule "
                "eager|inline|auto|FILE");

@@ -74,7 +74,7 @@ void run(const RunOptions &o) {
     user_check(!o.profile || !spec.empty(), "loom run: --profile times a compiled model's kernels; give it a schedule "
                "(--auto, or --schedule eager|inline|FILE)");
     set_jit_threading(parse_threading(o.threading));
-    Graph g = load_model(o.model, o.inputs);
+    Graph g = load_model(o.model, o.inputs, false, o.input_dir);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
     if (spec.empty() || o.check) {
@@ -131,7 +131,7 @@ void add_run_command(CLI::App &app) {
     c->add_option("--rtol", o->rtol, "Tolerance of --check on ‖out−ref‖/‖ref‖")->default_val(1e-5);
     c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
-    c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input");
+    c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input; their shapes bind the inputs' unbound dims");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");
     c->add_option("--threading", o->threading,

@@ -14,13 +14,55 @@ namespace loom::cli {
 
 namespace fs = std::filesystem;
 
-Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes) {
-    Graph g = import_onnx(path);
+namespace {
+
+// Binds each input that still has unknown dims, and that \p b does not bind whole, to the shape of
+// its .npy file in \p dir (when there is one: make_inputs names a missing file).
+void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
+    std::map<std::string, std::pair<int64_t, std::string>> symbol_sizes;  // symbol -> (size, file)
+    for (const auto &name : g.inputs) {
+        const ValueInfo &vi = g.value(name);
+        bool unknown = std::any_of(vi.shape.begin(), vi.shape.end(), [](int64_t d) { return d < 0; });
+        fs::path p = fs::path(dir) / (name + ".npy");
+        if (!unknown || b.count(name) || !fs::exists(p)) continue;
+        Shape file_shape = read_npy(p.string()).shape();
+        std::vector<std::string> dims;
+        for (size_t d = 0; d < vi.shape.size(); d++)
+            dims.push_back(vi.shape[d] >= 0 ? std::to_string(vi.shape[d])
+                           : d < vi.symbols.size() && !vi.symbols[d].empty() ? vi.symbols[d] : "?");
+        std::string declared;
+        for (size_t d = 0; d < dims.size(); d++) declared += (d ? "x" : "") + dims[d];
+        user_check(file_shape.size() == vi.shape.size(), p.string(), ": shape ", shape_str(file_shape), " has rank ",
+                   file_shape.size(), " but input '", name, "' is ", declared, " (rank ", vi.shape.size(),
+                   "); write the file with that rank");
+        for (size_t d = 0; d < vi.shape.size(); d++) {
+            if (vi.shape[d] >= 0 || d >= vi.symbols.size() || vi.symbols[d].empty()) continue;
+            const std::string &sym = vi.symbols[d];
+            if (b.count(sym)) continue;  // bound by a flag: make_inputs checks the file against it
+            auto [it, fresh] = symbol_sizes.emplace(sym, std::make_pair(file_shape[d], p.string()));
+            user_check(fresh || it->second.first == file_shape[d], "--inputs ", dir, ": dim '", sym, "' is ",
+                       it->second.first, " in ", it->second.second, " but ", file_shape[d], " in ", p.string(),
+                       "; make the files agree or bind it with --input ", sym, "=N");
+        }
+        b[name] = file_shape;
+    }
+}
+
+}  // namespace
+
+Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
+                    const std::string &inputs_dir) {
     PrepareOptions opts;
     opts.dump = dump_passes;
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
+    if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
     return g;
+}
+
+Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
+                 const std::string &inputs_dir) {
+    return prepare_model(import_onnx(path), input_flags, dump_passes, inputs_dir);
 }
 
 std::map<std::string, Tensor> make_inputs(const Graph &g, const std::string &dir, uint64_t seed) {

@@ -1,8 +1,12 @@
 #include "codegen/aot.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc 2.28)
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +22,7 @@
 #include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
 #include "codegen/streaming_stores.h"
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -26,10 +31,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_text(const fs::path &p, const std::string &text) {
-    std::ofstream f(p, std::ios::binary);
-    f << text;
-    user_check(bool(f), "cannot write ", p.string());
+void write_text(const fs::path &p, const std::string &text) { write_file_atomically(p.string(), text); }
+
+// Puts the finished build \p tmp at \p out. An existing artifact is swapped with it in one
+// rename (RENAME_EXCHANGE), so that at no moment, even if the process is killed, \p out is missing
+// or half-written; the old one is then removed.
+void replace_directory(const fs::path &tmp, const fs::path &out) {
+    if (!fs::exists(out)) {
+        fs::rename(tmp, out);
+        return;
+    }
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+        fs::remove_all(tmp);  // now the old artifact
+        return;
+    }
+    // A file system without RENAME_EXCHANGE: two renames, the old artifact kept until the new is in place.
+    fs::path old = out.parent_path() / (out.filename().string() + ".old-" + std::to_string(getpid()));
+    fs::rename(out, old);
+    fs::rename(tmp, out);
+    fs::remove_all(old);
+}
+
+// Removes the `<out>.tmp-PID` / `<out>.old-PID` folders that a killed `loom compile` left beside
+// \p out (PID no longer running); a live compile's folders are left alone.
+void remove_stale_builds(const fs::path &out) {
+    std::error_code ec;
+    const std::string base = out.filename().string();
+    for (const auto &e : fs::directory_iterator(out.parent_path(), ec)) {
+        std::string n = e.path().filename().string();
+        for (const char *tag : {".tmp-", ".old-"}) {
+            std::string prefix = base + tag;
+            if (n.rfind(prefix, 0) != 0) continue;
+            std::string pid = n.substr(prefix.size());
+            if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+            if (::kill((pid_t)std::stol(pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+        }
+    }
 }
 
 std::string read_text(const fs::path &p) {
@@ -204,6 +241,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
     for (const auto &s : lowered.input_shapes)
         for (auto d : s) user_check(d > 0, "loom compile: input shapes must be static; bind symbolic dims with --input");
 
+    remove_stale_builds(out);
     fs::path tmp = out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
     fs::remove_all(tmp);
     fs::create_directories(tmp);
@@ -331,14 +369,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
         if (extra) extra(tmp.string());
 
-        if (fs::exists(out)) {
-            fs::path old = out.parent_path() / (out.filename().string() + ".old-" + std::to_string(getpid()));
-            fs::rename(out, old);
-            fs::rename(tmp, out);
-            fs::remove_all(old);
-        } else {
-            fs::rename(tmp, out);
-        }
+        replace_directory(tmp, out);
         a.dir = out.string();
         a.static_lib = (out / ("lib" + name + ".a")).string();
         a.shared_lib = (out / ("lib" + name + ".so")).string();

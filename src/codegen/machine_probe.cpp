@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "graph/atomic_file.h"
+#include "graph/error.h"
+
 namespace loom {
 
 namespace {
@@ -257,20 +260,20 @@ void write_machine_file(const std::string &path, const MachineInfo &m) {
         ::mkdir(dir.substr(0, p).c_str(), 0755);
         if (p != std::string::npos) p++;
     }
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream f(tmp);
-        if (!f) return;
-        f << "# loom machine model (src/codegen/machine_probe.h); delete to re-probe\n"
-          << "copy_gbps=" << m.copy_gbps << "\n"
-          << "gflops=" << m.gflops << "\n"
-          << "cores=" << m.cores << "\n"
-          << "l2_bytes=" << m.l2_bytes << "\n"
-          << "llc_bytes=" << m.llc_bytes << "\n"
-          << "simd=" << m.simd << "\n"
-          << "cpu=" << m.cpu << "\n";
+    std::ostringstream f;
+    f << "# loom machine model (src/codegen/machine_probe.h); delete to re-probe\n"
+      << "copy_gbps=" << m.copy_gbps << "\n"
+      << "gflops=" << m.gflops << "\n"
+      << "cores=" << m.cores << "\n"
+      << "l2_bytes=" << m.l2_bytes << "\n"
+      << "llc_bytes=" << m.llc_bytes << "\n"
+      << "simd=" << m.simd << "\n"
+      << "cpu=" << m.cpu << "\n";
+    // A cache that cannot be written is measured again next time; it is no error.
+    try {
+        write_file_atomically(path, f.str());
+    } catch (const UserError &) {
     }
-    std::rename(tmp.c_str(), path.c_str());
 }
 
 MachineInfo probe_machine(bool force, const std::string &path) {

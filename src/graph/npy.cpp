@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -231,26 +232,6 @@ std::string serialize_npy(const Tensor &t) {
     return out;
 }
 
-void write_npy(const std::string &path, const Tensor &t) {
-    std::string bytes = serialize_npy(t);
-    std::string tmp = str_cat(path, ".tmp", ::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        user_check(bool(out), path, ": cannot write .npy file (", std::strerror(errno),
-                   "); check that the directory exists and is writable");
-        out.write(bytes.data(), (std::streamsize)bytes.size());
-        out.flush();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw UserError(str_cat(path, ": writing .npy file failed (disk full?)"));
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        std::remove(tmp.c_str());
-        throw UserError(str_cat(path, ": cannot move the written .npy file into place (",
-                                std::strerror(err), ")"));
-    }
-}
+void write_npy(const std::string &path, const Tensor &t) { write_file_atomically(path, serialize_npy(t)); }
 
 }  // namespace loom

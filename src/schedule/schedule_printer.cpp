@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "graph/atomic_file.h"
 #include "graph/error.h"
 
 namespace loom {
@@ -45,11 +46,6 @@ std::string print_schedule(const Schedule &s) {
     return out;
 }
 
-void write_schedule_file(const std::string &path, const Schedule &s) {
-    std::ofstream out(path);
-    user_check(bool(out), "cannot write schedule file '", path, "'");
-    out << print_schedule(s);
-    user_check(bool(out), "error writing schedule file '", path, "'");
-}
+void write_schedule_file(const std::string &path, const Schedule &s) { write_file_atomically(path, print_schedule(s)); }
 
 }  // namespace loom

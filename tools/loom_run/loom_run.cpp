@@ -15,6 +15,7 @@
 // (codegen/cuda_graph_glue.h): the run after timing, outputs poisoned again, checks the replay;
 // --no-graphs times direct runs instead.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -400,10 +401,25 @@ int main(int argc, char **argv) {
     printf("RESULT %s mode=%s ok=%d median_ms=%.5f min_ms=%.5f bytes=%zu GB/s=%.1f reps=%d context=%s\n", n.c_str(),
            mode.c_str(), ok ? 1 : 0, med, mn, bytes, gbs, (int)times.size(), context_note.c_str());
     if (!json.empty()) {
-        std::ofstream j(json);
-        j << "{\"name\": \"" << n << "\", \"mode\": \"" << mode << "\", \"ok\": " << (ok ? "true" : "false")
-          << ", \"median_ms\": " << med << ", \"min_ms\": " << mn << ", \"bytes\": " << bytes
-          << ", \"context\": \"" << context_note << "\"}\n";
+        // A temporary name, then a rename: a reader never sees half a file (this tool links no Loom library).
+        std::string tmp = json + ".tmp." + std::to_string(getpid());
+        {
+            std::ofstream j(tmp);
+            j << "{\"name\": \"" << n << "\", \"mode\": \"" << mode << "\", \"ok\": " << (ok ? "true" : "false")
+              << ", \"median_ms\": " << med << ", \"min_ms\": " << mn << ", \"bytes\": " << bytes
+              << ", \"context\": \"" << context_note << "\"}\n";
+            j.close();
+            if (!j) {
+                std::remove(tmp.c_str());
+                fprintf(stderr, "error: cannot write %s\n", json.c_str());
+                return 1;
+            }
+        }
+        if (std::rename(tmp.c_str(), json.c_str()) != 0) {
+            std::remove(tmp.c_str());
+            fprintf(stderr, "error: cannot write %s\n", json.c_str());
+            return 1;
+        }
     }
     return ok ? 0 : 3;
 }
