@@ -108,7 +108,8 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
     ps.add("compute_at", {at_func, at_var}).add("vectorize", {u, V});
     if (row_tile) {
         // Halide stores the first pure var innermost: with several rows that interleaves them,
-        // and every vector of partials becomes a strided gather (2-3x slower).
+        // and every vector of partials becomes a strided gather
+        // (bench/DECISIONS.md#d12-row-tiles-for-row-broadcast-reads).
         Args order = {u};
         for (const auto &v : lf(s).vars) order.push_back(v);
         ps.add("reorder_storage", order);
