@@ -430,11 +430,11 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
 
 // The output pass of a row kernel whose statistics are computed per row (a LayerNorm: mean and
 // variance at the output's row, the row then read from cache) reads nothing from memory, and the
-// core's memory reads idle until the next row's first statistic misses on it: prefetch the next
-// row (tile) in that pass (bench/DECISIONS.md#d14-prefetch-next-row). Only where the kernel's
-// bytes come from past the L2s, rows are whole
-// (depth r - 1, so that the next row is the next in memory) and at least 1 KiB, and the output
-// reads a graph input point for point (Softmax's reads its exponentials; prefetch_next_row there).
+// core's memory reads idle until the next row's first statistic misses on it: prefetch the next row
+// (tile) in that pass (bench/DECISIONS.md#d14-prefetch-next-row). Only where the kernel's bytes
+// come from past the L2s, rows are whole (depth r - 1, so that the next row is the next in memory)
+// and at least 1 KiB, and the output reads a graph input point for point (Softmax's reads its
+// exponentials; prefetch_next_row there).
 bool Ctx::prefetches_next_tile() const {
     const std::string &R = k.root;
     const LoweredFunc &L = lf(R);

@@ -149,18 +149,17 @@ void Ctx::gemm() {
     // dot-product form (k in lanes, rfactor) is far slower, so it is not used
     // (bench/DECISIONS.md#d23-gemm-micro-kernel).
     GemmTile gt = gemm_tile(f, true, m, knobs);
-    // A GEMM with no epilogue whose micro-kernel strips of A and B (MR x K, K x NR) fit in half
-    // of L1 is computed per micro-kernel tile of a wrapper `<gemm>_out` (`in()`; an output's
-    // wrapper is realized in its place): its initial value, k loop and store stay in registers.
-    // Computed at root, its initial value was a pass of its own over the output, and the short k
-    // loop of every micro-kernel loaded and stored its accumulators
-    // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper). A longer k
-    // takes the epilogue's cache blocking under the wrapper where the root GEMM's columns are
-    // ragged (no multiple of its micro-kernel or panel: the root path then steps one guarded vector
-    // at a time; the wrapper's tiles shift inwards). Where they divide, blocking under a wrapper
-    // is no faster than the root path (bench/DECISIONS.md#d28-ragged-gemm-under-wrapper). Not with
-    // too few row tiles for the cores (a
-    // batch-1 Linear: its column panels are the tasks, below).
+    // A GEMM with no epilogue whose micro-kernel strips of A and B (MR x K, K x NR) fit in half of
+    // L1 is computed per micro-kernel tile of a wrapper `<gemm>_out` (`in()`; an output's wrapper
+    // is realized in its place): its initial value, k loop and store stay in registers. Computed at
+    // root, its initial value was a pass of its own over the output, and the short k loop of every
+    // micro-kernel loaded and stored its accumulators
+    // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper). A longer k takes the
+    // epilogue's cache blocking under the wrapper where the root GEMM's columns are ragged (no
+    // multiple of its micro-kernel or panel: the root path then steps one guarded vector at a time;
+    // the wrapper's tiles shift inwards). Where they divide, blocking under a wrapper is no faster
+    // than the root path (bench/DECISIONS.md#d28-ragged-gemm-under-wrapper). Not with too few row
+    // tiles for the cores (a batch-1 Linear: its column panels are the tasks, below).
     const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores);
     const bool short_k = K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
     const GemmTile root_tile = epilogue ? GemmTile{} : gemm_tile(f, false, m, knobs);
@@ -422,17 +421,17 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 
 // Output channels vectorized, for a conv whose weights lowering blocked by channel
 // (LoweredFunc::conv_weight_block, [C_out/16][C_in][kH][kW][16]): a tile of NP (w) x NH (rows)
-// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads
-// the block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The
-// conv is computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a
-// graph output's wrapper is realized in its place;
-// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper),
-// stored channels innermost so that its accumulators are whole vectors; the epilogue or the
-// wrapper writes them to NCHW. Tasks are blocks of rows with every channel block inside when
-// the weights fit in half of L2 (channel_tile_rows_outer; the padded input is then computed
-// per task), else (n, channel block, row block) with the row blocks innermost, so consecutive
-// tasks reuse a channel block's weights from L2. Vectorizing over channels keeps every vector
-// full where the rows are short (bench/DECISIONS.md#d30-conv-channel-tiles).
+// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
+// block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
+// computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph
+// output's wrapper is realized in its place;
+// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper), stored channels innermost so that
+// its accumulators are whole vectors; the epilogue or the wrapper writes them to NCHW. Tasks are
+// blocks of rows with every channel block inside when the weights fit in half of L2
+// (channel_tile_rows_outer; the padded input is then computed per task), else (n, channel block,
+// row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
+// from L2. Vectorizing over channels keeps every vector full where the rows are short
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
 bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     const LoweredFunc &L = lf(F);
     if (!channel_tiled(fi(F), m)) return false;

@@ -56,9 +56,9 @@ struct SegmentBoundary {
     /// every dimension, and both sides of the cut are compiled for exactly that shape.
     std::vector<int> extents;
     /// Dimensions from the innermost in memory outwards: the producer's reorder_storage, kept
-    /// across the cut (Li2018 stores channels innermost; written NCHW instead, each side of the cut
-    /// ran against its layout), and the identity for a graph output, whose layout the caller's
-    /// buffer fixes.
+    /// across the cut (Li2018 stores channels innermost, and its schedule's reader of a buffer
+    /// written NCHW ran slower; bench/DECISIONS.md#d51-jit-segments), and the identity for a graph
+    /// output, whose layout the caller's buffer fixes.
     std::vector<int> storage_order;
     std::vector<int> strides;  ///< per dimension (Halide order), dense in storage_order
 };

@@ -139,8 +139,8 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // one group) as a GEMM per image through cuBLAS (LowerOptions::gemm_extern), or an undefined Func.
 // cuDNN's legacy API runs such convs as implicit GEMMs well below cuBLAS on small channel counts
 // (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm). A conv that cuDNN can fuse with its bias and a
-// sole ReLU keeps that one call (cudnn_conv). Arguments of
-// loom_cublas_conv1x1: x, w as a [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
+// sole ReLU keeps that one call (cudnn_conv). Arguments of loom_cublas_conv1x1: x, w as a
+// [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
     for (int d = 0; d < 2; d++)
