@@ -53,8 +53,8 @@ struct ScheduleKnobs {
     bool row_stats = true;     ///< compute row statistics per row of their consumer (else own kernel)
     int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: kTaskElems, 256K)
     double min_parallel_us = 0;  ///< a kernel with less estimated one-core work runs serially (0: kMinParallelMicros)
-    /// Unroll the 3x3 taps of a channel-tiled conv (10% per conv on the Xeon, 0-3% on ResNet-18 on
-    /// an EPYC); false keeps them loops: half the JIT compile time of ResNet-18 (11.1 -> 5.0 s).
+    /// Unroll the 3x3 taps of a channel-tiled conv (a little faster); false keeps them loops, which
+    /// halves the JIT compile time of a large CNN (bench/DECISIONS.md#d30-conv-channel-tiles).
     bool conv_unroll_taps = true;
     /// Non-temporal stores where the model streams a kernel's output (Ctx::stream_output); false:
     /// normal stores everywhere, for a machine where the tuner measures them faster.

@@ -22,8 +22,8 @@ struct FuncInfo {
     /// Calls of each producer Func per stage: [0] pure, [1+k] update k.
     std::vector<std::map<std::string, int>> calls;
     /// The constant Buffers (weights, biases) its definitions read, by name: their bytes. A kernel
-    /// reads each once (Kernel::bytes_read); a classifier's 2 MB of weights made its GEMV look like
-    /// 4 us of work, and it ran on one core.
+    /// reads each once (Kernel::bytes_read); uncounted, a classifier's weights made its GEMV look
+    /// too small to run in parallel (bench/DECISIONS.md#d5-weights-count-in-traffic).
     std::map<std::string, double> constant_bytes;
     /// Update 0: some read's innermost index uses the innermost RVar (a row reduction that
     /// vectorises by rfactor).
@@ -63,9 +63,7 @@ struct GemmTile {
 };
 
 /// Elements per parallel task of a kernel over rows (Ctx::rows_per_task), at most: 1 MB of f32, so
-/// that each core streams long runs of contiguous rows. 2048x4096 rows on the 2-core EPYC, paired
-/// (bench/layernorm_paired.sh, four copies each): Softmax 1.413 -> 1.276 ms and LayerNorm (one row at
-/// a time) 1.346 -> 1.260 with 64-row tasks instead of 8 (32K elements).
+/// that each core streams long runs of contiguous rows (bench/DECISIONS.md#d7-task-size).
 constexpr int64_t kTaskElems = 256 << 10;
 
 /// A CPU kernel whose estimated work on one core is below this many microseconds runs serially

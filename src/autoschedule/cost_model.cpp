@@ -349,9 +349,8 @@ struct Planner {
                 return;
             // A window's reduction read point for point (an AveragePool's sums, divided by the
             // output): computed per row of its reader, in L1, instead of its initial values, its
-            // sums and the reader's pass each going through memory. AveragePool 2x2/2 of
-            // [32, 64, 112, 112] on the 2-core EPYC, interleaved `loom bench`: 3.94 -> 2.24 ms
-            // (Mullapudi2016 2.39; fifteenth session).
+            // sums and the reader's pass each going through memory
+            // (bench/DECISIONS.md#d4-window-sums-per-row-of-reader).
             const size_t rank = f.lf->extents.size();
             if (depth == 0 && rank >= 2 && f.pure_lhs && same_extents(n, root) && cons.size() == 1 &&
                 *cons.begin() == root && fi(root).lf->is_pointwise && row_fits(root, rank - 1) &&
@@ -369,8 +368,7 @@ struct Planner {
         }
         // A row buffer lives in the kernel's row: as deep as its statistics' rows (a Softmax over
         // the last of [8, 12, 128, 128]: one 512-byte row, not the 786 KB block under the outer
-        // dim). Attention-shaped Softmax on the 2-core EPYC, interleaved `loom bench`: the
-        // exponentials inlined twice 0.333-0.337 ms, buffered per row 0.247-0.256 (fourteenth session).
+        // dim), so it stays in L1 (bench/DECISIONS.md#d2-row-buffer-for-costly-pointwise).
         auto buffer_fits = [&] {
             size_t depth = 0;
             for (const auto &c : cons)

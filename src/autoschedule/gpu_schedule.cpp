@@ -19,11 +19,11 @@ constexpr int kRowThreads = 256;   // threads per row in a row kernel / block re
 // Floats per thread access in a plain row kernel (softmax, LayerNorm): 8 bytes. Halide's PTX backend
 // caps store alignment at 8 bytes, so a 16-byte vector store becomes two 8-byte stores of packed
 // halves; 8-byte vectors store directly (`st.global.v2.f32`; the buffers are declared 16-byte
-// aligned, LowerOptions::buffer_alignment). H200 LayerNorm 8192x4096: 0.0720 -> 0.0708 ms (run 58).
+// aligned, LowerOptions::buffer_alignment; bench/DECISIONS.md#d37-gpu-row-kernel).
 constexpr int kRowVec = 2;
 constexpr int kGemmTile = 64;   // GEMM output tile per block (both dims)
 // Elements per block of a split (few-output) reduction: eight float4 loads per thread, one unrolled
-// group (H200, mse over 2^26: 8192 blocks 0.1326 ms, 2048 blocks 0.1343; RESULTS_GPU.md run 40).
+// group (bench/DECISIONS.md#d40-gpu-split-reduction-one-kernel).
 constexpr int kSplitChunk = kVec * kRowThreads * 8;
 // Fewest flops per point of a pointwise Func that a short-row kernel keeps per lane rather than
 // inlining into its two readers (softmax's exp(x - max) counts 11).
@@ -36,7 +36,8 @@ struct BlockCombine {
     /// wrapper (`in()`) that the next level reads. A Func computed at the block lives in shared
     /// memory, where LLVM cannot keep an accumulator in a register: each step is a shared store,
     /// the next load waits behind it (32 dependent round trips for the last level), and the
-    /// partials' init is a stage of its own with a barrier. H200 softmax 8192²: 0.1438 → 0.1354 ms.
+    /// partials' init is a stage of its own with a barrier
+    /// (bench/DECISIONS.md#d39-gpu-statistics-in-registers).
     bool registers = false;
 };
 
@@ -228,7 +229,7 @@ private:
         for (const auto &[c, br] : branches_) rows_[c];  // a concat with per-row inputs is a row kernel
         // In a kernel of short rows, a costly pointwise Func of the row's shape that a statistic and
         // the output both read (softmax's exponentials) is computed once per lane, in registers,
-        // instead of inlined into both. H200, run 126: softmax 262144x64 0.0424 -> 0.0385 ms.
+        // instead of inlined into both (bench/DECISIONS.md#d43-gpu-short-rows).
         for (const auto &[cn, stats] : rows_) {
             const LoweredFunc &c = *p_.find(cn);
             if (warp_rows(c).rows == 0) continue;
@@ -405,8 +406,8 @@ private:
     // every level, so that it is summed by log2(lanes) register shuffles with no block barrier and
     // no shared memory. The statistic itself is computed per lane over its keepdims var rounded up
     // to the lanes (Halide 14 cannot store a per-warp scalar outside a lane loop), and consumers
-    // read lane 0. H100, run 114: combined 0.2387 -> 0.2252 ms (block reduction with four
-    // barriers -> this).
+    // read lane 0. It replaces a block reduction with four barriers
+    // (bench/DECISIONS.md#d42-gpu-warp-segments).
     void warp_segment_kernel(Schedule &s, const LoweredFunc &c, const WarpRows &w) {
         const int lanes = w.lanes, vec = w.vec;
         int rank = (int)c.vars.size();
@@ -504,19 +505,19 @@ private:
         bool segmented = false;
         for (const auto &rn : rows_[c.name]) segmented |= segment_.count(rn) > 0;
         // A plain row (whole-row statistics, no Concat inputs): 8-byte vectors, 8 to 16 elements per
-        // thread, up to 512 threads, statistics combined in registers (BlockCombine). H200, runs
-        // 56-60: LayerNorm 8192x4096 512 threads x 8 elements 0.0697 ms (256 x 16: 0.0705); softmax
-        // 8192x8192 512 x 16 0.1339 ms (1024 x 8: 0.179).
+        // thread, up to 512 threads, statistics combined in registers (BlockCombine;
+        // bench/DECISIONS.md#d37-gpu-row-kernel).
         bool plain = !segmented && branches_[c.name].empty();
         int width = plain ? kRowVec : kVec;
         int v = n % width == 0 ? width : 1;
         // Otherwise 16 elements (four 16-byte vectors) per thread: 256 threads for rows of 4096, 512
-        // for 8192. Concat inputs keep it: split_stack 0.465 ms with 64 threads, 0.789 with 256.
+        // for 8192. Concat inputs keep it: more threads a row leave each with too little of the
+        // row (bench/DECISIONS.md#d41-gpu-segments-and-concat).
         int threads = (int)std::max<int64_t>(32, std::min<int64_t>(2 * kRowThreads, pow2_floor(n / (plain ? 8 : 16))));
         // A segmented row is short and latency-bound (two barriers per statistic for a few KB): each
         // thread takes a piece of two vectors when every segment splits evenly, so that half as many
-        // threads per row let twice as many rows share an SM. H200, run 30: combined 0.2553 → 0.2405
-        // ms with 8-element pieces (16: 0.2690).
+        // threads per row let twice as many rows share an SM
+        // (bench/DECISIONS.md#d41-gpu-segments-and-concat).
         int piece = v;
         if (segmented && v == kVec && n % (2 * kVec) == 0) {
             piece = 2 * kVec;
@@ -544,7 +545,7 @@ private:
         // Register budget: the kernel alternates loads with block barriers, so it wants every
         // resident block it can get, and ptxas alone takes a few registers more than that allows.
         // 512 threads at 32 registers fit 4 blocks (2048 threads) per SM; 256 threads at 40 fit 6
-        // (at 32 the LayerNorm row spills). H200, run 27: softmax 8192² 0.20 → 0.14 ms at 32.
+        // (at 32 the LayerNorm row spills; bench/DECISIONS.md#d37-gpu-row-kernel).
         if (!segmented && threads >= 256) st.add("gpu_max_registers", {(int64_t)(threads >= 512 ? 32 : 40)});
         s.statements.push_back(st);
         for (const auto &bn : branches_[c.name]) {
@@ -573,7 +574,7 @@ private:
             if (r.vars[d] == v) segs = r.extents[d];
         bool pieces = k % piece == 0 && (k / piece) * segs <= threads;
         // One thread per segment sums it in registers and stores it once (BlockCombine::registers).
-        // H200, run 64: combined 0.2410 -> 0.2261 ms, split_stack 0.2441 -> 0.2399 (8 -> 4 barriers).
+        // It halves the barriers (bench/DECISIONS.md#d39-gpu-statistics-in-registers).
         size_t w = in_registers(s, r.name, at, row, v);
         s.statements[w - 1].comments.push_back(
             "segment statistic: per block of " + at + ", " + std::to_string(segs) + " segments of " + std::to_string(k) +
@@ -754,7 +755,7 @@ private:
     // No shared-memory staging: the schedule language cannot wrap graph inputs or constant
     // weights with in(), so operand reuse across threads comes from L1.
     void gemm_kernel(Schedule &s, const LoweredFunc &c, const LoweredFunc &g) {
-        int ti = 4, tj = 4;  // H200, Linear 8192x1024x4096: 4x4 20.9 ms, 8x4 72.7 ms (RESULTS_GPU.md, run 6)
+        int ti = 4, tj = 4;  // 8x4 ran far slower (bench/DECISIONS.md#d44-gpu-gemm-and-conv-in-halide)
         if (const char *e = std::getenv("LOOM_GPU_GEMM_TILE")) {  // bench variants: "<ti>x<tj>"
             int a = 0, b = 0;
             if (std::sscanf(e, "%dx%d", &a, &b) == 2 && a > 0 && b > 0 && kGemmTile % a == 0 && kGemmTile % b == 0)
@@ -834,7 +835,7 @@ private:
     // splits exact (tile sizes are picked to divide the extents), so no producer reads past its input.
     void conv_kernel(Schedule &s, const LoweredFunc &c, const LoweredFunc &g) {
         int64_t C = c.extents[1], H = c.extents[2], W = c.extents[3];
-        int cr = 4, rw = 4;  // H200, conv_bn_relu 32x64x56x56: 4x4 0.462 ms, 8x2 0.466, 4x2 0.658 (RESULTS_GPU.md, run 9)
+        int cr = 4, rw = 4;  // the fastest tile tried (bench/DECISIONS.md#d44-gpu-gemm-and-conv-in-halide)
         if (const char *e = std::getenv("LOOM_GPU_CONV_TILE")) {  // bench variants: "<cr>x<rw>"
             int a = 0, b = 0;
             if (std::sscanf(e, "%dx%d", &a, &b) == 2 && a > 0 && b > 0) cr = a, rw = b;
@@ -926,7 +927,7 @@ private:
         // Few outputs: chunks of kSplitChunk elements, one block each. The block's partial is
         // computed inside the same kernel, at the block var of the output's update, which adds it
         // atomically: one kernel (plus the init), not a partials kernel and a combining kernel
-        // (H200, mse: 0.1442 -> 0.1343 ms, RESULTS_GPU.md run 40).
+        // (bench/DECISIONS.md#d40-gpu-split-reduction-one-kernel).
         int64_t chunk = std::min<int64_t>(kSplitChunk, (k + kRowThreads - 1) / kRowThreads * kRowThreads);
         std::string rv = r.update_rvars[0][0];
         std::string rb = ident(r, rv + "b"), rc = ident(r, rv + "c"), blk = r.name + "_blk";

@@ -30,8 +30,8 @@
 ///   per block, a 4×4 register tile per thread, k split into float4 lanes by rfactor (16-byte
 ///   operand loads); a single same-shaped pointwise consumer (bias/ReLU) is the kernel and the
 ///   product is computed inside its threads. Its pure producers are computed once (not inlined).
-///   No shared-memory staging (graph inputs and weights cannot be wrapped with in()); measured far
-///   below cuBLAS (bench/gpu/RESULTS_GPU.md).
+///   No shared-memory staging (graph inputs and weights cannot be wrapped with in()), so far
+///   below cuBLAS (bench/DECISIONS.md#d44-gpu-gemm-and-conv-in-halide).
 /// - A Func read by an extern stage (a cuBLAS GEMM or cuDNN conv, LowerOptions::gemm_extern /
 ///   conv_extern) is its own kernel; the extern is compute_root from lowering and never fused
 ///   across, its pointwise epilogue (bias, ReLU) is inlined into the next kernel like any pointwise

@@ -73,8 +73,8 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
     int V = lanes(s);
     int64_t ext = f.rvar_extents[0][0];
     // The widest partial (1-4 vectors) that still takes four steps, else two: the partials'
-    // horizontal combine costs about as much as the steps. split_stack's 64-wide LayerNorm
-    // segments: 16 lanes x 4 steps 4.15 ms, 32 lanes x 2 steps 4.50.
+    // horizontal combine costs about as much as the steps
+    // (bench/DECISIONS.md#d13-row-statistics-rfactor-steps).
     int U = 0;
     for (int steps : {4, 2}) {
         for (int mult : {4, 2, 1})
@@ -85,10 +85,9 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
         if (U) break;
     }
     // A reduction kernel's rows that no vector divides (an ArgMax over 1000 logits) take one vector
-    // of partials and a guarded last step; left alone, its max was a scalar loop. [8192, 1000] on
-    // the 2-core EPYC, interleaved `loom bench`: 1.96 -> 1.49 ms (Mullapudi2016 1.42). Not the
+    // of partials and a guarded last step; left alone, its max was a scalar loop. Not the
     // statistics of a row kernel (at_func another Func): LLVM vectorizes their loops over a row in
-    // L1 itself, faster (classifier Softmax 2.8-3.7 ms, against 3.5-3.9 rfactored; fifteenth session).
+    // L1 itself, faster (bench/DECISIONS.md#d21-ragged-row-reduction-one-guarded-vector).
     const bool ragged = U == 0 && at_func == s && ext >= (int64_t)V * 4;
     if (ragged) U = V;
     if (U == 0 || V < 2) return false;
@@ -109,7 +108,8 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
     ps.add("compute_at", {at_func, at_var}).add("vectorize", {u, V});
     if (row_tile) {
         // Halide stores the first pure var innermost: with several rows that interleaves them,
-        // and every vector of partials becomes a strided gather (2-3x slower).
+        // and every vector of partials becomes a strided gather
+        // (bench/DECISIONS.md#d12-row-tiles-for-row-broadcast-reads).
         Args order = {u};
         for (const auto &v : lf(s).vars) order.push_back(v);
         ps.add("reorder_storage", order);
@@ -124,8 +124,7 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
 // rfactor_rows needs one RVar a multiple of the vector, and left alone each output adds its values
 // one by one, a chain of dependent scalar adds. Fused, the RVars are one dense run; split by the
 // vector width (a guarded tail where it does not divide) and rfactored, each output sums one vector
-// of partials and combines it once. Mean over [64, 512, 14, 14] on the 2-core EPYC, interleaved
-// `loom bench`: 3.21-3.34 ms serial, 0.45 fused (Mullapudi2016 0.67; fourteenth session).
+// of partials and combines it once (bench/DECISIONS.md#d17-fused-rvars-rfactor).
 bool Ctx::rfactor_block(const std::string &s, const std::string &at_var) {
     const FuncInfo &f = fi(s);
     if (!f.has_update || !f.rvars_fuse_contiguous || !f.pure_lhs || f.rvar_extents.empty()) return false;
@@ -175,10 +174,9 @@ std::string Ctx::pure_loops(ScheduleStatement &st, const std::string &f, int dep
         int lanes1 = fit_lanes(V, n);
         if (n >= (int64_t)V * m.cores * 8) {
             // Two vectors per iteration: independent work to overlap (the latency of sin/cos
-            // polynomials, of loads from three streams). 2-core AVX-512, 2^24 elements:
-            // sin²+cos² 5.44 -> 4.75 ms, sigmoid(x*w+b) 8.37 -> 7.79 ms (bench/RESULTS.md).
-            // They need twice the registers: with AVX2's 16 the polynomials spill, and one vector
-            // is faster (2-core EPYC, AVX2 target: sin²+cos² 3.71 -> 3.43 ms, sigmoid even).
+            // polynomials, of loads from three streams). They need twice the registers: with
+            // AVX2's 16 the polynomials spill, and one vector is faster
+            // (bench/DECISIONS.md#d9-two-vectors-per-iteration).
             int W = m.vector_registers >= 32 ? 2 * V : V;
             int64_t chunk = (n + m.cores * 8 - 1) / (m.cores * 8);
             chunk = std::max<int64_t>(W * 2, (chunk + W - 1) / W * W);
@@ -261,13 +259,9 @@ void Ctx::comment_kernel(ScheduleStatement &st) {
 // a whole output row walks 4096 pages of x: each element a TLB miss. Instead tiles of kTransposeRows
 // values of the transposed var by one vector of the inner var, the producer's tile copied first
 // (`x.in(out)`, computed at the tile, vectorized along x's rows: dense loads) and gathered from L1.
-// Transpose 4096x4096 on the 2-core EPYC, interleaved `loom bench`: 57 ms vectorized, 4.3 ms
-// staged by tiles of 128 (64: 5.7, 256: 5.0; tiled without staging 10-13; Adams2019, which stages
-// x_read the same way, 7.5; fourteenth session). Only where the producer's rows are 256 bytes or
-// more and the kernel moves more than a quarter of the LLC: NHWC -> NCHW of [16, 56, 56, 64] (rows
-// of 64, 26 MB) 1.30 -> 0.65 ms, but NCHW -> NHWC of [16, 64, 56, 56] (rows of 56) 0.65 -> 1.02,
-// each tile too small to pay for its copy, and the Kᵀ of 96 batches of 128x64 (6 MB, in cache)
-// 0.84 -> 0.98 ms with the GEMM after it.
+// Only where the producer's rows are 256 bytes or more and the kernel moves more than a quarter of
+// the LLC: with shorter rows each tile is too small to pay for its copy, and a transpose that stays
+// in cache gathers cheaply anyway (bench/DECISIONS.md#d11-staged-transpose).
 bool Ctx::transposed_tile() {
     const std::string &R = k.root;
     const FuncInfo &f = fi(R);
@@ -401,12 +395,11 @@ void Ctx::rows_or_pointwise() {
 
 // Rows per tile of a row kernel whose output reads row-broadcast vectors (a LayerNorm's scale and
 // shift, through inlined members too): with one row at a time its output loop loads x, scale and
-// shift for every vector it stores, three loads a store, and on a 2-core EPYC (AVX-512: one 64-byte
-// load a cycle) that competes with the row's own memory time. T rows a tile (innermost under each
-// vector step) take 1 + 2/T loads a store; the statistics are computed for the tile, which stays in
-// L2 (T x row <= L2/8). LayerNorm 2048x4096 with scale and shift, bench/layernorm_paired.sh (four
-// copies of each artifact, bench/RESULTS.md): one row 1.346 ms, 64-row tasks alone 1.260, tiles of
-// 4 1.228, of 8 1.109, of 16 1.191. Rows under 1024 elements are left alone (not measured).
+// shift for every vector it stores, three loads a store, and where a core issues one 64-byte load
+// a cycle that competes with the row's own memory time. T rows a tile (innermost under each vector
+// step) take 1 + 2/T loads a store; the statistics are computed for the tile, which stays in L2
+// (T x row <= L2/8; bench/DECISIONS.md#d12-row-tiles-for-row-broadcast-reads). Rows under 1024
+// elements are left alone (not measured).
 int64_t Ctx::row_tile(int depth, int64_t per) const {
     const std::string &R = k.root;
     const auto &e = lf(R).extents;
@@ -421,14 +414,12 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
         has_stats |= d->placement == Placement::Row && fi(f).has_update;
     }
     const int64_t row = e.back(), rows = (int64_t)prod(e, 0, depth);
-    // With 16 vector registers the tile's per-row statistics and the unrolled rows spill: AVX2
-    // target, same machine, interleaved `loom bench`: one row 1.53 ms, tiles of 2-8 1.64-1.68.
+    // With 16 vector registers the tile's per-row statistics and the unrolled rows spill, and
+    // one row is faster.
     if (reads == 0 || !has_stats || row < 1024 || m.vector_registers < 32) return 1;
     // A kernel that prefetches its next tile (prefetches_next_tile) takes at most 4 rows: 8 rows
-    // of prefetch pass through a 48 KiB L1 ahead of the tile they would follow. The same
-    // LayerNorm, interleaved `loom bench` (fourteenth session): streamed, tiles of 8 1.33-1.36 ms
-    // against 4 prefetched 1.21-1.24 (slow memory phase); normal stores, tiles of 8 1.22 ms, of 8
-    // prefetched 1.14, of 4 prefetched 1.04-1.07 (fast phase; 1.74, 1.61, 1.23 in the slow one).
+    // of prefetch pass through a 48 KiB L1 ahead of the tile they would follow
+    // (bench/DECISIONS.md#d14-prefetch-next-row).
     const int64_t most = prefetches_next_tile() ? 4 : 8;
     for (int64_t T : {8, 4, 2})
         if (T <= most && (per == 0 || per % T == 0) && rows % T == 0 &&
@@ -439,12 +430,11 @@ int64_t Ctx::row_tile(int depth, int64_t per) const {
 
 // The output pass of a row kernel whose statistics are computed per row (a LayerNorm: mean and
 // variance at the output's row, the row then read from cache) reads nothing from memory, and the
-// core's memory reads idle until the next row's first statistic misses on it: prefetch the next
-// row (tile) in that pass. LayerNorm 8192x768 on the 2-core EPYC, interleaved `loom bench`: 1.18-1.21
-// -> 0.60-0.62 ms streamed, 1.26 -> 0.64 with normal stores; 32x128x768 0.57 -> 0.28 ms
-// (fourteenth session). Only where the kernel's bytes come from past the L2s, rows are whole
-// (depth r - 1, so that the next row is the next in memory) and at least 1 KiB, and the output
-// reads a graph input point for point (Softmax's reads its exponentials; prefetch_next_row there).
+// core's memory reads idle until the next row's first statistic misses on it: prefetch the next row
+// (tile) in that pass (bench/DECISIONS.md#d14-prefetch-next-row). Only where the kernel's bytes
+// come from past the L2s, rows are whole (depth r - 1, so that the next row is the next in memory)
+// and at least 1 KiB, and the output reads a graph input point for point (Softmax's reads its
+// exponentials; prefetch_next_row there).
 bool Ctx::prefetches_next_tile() const {
     const std::string &R = k.root;
     const LoweredFunc &L = lf(R);
@@ -472,9 +462,8 @@ bool Ctx::prefetches_next_tile() const {
 // whose rows are whole vectors (so that every vector store is aligned), on x86; and only a row or
 // pointwise kernel, which writes each row front to back so that consecutive stores fill whole lines
 // (a GEMM's tile writes a short piece of each row at a time, and an AVX2 vector is half a line: a
-// partly written line leaves the write-combining buffer as a slow partial write).
-// LayerNorm 2048x4096 on the 2-core AVX-512 EPYC, interleaved `loom bench`: 1.50 -> 1.06 ms in the
-// fast memory phase, 1.78 -> 1.48 in the slow one.
+// partly written line leaves the write-combining buffer as a slow partial write;
+// bench/DECISIONS.md#d15-streaming-stores).
 bool Ctx::streams_output() const {
     const std::string &R = k.root;
     return knobs.streaming_stores && (k.kind == "rows" || k.kind == "pointwise") &&
@@ -506,13 +495,12 @@ void Ctx::stream_output(size_t first) {
 // A costly pointwise Func buffered per row (Softmax's exponentials) computes from L1 while this
 // core's memory traffic idles: prefetch the same columns of the next row of each input it reads
 // (through inlined producers), one vector step ahead per step, so the next row's first pass finds
-// it in cache. NonFaulting: past the last row the hint reads nothing. softmax_rows 2048x4096 on a
-// 2-core EPYC, paired: 2.09 -> 1.69 ms; a cheap pass (LayerNorm's output) gained nothing.
+// it in cache. NonFaulting: past the last row the hint reads nothing. Only for a costly pass: a
+// cheap one (LayerNorm's output) gained nothing (bench/DECISIONS.md#d14-prefetch-next-row).
 void Ctx::prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv) {
     const LoweredFunc &L = lf(f);
     // Not for short rows: a 512-byte row ahead is inside what the hardware prefetcher fetches
-    // anyway, and the hint only costs (attention-shaped Softmax, rows of 128: 0.274-0.282 ms
-    // buffered against 0.319-0.334 buffered and prefetched; fourteenth session).
+    // anyway, and the hint only costs.
     if (L.flops_per_point < kPrefetchMinFlops || L.extents.empty() || L.extents.back() * fi(f).esize < kMinPrefetchRowBytes)
         return;
     prefetch_rows_ahead(st, f, lv, 1, str_cat("the next row while it computes (", L.flops_per_point, " flops a point)"));
@@ -568,8 +556,8 @@ void Ctx::reduction() {
     if (f.points >= m.cores * 4) {
         const std::string row = pure_loops(st, F, 1);
         const std::string &inner = v[r - 1];
-        // The update's rows go to the threads in tasks of several rows, as pure_loops sizes them
-        // (sum_prologue, a task per row of 4096 terms: 2.14-2.24 -> 1.99-2.01 ms).
+        // The update's rows go to the threads in tasks of several rows, as pure_loops sizes them:
+        // a task per row costs more than the row (bench/DECISIONS.md#d7-task-size).
         double terms = prod(e, 1, e.size());
         for (int64_t x : f.rvar_extents[0]) terms *= (double)x;
         int64_t per = e[0] >= 2 ? rows_per_task((double)e[0], terms) : 1;
@@ -590,9 +578,8 @@ void Ctx::reduction() {
             // A graph output larger than L2 (a pool's window over a big tensor) is computed per
             // row of its wrapper (realized in its place): the initial value and the window's
             // taps in the row, in L1, and one store, where at root the initial value was a pass
-            // of its own over the output and the update read it back. MaxPool 3x3/2 of
-            // [32, 64, 112, 112] on the 2-core EPYC, interleaved `loom bench`: 4.19 -> 3.47 ms
-            // (fifteenth session; Mullapudi2016 7.54).
+            // of its own over the output and the update read it back
+            // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper).
             const bool wrap = knobs.tile_wrappers && lf(F).is_output && !vo.empty() && r >= 2 &&
                               f.points * f.esize > (double)m.l2_bytes;
             if (wrap) {
@@ -610,9 +597,9 @@ void Ctx::reduction() {
                 if (int lv = fit_lanes(V, e[r - 1])) fs.add("vectorize", {v[r - 1], lv});
             } else if (!vo.empty()) {
                 // The outermost var with work for every core; past dims of extent 1 (a keepdims
-                // [1, N] column sum, a batch-1 pool), the next, or the strips. Sum down 4096x4096
-                // keeping dims on the 2-core EPYC, interleaved `loom bench`: 2.10 -> 1.27 ms; it
-                // and ResNet-18's batch-1 MaxPool ran serially (fifteenth session).
+                // [1, N] column sum, a batch-1 pool), the next, or the strips: a unit dim as the
+                // parallel loop runs the kernel on one core
+                // (bench/DECISIONS.md#d8-parallel-loop-skips-unit-dims).
                 std::string par = vo;
                 for (int d = 0; d + 1 < r; d++) {
                     if (e[d] >= 2 * std::max(1, m.cores)) {
@@ -670,8 +657,8 @@ void Ctx::reduction() {
                 break;
             }
         // Accuracy: each accumulator (chunk × vector lane) adds at most kMaxSerialTerms values,
-        // so the float error of a long sum stays near that of a cascade sum. mse over 2^24
-        // with 16 chunks: 65536 terms per lane, rel error 8.8e-6 against the 1e-5 bound.
+        // so the float error of a long sum stays near that of a cascade sum
+        // (bench/DECISIONS.md#d16-split-reduction-accumulator-bound).
         int64_t lanes = f.inner_rvar_contiguous ? V : 1;
         int64_t need = (n + lanes * kMaxSerialTerms - 1) / (lanes * kMaxSerialTerms);
         if (cnt > 0 && cnt < need) {
@@ -749,10 +736,9 @@ std::string Ctx::vectorize_update(ScheduleStatement &u, const std::string &f, st
     // Reductions down the outer dims (a max over the rows of a matrix, per column): a strip of one
     // vector walks thousands of rows a line and a page apart. A strip of several vectors, one
     // register accumulator each (half the registers), reads a longer run of every row, still with
-    // at least two strips a core. Max over the 4096 rows of 4096x4096 on the 2-core EPYC,
-    // interleaved `loom bench`: strips of 16 columns 5.3 ms, of 64 1.9, of 256 1.4 (fourteenth session).
-    // The same down the middle dim of a block in cache (a Softmax over axis 1 of [64, 128, 768],
-    // per 128 x 768 block: 1.82 -> 1.64 ms; fifteenth session); not a small window (a pool's taps).
+    // at least two strips a core (bench/DECISIONS.md#d19-column-reduction-strips). The same down
+    // the middle dim of a block in cache (a Softmax over axis 1;
+    // bench/DECISIONS.md#d18-middle-dim-statistic); not a small window (a pool's taps).
     const auto &rx = fi(f).rvar_extents[u.stage];
     double taps = 1;
     for (int64_t x : rx) taps *= (double)std::max<int64_t>(1, x);
@@ -777,8 +763,8 @@ std::string Ctx::vectorize_update(ScheduleStatement &u, const std::string &f, st
     u.add("reorder", reorder).add("vectorize", {vv});
     if (U > 1) u.add("unroll", {vu});
     // A small window (a pool's 3x3 taps) unrolled: the accumulator stays in a register and the
-    // taps' loads overlap, instead of a loop of 3 around a loop of 3 per vector. MaxPool 3x3/2 of
-    // [32, 64, 112, 112] on the 2-core EPYC, interleaved `loom bench`: 6.9-7.2 -> 4.3 ms.
+    // taps' loads overlap, instead of a loop of 3 around a loop of 3 per vector
+    // (bench/DECISIONS.md#d20-small-window-unroll).
     if (!rx.empty() && taps <= kMaxUnrolledTaps && U == 1)
         for (const auto &rv : lf(f).update_rvars[u.stage]) u.add("unroll", {rv});
     return vo;
@@ -806,8 +792,8 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
     else if (k.kind == "rows" || k.kind == "pointwise") c.rows_or_pointwise();
     else c.generic();
     c.stream_output(first);
-    // A kernel with less work than waking the thread pool costs runs on one core. The tiny
-    // transformer fixture (13 kernels of 1-6 us each, 2 cores): 0.070 ms parallel, 0.029 serial.
+    // A kernel with less work than waking the thread pool costs runs on one core
+    // (bench/DECISIONS.md#d6-tiny-kernels-serial).
     const double serial_us = k.est_ms * 1e3 * std::max(1, m.cores);
     const double min_us = knobs.min_parallel_us > 0 ? knobs.min_parallel_us : kMinParallelMicros;
     if (m.cores <= 1 || serial_us >= min_us || first == out.size()) return;

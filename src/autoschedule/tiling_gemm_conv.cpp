@@ -16,8 +16,9 @@ namespace {
 // k steps a GEMM micro-kernel unrolls (its update's innermost reduction loop).
 constexpr int kGemmKUnroll = 4;
 
-// Fewest reduction terms (input channels x taps) per output for Ctx::channel_tile: ResNet-18's
-// 1x1 shortcut with 64 input channels gains (0.14 -> 0.08 ms), a 3-channel 3x3 stem ran 10x slower.
+// Fewest reduction terms (input channels x taps) per output for Ctx::channel_tile: a 1x1 conv
+// with 64 input channels still gains, a 3-channel 3x3 stem does not
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
 constexpr int64_t kMinChannelTileTerms = 64;
 
 // Reduction terms per output point of update 0 (a conv's input channels x taps).
@@ -37,14 +38,14 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
         f.rvar_extents.empty())
         return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
-    // dominant: the cnn fixture's 3->16 stem took 0.17 ms tiled over channels, 0.05 along rows.
+    // dominant, and tiles along rows are faster.
     return reduction_terms(f) >= kMinChannelTileTerms;
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
 // with the padded input computed per row block (in cache); bigger weights are reused across row
-// blocks instead (row blocks inside channel blocks, the padded input whole). conv_bn_relu (4x64x56x56,
-// 147 KB of weights): 3.69 -> 2.71 ms; 512 channels at 7x7 (9.4 MB) keep channels outer.
+// blocks instead (row blocks inside channel blocks, the padded input whole; 512 channels at 7x7,
+// 9.4 MB, keep channels outer; bench/DECISIONS.md#d31-conv-channel-block-order).
 bool channel_tile_rows_outer(const FuncInfo &f, const MachineModel &m) {
     return (double)f.lf->extents[1] * (double)reduction_terms(f) * f.esize <= (double)m.l2_bytes / 2;
 }
@@ -145,20 +146,20 @@ void Ctx::gemm() {
     std::vector<std::string> fused_ = names_of(F);
     // j in vector lanes, i unrolled, k outermost in the tile: the accumulators stay in
     // registers. When B is stored [N, K] (a Linear layer) the B loads are gathers; a
-    // dot-product form (k in lanes, rfactor) measured 15-30x slower here, so it is not used.
+    // dot-product form (k in lanes, rfactor) is far slower, so it is not used
+    // (bench/DECISIONS.md#d23-gemm-micro-kernel).
     GemmTile gt = gemm_tile(f, true, m, knobs);
-    // A GEMM with no epilogue whose micro-kernel strips of A and B (MR x K, K x NR) fit in half
-    // of L1 is computed per micro-kernel tile of a wrapper `<gemm>_out` (`in()`; an output's
-    // wrapper is realized in its place): its initial value, k loop and store stay in registers.
-    // Computed at root, its initial value was a pass of its own over the output, and the short k
-    // loop of every micro-kernel loaded and stored its accumulators. Q Kᵀ of 96 x 128x64x128 on
-    // the 2-core EPYC, interleaved `loom bench`: 1.06 -> 0.89 ms (fifteenth session). A longer k
-    // takes the epilogue's cache blocking under the wrapper where the root GEMM's columns are
-    // ragged (no multiple of its micro-kernel or panel: the root path then steps one guarded vector
-    // at a time; the wrapper's tiles shift inwards): 256x768 -> 1000 3.78 -> 0.80 ms (Adams2019 3.29-3.49),
-    // the same GEMM with a bias epilogue 0.83. Where they divide, blocking under a wrapper measured
-    // no faster than the root path (transformer, mlp). Not with too few row tiles for the cores (a
-    // batch-1 Linear: its column panels are the tasks, below).
+    // A GEMM with no epilogue whose micro-kernel strips of A and B (MR x K, K x NR) fit in half of
+    // L1 is computed per micro-kernel tile of a wrapper `<gemm>_out` (`in()`; an output's wrapper
+    // is realized in its place): its initial value, k loop and store stay in registers. Computed at
+    // root, its initial value was a pass of its own over the output, and the short k loop of every
+    // micro-kernel loaded and stored its accumulators
+    // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper). A longer k takes the
+    // epilogue's cache blocking under the wrapper where the root GEMM's columns are ragged (no
+    // multiple of its micro-kernel or panel: the root path then steps one guarded vector at a time;
+    // the wrapper's tiles shift inwards). Where they divide, blocking under a wrapper is no faster
+    // than the root path (bench/DECISIONS.md#d28-ragged-gemm-under-wrapper). Not with too few row
+    // tiles for the cores (a batch-1 Linear: its column panels are the tasks, below).
     const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores);
     const bool short_k = K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
     const GemmTile root_tile = epilogue ? GemmTile{} : gemm_tile(f, false, m, knobs);
@@ -169,11 +170,9 @@ void Ctx::gemm() {
     // T: the Func whose tiles hold the GEMM's results (its epilogue, or its wrapper).
     const std::string T = wrap ? fresh(func_names, F + "_out") : R;
     // Such a tile is bound by its loads from L1: a k step loads NR/V vectors of B and broadcasts
-    // MR values of A into MR*NR/V FMAs. 4 x 4 vectors takes 8 loads for 16 FMAs, 8 x 2 vectors 10.
-    // Q Kᵀ of 96 x 128x64x128, interleaved `loom bench`: 0.68 -> 0.55 ms; attention x V of
-    // 96 x 128x128x64 (its B strip 32 KiB, up to 3/4 of L1): 0.86 -> 0.53 (fifteenth session).
-    // Not where B is an inlined transpose of its innermost dim (the keys' Kᵀ): its vectors are
-    // gathers, and four of them a step cost more (the transformer's attention: 1.95 -> 2.25 ms).
+    // MR values of A into MR*NR/V FMAs. 4 x 4 vectors takes 8 loads for 16 FMAs, 8 x 2 vectors 10
+    // (bench/DECISIONS.md#d27-per-tile-gemm-shape). Not where B is an inlined transpose of its
+    // innermost dim (the keys' Kᵀ): its vectors are gathers, and four of them a step cost more.
     bool b_gathers = false;
     for (const auto &pr : lf(F).producers) {
         const FuncDecision *d = plan.decision(pr);
@@ -229,8 +228,7 @@ void Ctx::gemm() {
             // Cache blocking (after BLIS/GotoBLAS): the epilogue's tile MC x NC holds the
             // GEMM's results; within it k runs in chunks of KC so that a B strip (KC x NR)
             // stays in L1 while the micro-kernel walks the MC rows, and A's block (MC x KC)
-            // and B's (KC x NC) stay in L2. Measured on linear_relu (512x1024x1024, 2 cores
-            // AVX-512): ~10 ms vs ~25 ms for the unblocked micro-kernel (k whole per tile).
+            // and B's (KC x NC) stay in L2 (bench/DECISIONS.md#d24-gemm-cache-blocking).
             int64_t KC = gt.KC;
             bool ksplit = KC < K;
             int64_t MC = gt.MC, NCt = gt.NCt;
@@ -282,7 +280,7 @@ void Ctx::gemm() {
             if (NR > V) sp(uji, jvo, jvi, V, false);
             sp(i, uio, uii, MR, MC % MR != 0);
             // Four k steps unrolled (the loop's own increments and the A/B address updates
-            // amortised): linear_relu 512x1024x1024 4.38 -> 3.94 ms; 2 or 8 steps no better.
+            // amortised; bench/DECISIONS.md#d23-gemm-micro-kernel).
             const int64_t kext = ksplit ? KC : K;
             const bool kunroll = kext % kGemmKUnroll == 0 && kext >= 2 * kGemmKUnroll && (!ksplit || K % KC == 0);
             std::string kio = fresh(uused, "kio"), kii = fresh(uused, "kii");
@@ -335,12 +333,10 @@ void Ctx::gemm() {
             u.add("reorder", ro).add("vectorize", {jvi}).add("unroll", {jvo}).add("unroll", {ii});
             if (kunroll) u.add("unroll", {kvi});
             // Too few row tiles for the cores: the column panels, or the column tiles, go to the
-            // threads. Linear 1x4096 -> 4096 on the 2-core EPYC, interleaved `loom bench`: one row
-            // tile on one core 1.13 ms, panels in parallel 0.61-0.62 (Adams2019 0.74-0.75;
-            // fourteenth session).
+            // threads, or one row tile would run on one core.
             // A batched GEMM with batches enough for the cores runs its outermost batch var in
-            // parallel: one fork and join, not one per batch around the row tiles (Q Kᵀ of 96
-            // batches of 128x64x128: 1.50 ms row tiles in parallel, against 0.84 for eager).
+            // parallel: one fork and join, not one per batch around the row tiles
+            // (bench/DECISIONS.md#d26-gemm-parallel-when-few-row-tiles).
             if (r > 2 && e[0] >= 2 * std::max(1, m.cores)) u.add("parallel", {v[0]});
             else u.add("parallel", {!few_rows ? io : block ? jb : jo});
         }
@@ -425,18 +421,17 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 
 // Output channels vectorized, for a conv whose weights lowering blocked by channel
 // (LoweredFunc::conv_weight_block, [C_out/16][C_in][kH][kW][16]): a tile of NP (w) x NH (rows)
-// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads
-// the block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The
-// conv is computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a
-// graph output's wrapper is realized in its place: Conv1x1 256 -> 256 of [16, 256, 28, 28] on the
-// 2-core EPYC, interleaved `loom bench`: 18.8 ms in row tiles, 5.4 through the wrapper),
-// stored channels innermost so that its accumulators are whole vectors; the epilogue or the
-// wrapper writes them to NCHW. Tasks are blocks of rows with every channel block inside when
-// the weights fit in half of L2 (channel_tile_rows_outer; the padded input is then computed
-// per task), else (n, channel block, row block) with the row blocks innermost, so consecutive
-// tasks reuse a channel block's weights from L2. Measured (2 cores, AVX-512, 3x3 convs,
-// standalone, GFLOP/s, against the rows-vectorized tiles): 512 ch 7x7 245 vs 81, 256 ch 14x14
-// 318 vs 147, 128 ch 28x28 306 vs 235, 64 ch 56x56 254 vs 247.
+// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
+// block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
+// computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph
+// output's wrapper is realized in its place;
+// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper), stored channels innermost so that
+// its accumulators are whole vectors; the epilogue or the wrapper writes them to NCHW. Tasks are
+// blocks of rows with every channel block inside when the weights fit in half of L2
+// (channel_tile_rows_outer; the padded input is then computed per task), else (n, channel block,
+// row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
+// from L2. Vectorizing over channels keeps every vector full where the rows are short
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
 bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     const LoweredFunc &L = lf(F);
     if (!channel_tiled(fi(F), m)) return false;
@@ -446,17 +441,16 @@ bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     const int64_t W = e[3], H = e[2];
     // A 1x1 conv (one tap: a GEMM over the input channels) takes two channel blocks and one row
     // of pixels: a step loads 2 weight vectors and broadcasts 7 inputs into 14 FMAs, where one
-    // block over two rows broadcasts 14 (15 loads). Conv1x1 256 -> 256 of [16, 256, 28, 28] on
-    // the 2-core EPYC, interleaved `loom bench`: 5.64 -> 4.62 ms; a 3x3 conv (conv_bn_relu) was
-    // no faster so (2.02 -> 2.10 ms; fifteenth session).
+    // block over two rows broadcasts 14 (15 loads). A 3x3 conv is no faster so
+    // (bench/DECISIONS.md#d30-conv-channel-tiles).
     const auto &re = fi(F).rvar_extents[0];
     const bool two_blocks = re.size() >= 3 && re[0] * re[1] == 1 && L.conv_weight_block == V &&
                             e[1] % (2 * L.conv_weight_block) == 0;  // AVX-512: a block is one vector
     const int B = L.conv_weight_block * (two_blocks ? 2 : 1);
     const int cvec = B / V;
-    // Pixels per tile: 14 accumulators, two rows of 7 (conv_bn_relu, 56x56: 3.66 ms, against
-    // 3.94 for one row of 14, 5.40 for 4 rows of 7; 7x7x512: 245 GFLOP/s, 4x4 pixels 63). Rows
-    // a divisor of W wide when one is near (no tail), else ShiftInwards tails.
+    // Pixels per tile: 14 accumulators, two rows of 7, which beat one row of 14 and four rows of 7
+    // (bench/DECISIONS.md#d30-conv-channel-tiles). Rows a divisor of W wide when one is near (no
+    // tail), else ShiftInwards tails.
     const int budget = std::max(1, std::min(14, m.vector_registers - 4) / cvec);
     const int row = two_blocks ? budget : std::max(1, budget / 2);
     int NP = (int)std::min<int64_t>(W, row);
@@ -484,8 +478,7 @@ bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     // Weights past L2 with enough channel blocks for every core: a task is a channel block, all
     // its row blocks inside, so each core streams its own blocks' weights from memory. With the
     // row blocks fused into the parallel loop, both cores took row blocks of one channel block at
-    // a time and waited on one weight stream (ResNet-18 on the 2-core EPYC, interleaved
-    // `loom bench`: 10.88 -> 10.13 ms; its 512-channel 3x3 convs at 7x7 0.84 -> 0.59-0.78 ms).
+    // a time and waited on one weight stream (bench/DECISIONS.md#d31-conv-channel-block-order).
     const bool block_tasks = !rows_outer && e[0] * (e[1] / B) >= 4 * std::max(1, m.cores);
     // Rows outer: tasks of up to 4 tile rows, at least 4 tasks per core where the image has them.
     const int64_t tile_rows = (H + NH - 1) / NH;
@@ -546,7 +539,8 @@ bool Ctx::channel_tile(const std::string &R, const std::string &F) {
     u.add("reorder", reorder).add("vectorize", {c, V});
     if (cvec > 1) u.add("unroll", {c});
     u.add("unroll", {w}).add("unroll", {h});
-    // The taps of a 3x3 (or smaller) kernel unrolled: 134-139 vs 121-128 GFLOP/s looped.
+    // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
+    // (bench/DECISIONS.md#d30-conv-channel-tiles).
     if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
     inline_members();
     return true;
@@ -555,8 +549,7 @@ bool Ctx::channel_tile(const std::string &R, const std::string &F) {
 // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
 // block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
 // step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
-// (n, channel block, rows) is parallel. Measured on conv_bn_relu (2 cores, AVX-512): 7 ms vs
-// 130 ms for the per-row schedule it replaces and 17 ms for Adams2019.
+// (n, channel block, rows) is parallel (bench/DECISIONS.md#d32-conv-under-epilogue).
 void Ctx::conv() {
     const std::string &R = k.root;
     std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
@@ -565,8 +558,7 @@ void Ctx::conv() {
     // A depthwise conv that is a graph output is computed per row of a channel block of its
     // wrapper (realized in its place): its initial value and taps in the row, one store of the
     // result, where at root the initial value was a pass of its own over the output and the
-    // update re-read it. [16, 128, 56, 56] on the 2-core EPYC, interleaved `loom bench`: 2.42 ->
-    // 1.92 ms (fifteenth session; as the row blocks of an epilogue, all channels inside, 3.19).
+    // update re-read it (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
     const bool wrap = R == F && lf(F).is_output && depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers;
     const std::string T = wrap ? fresh(func_names, F + "_out") : R;
     if (wrap) {
@@ -632,8 +624,8 @@ void Ctx::conv() {
         Args wsplit = {w, wo, wi, WT};
         // The conv's row is a buffer of its own per row of the wrapper, so a tile past its end is
         // rounded up (computed into the rounded allocation, never copied out) where the reads past
-        // the row stay in bounds; guarded, the last tile's vectors were masked or scalar. [16, 128,
-        // 56, 56], 56 = 32 + 24, on the 2-core EPYC, interleaved `loom bench`: 2.03 -> 1.90 ms.
+        // the row stay in bounds; guarded, the last tile's vectors were masked or scalar
+        // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
         const bool round_up = W % WT != 0 && p.rows_extend_safely(F);
         if (round_up) u.comments.push_back(str_cat(F, ": its ", W, "-wide rows rounded up to whole tiles of ", WT,
                                                     " (the wrapper copies the row out)"));
@@ -658,9 +650,8 @@ void Ctx::conv() {
         // HT rows x CB channels, HT*CB = 8 accumulators, so each weight broadcast serves HT
         // vectors and each input vector CB FMAs. Work is parallel over (n, row block) with
         // the channel blocks inside, so the padded input's rows for a block are computed
-        // there once (in L1/L2) rather than materialised in a kernel of their own. Measured
-        // on conv_bn_relu (4x64x56x56, 3x3, 2 cores AVX-512): 3.3 ms vs 4.8 ms for 32x8
-        // tiles parallel over (n, c block, h) with a root pad, vs 3.8-7.9 ms for Adams2019.
+        // there once (in L1/L2) rather than materialised in a kernel of their own
+        // (bench/DECISIONS.md#d32-conv-under-epilogue).
         int64_t H = e[2];
         int HT = H >= 2 ? 2 : 1;
         int CB2 = C % 4 == 0 ? 4 : C % 2 == 0 ? 2 : 1;
@@ -747,10 +738,10 @@ void Ctx::conv() {
         // No epilogue: the update's own splits. A row narrower than a vector and no multiple of
         // the tile is one vector rounded up (RoundUp: the last columns are computed into the
         // padded allocation and never read) where the conv is not a graph output; guarded
-        // (GuardWithIf), the tail columns ran as scalar code. ResNet-18 on 2 cores, its 7- and
-        // 14-wide rows: 70.6 -> 33-41 ms. Wider rows keep the guard: rounding their 28-, 56- and
-        // 112-wide rows up as well took it to 53-114 ms. Only where every read past the row stays
-        // in bounds (LoweredPipeline::rows_extend_safely).
+        // (GuardWithIf), the tail columns ran as scalar code. Wider rows keep the guard: rounding
+        // them up too computes more padding than it saves
+        // (bench/DECISIONS.md#d33-narrow-conv-rows-round-up). Only where every read past the row
+        // stays in bounds (LoweredPipeline::rows_extend_safely).
         const bool round_up = !lf(F).is_output && vl && W < V && W % WT != 0 && p.rows_extend_safely(F);
         if (round_up) {
             while (WT < W) WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
@@ -794,8 +785,8 @@ void Ctx::conv() {
         if (vl && nvec > 1) u.add("unroll", {wvo});
         if (CB > 1) u.add("unroll", {ci});
         u.add("parallel", {CB > 1 ? co : c});
-        // Depthwise [16, 128, 56, 56] on the 2-core EPYC, interleaved `loom bench`: padded input at
-        // root 3.38-3.39 ms, per channel block 2.45-2.56 (Mullapudi2016 3.64-3.74; fourteenth session).
+        // The padded input per channel block, in cache, not a pass of its own at root
+        // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
         place_pads(F, F, CB > 1 ? co : c, "channel block of " + F + " (a depthwise conv reads its own channels)");
     }
     inline_members();
@@ -806,8 +797,8 @@ void Ctx::conv() {
 // rounded up where T is no graph output and the reads past the row stay in bounds: a 14-wide row is
 // one vector, not 8 lanes plus a part), the taps unrolled; the padded input is computed per task,
 // so its border test runs once per point instead of once per tap, and tasks are not single rows.
-// MobileNetV2 on the 2-core EPYC, interleaved `loom bench`: 4.78 -> 3.96 ms (its depthwise convs
-// at 7-28 wide had run 5-12x slower than their estimates as tasks of one row of 8 channels).
+// Tasks of one row of 8 channels ran far slower than their estimates
+// (bench/DECISIONS.md#d35-depthwise-conv-under-epilogue).
 void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F) {
     const auto &v = lf(F).vars;
     const auto &e = lf(F).extents;
@@ -883,8 +874,8 @@ GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, cons
     t.MR = (int)std::min<int64_t>({knobs.gemm_mr > 0 ? knobs.gemm_mr : 8, t.M, max_mr});
     t.NC = std::max<int64_t>(t.NR, ((int64_t)m.l2_bytes / 2 / (t.K * f.esize)) / t.NR * t.NR);
     // Column panels that divide N: a ragged last panel sends the whole GEMM down the plain path
-    // (one guarded vector per step; transformer's 768-wide QKV projection on 2 AVX2 cores: 3.2 ms
-    // of its 6.6). The widest divisor not under half the L2 budget, else one panel up to twice it.
+    // (one guarded vector per step; bench/DECISIONS.md#d25-gemm-weights-in-column-panels). The
+    // widest divisor not under half the L2 budget, else one panel up to twice it.
     if (t.NC < t.N && t.N % t.NR == 0 && t.N % t.NC != 0) {
         int64_t d = t.NC;
         while (d > t.NR && t.N % d != 0) d -= t.NR;
@@ -899,8 +890,8 @@ GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, cons
     t.MC = std::min<int64_t>(t.M, (int64_t)tiles * t.MR);
     t.NCt = std::min<int64_t>(t.N, (int64_t)tiles * t.NR);
     // One micro-kernel row per tile (a batch-1 Linear): no other row reuses a B strip from L1, and
-    // chunks of k only cut B's panels into short streams. Linear 1x4096 -> 4096 + ReLU on the
-    // 2-core EPYC, interleaved `loom bench`: 0.86 -> 0.78 ms, the plain GEMV's time (fifteenth session).
+    // chunks of k only cut B's panels into short streams
+    // (bench/DECISIONS.md#d24-gemm-cache-blocking).
     if (knobs.gemm_kc <= 0 && t.MC <= t.MR) t.KC = t.K;
     return t;
 }

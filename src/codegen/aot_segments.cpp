@@ -41,8 +41,9 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
         os << "}},\n";
     }
     // Kept per thread from one call to the next, as the JIT keeps them per model: allocated per
-    // call, MobileNetV2's crossing buffers came back from the OS as fresh pages every run (8.9 ->
-    // 11.7 ms); per thread, concurrent calls still share nothing.
+    // call, the crossing buffers came back from the OS as fresh pages every run, which page faults
+    // made slow (bench/DECISIONS.md#d52-aot-crossing-buffers-per-thread); per thread, concurrent
+    // calls still share nothing.
     os << "};\nstruct Scratch {\n    void *host[kSlots] = {};\n"
        << "    ~Scratch() {\n        for (void *p : host) free(p);\n    }\n};\n"
        << "thread_local Scratch scratch;\n}  // namespace\n\n"

@@ -31,11 +31,11 @@
 /// loom_cublaslt_bias_act: y = act(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
 /// (one per output column, Linear's), in one cublasLtMatmul with the CUBLASLT_EPILOGUE_RELU_BIAS
 /// (act = kCublasLtRelu) or _GELU_BIAS epilogue (kCublasLtGeluTanh: cuBLASLt's GELU is the tanh
-/// approximation, bench/gpu/cublaslt_gelu_probe.cpp) (LowerOptions::fuse_activation_epilogue: the
-/// Gemm's only consumer is that activation); the whole
-/// output at once, the plan (descriptors and the fastest of the heuristic's first 8 algorithms,
-/// each timed once on the real operands at the first call) kept per shape, a
-/// 32 MB workspace kept between calls; CUBLAS_COMPUTE_32F, or _FAST_TF32 with tf32 != 0.
+/// approximation, bench/experiments/gpu/cublaslt_gelu_probe.cpp) (LowerOptions::
+/// fuse_activation_epilogue: the Gemm's only consumer is that activation); the whole output at
+/// once, the plan (descriptors and the fastest of the heuristic's first 8 algorithms, each timed
+/// once on the real operands at the first call) kept per shape, a 32 MB workspace kept between
+/// calls; CUBLAS_COMPUTE_32F, or _FAST_TF32 with tf32 != 0.
 #pragma once
 
 #include <string>

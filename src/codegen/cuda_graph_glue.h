@@ -4,11 +4,10 @@
 ///
 /// Why: a batch-1 network is a hundred small kernels and library calls. Halide's runtime spends
 /// host time on each launch (context push/pop, module lookup, the pipeline's own bounds and buffer
-/// code), and the host, not the GPU, set ResNet-18's time (1.1-1.3 ms of host time a call against
-/// torch.compile's 1.17 ms on an H200). Once a model is called twice in a row with the same
-/// pointers, its whole run is captured into one CUDA graph and later calls with those pointers
-/// launch the graph on the legacy default stream: same ordering as a direct run, a few
-/// microseconds of host time.
+/// code), and the host, not the GPU, set a network's time (bench/DECISIONS.md#d54-cuda-graph-replay).
+/// Once a model is called twice in a row with the same pointers, its whole run is captured into one
+/// CUDA graph and later calls with those pointers launch the graph on the legacy default stream:
+/// same ordering as a direct run, a few microseconds of host time.
 ///
 /// How, within Halide 14's runtime hooks (no runtime code is replaced):
 /// - `halide_set_cuda_get_stream`: while a capture is under way on the calling thread, Halide's

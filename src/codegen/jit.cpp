@@ -290,8 +290,8 @@ double JitModel::time_run(const std::map<std::string, Tensor> &inputs) {
     bind_inputs(inputs, keep);
     // Poisoned once, when first allocated, not before every run: a 0xFF memset of the outputs just
     // before the timed call leaves them dirty in the caches, and every run then paid to write that
-    // poison back to memory (33.5 MB for layernorm_rows: 1.47 ms timed against 1.08 ms for the
-    // same code into a reused buffer, fourteenth session). A model served in a loop writes into
+    // poison back to memory, which the timing then counted
+    // (bench/DECISIONS.md#d53-timed-outputs-poisoned-once). A model served in a loop writes into
     // memory it wrote last time; validation runs (run()) still poison each time.
     if (timing_outputs_.empty()) allocate_poisoned(timing_outputs_);
     realize_into(timing_outputs_);

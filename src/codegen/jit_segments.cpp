@@ -86,7 +86,7 @@ std::vector<int> halide_extents(const LoweredPipeline &p, const std::string &nam
 
 /// A crossing buffer starts at 0, has the Func's extents and is dense in its storage order:
 /// constants that Halide specialises the code on, as it does for the buffers inside one pipeline
-/// (left symbolic, ResNet-18 cut in four ran 10.9 -> 20.6 ms).
+/// (left symbolic, the cut model ran far slower; bench/DECISIONS.md#d51-jit-segments).
 void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b) {
     for (size_t d = 0; d < b.extents.size(); d++) p.dim((int)d).set_bounds(0, b.extents[d]).set_stride(b.strides[d]);
 }
@@ -518,8 +518,8 @@ SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Tar
             if (f.is_extern || f.feeds_extern) return lim;
     }
     if (forced > 0) return SegmentLimits{(int)forced, 1};
-    // Smaller pipelines lower faster even on one core (ResNet-18 on one core: 10.8 s whole, 5.3 s
-    // in four); on 2 cores MobileNetV2 took 17.5 s whole, 4.0 s in four, 3.3 s in eight.
+    // Smaller pipelines lower faster even on one core, and more of them keep every core busy
+    // (bench/DECISIONS.md#d51-jit-segments).
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     lim.max_segments = (int)std::min(16u, std::max(8u, 2 * hw));
     return lim;

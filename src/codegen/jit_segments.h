@@ -3,9 +3,8 @@
 /// large model compiles as several smaller pipelines, in parallel (DESIGN.md: "Where compile time
 /// demands it, lowering may cut the graph into several Pipelines at compute_root boundaries;
 /// schedule files do not change when it does"). Halide lowers a pipeline in passes whose time grows
-/// with the whole statement (ResNet-18's 67 Funcs: vectorize, interleave detection, loop partitioning
-/// and loop-invariant code motion about 1.8 s each on one core), and one pipeline compiles on one
-/// thread.
+/// with the whole statement (vectorize, interleave detection, loop partitioning and loop-invariant
+/// code motion), and one pipeline compiles on one thread (bench/DECISIONS.md#d51-jit-segments).
 ///
 /// A cut is legal between two groups of root-computed Funcs when nothing after it is computed
 /// inside, stored inside, fused with or wrapped around anything before it: every value that
@@ -57,8 +56,9 @@ struct SegmentBoundary {
     /// every dimension, and both sides of the cut are compiled for exactly that shape.
     std::vector<int> extents;
     /// Dimensions from the innermost in memory outwards: the producer's reorder_storage, kept
-    /// across the cut (Li2018 stores channels innermost; written NCHW instead, ResNet-18 ran 35 ms
-    /// slower), and the identity for a graph output, whose layout the caller's buffer fixes.
+    /// across the cut (Li2018 stores channels innermost, and its schedule's reader of a buffer
+    /// written NCHW ran slower; bench/DECISIONS.md#d51-jit-segments), and the identity for a graph
+    /// output, whose layout the caller's buffer fixes.
     std::vector<int> storage_order;
     std::vector<int> strides;  ///< per dimension (Halide order), dense in storage_order
 };

@@ -3,8 +3,8 @@
 ///
 /// ptxas gives a kernel as many registers as its instruction schedule likes (up to the 64 that
 /// Halide's runtime asks the driver for); a row kernel of 512 threads at 34 registers fits 3 blocks
-/// on an SM where 32 would fit 4, and softmax over 8192 columns ran 0.20 ms instead of 0.14 ms for
-/// that alone (bench/gpu/RESULTS_GPU.md, run 27). Halide 14 has no schedule handle for it: its
+/// on an SM where 32 would fit 4, which costs a memory-bound row kernel much of its speed
+/// (bench/DECISIONS.md#d37-gpu-row-kernel). Halide 14 has no schedule handle for it: its
 /// runtime reads one process-wide environment variable (HL_CUDA_JIT_MAX_REGISTERS) when it loads a
 /// module. Loom instead writes `.maxnreg N` into the PTX of each capped kernel:
 ///

@@ -4,8 +4,8 @@
 // function of x it defines is evaluated on sample points and compared with the tanh GELU, so other
 // orderings of the same arithmetic are found too. One Gelu node (approximate='tanh') then stands
 // for the region, so that a CUDA Gemm can hand it to cuBLASLt's GELU epilogue, which computes that
-// form (bench/gpu/cublaslt_gelu_probe.cpp). The exact (Erf) form is left as the exporter wrote it:
-// no library takes it, and hand schedules name its nodes' Funcs.
+// form (bench/experiments/gpu/cublaslt_gelu_probe.cpp). The exact (Erf) form is left as the
+// exporter wrote it: no library takes it, and hand schedules name its nodes' Funcs.
 #include <algorithm>
 #include <cmath>
 #include <map>

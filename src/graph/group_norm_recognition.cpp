@@ -2,9 +2,10 @@
 // Reshape(x, [N, G, -1]) → InstanceNormalization(scale, bias of G) → Reshape back to x's shape,
 // followed by the affine Mul and Add per channel. Through the two reshapes the statistics and the
 // output read x by a flattened index (a division and a modulo a point), and no row kernel spans the
-// reshape: GroupNorm(32) of [16, 256, 28, 28] ran 2.0 ms against Mullapudi2016's 0.9. One
-// GroupNormalization node (opset 18's per-group scale and bias) reads x in its own layout; the
-// Mul and Add stay and fuse with it as pointwise epilogue.
+// reshape, which left it over twice as slow as Mullapudi2016's schedule
+// (bench/DECISIONS.md#d17-fused-rvars-rfactor). One GroupNormalization node (opset 18's per-group
+// scale and bias) reads x in its own layout; the Mul and Add stay and fuse with it as pointwise
+// epilogue.
 #include <algorithm>
 
 #include "graph/passes.h"

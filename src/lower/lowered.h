@@ -83,9 +83,9 @@ struct LowerOptions {
     int buffer_alignment = 0;
     /// A constant matrix (rank 2, at least 32 KiB) whose rows are a multiple of 1 KiB long is
     /// stored with 64 bytes after each row. A GEMM's micro-kernel reads a strip of B one row per
-    /// k step; rows 4 KiB apart all map to one L1 set (12 ways), so the strip never stays in L1.
-    /// Padded, a 512x1024x1024 GEMM on the 2-core AVX-512 machine: 232-257 -> 257-283 GFLOP/s
-    /// (block_matmul_weights now stores such a B in panels; the padding serves other constants).
+    /// k step; rows 4 KiB apart all map to one L1 set (12 ways), so the strip never stays in L1
+    /// (bench/DECISIONS.md#d25-gemm-weights-in-column-panels; block_matmul_weights now stores such
+    /// a B in panels; the padding serves other constants).
     /// library_lowering turns it off for CUDA, whose libraries and device copies take dense weights.
     bool pad_constant_rows = true;
     /// A 2-D Conv of one group with constant float weights and a multiple of
@@ -93,15 +93,14 @@ struct LowerOptions {
     /// OIhw16o): a tile of output channels, vectorized over them, then streams its weights
     /// sequentially. Stored [C_out][C_in][kH][kW], a 16-channel vector is 16 loads 4.6 KB apart
     /// (512x512 3x3); transposed, each step of the reduction jumps 2 KB and the prefetcher loses the
-    /// stream. ResNet-18's 7x7x512 conv on 2 AVX-512 cores: 81 GFLOP/s (vectorized over w) ->
-    /// 132 (over channels, transposed weights) -> 245 (blocked). Off for CUDA (cuDNN and the device
+    /// stream (bench/DECISIONS.md#d30-conv-channel-tiles). Off for CUDA (cuDNN and the device
     /// copies take dense weights), like pad_constant_rows.
     bool block_conv_weights = true;
     /// A MatMul/Gemm whose B is a constant float [K, N] matrix (N a multiple of 16, at least 32)
     /// reads it from column panels [N/16][K][16]: a micro-kernel's strip of B, one row per k step,
     /// is then one sequential stream instead of a jump of a row (4 KiB and more) per step, which the
-    /// prefetcher loses. 2 AVX-512 cores: linear_relu 3.94 -> 3.43 ms, mlp 28.7 -> 23.5 (paired).
-    /// Such a B no longer needs pad_constant_rows. Off for CUDA, like the other layouts.
+    /// prefetcher loses (bench/DECISIONS.md#d25-gemm-weights-in-column-panels). Such a B no longer
+    /// needs pad_constant_rows. Off for CUDA, like the other layouts.
     bool block_matmul_weights = true;
 };
 

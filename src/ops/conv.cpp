@@ -96,8 +96,8 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     for (int d = 0; d < 2; d++)
         if (p.pad_begin[d] != p.pad_end[d]) return Func();  // cuDNN pads both sides alike
     // Depthwise (one input channel per group): Halide's conv, fused with the bias and activation
-    // before and after it, beats cuDNN's grouped direct kernel plus a pass for each (MobileNetV2
-    // batch 1 on an H200: 0.438 -> 0.341 ms a call).
+    // before and after it, beats cuDNN's grouped direct kernel plus a pass for each
+    // (bench/DECISIONS.md#d49-cuda-depthwise-in-halide).
     if (p.group > 1 && ctx.shape(node.inputs[1])[1] == 1) return Func();
     const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(y);
     for (auto d : sy)
@@ -138,9 +138,9 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // The extern stage `<node>_cublas` computing a pointwise conv (2-D, 1x1 kernel, stride 1, no pads,
 // one group) as a GEMM per image through cuBLAS (LowerOptions::gemm_extern), or an undefined Func.
 // cuDNN's legacy API runs such convs as implicit GEMMs well below cuBLAS on small channel counts
-// (MobileNetV2 batch 1 on an H200: 604 µs for its 33 1x1 convs, PyTorch's kernels 259 µs). A conv
-// that cuDNN can fuse with its bias and a sole ReLU keeps that one call (cudnn_conv). Arguments of
-// loom_cublas_conv1x1: x, w as a [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
+// (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm). A conv that cuDNN can fuse with its bias and a
+// sole ReLU keeps that one call (cudnn_conv). Arguments of loom_cublas_conv1x1: x, w as a
+// [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
     for (int d = 0; d < 2; d++)

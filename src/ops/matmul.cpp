@@ -151,7 +151,8 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
                shape_str(sa), ta ? "^T" : "", " x ", shape_str(sb), tb ? "^T" : "", ")");
 
     // A constant bias per output column (Linear's) and a sole Relu or tanh-GELU consumer: cuBLASLt
-    // applies both (its GELU epilogue is the tanh form: bench/gpu/cublaslt_gelu_probe.cpp).
+    // applies both (its GELU epilogue is the tanh form:
+    // bench/experiments/gpu/cublaslt_gelu_probe.cpp).
     const Tensor *cc = node.has_input(2) && beta != 0 ? ctx.constant(node.inputs[2]) : nullptr;
     const Node *act = ctx.sole_activation_consumer(y, [](const Node &n) {
         return n.op == "Relu" || (n.op == "Gelu" && n.get_string("approximate", "none") == "tanh");

@@ -108,8 +108,8 @@ void lower_resize(LowerContext &ctx, const Node &node) {
             // Upsampling by a power of two (not align_corners): the coordinate is affine with slope
             // 1/s, exact in float, so the source index steps by one every s outputs. As integer
             // arithmetic, x / s plus a per-phase constant, Halide loads a vector of the input and
-            // shuffles it instead of gathering each element through float math. [16, 64, 56, 56]
-            // x2 on the 2-core EPYC, `loom bench`: auto 2.82 -> 1.08 ms, and every other schedule alike.
+            // shuffles it instead of gathering each element through float math, under every
+            // schedule (bench/DECISIONS.md#d55-resize-power-of-two-upsampling).
             const double sc = scales[d];
             if (const int64_t si = phase_scale(ctm, sc, is[d], os[d])) {
                 std::vector<Expr> phase;  // the float formula's index for outputs 0 .. s-1, folded
@@ -144,8 +144,8 @@ void lower_resize(LowerContext &ctx, const Node &node) {
                 // Linear upsampling by a power of two: the first tap x / s plus a per-phase step
                 // and the weight per phase, folded from the float formula (exact), as nearest does;
                 // the edge clamp `likely` in range, so that Halide's loop partitioning drops it
-                // from the steady state and the taps load vectors. [16, 64, 56, 56] x2 on the
-                // 2-core EPYC, `loom bench`: 9.4 -> 1.3 ms for eager and auto alike (fifteenth session).
+                // from the steady state and the taps load vectors
+                // (bench/DECISIONS.md#d55-resize-power-of-two-upsampling).
                 std::vector<Expr> first_tap, frac;
                 for (int64_t r = 0; r < si; r++) {
                     Expr cr = source_coord(ctm, Expr((int)r), scales[d], is[d], os[d], node);

@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "../../gpu/probe_check.h"
+#include "probe_check.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// CHECK(x) for the standalone GPU probes of bench/gpu (each built alone with nvcc on a GPU
+// CHECK(x) for the standalone GPU probes of bench/experiments/gpu (each built alone with nvcc on a GPU
 // machine): a CUDA or cuBLAS call that returns nonzero prints the call and its line, and the
 // enclosing function returns 1.
 #pragma once

@@ -1,7 +1,7 @@
 // Which GELU does cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS compute: the exact x·Φ(x) (ONNX's Erf
 // decomposition, PyTorch's default) or the tanh approximation (PyTorch's approximate='tanh')?
 // Loom can only hand a Gemm's GELU to that epilogue where the graph's form matches it to 1e-5.
-// On a GPU machine: nvcc -O2 -o /tmp/gelu_probe bench/gpu/cublaslt_gelu_probe.cpp -lcublasLt && /tmp/gelu_probe
+// On a GPU machine: nvcc -O2 -o /tmp/gelu_probe bench/experiments/gpu/cublaslt_gelu_probe.cpp -lcublasLt && /tmp/gelu_probe
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
