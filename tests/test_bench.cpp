@@ -377,6 +377,8 @@ TEST(PeerProcess, MemorySizesAndFields) {
     EXPECT_EQ(format_bytes(4ull << 30), "4 GiB");
     EXPECT_EQ(format_bytes(32ull << 20), "32 MiB");
     EXPECT_EQ(format_bytes(3ull << 29), "1.5 GiB");
+    EXPECT_EQ(format_bytes((1ull << 30) + (20ull << 20)), "1.02 GiB");
+    EXPECT_EQ(format_bytes(1000ull << 20), "1000 MiB");
     for (std::string t : {std::string(""), std::string("a b\nc%d\t"), std::string("plain")})
         EXPECT_EQ(unescape_field(escape_field(t)), t);
     EXPECT_EQ(escape_field("a b").find(' '), std::string::npos);

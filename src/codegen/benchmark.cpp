@@ -322,10 +322,15 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     ScratchFolder ref_dir;
     bool any_peer = false;
     for (const auto &v : variants) any_peer |= !v.peer.empty();
+    std::string ref_error;  // why the workers cannot have the reference: their rows fail, no others
     if (any_peer) {
         internal_check(!opts.peer_command.empty(), "run_benchmark: a peer row without BenchOptions::peer_command");
-        ref_dir.create("loom_bench_ref");
-        write_reference_outputs(ref_dir.path, ref);
+        try {
+            ref_dir.create("loom_bench_ref");
+            write_reference_outputs(ref_dir.path, ref);
+        } catch (const std::exception &e) {
+            ref_error = str_cat("cannot write the reference outputs for the worker process: ", e.what());
+        }
     }
 
     // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds
@@ -368,9 +373,16 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             job.target = rep.target;
             job.cores = machine.cores;
             job.l2_bytes = machine.l2_bytes;
-            say(pre + str_cat("in a worker process (memory cap ", format_bytes(opts.peer_limits.memory_bytes),
-                              ", ", fmt(opts.peer_limits.timeout_s, 0), " s)"));
-            peers[vi] = PeerModel::start(opts.peer_command, job, opts.peer_limits, row, say_row);
+            if (!ref_error.empty()) {
+                row.stage = "schedule";
+                row.error = ref_error;
+                row.fail_reason = "error";
+                say(pre + "FAILED: " + ref_error);
+            } else {
+                say(pre + str_cat("in a worker process (memory cap ", format_bytes(opts.peer_limits.memory_bytes),
+                                  ", ", fmt(opts.peer_limits.timeout_s, 0), " s)"));
+                peers[vi] = PeerModel::start(opts.peer_command, job, opts.peer_limits, row, say_row);
+            }
         }
         rep.rows.push_back(std::move(row));
     }

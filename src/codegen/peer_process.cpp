@@ -78,8 +78,9 @@ std::string format_bytes(uint64_t bytes) {
     int u = 0;
     while (v >= 1024 && u < 4) v /= 1024, u++;
     std::ostringstream os;
-    if (std::abs(v - std::round(v)) < 0.05) os << (uint64_t)std::round(v);
-    else os << std::fixed << std::setprecision(1) << v;
+    // Three significant digits, so that a value just over a round cap does not read as the cap.
+    if (v >= 100) os << (uint64_t)std::round(v);
+    else os << std::setprecision(3) << v;
     os << " " << units[u];
     return os.str();
 }
