@@ -237,11 +237,12 @@ TEST(BenchCli, HalideAutoschedulerRowValidates) {
     EXPECT_NE(out.find("li2018: in a worker process (memory cap 4 GiB, 300 s)"), std::string::npos) << out;
 }
 
-// Adams2019 (its search and its own cost model's weights) runs through the worker as well.
+// Adams2019 (its search and its own cost model's weights) runs through the worker as well; the
+// worker sees the parent's environment (HL_BEAM_SIZE=1 keeps the search short).
 TEST(BenchCli, Adams2019RunsInItsWorker) {
     Scratch s;
     std::string out;
-    int rc = testing::run_command(s.env() + testing::loom_binary() + " bench " +
+    int rc = testing::run_command(s.env() + "HL_BEAM_SIZE=1 " + testing::loom_binary() + " bench " +
                                       testing::data_path("sigmoid_affine.onnx") +
                                       " --eager --halide adams2019 --json " + s.path("r.json") +
                                       " --budget-ms 20 --warmup 1",
@@ -322,6 +323,19 @@ TEST(BenchCli, BadPeerLimitsAreUserErrors) {
         EXPECT_NE(out.find(std::string("error: ") + c.culprit), std::string::npos) << c.flag << ": " << out;
         EXPECT_NE(out.find(c.fix), std::string::npos) << c.flag << ": " << out;
     }
+}
+
+// The hidden worker subcommand, run by hand, says what it is for instead of doing nothing.
+TEST(BenchCli, WorkerSubcommandByHandSaysWhatToRun) {
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " bench-peer " + testing::data_path("sigmoid_affine.onnx") +
+                                      " --peer li2018 --reference-dir /nonexistent --target host 3<&-",
+                                  out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("run `loom bench MODEL --halide NAME` instead"), std::string::npos) << out;
+    std::string help;
+    testing::run_command(testing::loom_binary() + " --help", help);
+    EXPECT_EQ(help.find("bench-peer"), std::string::npos) << "the worker is hidden from --help:\n" << help;
 }
 
 // The supervision itself, on small shell programs: a crash, a hog, a hang, a clean line exchange.

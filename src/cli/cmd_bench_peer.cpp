@@ -5,6 +5,9 @@
 #include "cli/model_loading.h"
 #include "codegen/openmp_threading.h"
 #include "codegen/peer_worker.h"
+#include "graph/error.h"
+
+#include <fcntl.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -24,6 +27,9 @@ struct BenchPeerOptions {
 };
 
 void bench_peer(const BenchPeerOptions &o) {
+    user_check(::fcntl(kChannelFd, F_GETFD) >= 0,
+               "loom bench-peer is the worker process of `loom bench --halide`, started by it with a channel on "
+               "file descriptor ", kChannelFd, "; run `loom bench MODEL --halide NAME` instead");
     int rc = 0;
     {
         set_jit_threading(parse_threading(o.threading));
