@@ -297,7 +297,7 @@ TEST(BenchCli, PeerOverItsTimeBudgetFailsItsRowOnly) {
                                   out);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("failed li2018: timed out after"), std::string::npos) << out;
-    EXPECT_NE(out.find("(--peer-timeout)"), std::string::npos) << out;
+    EXPECT_NE(out.find("(limit 0.01 s, --peer-timeout)"), std::string::npos) << out;
     Json rep = parse_json(slurp(s.path("r.json")));
     EXPECT_TRUE((*row_named(rep, "eager"))["ok"].boolean());
     const Json &l = *row_named(rep, "li2018");

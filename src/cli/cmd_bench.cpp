@@ -101,8 +101,8 @@ void bench(const BenchCliOptions &o) {
     PeerLimits peer_limits;
     peer_limits.memory_bytes = parse_memory_size(o.peer_memory, "--peer-memory");
     peer_limits.timeout_s = parse_peer_timeout(o.peer_timeout);
-    peer_limits.memory_hint = " (--peer-memory)";
-    peer_limits.timeout_hint = " (--peer-timeout)";
+    peer_limits.memory_flag = "--peer-memory";
+    peer_limits.timeout_flag = "--peer-timeout";
     if (jit_threading() == Threading::OpenMP)
         std::cerr << "loom bench: parallel loops run on OpenMP's team (" << omp_get_max_threads() << " threads)\n";
     Graph g = load_model(o.model, o.inputs);

@@ -53,6 +53,9 @@ uint64_t status_field(const std::string &status, const char *key) {
     return std::strtoull(status.c_str() + p, nullptr, 10) * 1024;
 }
 
+// " (--flag)", or nothing without a flag.
+std::string flag_note(const std::string &flag) { return flag.empty() ? "" : " (" + flag + ")"; }
+
 std::string signal_name(int sig) {
     switch (sig) {
     case SIGSEGV: return "SIGSEGV";
@@ -204,7 +207,7 @@ void PeerProcess::reap_and_explain(double wait_s) {
         if (address_limit_ != RLIM_INFINITY && last_vm_ > address_limit_ / 10 * 9) {
             fail("out_of_memory", str_cat("out of memory (address space near its ", format_bytes(address_limit_),
                                           " limit; cap ", format_bytes(limits_.memory_bytes), ")", after,
-                                          limits_.memory_hint));
+                                          flag_note(limits_.memory_flag)));
             return;
         }
         if (sig == SIGKILL)
@@ -227,7 +230,7 @@ bool PeerProcess::check_memory() {
     double t = seconds();
     kill_and_reap();
     fail("out_of_memory", str_cat("out of memory (cap ", format_bytes(limits_.memory_bytes), ", it held ",
-                                  format_bytes(rss), ") after ", seconds_text(t), limits_.memory_hint));
+                                  format_bytes(rss), ") after ", seconds_text(t), flag_note(limits_.memory_flag)));
     return false;
 }
 
@@ -264,7 +267,8 @@ std::optional<std::string> PeerProcess::read_line(std::optional<Clock::time_poin
         if (Clock::now() >= until) {
             double t = seconds();
             kill_and_reap();
-            fail("timed_out", str_cat("timed out after ", seconds_text(t), limits_.timeout_hint));
+            fail("timed_out", str_cat("timed out after ", seconds_text(t), " (limit ", seconds_text(limits_.timeout_s),
+                                      limits_.timeout_flag.empty() ? "" : ", " + limits_.timeout_flag, ")"));
             return std::nullopt;
         }
         struct pollfd p = {fd_, POLLIN, 0};

@@ -27,8 +27,8 @@ namespace loom {
 struct PeerLimits {
     uint64_t memory_bytes = 4ull << 30;  ///< anonymous resident memory (RssAnon)
     double timeout_s = 300;              ///< wall clock, per read_line wait (see there)
-    std::string memory_hint;             ///< appended to the out-of-memory message, e.g. " (--peer-memory)"
-    std::string timeout_hint;            ///< appended to the timed-out message, e.g. " (--peer-timeout)"
+    std::string memory_flag;             ///< named in the out-of-memory message, e.g. "--peer-memory"
+    std::string timeout_flag;            ///< named in the timed-out message, e.g. "--peer-timeout"
 };
 
 /// Why a child stopped serving.
@@ -36,7 +36,9 @@ struct PeerFailure {
     /// Machine-readable: "out_of_memory", "timed_out", "crashed" (killed by a signal Loom did not
     /// send), "exited" (ended without saying why), "protocol" (said something unreadable).
     std::string reason;
-    std::string message;  ///< one line for a person: "out of memory (cap 4 GiB) after 31 s"
+    /// One line for a person: "out of memory (cap 4 GiB, it held 4.02 GiB) after 31 s (--peer-memory)",
+    /// "timed out after 300 s (limit 300 s, --peer-timeout)", "crashed (signal 11, SIGSEGV) after 2.1 s".
+    std::string message;
 };
 
 /// "4 GiB", "32 MiB", "1.5 GiB", "512 KiB": \p bytes in the largest binary unit that keeps it >= 1.

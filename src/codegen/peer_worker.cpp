@@ -310,7 +310,8 @@ std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &comm
                 std::string reason = unescape_field(f[2]);
                 std::string message = unescape_field(f[3]);
                 if (reason == "out_of_memory")
-                    message += str_cat(" (cap ", format_bytes(limits.memory_bytes), ")", limits.memory_hint);
+                    message += str_cat(" (cap ", format_bytes(limits.memory_bytes), ")",
+                                       limits.memory_flag.empty() ? "" : " (" + limits.memory_flag + ")");
                 proc->stop();
                 return failed(reason, message);
             } else if (f[0] == "ready" && f.size() == 7) {
