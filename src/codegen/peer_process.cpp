@@ -229,8 +229,9 @@ bool PeerProcess::check_memory() {
     if (rss <= limits_.memory_bytes) return true;
     double t = seconds();
     kill_and_reap();
+    // What it held in whole MiB, so that a value just over a round cap reads as more than the cap.
     fail("out_of_memory", str_cat("out of memory (cap ", format_bytes(limits_.memory_bytes), ", it held ",
-                                  format_bytes(rss), ") after ", seconds_text(t), flag_note(limits_.memory_flag)));
+                                  (rss + (1 << 20) - 1) >> 20, " MiB) after ", seconds_text(t), flag_note(limits_.memory_flag)));
     return false;
 }
 

@@ -36,7 +36,7 @@ struct PeerFailure {
     /// Machine-readable: "out_of_memory", "timed_out", "crashed" (killed by a signal Loom did not
     /// send), "exited" (ended without saying why), "protocol" (said something unreadable).
     std::string reason;
-    /// One line for a person: "out of memory (cap 4 GiB, it held 4.02 GiB) after 31 s (--peer-memory)",
+    /// One line for a person: "out of memory (cap 4 GiB, it held 4116 MiB) after 31 s (--peer-memory)",
     /// "timed out after 300 s (limit 300 s, --peer-timeout)", "crashed (signal 11, SIGSEGV) after 2.1 s".
     std::string message;
 };
