@@ -343,6 +343,14 @@ TEST(PeerProcess, CrashHogHangAndAnswer) {
     PeerLimits lim;
     lim.memory_bytes = 32ull << 20;
     lim.timeout_s = 20;
+    try {
+        PeerProcess p({"/nonexistent/worker"}, lim);
+        ADD_FAILURE() << "no error";
+    } catch (const InternalError &e) {
+        EXPECT_NE(std::string(e.what()).find("cannot run /nonexistent/worker as a worker process: No such file"),
+                  std::string::npos)
+            << e.what();
+    }
     {
         PeerProcess p({"/bin/sh", "-c", "kill -SEGV $$"}, lim);
         EXPECT_FALSE(p.read_line().has_value());

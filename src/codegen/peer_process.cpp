@@ -125,6 +125,16 @@ PeerProcess::PeerProcess(const std::vector<std::string> &argv, const PeerLimits 
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         throw InternalError(str_cat("cannot create a socket pair for a worker process: ", std::strerror(errno)));
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    // Closes on a successful exec, or carries exec's errno: until then the child is a copy of this
+    // process, whose memory is not the child's to be charged for.
+    int exec_status[2];
+    if (::pipe2(exec_status, O_CLOEXEC) != 0) {
+        int e = errno;
+        ::close(sv[0]);
+        ::close(sv[1]);
+        if (devnull >= 0) ::close(devnull);
+        throw InternalError(str_cat("cannot create a pipe for a worker process: ", std::strerror(e)));
+    }
     // Everything the child touches between fork and exec is prepared here: after a fork of a
     // threaded process only async-signal-safe calls are allowed.
     std::vector<char *> args;
@@ -139,6 +149,8 @@ PeerProcess::PeerProcess(const std::vector<std::string> &argv, const PeerLimits 
         int e = errno;
         ::close(sv[0]);
         ::close(sv[1]);
+        ::close(exec_status[0]);
+        ::close(exec_status[1]);
         if (devnull >= 0) ::close(devnull);
         throw InternalError(str_cat("cannot start a worker process: ", std::strerror(e)));
     }
@@ -152,11 +164,25 @@ PeerProcess::PeerProcess(const std::vector<std::string> &argv, const PeerLimits 
         else if (::dup2(sv[1], channel_fd) < 0) ::_exit(127);
         ::signal(SIGPIPE, SIG_DFL);
         ::execv(args[0], args.data());
+        int e = errno;
+        ssize_t ignored = ::write(exec_status[1], &e, sizeof e);
+        (void)ignored;
         ::_exit(127);
     }
     ::close(sv[1]);
+    ::close(exec_status[1]);
     if (devnull >= 0) ::close(devnull);
     fd_ = sv[0];
+    int exec_errno = 0;
+    ssize_t n;
+    while ((n = ::read(exec_status[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+    }
+    ::close(exec_status[0]);
+    if (n > 0) {
+        kill_and_reap();
+        ::close(fd_);
+        throw InternalError(str_cat("cannot run ", argv[0], " as a worker process: ", std::strerror(exec_errno)));
+    }
 }
 
 PeerProcess::~PeerProcess() {

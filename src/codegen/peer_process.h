@@ -55,7 +55,9 @@ public:
     /// Starts \p argv (argv[0] a path, e.g. /proc/self/exe) with the socket on file descriptor
     /// \p channel_fd of the child (it must be told, e.g. by an argument in \p argv), its stdin on
     /// /dev/null, its stdout on the parent's stderr (so a stray print cannot corrupt the channel),
-    /// its stderr the parent's. Throws InternalError when the process cannot be started.
+    /// its stderr the parent's. Returns once the child has exec'd (before that it is a copy of this
+    /// process, whose memory is not charged to it). Throws InternalError when the process cannot be
+    /// started, naming argv[0] and the reason.
     PeerProcess(const std::vector<std::string> &argv, const PeerLimits &limits, int channel_fd = 3);
     /// Kills the child (when still running) and reaps it.
     ~PeerProcess();
