@@ -144,10 +144,11 @@ std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant 
                                              BenchRow &row, const std::function<void(const std::string &)> &say);
 
 /// Timed runs of \p m appended to \p times, inputs rotating from set \p first_set: at least
-/// \p at_least, at most \p at_most, and after at_least until \p budget_ms is spent. Returns the
-/// number of runs made (the caller's rotation moves on by as many).
+/// \p at_least, at most \p at_most, and after at_least until \p budget_ms is spent; \p untimed
+/// runs first (on the set before \p first_set). Returns the number of timed runs made (the
+/// caller's rotation moves on by as many).
 int timed_runs(JitModel &m, const std::vector<std::map<std::string, Tensor>> &inputs, size_t first_set,
-               double budget_ms, int at_least, int at_most, std::vector<double> &times);
+               double budget_ms, int at_least, int at_most, std::vector<double> &times, int untimed = 0);
 
 /// The human table (one line per row, a header naming machine, target and costs), then each
 /// row's profile when it has one (format_profile).

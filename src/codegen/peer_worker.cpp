@@ -236,9 +236,10 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
         if (f.empty()) continue;
         if (f[0] == "quit") return 0;
         try {
-            if (f[0] == "time" && f.size() == 5) {
+            if (f[0] == "time" && f.size() == 6) {
                 std::vector<double> t;
-                timed_runs(*model, inputs, std::stoul(f[1]), to_double(f[2]), std::stoi(f[3]), std::stoi(f[4]), t);
+                timed_runs(*model, inputs, std::stoul(f[1]), to_double(f[2]), std::stoi(f[3]), std::stoi(f[4]), t,
+                           std::stoi(f[5]));
                 std::string reply = str_cat("times ", t.size());
                 for (double x : t) reply += " " + num(x);
                 if (!ch.send(reply)) return 0;
@@ -332,8 +333,10 @@ std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &comm
     }
 }
 
-bool PeerModel::time(size_t first_set, double budget_ms, int at_least, int at_most, std::vector<double> &times) {
-    if (!process_->send_line(str_cat("time ", first_set, " ", num(budget_ms), " ", at_least, " ", at_most)))
+bool PeerModel::time(size_t first_set, double budget_ms, int at_least, int at_most, std::vector<double> &times,
+                     int untimed) {
+    if (!process_->send_line(
+            str_cat("time ", first_set, " ", num(budget_ms), " ", at_least, " ", at_most, " ", untimed)))
         return false;
     std::optional<std::string> line = process_->read_line();
     if (!line) return false;

@@ -13,7 +13,7 @@
 ///   worker → parent while it prepares: `stage <stage>`, `progress <text>`; then either
 ///     `ready <schedule_s> <compile_s> <pipelines> <rel_error> <max_abs> <schedule text>` or
 ///     `fail <stage> <reason> <message>` (reason "error" or "out_of_memory"; it then exits).
-///   parent → worker: `time <first set> <budget ms> <at least> <at most>`, answered
+///   parent → worker: `time <first set> <budget ms> <at least> <at most> <untimed>`, answered
 ///     `times <n> <ms>…`; `profile <budget ms>`, answered `profile <serialized ModelProfile>` or
 ///     `profile_error <message>`; `quit` (or closing the channel) ends it.
 #pragma once
@@ -78,7 +78,8 @@ public:
                                             const std::function<void(const std::string &)> &say);
 
     /// timed_runs in the worker (the same arguments); false when the worker failed (failure()).
-    bool time(size_t first_set, double budget_ms, int at_least, int at_most, std::vector<double> &times);
+    bool time(size_t first_set, double budget_ms, int at_least, int at_most, std::vector<double> &times,
+              int untimed = 0);
     /// profile_model in the worker on its build; false with \p error set when it did not give one.
     bool profile(double budget_ms, ModelProfile &out, std::string &error);
     /// Why the worker stopped (after time() returned false): reason and message.
