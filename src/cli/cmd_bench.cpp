@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "codegen/jit.h"
 #include "codegen/machine_probe.h"
 #include "codegen/openmp_threading.h"
+#include "codegen/peer_process.h"
 #include "graph/error.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
@@ -41,7 +43,37 @@ struct BenchCliOptions {
     double tolerance = 1e-5;
     uint64_t seed = 1;
     std::string threading = "halide";
+    std::string peer_memory = "4G", peer_timeout = "300";
 };
+
+// --peer-timeout's seconds: a positive number, else a UserError naming the flag and the form.
+double parse_peer_timeout(const std::string &text) {
+    double v = 0;
+    size_t used = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::logic_error &) {
+        used = 0;
+    }
+    user_check(used == text.size() && used > 0 && std::isfinite(v) && v > 0, "--peer-timeout '", text,
+               "': expected a positive number of seconds, e.g. --peer-timeout 300");
+    return v;
+}
+
+// The command line that starts a worker for a Halide autoscheduler's row: this binary, loading the
+// model exactly as this process did (cmd_bench_peer.cpp).
+std::vector<std::string> peer_worker_command(const BenchCliOptions &o) {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    std::vector<std::string> cmd = {ec ? std::string("/proc/self/exe") : exe.string(), "bench-peer", o.model};
+    for (const auto &i : o.inputs) {
+        cmd.push_back("--input");
+        cmd.push_back(i);
+    }
+    cmd.push_back("--threading");
+    cmd.push_back(o.threading);
+    return cmd;
+}
 
 // bench/plot.py next to the sources: $LOOM_SOURCE_DIR, else the folders above the binary, else cwd.
 std::string find_plot_script() {
@@ -66,6 +98,11 @@ std::string shell_quote(const std::string &s) {
 
 void bench(const BenchCliOptions &o) {
     set_jit_threading(parse_threading(o.threading));
+    PeerLimits peer_limits;
+    peer_limits.memory_bytes = parse_memory_size(o.peer_memory, "--peer-memory");
+    peer_limits.timeout_s = parse_peer_timeout(o.peer_timeout);
+    peer_limits.memory_flag = "--peer-memory";
+    peer_limits.timeout_flag = "--peer-timeout";
     if (jit_threading() == Threading::OpenMP)
         std::cerr << "loom bench: parallel loops run on OpenMP's team (" << omp_get_max_threads() << " threads)\n";
     Graph g = load_model(o.model, o.inputs);
@@ -91,9 +128,9 @@ void bench(const BenchCliOptions &o) {
     for (const auto &h : o.halide) {
         std::string name = h;
         halide_autoscheduler_registered_name(name);  // a typo is a user error before anything runs
-        variants.push_back({name, "halide", [name, machine](LoweredPipeline &p, const Halide::Target &t) {
-                                return apply_halide_autoscheduler(p, name, t, machine);
-                            }});
+        // In a worker process under --peer-memory and --peer-timeout: a foreign search that blows
+        // up fails its row only.
+        variants.push_back({name, "halide", nullptr, name});
     }
     for (const auto &path : o.schedules) {
         AutoscheduleFn autofn = autoscheduler_for(target);
@@ -116,6 +153,8 @@ void bench(const BenchCliOptions &o) {
     opts.seed = o.seed;
     opts.profile = o.profile;
     opts.target = target;
+    opts.peer_command = peer_worker_command(o);
+    opts.peer_limits = peer_limits;
     opts.progress = [&](const std::string &line) { std::cerr << "loom bench " << g.name << ": " << line << "\n"; };
 
     BenchReport rep = run_benchmark(g, variants, opts, machine);
@@ -134,6 +173,14 @@ void bench(const BenchCliOptions &o) {
         user_check(rc == 0, "--plot: ", cmd, " failed (exit ", rc, ")");
         std::cerr << "loom bench: plot written to " << o.plot << "\n";
     }
+    // A Halide autoscheduler's failure is a finding about that peer; a failure of one of Loom's
+    // own schedules (eager, inline, auto, a schedule file) is Loom's and fails the command.
+    std::string own_failures;
+    for (const auto &row : rep.rows)
+        if (!row.ok && row.kind != "halide")
+            own_failures += str_cat(own_failures.empty() ? "" : "; ", row.label, " (", row.stage, ")");
+    user_check(own_failures.empty(), "Loom's own schedule(s) failed: ", own_failures,
+               " (their rows above say why; the other rows were measured and written)");
 }
 
 }  // namespace
@@ -164,11 +211,22 @@ void add_bench_command(CLI::App &app) {
                 "Then profile each schedule: its time kernel by kernel (Halide's sampling profiler; "
                 "a kernel is a loop nest, named by its root Func)");
     c->add_flag("--reprobe", o->reprobe, "Re-measure the machine's copy bandwidth and FLOP rate");
+    c->add_option("--peer-memory", o->peer_memory,
+                  "Memory each Halide autoscheduler's worker process may hold (scheduling, compiling, "
+                  "validating, timing), e.g. 4G, 512M; over it the row fails")
+        ->default_val("4G");
+    c->add_option("--peer-timeout", o->peer_timeout,
+                  "Seconds each Halide autoscheduler's worker may take to schedule, compile and validate "
+                  "(and then per timing request); over it the row fails")
+        ->default_val("300");
     c->add_option("--threading", o->threading,
                   "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")
         ->default_val("halide");
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
-              "compile or validate is reported in its row; the others still run.");
+              "compile or validate is reported in its row; the others still run. Each Halide "
+              "autoscheduler runs in its own worker process under --peer-memory and --peer-timeout, so "
+              "that its blow-up fails its row only. Exit code 1 when one of Loom's own schedules failed "
+              "(the report is still written), 0 when only Halide autoscheduler rows did.");
     c->callback([o] { bench(*o); });
 }
 

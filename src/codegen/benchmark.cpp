@@ -4,11 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <iomanip>
 #include <memory>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "codegen/jit.h"
+#include "codegen/peer_worker.h"
 #include "graph/error.h"
 #include "graph/op_catalog.h"
 #include "reference/reference.h"
@@ -63,40 +67,6 @@ std::string fmt(double v, int prec) {
     return os.str();
 }
 
-// Worst comparison of \p out against the f64 reference over every output.
-void compare_outputs(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
-                     BenchRow &row) {
-    row.rel_error = 0;
-    row.max_abs = 0;
-    for (const auto &[name, r] : ref) {
-        auto it = out.find(name);
-        if (it == out.end()) throw UserError(str_cat("output '", name, "' was not produced"));
-        const Tensor &o = it->second;
-        if (o.shape() != r.shape())
-            throw UserError(str_cat("output '", name, "' has shape ", shape_str(o.shape()),
-                                    ", reference ", shape_str(r.shape())));
-        double num = 0, den = 0, maxabs = 0;
-        int64_t bad = -1;
-        for (int64_t i = 0; i < r.numel(); i++) {
-            double a = o.get(i), b = r.get(i);
-            if (!std::isfinite(a) && std::isfinite(b)) {
-                if (bad < 0) bad = i;
-                continue;
-            }
-            double d = std::abs(a - b);
-            num += d * d;
-            den += b * b;
-            maxabs = std::max(maxabs, d);
-        }
-        if (bad >= 0)
-            throw UserError(str_cat("output '", name, "' has NaN/Inf or unwritten elements (first at "
-                                    "flat index ", bad, ")"));
-        double rel = std::sqrt(num / (den > 0 ? den : 1));
-        row.rel_error = std::max(row.rel_error, rel);
-        row.max_abs = std::max(row.max_abs, maxabs);
-    }
-}
-
 std::string json_str(const std::string &s) {
     std::string o = "\"";
     for (unsigned char c : s) {
@@ -139,6 +109,33 @@ std::string now_iso() {
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
     return buf;
 }
+
+// A private temporary folder, removed with its files when it goes out of scope.
+struct ScratchFolder {
+    std::string path;
+    void create(const std::string &stem) {
+        namespace fs = std::filesystem;
+        fs::path base = fs::temp_directory_path();
+        for (int k = 0;; k++) {
+            fs::path p = base / str_cat(stem, "_", ::getpid(), "_", k);
+            std::error_code ec;
+            if (fs::create_directory(p, ec)) {
+                fs::permissions(p, fs::perms::owner_all, fs::perm_options::replace, ec);
+                path = p.string();
+                return;
+            }
+            if (ec || k > 1000) throw UserError(str_cat("cannot create a temporary folder in ", base.string(), ": ",
+                                                        ec ? ec.message() : "too many exist"));
+        }
+    }
+    void remove() {
+        if (path.empty()) return;
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+        path.clear();
+    }
+    ~ScratchFolder() { remove(); }
+};
 
 }  // namespace
 
@@ -197,6 +194,108 @@ WorkloadCost workload_cost(const Graph &g) {
     return c;
 }
 
+void compare_to_reference(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
+                          BenchRow &row) {
+    row.rel_error = 0;
+    row.max_abs = 0;
+    for (const auto &[name, r] : ref) {
+        auto it = out.find(name);
+        if (it == out.end()) throw UserError(str_cat("output '", name, "' was not produced"));
+        const Tensor &o = it->second;
+        if (o.shape() != r.shape())
+            throw UserError(str_cat("output '", name, "' has shape ", shape_str(o.shape()),
+                                    ", reference ", shape_str(r.shape())));
+        double num = 0, den = 0, maxabs = 0;
+        int64_t bad = -1;
+        for (int64_t i = 0; i < r.numel(); i++) {
+            double a = o.get(i), b = r.get(i);
+            if (!std::isfinite(a) && std::isfinite(b)) {
+                if (bad < 0) bad = i;
+                continue;
+            }
+            double d = std::abs(a - b);
+            num += d * d;
+            den += b * b;
+            maxabs = std::max(maxabs, d);
+        }
+        if (bad >= 0)
+            throw UserError(str_cat("output '", name, "' has NaN/Inf or unwritten elements (first at "
+                                    "flat index ", bad, ")"));
+        double rel = std::sqrt(num / (den > 0 ? den : 1));
+        row.rel_error = std::max(row.rel_error, rel);
+        row.max_abs = std::max(row.max_abs, maxabs);
+    }
+}
+
+int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int requested) {
+    if (requested > 0) return requested;
+    // Enough input sets that together they hold 8x the last-level cache (at least 64 MiB), 2..8,
+    // and never more than 2 GiB of inputs. Twice the cache was not enough: the EPYC's 32 MiB L3
+    // kept part of two 32 MiB sets read in turn (its replacement is not LRU), and a streamed
+    // LayerNorm timed 0.83 ms with 2 sets against 0.96 ms with 8 (fourteenth session).
+    double per = std::max(1.0, cost.input_bytes);
+    double want = std::max(64.0 * (1 << 20), 8.0 * (double)machine.llc_bytes);
+    int sets = (int)std::ceil(want / per);
+    sets = std::max(2, std::min(8, sets));
+    while (sets > 2 && per * sets > 2.0 * (1 << 30)) sets--;
+    return sets;
+}
+
+std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant &v,
+                                             const std::vector<std::map<std::string, Tensor>> &inputs,
+                                             const std::map<std::string, Tensor> &ref, const BenchOptions &opts,
+                                             BenchRow &row, const std::function<void(const std::string &)> &say) {
+    std::unique_ptr<JitModel> model;
+    try {
+        row.stage = "schedule";
+        say("scheduling");
+        auto ts = Clock::now();
+        LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, v.kind));
+        row.schedule_text = v.apply ? v.apply(lp, opts.target) : std::string();
+        row.schedule_s = seconds_since(ts);
+
+        row.stage = "compile";
+        say("compiling (schedule took " + fmt(row.schedule_s, 1) + " s)");
+        model = std::make_unique<JitModel>(std::move(lp), opts.target);
+        row.compile_s = model->compile_seconds();
+        row.pipelines = model->segments();
+
+        row.stage = "validate";
+        say("validating (compile took " + fmt(row.compile_s, 1) + " s)");
+        compare_to_reference(model->run(inputs[0]), ref, row);
+        if (!(row.rel_error < opts.rel_tol))
+            throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol,
+                                    " (max abs ", row.max_abs, ")"));
+        row.stage = "run";
+        for (int k = 0; k < opts.warmup; k++) model->time_run(inputs[(k + 1) % inputs.size()]);
+        return model;
+    } catch (const std::bad_alloc &) {
+        row.error = "out of memory (an allocation failed)";
+        row.fail_reason = "out_of_memory";
+    } catch (const std::exception &e) {
+        row.error = e.what();
+        row.fail_reason = "error";
+    } catch (...) {
+        row.error = "unknown exception";
+        row.fail_reason = "error";
+    }
+    return nullptr;
+}
+
+int timed_runs(JitModel &m, const std::vector<std::map<std::string, Tensor>> &inputs, size_t first_set,
+               double budget_ms, int at_least, int at_most, std::vector<double> &times, int untimed) {
+    for (int k = 0; k < untimed; k++) m.time_run(inputs[(first_set + inputs.size() - 1) % inputs.size()]);
+    auto tb = Clock::now();
+    int n = 0;
+    size_t next = first_set % inputs.size();
+    while (n < at_most && (n < at_least || seconds_since(tb) * 1e3 < budget_ms)) {
+        times.push_back(m.time_run(inputs[next]));
+        next = (next + 1) % inputs.size();
+        n++;
+    }
+    return n;
+}
+
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
                           const BenchOptions &opts, const MachineInfo &machine) {
     auto say = [&](const std::string &s) {
@@ -209,18 +308,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     rep.machine = machine;
     rep.cost = workload_cost(g);
 
-    // Enough input sets that together they hold 8x the last-level cache (at least 64 MiB), 2..8,
-    // and never more than 2 GiB of inputs. Twice the cache was not enough: the EPYC's 32 MiB L3
-    // kept part of two 32 MiB sets read in turn (its replacement is not LRU), and a streamed
-    // LayerNorm timed 0.83 ms with 2 sets against 0.96 ms with 8 (fourteenth session).
-    int sets = opts.input_sets;
-    if (sets <= 0) {
-        double per = std::max(1.0, rep.cost.input_bytes);
-        double want = std::max(64.0 * (1 << 20), 8.0 * (double)machine.llc_bytes);
-        sets = (int)std::ceil(want / per);
-        sets = std::max(2, std::min(8, sets));
-        while (sets > 2 && per * sets > 2.0 * (1 << 30)) sets--;
-    }
+    int sets = bench_input_sets(rep.cost, machine, opts.input_sets);
     rep.input_sets = sets;
     say(str_cat("making ", sets, " random input set(s) of ", fmt(rep.cost.input_bytes / 1e6, 1), " MB"));
     std::vector<std::map<std::string, Tensor>> inputs;
@@ -231,82 +319,117 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     std::map<std::string, Tensor> ref = run_reference(g, inputs[0]);
     rep.reference_ms = seconds_since(t0) * 1e3;
 
+    // Workers of peer rows validate against the reference written once to a private folder.
+    ScratchFolder ref_dir;
+    bool any_peer = false;
+    for (const auto &v : variants) any_peer |= !v.peer.empty();
+    std::string ref_error;  // why the workers cannot have the reference: their rows fail, no others
+    if (any_peer) {
+        internal_check(!opts.peer_command.empty(), "run_benchmark: a peer row without BenchOptions::peer_command");
+        try {
+            ref_dir.create("loom_bench_ref");
+            write_reference_outputs(ref_dir.path, ref);
+        } catch (const std::exception &e) {
+            ref_error = str_cat("cannot write the reference outputs for the worker process: ", e.what());
+        }
+    }
+
     // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds
     // rounds of budget_ms / kTimingRounds each): a machine whose memory bandwidth drifts over
     // minutes (the 2-core build VM: 1.5-2x) then moves every row alike, and the ratios between
     // rows hold where one schedule after another did not.
     std::vector<std::unique_ptr<JitModel>> models(variants.size());
+    std::vector<std::unique_ptr<PeerModel>> peers(variants.size());
     auto prefix = [&](size_t vi) { return str_cat("[", vi + 1, "/", variants.size(), "] ", variants[vi].label, ": "); };
+    auto alive = [&](size_t vi) { return models[vi] != nullptr || peers[vi] != nullptr; };
+    // A row that failed after it validated: its times are dropped and it says why.
+    auto fail_row = [&](size_t vi, const std::string &error, const std::string &reason) {
+        BenchRow &row = rep.rows[vi];
+        row.error = error;
+        row.fail_reason = reason;
+        row.stage = "run";
+        models[vi].reset();
+        if (peers[vi]) peers[vi]->stop();
+        peers[vi].reset();
+        say(prefix(vi) + "FAILED at run: " + one_line(row.error));
+    };
     for (size_t vi = 0; vi < variants.size(); vi++) {
         const BenchVariant &v = variants[vi];
         BenchRow row;
         row.label = v.label;
         row.kind = v.kind;
         std::string pre = prefix(vi);
-        try {
-            row.stage = "schedule";
-            say(pre + "scheduling");
-            auto ts = Clock::now();
-            LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, v.kind));
-            row.schedule_text = v.apply ? v.apply(lp, opts.target) : std::string();
-            row.schedule_s = seconds_since(ts);
-
-            row.stage = "compile";
-            say(pre + "compiling (schedule took " + fmt(row.schedule_s, 1) + " s)");
-            models[vi] = std::make_unique<JitModel>(std::move(lp), opts.target);
-            row.compile_s = models[vi]->compile_seconds();
-            row.pipelines = models[vi]->segments();
-
-            row.stage = "validate";
-            say(pre + "validating (compile took " + fmt(row.compile_s, 1) + " s)");
-            compare_outputs(models[vi]->run(inputs[0]), ref, row);
-            if (!(row.rel_error < opts.rel_tol))
-                throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol,
-                                        " (max abs ", row.max_abs, ")"));
-            row.stage = "run";
-            for (int k = 0; k < opts.warmup; k++) models[vi]->time_run(inputs[(k + 1) % inputs.size()]);
-        } catch (const std::exception &e) {
-            row.error = e.what();
-            models[vi].reset();
-            say(pre + "FAILED at " + row.stage + ": " + one_line(row.error));
-        } catch (...) {
-            row.error = "unknown exception";
-            models[vi].reset();
+        auto say_row = [&](const std::string &s) { say(pre + s); };
+        if (v.peer.empty()) {
+            models[vi] = build_and_validate(g, v, inputs, ref, opts, row, say_row);
+            if (!models[vi]) say(pre + "FAILED at " + row.stage + ": " + one_line(row.error));
+        } else {
+            PeerJob job;
+            job.peer = v.peer;
+            job.reference_dir = ref_dir.path;
+            job.input_sets = sets;
+            job.seed = opts.seed;
+            job.warmup = opts.warmup;
+            job.rel_tol = opts.rel_tol;
+            job.target = rep.target;
+            job.cores = machine.cores;
+            job.l2_bytes = machine.l2_bytes;
+            if (!ref_error.empty()) {
+                row.stage = "schedule";
+                row.error = ref_error;
+                row.fail_reason = "error";
+                say(pre + "FAILED: " + ref_error);
+            } else {
+                say(pre + str_cat("in a worker process (memory cap ", format_bytes(opts.peer_limits.memory_bytes),
+                                  ", ", fmt(opts.peer_limits.timeout_s, 0), " s)"));
+                peers[vi] = PeerModel::start(opts.peer_command, job, opts.peer_limits, row, say_row);
+            }
         }
         rep.rows.push_back(std::move(row));
     }
+    ref_dir.remove();
 
     std::vector<std::vector<double>> times(variants.size());
     size_t next = 1 % inputs.size();
     int timed = 0;
-    for (const auto &m : models) timed += m != nullptr;
+    for (size_t vi = 0; vi < variants.size(); vi++) timed += alive(vi);
     say(str_cat("timing ", timed, " schedule(s) in turns: ", kTimingRounds, " rounds of ",
                 fmt(opts.budget_ms / kTimingRounds, 0), " ms each"));
+    // Where turns alternate between processes, a row's first run of a turn wakes threads that
+    // slept through the other process's turn, so that run is untimed.
+    int untimed = 0;
+    for (const auto &p : peers) untimed = p ? 1 : untimed;
     for (int round = 0; round < kTimingRounds; round++) {
         const bool last = round + 1 == kTimingRounds;
         for (size_t vi = 0; vi < variants.size(); vi++) {
-            if (!models[vi]) continue;
+            if (!alive(vi)) continue;
             std::vector<double> &t = times[vi];
-            try {
-                // At least one run a round (until max_runs), then until the round's share is spent.
-                auto tb = Clock::now();
-                for (size_t before = t.size();
-                     (int)t.size() < opts.max_runs &&
-                     (t.size() == before || seconds_since(tb) * 1e3 < opts.budget_ms / kTimingRounds ||
-                      (last && (int)t.size() < opts.min_runs));) {
-                    t.push_back(models[vi]->time_run(inputs[next]));
-                    next = (next + 1) % inputs.size();
+            // At least one run a round (until max_runs), then until the round's share is spent.
+            int at_most = opts.max_runs - (int)t.size();
+            if (at_most <= 0) continue;
+            int at_least = std::min(at_most, std::max(1, last ? opts.min_runs - (int)t.size() : 1));
+            size_t before = t.size();
+            if (peers[vi]) {
+                if (!peers[vi]->time(next, opts.budget_ms / kTimingRounds, at_least, at_most, t, untimed)) {
+                    PeerFailure f = peers[vi]->failure();
+                    fail_row(vi, f.message, f.reason);
+                    continue;
                 }
-            } catch (const std::exception &e) {
-                rep.rows[vi].error = e.what();
-                models[vi].reset();
-                say(prefix(vi) + "FAILED at run: " + one_line(rep.rows[vi].error));
+            } else {
+                try {
+                    timed_runs(*models[vi], inputs, next, opts.budget_ms / kTimingRounds, at_least, at_most, t,
+                               untimed);
+                } catch (const std::exception &e) {
+                    fail_row(vi, e.what(), "error");
+                    continue;
+                }
             }
+            next = (next + (t.size() - before)) % inputs.size();
         }
     }
     for (size_t vi = 0; vi < variants.size(); vi++) {
         BenchRow &row = rep.rows[vi];
-        if (!models[vi]) continue;
+        if (!alive(vi)) continue;
         std::vector<double> &t = times[vi];
         std::sort(t.begin(), t.end());
         row.runs = (int)t.size();
@@ -320,6 +443,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
         row.pct_roofline = 100.0 * machine.roofline_ms(rep.cost.bytes(), rep.cost.flops) / row.median_ms;
         row.ok = true;
         row.stage.clear();
+        row.fail_reason.clear();
         say(prefix(vi) + str_cat("median ", fmt(row.median_ms, 3), " ms over ", row.runs, " runs"));
     }
 
@@ -327,6 +451,19 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     for (size_t vi = 0; opts.profile && vi < variants.size(); vi++) {
         BenchRow &row = rep.rows[vi];
         if (!row.ok) continue;
+        if (peers[vi]) {
+            // The worker profiles its own build (its autoscheduler is not run again); a worker
+            // that fails here loses the profile only: the row was timed.
+            say(prefix(vi) + "profiling (in its worker process)");
+            std::string error;
+            if (!peers[vi]->profile(opts.budget_ms, row.profile, error)) {
+                row.profile_error = one_line(error);
+                say(prefix(vi) + "profiling failed: " + row.profile_error);
+            }
+            peers[vi]->stop();
+            peers[vi].reset();
+            continue;
+        }
         // The timed build's Funcs, already scheduled (a Halide autoscheduler is not run again);
         // its compiled code goes before the profiled one compiles.
         LoweredPipeline lp = models[vi]->lowered();
@@ -339,6 +476,8 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             say(prefix(vi) + "profiling failed: " + row.profile_error);
         }
     }
+    for (auto &p : peers)
+        if (p) p->stop();
 
     double eager = 0;
     for (const auto &r : rep.rows)
@@ -425,7 +564,7 @@ std::string to_json(const BenchReport &r) {
         const BenchRow &x = r.rows[i];
         os << (i ? "," : "") << "\n    {\"schedule\": " << json_str(x.label) << ", \"kind\": " << json_str(x.kind)
            << ", \"ok\": " << (x.ok ? "true" : "false") << ", \"error\": " << json_str(x.error)
-           << ", \"failed_at\": " << json_str(x.stage) << ", \"median_ms\": " << json_num(x.ok ? x.median_ms : NAN)
+           << ", \"failed_at\": " << json_str(x.stage) << ", \"fail_reason\": " << json_str(x.fail_reason) << ", \"median_ms\": " << json_num(x.ok ? x.median_ms : NAN)
            << ", \"min_ms\": " << json_num(x.ok ? x.min_ms : NAN) << ", \"max_ms\": " << json_num(x.ok ? x.max_ms : NAN)
            << ", \"runs\": " << x.runs << ", \"gbps\": " << json_num(x.ok ? x.gbps : NAN)
            << ", \"gflops\": " << json_num(x.ok ? x.gflops : NAN)
@@ -457,7 +596,7 @@ std::string to_json(const BenchReport &r) {
 std::string to_csv(const BenchReport &r) {
     std::ostringstream os;
     os << "workload,schedule,kind,ok,median_ms,min_ms,max_ms,runs,gbps,gflops,pct_roofline,"
-          "speedup_vs_eager,schedule_s,compile_s,pipelines,rel_error,error\n";
+          "speedup_vs_eager,schedule_s,compile_s,pipelines,rel_error,failed_at,fail_reason,error\n";
     for (const auto &x : r.rows) {
         os << csv_field(r.workload) << "," << csv_field(x.label) << "," << x.kind << "," << (x.ok ? 1 : 0) << ",";
         if (x.ok)
@@ -467,7 +606,7 @@ std::string to_csv(const BenchReport &r) {
         else
             os << ",,," << x.runs << ",,,,,";
         os << x.schedule_s << "," << x.compile_s << "," << x.pipelines << "," << x.rel_error << ","
-           << csv_field(one_line(x.error, 1000))
+           << csv_field(x.stage) << "," << csv_field(x.fail_reason) << "," << csv_field(one_line(x.error, 1000))
            << "\n";
     }
     return os.str();

@@ -7,15 +7,23 @@
 /// Timing: a warm-up, then repeated runs until a time budget; median, min and max of the realize
 /// calls. Inputs rotate among several random sets (enough to overflow the caches that matter) so
 /// that caches do not flatter small workloads.
+///
+/// A foreign schedule (a Halide autoscheduler, BenchVariant::peer) is scheduled, compiled,
+/// validated and timed in a worker process under a memory cap and a time budget
+/// (codegen/peer_worker.h): when it blows up, its row says why and every other row stands.
 #pragma once
 
 #include <Halide.h>
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "codegen/machine_probe.h"
+#include "codegen/peer_process.h"
+#include "codegen/jit.h"
 #include "codegen/profile.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
@@ -28,6 +36,9 @@ struct BenchVariant {
     std::string label;  ///< shown in the table: "eager", "inline", "auto", "mullapudi2016", "a.sched"
     std::string kind;   ///< "eager", "inline", "auto", "halide", "file"
     std::function<std::string(LoweredPipeline &, const Halide::Target &)> apply;
+    /// When set: a Halide autoscheduler's name ("adams2019"); the row runs in a worker process
+    /// (BenchOptions::peer_command, codegen/peer_worker.h) and \p apply is not used.
+    std::string peer = {};
 };
 
 /// How to measure.
@@ -45,6 +56,13 @@ struct BenchOptions {
     Halide::Target target;    ///< set by the caller (host_target())
     /// Receives one line of progress per step (the CLI prints it on stderr); may be empty.
     std::function<void(const std::string &)> progress;
+    /// How to start a worker for BenchVariant::peer rows: the executable and the arguments that
+    /// load the same model the same way (e.g. {"/proc/self/exe", "bench-peer", model, "--input",
+    /// …}); run_benchmark appends the job's (peer_job_args). Required when a variant has a peer.
+    std::vector<std::string> peer_command;
+    /// What each worker may use: memory cap, and the time its scheduling, compiling and validating
+    /// (and then each timing or profiling request) may take.
+    PeerLimits peer_limits;
 };
 
 /// The compulsory traffic and arithmetic of a graph: what any schedule has to move and compute.
@@ -69,6 +87,9 @@ struct BenchRow {
     bool ok = false;
     std::string error;        ///< why not ok: the compile or validation failure, one line
     std::string stage;        ///< where it failed: "schedule", "compile", "run", "validate"
+    /// Why not ok, machine-readable: "error" (Loom's message says why), "out_of_memory",
+    /// "timed_out", "crashed", "exited", "protocol" (a worker process's end, peer_process.h).
+    std::string fail_reason;
     double schedule_s = 0;    ///< applying / searching the schedule
     double compile_s = 0;     ///< JIT compile
     int pipelines = 0;        ///< Halide pipelines it compiled as (jit_segments.h); 0 if it never compiled
@@ -101,6 +122,33 @@ struct BenchReport {
 /// that a machine whose speed drifts moves every row alike. Rows stay in variant order.
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
                           const BenchOptions &opts, const MachineInfo &machine);
+
+/// The number of random input sets a run rotates among: \p requested when > 0, else enough that
+/// together they hold 8x the last-level cache (at least 64 MiB), 2..8, at most 2 GiB of inputs.
+int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int requested);
+
+/// Worst relative (‖out − ref‖ / ‖ref‖) and absolute error of \p out against \p ref over every
+/// output into \p row; UserError when an output is missing, misshapen or has NaN/Inf where the
+/// reference has none.
+void compare_to_reference(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
+                          BenchRow &row);
+
+/// One row's first half, in this process: lowers \p g for \p v, schedules, compiles, validates on
+/// inputs[0] against \p ref (opts.rel_tol) and warms up (opts.warmup runs). Fills \p row (times,
+/// errors, stage); on failure returns null with row.error, row.stage and row.fail_reason set (and
+/// says nothing of it: the caller does).
+/// \p say gets a progress line per step, after row.stage is set.
+std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant &v,
+                                             const std::vector<std::map<std::string, Tensor>> &inputs,
+                                             const std::map<std::string, Tensor> &ref, const BenchOptions &opts,
+                                             BenchRow &row, const std::function<void(const std::string &)> &say);
+
+/// Timed runs of \p m appended to \p times, inputs rotating from set \p first_set: at least
+/// \p at_least, at most \p at_most, and after at_least until \p budget_ms is spent; \p untimed
+/// runs first (on the set before \p first_set). Returns the number of timed runs made (the
+/// caller's rotation moves on by as many).
+int timed_runs(JitModel &m, const std::vector<std::map<std::string, Tensor>> &inputs, size_t first_set,
+               double budget_ms, int at_least, int at_most, std::vector<double> &times, int untimed = 0);
 
 /// The human table (one line per row, a header naming machine, target and costs), then each
 /// row's profile when it has one (format_profile).
