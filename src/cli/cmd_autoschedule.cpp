@@ -55,10 +55,14 @@ Halide::Target named_target(const AutoscheduleOptions &o) {
 
 // A --machine preset plans for another machine: it sets the target (the header records it), and
 // nothing that runs the model on this machine goes with it.
-void check_preset(const AutoscheduleOptions &o, const FixedMachine &preset, const Halide::Target &target) {
+void check_preset(const AutoscheduleOptions &o, const FixedMachine &preset) {
     const std::string flag = "loom autoschedule --machine " + preset.name;
-    user_check(target == preset.target, flag, " plans for target ", preset.target.to_string(), ", not --target ",
-               o.target, " (", target.to_string(), "); drop --target (the preset sets it) or the preset");
+    if (o.target_given) {
+        // The JIT feature of `host` is how the code is loaded, not what it may execute.
+        Halide::Target named = named_target(o).without_feature(Halide::Target::JIT);
+        user_check(named == preset.target, flag, " plans for target ", preset.target.to_string(), ", not --target ",
+                   o.target, " (", named.to_string(), "); drop --target (the preset sets it) or the preset");
+    }
     user_check(!o.profile, flag, " with --profile: --profile runs the model on this machine, the preset "
                "describes another; drop the preset (key=value overrides adjust this machine's model) or --profile");
     user_check(!o.tune_given, flag, " with --tune: tuning times candidates on this machine, the preset "
@@ -117,8 +121,8 @@ AutoScheduleResult tune(const AutoscheduleOptions &o, const Graph &g, const Lowe
 
 void autoschedule(const AutoscheduleOptions &o) {
     MachineOptions machine = parse_machine_options(o.machine);
-    Halide::Target target = machine.preset && !o.target_given ? machine.preset->target : named_target(o);
-    if (machine.preset) check_preset(o, *machine.preset, target);
+    if (machine.preset) check_preset(o, *machine.preset);
+    Halide::Target target = machine.preset ? machine.preset->target : named_target(o);
     check_flags(o, target);
     if (target.has_gpu_feature()) {
         // The GPU cost model has no fusion report or machine overrides yet: it writes the file only.
