@@ -1215,23 +1215,29 @@ namespace {
 
 // The cost model's decisions move with the machine (cores, caches, probed bandwidth and FLOP
 // rate), and so do the loop nests it writes: every fixture's auto-schedule must be a schedule
-// Halide accepts on every machine, not just the test machine. (The CNN's conv tile once pointed
-// compute_at at a row var it had fused into the parallel var, on a probed 404-GFLOP/s VM only.)
+// Halide accepts on every machine, the presets' included, not just the test machine. (The CNN's
+// conv tile once pointed compute_at at a row var it had fused into the parallel var, on a probed
+// 404-GFLOP/s VM only.)
 TEST(Autoschedule, FixturesScheduleOnManyMachines) {
-    const std::vector<std::vector<std::string>> machines = {
+    const std::vector<std::vector<std::string>> variants = {
         {"cores=1"}, {"cores=2", "gflops=404", "copy_gbps=27.8"}, {"cores=4", "l2_bytes=256K"},
         {"cores=8", "l2_bytes=1M", "gflops=1500"}, {"cores=16", "l2_bytes=2M", "copy_gbps=100"},
         {"cores=64", "l2_bytes=8M", "gflops=5000", "copy_gbps=300"}};
     for (const char *name : {"cnn", "cnn_opset9", "mlp", "gelu_mlp", "transformer", "layernorm_rows",
                              "softmax_rows", "sum_prologue", "sigmoid_affine"}) {
         Graph g = fixture(name);
-        for (const auto &overrides : machines) {
+        for (const auto &overrides : variants) {
             MachineModel m = host_machine();
             std::string label = name;
             for (const auto &o : overrides) override_machine(m, o), label += " " + o;
             LoweredPipeline lp = lower_graph(g);
             Schedule s = auto_schedule(lp, host_target(), m);
             EXPECT_NO_THROW(apply_schedule(s, lp, host_target())) << label << "\n" << print_schedule(s);
+        }
+        for (const FixedMachine &fm : machines::all()) {  // each preset's plan, for its own target
+            LoweredPipeline lp = lower_graph(g);
+            Schedule s = plan_on(lp, fm).schedule;
+            EXPECT_NO_THROW(apply_schedule(s, lp, fm.target)) << name << " on " << fm.name << "\n" << print_schedule(s);
         }
     }
 }
