@@ -6,8 +6,8 @@
 /// (`--machine key=value` on the CLI), so a schedule can be planned for another machine.
 ///
 /// Named fixed machines (`machines::avx2_2core()` …, `--machine avx2_2core` on the CLI) pair a
-/// model with the Halide target it runs: a schedule planned for one reads the same on every host,
-/// which is what tests of the cost model's decisions and lessons that print them need.
+/// model with the Halide target its code is compiled for: a schedule planned for one reads the same
+/// on every host, which is what tests of the cost model's decisions and lessons that print them need.
 #pragma once
 
 #include <Halide.h>
