@@ -68,7 +68,9 @@ TEST(Tune, CandidatesAreDistinctRankedAndDeterministic) {
                 EXPECT_TRUE(seen.insert(without_comments(a[k].schedule)).second) << "duplicate: " << a[k].label;
                 EXPECT_GT(a[k].est_ms, 0) << a[k].label;
                 EXPECT_FALSE(a[k].label.empty());
-                if (k >= 2) EXPECT_LE(a[k - 1].est_ms, a[k].est_ms) << a[k - 1].label << " vs " << a[k].label;
+                if (k >= 2) {
+                    EXPECT_LE(a[k - 1].est_ms, a[k].est_ms) << a[k - 1].label << " vs " << a[k].label;
+                }
             }
             LoweredPipeline p2 = lower_graph(g);
             auto b = schedule_candidates(p2, fm.target, fm.model);
