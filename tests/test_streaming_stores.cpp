@@ -96,11 +96,25 @@ TEST(StreamingStores, ObjectHasThemExactlyWhereAlignedWithAFence) {
 }
 
 
-/// A machine like the test machine with a last-level cache of \p llc bytes.
+/// The model the host's own schedules are planned for (its vector width, fixed cores and caches)
+/// with a last-level cache of \p llc bytes: what the JIT runs here.
 MachineModel machine_with_llc(int64_t llc) {
     MachineModel m = reference_machine(host_target(), 2);
     m.llc_bytes = llc;
     return m;
+}
+
+/// The fixed machine \p fm with a last-level cache of \p llc bytes: decisions asserted on it hold
+/// on every host.
+FixedMachine fixed_with_llc(FixedMachine fm, int64_t llc) {
+    fm.model.llc_bytes = llc;
+    return fm;
+}
+
+/// The schedule the cost model writes for \p g on \p fm, for its own target (nothing compiled).
+std::string planned(const Graph &g, const FixedMachine &fm, const ScheduleKnobs &knobs = {}) {
+    LoweredPipeline lp = lower_graph(g);
+    return print_schedule(auto_schedule_with_plan(lp, fm.target, fm.model, knobs).schedule);
 }
 
 /// Auto-schedules \p g for \p m, runs it with the JIT (in at most \p pipelines Pipelines, 0: the
@@ -123,7 +137,9 @@ std::string check_streamed(const Graph &g, const MachineModel &m, int pipelines 
 }
 
 // The cost model streams a graph output written by a pure vectorized loop when the kernel moves
-// more than the LLC; not below it, not a reduction's output, not rows that are not whole vectors.
+// more than the LLC; not below it, not a reduction's output, not rows that are not whole vectors
+// (1000-wide rows: 62.5 vectors of 16 lanes, 125 of 8). The host's own schedules match the
+// reference, streamed where they say so.
 TEST(StreamingStores, CostModelStreamsLargeOutputsAndTheyMatchTheReference) {
     GraphBuilder b;
     std::string x = b.input("x", {64, 1024});
@@ -137,38 +153,53 @@ TEST(StreamingStores, CostModelStreamsLargeOutputsAndTheyMatchTheReference) {
     b.out("Sigmoid", {o}, {64, 1000});
     prepare_graph(b.g);
     // Each kernel moves about 0.5 MB: above a 256 KiB LLC, below a 32 MiB one.
+    for (const FixedMachine &fm : {machines::avx512_2core(), machines::avx2_2core()}) {
+        std::string small = planned(b.g, fixed_with_llc(fm, 256 << 10));
+        // LayerNorm and Softmax, not the sum; the 1000-wide rows only where they are whole vectors.
+        EXPECT_EQ(count_of(small, ".stream_stores()"), fm.model.vector_bytes == 64 ? 2u : 3u) << fm.name << "\n" << small;
+        EXPECT_NE(small.find("streaming stores: the kernel moves"), std::string::npos) << fm.name << "\n" << small;
+        std::string big = planned(b.g, fixed_with_llc(fm, 32 << 20));
+        EXPECT_EQ(big.find("stream_stores"), std::string::npos) << fm.name << "\n" << big;
+    }
     std::string small = check_streamed(b.g, machine_with_llc(256 << 10));
-    EXPECT_EQ(count_of(small, ".stream_stores()"), 2u) << small;  // LayerNorm and Softmax; not the sum, not 1000-wide rows
-    EXPECT_NE(small.find("streaming stores: the kernel moves"), std::string::npos) << small;
+    EXPECT_NE(small.find(".stream_stores()"), std::string::npos) << small;
     std::string big = check_streamed(b.g, machine_with_llc(32 << 20));
     EXPECT_EQ(big.find("stream_stores"), std::string::npos) << big;
 }
 
-// A row kernel with per-row statistics (LayerNorm with scale and shift, 32 vector registers) whose
-// bytes come from past the L2s prefetches its next tile of x while it normalizes this one from
-// cache, streamed or not: tiles of 4 rows, the offset 4 rows of vector steps, NonFaulting past
-// the last tile. With the data inside the L2s, tiles of 8 and no prefetch.
+// A row kernel with per-row statistics (LayerNorm with scale and shift) on a machine with 32
+// vector registers (AVX-512) whose bytes come from past the L2s prefetches its next tile of x
+// while it normalizes this one from cache, streamed or not: tiles of 4 rows, the offset 4 rows of
+// vector steps, NonFaulting past the last tile. With the data inside the L2s, tiles of 8 and no
+// prefetch. With AVX2's 16 registers there are no row tiles: it prefetches the next row. The
+// AVX-512 plans, run on this host, match the reference.
 TEST(StreamingStores, RowStatisticsKernelsPrefetchTheNextTile) {
-    MachineModel m = machine_with_llc(256 << 10);
-    if (m.vector_registers < 32) GTEST_SKIP() << "row tiles need 32 vector registers (AVX-512)";
     GraphBuilder b;
     std::string x = b.input("x", {256, 2048});  // 4 MB moved; tasks of 16 rows: room for tiles of 8
     std::string g = b.random_constant("g", {2048}, 5), c = b.random_constant("c", {2048}, 6);
     b.out("LayerNormalization", {x, g, c}, {256, 2048}, {{"axis", int64_t(-1)}});
     prepare_graph(b.g);
-    const std::string prefetch = str_cat(".prefetch(x, j, j, ", 4 * 2048 / (m.vector_bytes / 4), ", NonFaulting)");
-    MachineModel big_llc = machine_with_llc(32 << 20), big_l2 = big_llc;
-    big_l2.l2_bytes = 64 << 20;
-    for (const MachineModel *mm : {&m, &big_llc}) {
-        std::string text = check_streamed(b.g, *mm);
-        EXPECT_EQ(text.find("stream_stores") != std::string::npos, mm == &m) << text;
+    const FixedMachine small_llc = fixed_with_llc(machines::avx512_2core(), 256 << 10);
+    const FixedMachine big_llc = fixed_with_llc(machines::avx512_2core(), 32 << 20);
+    FixedMachine big_l2 = big_llc;
+    big_l2.model.l2_bytes = 64 << 20;
+    const std::string prefetch = str_cat(".prefetch(x, j, j, ", 4 * 2048 / 16, ", NonFaulting)");
+    for (const FixedMachine *fm : {&small_llc, &big_llc}) {
+        std::string text = planned(b.g, *fm);
+        EXPECT_EQ(text.find("stream_stores") != std::string::npos, fm == &small_llc) << text;
         EXPECT_NE(text.find(".split(ii, ii_tile, ii_r, 4)"), std::string::npos) << text;
         EXPECT_NE(text.find(prefetch), std::string::npos) << text;
         EXPECT_NE(text.find("the next tile of 4 rows"), std::string::npos) << text;
+        check_streamed(b.g, fm->model);  // the AVX-512 plan, run on this host
     }
-    std::string in_l2 = check_streamed(b.g, big_l2);
+    std::string in_l2 = planned(b.g, big_l2);
     EXPECT_NE(in_l2.find(".split(ii, ii_tile, ii_r, 8)"), std::string::npos) << in_l2;
     EXPECT_EQ(in_l2.find("prefetch"), std::string::npos) << in_l2;
+    // AVX2: a row at a time, streamed, prefetching the next row (2048 / 8 vector steps ahead).
+    std::string avx2 = planned(b.g, fixed_with_llc(machines::avx2_2core(), 256 << 10));
+    EXPECT_EQ(avx2.find("ii_tile"), std::string::npos) << avx2;
+    EXPECT_NE(avx2.find(".stream_stores()"), std::string::npos) << avx2;
+    EXPECT_NE(avx2.find(".prefetch(x, j, j, 256, NonFaulting)"), std::string::npos) << avx2;
 }
 
 // ScheduleKnobs::streaming_stores off (`loom autoschedule --normal-stores`) keeps normal stores,
@@ -181,22 +212,25 @@ TEST(StreamingStores, KnobTurnsThemOffAndTuningTriesIt) {
     b.out("LayerNormalization", {x, g, c}, {64, 1024}, {{"axis", int64_t(-1)}});
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
-    MachineModel m = machine_with_llc(256 << 10);
     ScheduleKnobs off;
     off.streaming_stores = false;
-    std::string text = print_schedule(auto_schedule_with_plan(lp, host_target(), m, off).schedule);
-    EXPECT_EQ(text.find("stream_stores"), std::string::npos) << text;
     EXPECT_EQ(off.describe(), "no streaming stores");
-    auto cands = schedule_candidates(lp, host_target(), m);
-    ASSERT_GE(cands.size(), 2u);
-    EXPECT_NE(print_schedule(cands[0].schedule).find(".stream_stores()"), std::string::npos);
-    const ScheduleCandidate *normal = nullptr;
-    for (const auto &cand : cands)
-        if (!cand.knobs.streaming_stores) normal = &cand;
-    ASSERT_NE(normal, nullptr);
-    EXPECT_EQ(print_schedule(normal->schedule).find("stream_stores"), std::string::npos);
-    const double written_ms = 64.0 * 1024 * 4 / m.bytes_per_s() * 1e3;
-    EXPECT_NEAR(normal->est_ms - cands[0].est_ms, written_ms, 0.05 * written_ms);
+    for (const FixedMachine &fm : {machines::avx512_2core(), machines::avx2_2core()}) {
+        SCOPED_TRACE(fm.name);
+        const MachineModel m = fixed_with_llc(fm, 256 << 10).model;
+        std::string text = print_schedule(auto_schedule_with_plan(lp, fm.target, m, off).schedule);
+        EXPECT_EQ(text.find("stream_stores"), std::string::npos) << text;
+        auto cands = schedule_candidates(lp, fm.target, m);
+        ASSERT_GE(cands.size(), 2u);
+        EXPECT_NE(print_schedule(cands[0].schedule).find(".stream_stores()"), std::string::npos);
+        const ScheduleCandidate *normal = nullptr;
+        for (const auto &cand : cands)
+            if (!cand.knobs.streaming_stores) normal = &cand;
+        ASSERT_NE(normal, nullptr);
+        EXPECT_EQ(print_schedule(normal->schedule).find("stream_stores"), std::string::npos);
+        const double written_ms = 64.0 * 1024 * 4 / m.bytes_per_s() * 1e3;
+        EXPECT_NEAR(normal->est_ms - cands[0].est_ms, written_ms, 0.05 * written_ms);
+    }
 }
 
 // A model cut into two pipelines, each streaming its output: the second reads the first's output

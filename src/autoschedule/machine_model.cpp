@@ -100,6 +100,7 @@ double MachineModel::bytes_per_s() const { return std::max(0.1, copy_gbps) * 1e9
 
 std::string MachineModel::describe() const {
     std::ostringstream os;
+    if (!preset.empty()) os << source << ": ";
     auto kib = [](int64_t b) {
         std::ostringstream s;
         if (b >= (1 << 20) && b % (1 << 20) == 0) s << (b >> 20) << " MiB";
@@ -170,11 +171,83 @@ MachineModel detect_machine(const Halide::Target &target, const std::string &cac
     return m;
 }
 
+namespace machines {
+
+namespace {
+
+FixedMachine fixed(const std::string &name, const std::string &description, const std::string &target, int cores) {
+    FixedMachine f;
+    f.name = name;
+    f.description = description;
+    f.target = Halide::Target(target);
+    f.model = reference_machine(f.target, cores);
+    f.model.preset = name;
+    f.model.source = name + " preset";
+    return f;
+}
+
+const char *kAvx2Target = "x86-64-linux-avx-avx2-f16c-fma-sse41";
+const char *kAvx512Target = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41";
+
+}  // namespace
+
+FixedMachine avx2_2core() {
+    return fixed("avx2_2core", "2 cores, AVX2 (8 f32 lanes, 16 registers)", kAvx2Target, 2);
+}
+
+FixedMachine avx512_2core() {
+    return fixed("avx512_2core", "2 cores, AVX-512 (16 f32 lanes, 32 registers)", kAvx512Target, 2);
+}
+
+FixedMachine avx512_16core() {
+    return fixed("avx512_16core", "16 cores, AVX-512 (16 f32 lanes, 32 registers)", kAvx512Target, 16);
+}
+
+std::vector<FixedMachine> all() { return {avx2_2core(), avx512_2core(), avx512_16core()}; }
+
+std::string names() {
+    std::string out;
+    for (const auto &f : all()) out += (out.empty() ? "" : ", ") + f.name;
+    return out;
+}
+
+FixedMachine by_name(const std::string &name) {
+    std::vector<std::string> known;
+    std::string listing;
+    for (const auto &f : all()) {
+        if (f.name == name) return f;
+        known.push_back(f.name);
+        listing += str_cat("\n  ", f.name, ": ", f.description, " (", f.target.to_string(), ")");
+    }
+    std::string hint = did_you_mean(name, known);
+    throw UserError(str_cat("unknown machine preset '", name, "'", hint.empty() ? ";" : hint, " presets:", listing,
+                            "\nor key=value overrides of this machine's model, e.g. --machine cores=4"));
+}
+
+}  // namespace machines
+
+MachineOptions parse_machine_options(const std::vector<std::string> &values) {
+    MachineOptions o;
+    for (size_t i = 0; i < values.size(); i++) {
+        const std::string &v = values[i];
+        if (v.find('=') != std::string::npos) {
+            o.overrides.push_back(v);
+            continue;
+        }
+        user_check(i == 0, "machine preset '", v, "' after '", values[i - 1],
+                   "': a preset goes first and only once, then key=value overrides (e.g. --machine ",
+                   v, " cores=4)");
+        o.preset = machines::by_name(v);
+    }
+    return o;
+}
+
 void override_machine(MachineModel &m, const std::string &kv) {
     auto eq = kv.find('=');
     static const char *valid =
         "cores, vector_bytes, vector_registers, l1_bytes, l2_bytes, llc_bytes, copy_gbps, gflops";
-    user_check(eq != std::string::npos, "machine option '", kv, "' is not key=value; keys: ", valid);
+    user_check(eq != std::string::npos, "machine option '", kv, "' is not key=value; keys: ", valid,
+               " (or, first, a preset: ", machines::names(), ")");
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "cores") m.cores = (int)parse_positive(k, v);
     else if (k == "vector_bytes") m.vector_bytes = (int)parse_positive(k, v);

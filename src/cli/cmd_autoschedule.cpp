@@ -34,8 +34,9 @@ struct AutoscheduleOptions {
     std::string model;
     std::vector<std::string> inputs;
     std::string target = "host";
+    bool target_given = false;  ///< --target was passed (a --machine preset sets it otherwise)
     std::string output;
-    std::vector<std::string> machine;
+    std::vector<std::string> machine;  ///< --machine: [preset] key=value …
     std::string dot;
     bool force = false;
     bool report = false;
@@ -47,6 +48,26 @@ struct AutoscheduleOptions {
     bool normal_stores = false;   ///< --normal-stores: ScheduleKnobs::streaming_stores off
     LibraryFlags libs;  ///< --target cuda: the library calls `loom compile` will make (same flags)
 };
+
+Halide::Target named_target(const AutoscheduleOptions &o) {
+    return o.target == "host" ? host_target() : o.target == "cuda" ? aot_target("cuda") : Halide::Target(o.target);
+}
+
+// A --machine preset plans for another machine: it sets the target (the header records it), and
+// nothing that runs the model on this machine goes with it.
+void check_preset(const AutoscheduleOptions &o, const FixedMachine &preset) {
+    const std::string flag = "loom autoschedule --machine " + preset.name;
+    if (o.target_given) {
+        // The JIT feature of `host` is how the code is loaded, not what it may execute.
+        Halide::Target named = named_target(o).without_feature(Halide::Target::JIT);
+        user_check(named == preset.target, flag, " plans for target ", preset.target.to_string(), ", not --target ",
+                   o.target, " (", named.to_string(), "); drop --target (the preset sets it) or the preset");
+    }
+    user_check(!o.profile, flag, " with --profile: --profile runs the model on this machine, the preset "
+               "describes another; drop the preset (key=value overrides adjust this machine's model) or --profile");
+    user_check(!o.tune_given, flag, " with --tune: tuning times candidates on this machine, the preset "
+               "describes another; drop the preset (key=value overrides adjust this machine's model) or --tune");
+}
 
 // The flag checks (--loop-conv-taps, --normal-stores, --tune), before anything slow runs.
 void check_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
@@ -99,9 +120,9 @@ AutoScheduleResult tune(const AutoscheduleOptions &o, const Graph &g, const Lowe
 }
 
 void autoschedule(const AutoscheduleOptions &o) {
-    Halide::Target target = o.target == "host" ? host_target()
-                            : o.target == "cuda" ? aot_target("cuda")
-                                                 : Halide::Target(o.target);
+    MachineOptions machine = parse_machine_options(o.machine);
+    if (machine.preset) check_preset(o, *machine.preset);
+    Halide::Target target = machine.preset ? machine.preset->target : named_target(o);
     check_flags(o, target);
     if (target.has_gpu_feature()) {
         // The GPU cost model has no fusion report or machine overrides yet: it writes the file only.
@@ -122,8 +143,8 @@ void autoschedule(const AutoscheduleOptions &o) {
         return;
     }
     (void)library_lowering(target, o.libs, "loom autoschedule");  // --tf32 on a CPU target: its error
-    MachineModel m = detect_machine(target);
-    for (const auto &kv : o.machine) override_machine(m, kv);
+    MachineModel m = machine.preset ? machine.preset->model : detect_machine(target);
+    for (const auto &kv : machine.overrides) override_machine(m, kv);
     Graph g = load_model(o.model, o.inputs);
     LoweredPipeline p = lower_graph(g);
     ScheduleKnobs knobs;
@@ -185,7 +206,8 @@ void add_autoschedule_command(CLI::App &app) {
     CLI::App *c = app.add_subcommand("autoschedule", "Write a schedule for a model with Loom's cost model (CPU, or CUDA with --target cuda)");
     c->add_option("model", o->model, "ONNX model file")->required();
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
-    c->add_option("--target", o->target, "host, cuda, or a Halide target string (default: host)");
+    c->add_option("--target", o->target, "host, cuda, or a Halide target string (default: host, or the --machine preset's)")
+        ->each([o](const std::string &) { o->target_given = true; });
     c->add_option("-o,--output", o->output, "Schedule file to write (default: print it)");
     c->add_flag("--force", o->force, "Overwrite an existing output file");
     c->add_flag("--report", o->report, "Print each kernel (loop nest) with the graph nodes it fuses");
@@ -204,7 +226,8 @@ void add_autoschedule_command(CLI::App &app) {
     c->add_option("--tune-budget-ms", o->tune_budget_ms, "With --tune: timed runs per candidate and round, in ms")
         ->default_val(300);
     c->add_option("--machine", o->machine,
-                  "Override the machine model: cores=2, l2_bytes=2M, copy_gbps=20, gflops=150, vector_bytes=64 …");
+                  "Plan for a fixed machine (a preset, with its target: " + machines::names() +
+                      "), then override the model: cores=2, l2_bytes=2M, copy_gbps=20, gflops=150, vector_bytes=64 …");
     add_library_flags(c, o->libs);
     c->callback([o] { autoschedule(*o); });
 }
