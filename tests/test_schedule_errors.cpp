@@ -231,6 +231,12 @@ TEST(ScheduleErrors, HeaderChecks) {
     ASSERT_EQ(w.size(), 1u);
     EXPECT_HAS(w[0], "mlp.cpu.sched: written for model mlp.onnx with sha256 aaaa, but this model's sha256 is bbbb");
     EXPECT_TRUE(check_schedule_header(s, kCpu, "aaaa").empty());
+    // The JIT feature says how code is loaded, not what code: a JIT run of a file written for the
+    // same CPU target does not warn; another CPU target does.
+    EXPECT_TRUE(check_schedule_header(s, Halide::Target("x86-64-linux-avx2-jit"), "aaaa").empty());
+    auto other = check_schedule_header(s, Halide::Target("x86-64-linux-avx2-avx512-jit"), "aaaa");
+    ASSERT_EQ(other.size(), 1u);
+    EXPECT_HAS(other[0], "written for target x86-64-linux-avx2, running on x86-64-linux-avx2-avx512-jit");
     try {
         check_schedule_header(s, kCuda, "aaaa");
         FAIL();

@@ -5,6 +5,21 @@
 
 namespace loom {
 
+namespace {
+
+// Whether a schedule written for \p written makes the same code for \p running: the JIT feature
+// only says how the code is loaded, so a file written by a JIT run matches an artifact's target.
+bool same_code_target(const std::string &written, const Halide::Target &running) {
+    try {
+        return Halide::Target(written).without_feature(Halide::Target::JIT) ==
+               running.without_feature(Halide::Target::JIT);
+    } catch (const Halide::Error &) {
+        return written == running.to_string();
+    }
+}
+
+}  // namespace
+
 using sched_internal::where;
 
 std::vector<std::string> check_schedule_header(const Schedule &s, const Halide::Target &target,
@@ -37,7 +52,7 @@ std::vector<std::string> check_schedule_header(const Schedule &s, const Halide::
                             ", but the target is " + (target.has_gpu_feature() ? "GPU" : "CPU") + " target " +
                             target.to_string() + "; valid: a schedule for a " +
                             (target.has_gpu_feature() ? "GPU" : "CPU") + " target, `eager`, `inline` or `auto`");
-        if (s.target != target.to_string())
+        if (!same_code_target(s.target, target))
             warnings.push_back(file + ": written for target " + s.target + ", running on " + target.to_string());
     }
     return warnings;
