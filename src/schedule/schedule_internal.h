@@ -103,6 +103,15 @@ std::string compute_at_problem(Model &m, const std::string &producer, const std:
 /// The legal compute_at locations of \p producer: "ln_out.{i, j}", …, "root".
 std::vector<std::string> legal_locations(Model &m, const std::string &producer);
 
+/// The vars of every stage of \p f, outermost first, each once.
+std::vector<std::string> all_dims(const FuncModel &f);
+
+/// Why output \p f cannot be computed inside another Func, and how to wrap it so that it can.
+std::string output_at_root(const std::string &f);
+
+/// \p v's items separated by \p sep.
+std::string join(const std::vector<std::string> &v, const std::string &sep = ", ");
+
 /// "file:line:col: " for a location (falls back to \p file).
 std::string where(const SourceLoc &loc, const std::string &file);
 

@@ -1,10 +1,9 @@
 #include "schedule/schedule_validate.h"
 
 #include <algorithm>
-#include <functional>
-#include <tuple>
 
 #include "graph/error.h"
+#include "schedule/primitives/call_context.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_parser.h"
 
@@ -44,7 +43,7 @@ FuncModel *Model::find(const std::string &n) {
     return it == funcs.end() ? nullptr : &it->second;
 }
 
-static std::string join(const std::vector<std::string> &v, const std::string &sep = ", ") {
+std::string join(const std::vector<std::string> &v, const std::string &sep) {
     std::string s;
     for (size_t i = 0; i < v.size(); i++) s += (i ? sep : "") + v[i];
     return s;
@@ -52,7 +51,7 @@ static std::string join(const std::vector<std::string> &v, const std::string &se
 
 // Halide computes a pipeline's outputs at root; wrapping one (`f.in() as w`, Halide's idiom) makes
 // the wrapper the output and f a Func that can be computed per tile of it.
-static std::string output_at_root(const std::string &f) {
+std::string output_at_root(const std::string &f) {
     return f + " is an output; it can only be computed at root. To compute it per tile (a reduction's "
                "initial value and updates in one loop nest), wrap it first: " + f + ".in() as " + f +
            "_out; then " + f + ".compute_at(" + f + "_out, <a var of " + f + "_out>)";
@@ -152,7 +151,8 @@ namespace {
 
 bool has_gpu(const Halide::Target &t) { return t.has_gpu_feature(); }
 
-// Checks one statement's calls, updating the model as Halide would.
+// Checks one statement's calls, each with its primitive's validate function (the table in
+// schedule.cpp), updating the model as Halide would.
 class StatementChecker {
 public:
     StatementChecker(Model &m, const ScheduleStatement &st, const std::string &file)
@@ -184,16 +184,18 @@ public:
                             (nupd == 0 ? " has no update stages; schedule its pure definition `" + f->name + ".…`"
                                        : " has update stages 0.." + std::to_string(nupd - 1)));
         for (const auto &c : st_.calls) {
+            CallCheck k(m_, st_, file_, *m_.find(st_.func), c);
             std::string form = check_call_form(c, st_.stage);
-            if (!form.empty()) fail(c, form);
+            if (!form.empty()) k.fail(form);
             if (f->is_extern)
-                fail(c, f->name + " is an extern stage (a library call computed at root by lowering): it has no "
-                            "loops to schedule; schedule its consumers, or compile with --no-cudnn to get a Halide conv");
+                k.fail(f->name + " is an extern stage (a library call computed at root by lowering): it has no "
+                                 "loops to schedule; schedule its consumers, or compile with --no-cudnn to get a Halide conv");
             if (f->is_input && c.name != "in")
-                fail(c, f->name + " is a graph input, not a Func: only `" + f->name +
-                            ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
-            check_call(*m_.find(st_.func), c);
-            note_stage_primitive(*m_.find(st_.func), c);
+                k.fail(f->name + " is a graph input, not a Func: only `" + f->name +
+                       ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
+            const PrimitiveInfo *info = find_primitive(c.name);  // known: check_call_form passed
+            if (info->validate) info->validate(k);
+            note_stage_primitive(k, *info);
         }
     }
 
@@ -202,532 +204,14 @@ private:
     const ScheduleStatement &st_;
     const std::string &file_;
 
-    [[noreturn]] void fail(const PrimitiveCall &c, const std::string &msg, const SourceLoc *at = nullptr) {
-        throw UserError(where(at && at->line > 0 ? *at : c.loc.line > 0 ? c.loc : st_.loc, file_) +
-                        st_.stage_name() + "." + c.str() + ": " + msg);
-    }
-
-    StageModel &stage(FuncModel &f) { return f.stages[st_.stage + 1]; }
-
     // Halide asserts when a stage marked unscheduled() is then scheduled: say so first, and where.
-    void note_stage_primitive(FuncModel &f, const PrimitiveCall &c) {
-        const PrimitiveInfo *info = find_primitive(c.name);
-        if (c.name == "unscheduled" || f.is_input || !info || info->pure_only) return;
-        StageModel &s = stage(f);
+    void note_stage_primitive(const CallCheck &k, const PrimitiveInfo &info) {
+        if (k.c.name == "unscheduled" || k.f.is_input || info.pure_only) return;
+        StageModel &s = k.stage();
         if (s.unscheduled_loc.line > 0)
-            fail(c, f.stage_label(st_.stage) + " was marked unscheduled() at line " +
-                        std::to_string(s.unscheduled_loc.line) + "; drop that mark or this primitive");
+            k.fail(k.f.stage_label(st_.stage) + " was marked unscheduled() at line " +
+                   std::to_string(s.unscheduled_loc.line) + "; drop that mark or this primitive");
         s.scheduled = true;
-    }
-
-    std::string ident(const PrimitiveCall &c, size_t i, const std::string &what) {
-        const ScheduleArg &a = c.args[i];
-        if (!a.is_ident())
-            fail(c, "argument " + std::to_string(i + 1) + " (" + a.str() + ") must be " + what, &a.loc);
-        return a.name;
-    }
-    int64_t positive(const PrimitiveCall &c, size_t i, const std::string &what) {
-        const ScheduleArg &a = c.args[i];
-        if (!a.is_int()) fail(c, what + " must be an integer, not '" + a.str() + "'", &a.loc);
-        if (a.value <= 0) fail(c, what + " must be positive, not " + std::to_string(a.value), &a.loc);
-        return a.value;
-    }
-    int64_t integer(const PrimitiveCall &c, size_t i, const std::string &what) {
-        const ScheduleArg &a = c.args[i];
-        if (!a.is_int()) fail(c, what + " must be an integer, not '" + a.str() + "'", &a.loc);
-        return a.value;
-    }
-    void tail(const PrimitiveCall &c, size_t i) {
-        const ScheduleArg &a = c.args[i];
-        const auto &names = tail_strategy_names();
-        bool ok = (a.kind == ScheduleArg::Kind::Tail || a.is_ident()) &&
-                  std::find(names.begin(), names.end(), a.name) != names.end();
-        if (!ok)
-            fail(c, "'" + a.str() + "' is not a TailStrategy" + did_you_mean(a.name, names) +
-                        " valid: " + join(names), &a.loc);
-    }
-    // A dim of the stage, by name; fails with the valid names.
-    int dim(FuncModel &f, const PrimitiveCall &c, size_t i) {
-        std::string n = ident(c, i, "a var of " + st_.stage_name());
-        StageModel &s = stage(f);
-        int d = s.find(n);
-        if (d < 0) {
-            auto names = s.names_outer_first();
-            std::string hint = did_you_mean(n, names);
-            std::string extra;
-            if (st_.stage >= 0)
-                for (const auto &p : f.vars)
-                    if (p == n) extra = " (" + n + " is a var of " + f.name + " but not of this update stage)";
-            fail(c, "unknown var '" + n + "'" + extra + (hint.empty() ? ";" : hint) + " vars of " +
-                        st_.stage_name() + ": " + join(names), &c.args[i].loc);
-        }
-        return d;
-    }
-    // A name a primitive introduces; it must not name an existing dim (unless \p may_reuse).
-    std::string fresh(FuncModel &f, const PrimitiveCall &c, size_t i, const std::set<std::string> &may_reuse = {}) {
-        std::string n = ident(c, i, "a new var name");
-        if (may_reuse.count(n)) return n;
-        if (stage(f).find(n) >= 0 || std::find(f.vars.begin(), f.vars.end(), n) != f.vars.end())
-            fail(c, "var '" + n + "' already exists in " + st_.stage_name() +
-                        "; pick a new name (vars now: " + join(stage(f).names_outer_first()) + ")",
-                 &c.args[i].loc);
-        if (n.find('.') != std::string::npos)
-            fail(c, "new var '" + n + "' may not contain '.'; dotted names are RDom dimensions", &c.args[i].loc);
-        return n;
-    }
-    void race_check(FuncModel &f, const PrimitiveCall &c, int d) {
-        StageModel &s = stage(f);
-        const DimModel &dm = s.dims[d];
-        if (dm.race_free) return;
-        std::vector<std::string> pure;
-        for (const auto &x : s.dims)
-            if (!x.rvar) pure.push_back(x.name);
-        if (s.atomic && s.associative) return;
-        if (s.atomic)
-            fail(c, dm.name + " is a reduction var and the update of " + f.name +
-                        " is not associative, so atomic() cannot make " + c.name + " safe; valid: " +
-                        c.name + " over a pure var (" + join(pure) + ")");
-        fail(c, dm.name + " is a reduction var that " + st_.stage_name() +
-                    " does not write by, so " + c.name + " would race; valid: " + c.name +
-                    " over a pure var (" + join(pure) + "), rfactor(" + dm.name +
-                    ", <new var>) first, or atomic() before it if the update is associative",
-             &c.args[0].loc);
-    }
-    void split_dims(StageModel &s, int d, const std::string &outer, const std::string &inner) {
-        DimModel old = s.dims[d];
-        DimModel in = old, out = old;
-        in.name = in.halide_name = inner;
-        out.name = out.halide_name = outer;
-        s.dims[d] = in;
-        s.dims.insert(s.dims.begin() + d + 1, out);
-    }
-    void reorder_dims(StageModel &s, const std::vector<int> &idx) {
-        std::vector<int> slots = idx;
-        std::sort(slots.begin(), slots.end());
-        std::vector<DimModel> moved;
-        for (int i : idx) moved.push_back(s.dims[i]);
-        auto dims = s.dims;
-        for (size_t j = 0; j < slots.size(); j++) dims[slots[j]] = moved[j];
-        s.dims = dims;
-    }
-    void gpu_check(const PrimitiveCall &c) {
-        if (!has_gpu(m_.target))
-            fail(c, "target " + m_.target.to_string() +
-                        " has no GPU; GPU primitives need a GPU target (host-cuda-cuda_capability_80); "
-                        "on a CPU use parallel/vectorize");
-    }
-
-    // The TailStrategy Halide uses for a split of \p dm: the one written, else what Auto picks.
-    std::string effective_tail(const DimModel &dm, const ScheduleArg *written, std::string &why) const {
-        why.clear();
-        if (written && written->name != "Auto") return written->name;
-        if (st_.stage < 0) {
-            why = " (the default for a pure definition)";
-            return "ShiftInwards";
-        }
-        if (dm.rvar) return "GuardWithIf";
-        why = " (the default for a pure var of an update)";
-        return "RoundUp";
-    }
-    // Warns when splitting \p dm by \p factor makes the loop cover points outside its extent: a
-    // factor larger than the extent with ShiftInwards or RoundUp still runs `factor` points (a
-    // schedule written for a larger model, run on a smaller one). Legal to Halide, but the Func
-    // and what it reads are then accessed out of bounds, which fails at run time.
-    void split_warning(const PrimitiveCall &c, const DimModel &dm, int64_t factor, size_t tail_index) {
-        if (dm.extent <= 0 || factor <= dm.extent) return;
-        if (st_.stage < 0 && constant_init(*m_.find(st_.func))) return;
-        if (reads_ignore(*m_.find(st_.func), dm.halide_name)) return;
-        if (rounds_rows_safely(*m_.find(st_.func), dm)) return;
-        const ScheduleArg *written = tail_index < c.args.size() ? &c.args[tail_index] : nullptr;
-        std::string why, tail = effective_tail(dm, written, why);
-        if (tail != "ShiftInwards" && tail != "RoundUp") return;
-        PrimitiveCall fixed = c;
-        ScheduleArg guard = ScheduleArg::tail("GuardWithIf");
-        if (written) fixed.args[tail_index] = guard;
-        else fixed.args.push_back(guard);  // the tail is always the last argument
-        std::string e = std::to_string(dm.extent), fs = std::to_string(factor);
-        m_.warnings.push_back(where(c.loc.line > 0 ? c.loc : st_.loc, file_) + st_.stage_name() + "." + c.str() +
-                              ": factor " + fs + " exceeds the extent " + e + " of " + dm.name +
-                              "; with TailStrategy::" + tail + why + " the loop still runs " + fs +
-                              " points, " + std::to_string(factor - dm.extent) + " outside " + dm.name +
-                              ", so this Func and what it reads are accessed out of bounds; valid: " +
-                              fixed.str() + " or a factor of at most " + e);
-    }
-    // A reduction's initial value (`f(…) = 0` before its updates) of a Func that is not an output:
-    // running its loop past the extent only writes more of its own buffer, nothing is read.
-    static bool constant_init(const FuncModel &f) {
-        if (f.is_output || f.stages.size() < 2 || !f.func.defined()) return false;
-        for (const auto &v : f.func.function().definition().values())
-            if (!Halide::Internal::is_const(v)) return false;
-        return true;
-    }
-    // A Func that is not an output, none of whose definitions reads anything by pure var \p var
-    // (a keepdims axis of extent 1 rounded up to a warp's lanes): the points past the extent only
-    // write more of its own buffer, which Halide sizes to the rounded loop, and read in bounds.
-    static bool reads_ignore(const FuncModel &f, const std::string &var) {
-        if (f.is_output || !f.func.defined()) return false;
-        if (std::find(f.vars.begin(), f.vars.end(), var) == f.vars.end()) return false;
-        struct CallArgs : Halide::Internal::IRVisitor {
-            std::string self, var;
-            bool uses = false;
-            using IRVisitor::visit;
-            void visit(const Halide::Internal::Call *op) override {
-                if (op->name != self)
-                    for (const auto &a : op->args) uses |= Halide::Internal::expr_uses_var(a, var);
-                IRVisitor::visit(op);
-            }
-        } calls;
-        calls.self = f.func.name();
-        calls.var = var;
-        const Halide::Internal::Function &fn = f.func.function();
-        std::vector<Halide::Internal::Definition> defs = {fn.definition()};
-        for (const auto &u : fn.updates()) defs.push_back(u);
-        for (const auto &d : defs) {
-            for (const auto &v : d.values()) v.accept(&calls);
-            for (const auto &a : d.args()) a.accept(&calls);
-        }
-        return !calls.uses;
-    }
-    static int64_t ceil_div(int64_t e, int64_t f) { return e <= 0 ? -1 : (e + f - 1) / f; }
-    // A Func that is not an output, split along its rows (the innermost var), whose reads past the
-    // end of a row stay in bounds (LoweredPipeline::rows_extend_safely: a padded input clamps them
-    // on every path): the points past the extent only fill its own buffer, which Halide sizes to
-    // the rounded loop (a 14-wide depthwise row computed as one 16-lane vector).
-    bool rounds_rows_safely(const FuncModel &f, const DimModel &dm) const {
-        return !f.is_output && !f.vars.empty() && dm.halide_name == f.vars.back() && m_.pipeline &&
-               m_.pipeline->find(f.name) && m_.pipeline->rows_extend_safely(f.name);
-    }
-
-    // Halide 14 can drop the guard of a GuardWithIf split of an RVar once the split's inner RVar
-    // is rfactored (halide/Halide#8600, fixed upstream in 2025). Where a loop over the new var (or
-    // a var split off it) is unrolled, the copies past the points the last round keeps may then run
-    // unguarded, read past the reduction's end and give a wrong result: a classifier's softmax sum
-    // over 1000 logits split by 64, 4 vectors unrolled, was NaN (reproduced in plain Halide 14, with
-    // the buffers' extents known); its max, scheduled alike, kept the guard. A warning, not an
-    // error: which stages lose it is not known in advance.
-    void guard_lost_unroll_problem(const FuncModel &f, const PrimitiveCall &c, const DimModel &dm) {
-        if (dm.guarded_keep <= 0 || dm.extent <= 0 || dm.guarded_keep >= dm.extent) return;
-        m_.warnings.push_back(
-            where(c.loc.line > 0 ? c.loc : st_.loc, file_) + st_.stage_name() + "." + c.str() +
-            ": Halide 14 can lose the guard of the split " + dm.guarded_split + " once it is rfactored "
-            "(halide/Halide#8600, fixed upstream); unrolled, the last " + std::to_string(dm.extent - dm.guarded_keep) +
-            " of the " + std::to_string(dm.extent) + " copies of " + dm.name + " in " + f.name +
-            " would then run past the reduction's end and give wrong results (NaN); check the result with "
-            "`loom run --check`, or split the RVar by a factor that divides its extent, or vectorize " + dm.name +
-            " without unrolling it");
-    }
-
-    void check_call(FuncModel &f, const PrimitiveCall &c) {
-        const std::string &p = c.name;
-        size_t n = c.args.size();
-        StageModel &s = stage(f);
-        if (p == "compute_inline") {
-            if (f.stages.size() > 1)
-                fail(c, f.name + " has update stages and cannot be inlined; valid: compute_root(), compute_at(…)");
-            if (f.is_output) fail(c, f.name + " is an output and cannot be inlined; valid: compute_root()");
-        } else if (p == "compute_at" || p == "store_at") {
-            ident(c, 0, "a func");
-            ident(c, 1, "a var");
-            if (f.is_output) fail(c, output_at_root(f.name));
-            if (!m_.find(c.args[0].name)) {
-                std::string hint = did_you_mean(c.args[0].name, m_.names());
-                fail(c, "unknown func '" + c.args[0].name + "'" + (hint.empty() ? "" : hint) +
-                            (hint.empty() ? "; " : " ") + "legal: " + join(legal_locations(m_, f.name)),
-                     &c.args[0].loc);
-            }
-        } else if (p == "split") {
-            int d = dim(f, c, 0);
-            std::string old = c.args[0].name;
-            std::string outer = fresh(f, c, 1, {old}), inner = fresh(f, c, 2, {old});
-            if (outer == inner) fail(c, "outer and inner must differ", &c.args[2].loc);
-            int64_t factor = positive(c, 3, "split factor");
-            if (n > 4) tail(c, 4);
-            split_warning(c, s.dims[d], factor, 4);
-            int64_t e = s.dims[d].extent;
-            const int64_t keep = s.dims[d].guarded_keep;
-            std::string why, t = effective_tail(s.dims[d], n > 4 ? &c.args[4] : nullptr, why);
-            split_dims(s, d, outer, inner);
-            s.dims[d].extent = factor;
-            s.dims[d + 1].extent = ceil_div(e, factor);
-            s.dims[d].guarded_keep = s.dims[d + 1].guarded_keep = 0;
-            s.dims[d].rvar_guard_keep = s.dims[d + 1].rvar_guard_keep = 0;
-            if (keep > 0) {
-                // A split of a var that keeps `keep` points in the last round: the outer var's
-                // last round keeps ceil(keep / factor) iterations.
-                s.dims[d + 1].guarded_keep = ceil_div(keep, factor);
-            } else if (s.dims[d].rvar && t == "GuardWithIf" && e > factor && e % factor != 0) {
-                s.dims[d].rvar_guard_keep = e % factor;
-                s.dims[d].guarded_split = c.args[0].name + ": " + std::to_string(e) + " = " + std::to_string(e / factor) +
-                                          " x " + std::to_string(factor) + " + " + std::to_string(e % factor);
-            }
-        } else if (p == "fuse") {
-            int di = dim(f, c, 0), dout = dim(f, c, 1);
-            if (di == dout) fail(c, "fuse needs two different vars");
-            std::string fused = fresh(f, c, 2, {c.args[0].name, c.args[1].name});
-            DimModel fd = s.dims[di];
-            fd.rvar = s.dims[di].rvar || s.dims[dout].rvar;
-            fd.race_free = s.dims[di].race_free && s.dims[dout].race_free;
-            fd.name = fd.halide_name = fused;
-            fd.extent = s.dims[di].extent > 0 && s.dims[dout].extent > 0 ? s.dims[di].extent * s.dims[dout].extent : -1;
-            s.dims[di] = fd;
-            s.dims.erase(s.dims.begin() + dout);
-        } else if (p == "reorder") {
-            std::vector<int> idx;
-            std::set<std::string> seen;
-            for (size_t i = 0; i < n; i++) {
-                idx.push_back(dim(f, c, i));
-                if (!seen.insert(c.args[i].name).second)
-                    fail(c, "'" + c.args[i].name + "' appears twice; list each var once", &c.args[i].loc);
-            }
-            reorder_dims(s, idx);
-        } else if (p == "tile") {
-            bool has_tail = !c.args.back().is_int();
-            size_t core = n - (has_tail ? 1 : 0);
-            if (core != 6 && core != 8)
-                fail(c, "expected " + std::string(find_primitive("tile")->signature));
-            int dx = dim(f, c, 0), dy = dim(f, c, 1);
-            (void)dx, (void)dy;
-            std::string x = c.args[0].name, y = c.args[1].name;
-            std::string xo = x, yo = y, xi, yi;
-            size_t k = 2;
-            if (core == 8) xo = fresh(f, c, 2, {x}), yo = fresh(f, c, 3, {y}), k = 4;
-            xi = fresh(f, c, k, {x});
-            yi = fresh(f, c, k + 1, {y});
-            std::set<std::string> names = {xo, yo, xi, yi};
-            if (names.size() != 4) fail(c, "the new vars must all differ");
-            int64_t fx = positive(c, k + 2, "x factor");
-            int64_t fy = positive(c, k + 3, "y factor");
-            if (has_tail) tail(c, n - 1);
-            split_warning(c, s.dims[s.find(x)], fx, k + 4);
-            split_warning(c, s.dims[s.find(y)], fy, k + 4);
-            for (auto [v, o, i, fac] : {std::make_tuple(x, xo, xi, fx), std::make_tuple(y, yo, yi, fy)}) {
-                int d = s.find(v);
-                int64_t e = s.dims[d].extent;
-                split_dims(s, d, o, i);
-                s.dims[d].extent = fac;
-                s.dims[d + 1].extent = ceil_div(e, fac);
-            }
-            reorder_dims(s, {s.find(xi), s.find(yi), s.find(xo), s.find(yo)});
-        } else if (p == "vectorize" || p == "unroll" || p == "parallel") {
-            int d = dim(f, c, 0);
-            if (p == "unroll" && n == 1) guard_lost_unroll_problem(f, c, s.dims[d]);
-            if (n > 1) {
-                // Halide splits off an inner loop of this size (the var stays as the outer loop).
-                int64_t factor = positive(c, 1, p == "parallel" ? "task size" : p + " factor");
-                if (n > 2) tail(c, 2);
-                split_warning(c, s.dims[d], factor, 2);
-                s.dims[d].extent = ceil_div(s.dims[d].extent, factor);
-            }
-            if (p != "unroll") {
-                race_check(f, c, d);
-                if (!s.cpu_parallel) {
-                    s.cpu_parallel = true;
-                    s.cpu_parallel_loc = c.loc;
-                    s.cpu_parallel_call = c.str();
-                }
-            }
-        } else if (p == "gpu_tile") {
-            gpu_check(c);
-            bool has_tail = !c.args.back().is_int();
-            size_t core = n - (has_tail ? 1 : 0);
-            size_t ints = 0;
-            while (ints < core && c.args[core - 1 - ints].is_int()) ints++;
-            size_t names = core - ints;
-            if (ints < 1 || ints > 3 || (names != 3 * ints && names != 2 * ints))
-                fail(c, "expected " + std::string(find_primitive("gpu_tile")->signature));
-            std::vector<std::string> vars, outer, inner;
-            for (size_t i = 0; i < ints; i++) {
-                int d = dim(f, c, i);
-                race_check(f, c, d);
-                vars.push_back(c.args[i].name);
-            }
-            std::set<std::string> fresh_names;
-            for (size_t i = ints; i < names; i++) {
-                std::string v = fresh(f, c, i, {vars[(i - ints) % ints]});
-                if (!fresh_names.insert(v).second) fail(c, "new var '" + v + "' appears twice", &c.args[i].loc);
-            }
-            for (size_t i = names; i < core; i++) positive(c, i, "gpu_tile size");
-            if (has_tail) tail(c, n - 1);
-            for (size_t i = 0; i < ints; i++) {
-                std::string o = names == 3 * ints ? c.args[ints + i].name : vars[i];
-                std::string in = c.args[names - ints + i].name;
-                split_dims(s, s.find(vars[i]), o, in);
-            }
-            s.gpu_mapped = true;
-        } else if (p == "gpu_blocks" || p == "gpu_threads" || p == "gpu_lanes") {
-            gpu_check(c);
-            for (size_t i = 0; i < n; i++) race_check(f, c, dim(f, c, i));
-            s.gpu_mapped = true;
-        } else if (p == "gpu_single_thread") {
-            gpu_check(c);
-            s.gpu_mapped = true;
-        } else if (p == "stream_stores") {
-            if (has_gpu(m_.target) || m_.target.arch != Halide::Target::X86)
-                fail(c, "stream_stores makes x86 non-temporal vector stores (movntps); target " + m_.target.to_string() +
-                            " is not an x86 CPU target: leave it out there");
-            if (f.stages.size() > 1)
-                fail(c, f.name + " has update stages, which read back what it stores, and a streamed store leaves "
-                                 "the cache, so every such read would go to memory; stream a Func with a pure "
-                                 "definition only (the pointwise Func that reads this one, or a copy made with in())");
-        } else if (p == "gpu_max_registers") {
-            gpu_check(c);
-            integer(c, 0, "registers per thread");
-            if (c.args[0].value < 16 || c.args[0].value > 255)
-                fail(c, "registers per thread must be in 16..255 (ptxas's range; 32 lets 2048 threads share "
-                        "an SM's 64K registers), got " + std::to_string(c.args[0].value), &c.args[0].loc);
-        } else if (p == "rfactor") {
-            std::vector<std::string> rv, newv;
-            std::vector<std::string> rnames;
-            for (const auto &d : s.dims)
-                if (d.rvar) rnames.push_back(d.name);
-            for (size_t i = 0; i < n; i += 2) {
-                int d = dim(f, c, i);
-                if (!s.dims[d].rvar)
-                    fail(c, c.args[i].name + " is a pure var; rfactor takes reduction vars of " +
-                                st_.stage_name() + ": " + join(rnames), &c.args[i].loc);
-                rv.push_back(c.args[i].name);
-                newv.push_back(fresh(f, c, i + 1));
-            }
-            if (!s.associative)
-                fail(c, "the update of " + f.name + " is not associative, so it cannot be factored; "
-                        "valid: schedule it serially or parallelize over pure vars");
-            if (m_.find(c.as_name))
-                fail(c, "a Func named '" + c.as_name + "' already exists; name the new Func differently");
-            // The intermediate: pure vars of f plus the new vars; its update reduces over the
-            // RVars not preserved; f's update keeps the preserved ones (Halide's rfactor).
-            FuncModel in;
-            in.name = c.as_name;
-            in.created = true;
-            in.vars = f.vars;
-            for (const auto &v : newv) in.vars.push_back(v);
-            StageModel pure;
-            for (auto it = in.vars.rbegin(); it != in.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
-            StageModel upd;
-            for (size_t i = 0; i < newv.size(); i++) {
-                // The new var spans the RVar it replaces, and inherits a dropped guard's risk.
-                const DimModel &from = s.dims[s.find(rv[i])];
-                DimModel nv{newv[i], newv[i], false, true, from.extent};
-                nv.guarded_keep = from.rvar_guard_keep;
-                nv.guarded_split = from.guarded_split;
-                upd.dims.push_back(nv);
-                for (auto &d : pure.dims)
-                    if (d.name == newv[i]) d.extent = from.extent;
-            }
-            StageModel kept;
-            for (const auto &d : s.dims) {
-                bool preserved = std::find(rv.begin(), rv.end(), d.name) != rv.end();
-                if (d.rvar && !preserved) upd.dims.push_back(d);
-                if (!d.rvar) upd.dims.push_back(d);
-                if (!d.rvar || preserved) kept.dims.push_back(d);
-            }
-            kept.associative = s.associative;
-            s = kept;
-            in.stages = {pure, upd};
-            in.consumers = {f.name};
-            in.rfactor_of = f.name;
-            // An earlier intermediate of f's update is read by this one now (a tree of rfactors).
-            for (auto &[name, g] : m_.funcs)
-                if (g.rfactor_of == f.name && g.consumers == std::vector<std::string>{f.name}) {
-                    g.consumers = {in.name};
-                    g.rfactor_of = in.name;
-                }
-            m_.funcs[in.name] = in;
-            m_.order.push_back(in.name);
-        } else if (p == "unscheduled") {
-            if (st_.stage < 0)
-                fail(c, "unscheduled() marks an update stage left at Halide's default loops: `" + f.name +
-                            ".update(k).unscheduled()`; a pure stage needs no mark");
-            if (stage(f).scheduled)
-                fail(c, "unscheduled() says the stage has no schedule; it cannot share `" + f.name +
-                            ".update(" + std::to_string(st_.stage) + ")` with other primitives (drop one)");
-            stage(f).unscheduled_loc = c.loc.line > 0 ? c.loc : st_.loc;
-        } else if (p == "atomic") {
-            if (st_.stage < 0) fail(c, "atomic applies to update stages: `" + f.name + ".update(k).atomic()`");
-            if (n == 1 && !(c.args[0].is_int() && (c.args[0].value == 0 || c.args[0].value == 1)))
-                fail(c, "the argument is override_associativity_test: 0 or 1");
-            s.atomic = true;
-            if (n == 1 && c.args[0].value == 1) s.associative = true;
-        } else if (p == "bound" || p == "align_bounds") {
-            std::string v = ident(c, 0, "a pure var of " + f.name);
-            if (std::find(f.vars.begin(), f.vars.end(), v) == f.vars.end())
-                fail(c, "'" + v + "' is not a pure var of " + f.name + did_you_mean(v, f.vars) +
-                            " valid: " + join(f.vars), &c.args[0].loc);
-            if (p == "bound") {
-                integer(c, 1, "min");
-                positive(c, 2, "extent");
-            } else {
-                positive(c, 1, "modulus");
-                if (n > 2) integer(c, 2, "remainder");
-            }
-        } else if (p == "reorder_storage") {
-            std::set<std::string> seen;
-            for (size_t i = 0; i < n; i++) {
-                std::string v = ident(c, i, "a pure var of " + f.name);
-                if (std::find(f.vars.begin(), f.vars.end(), v) == f.vars.end())
-                    fail(c, "'" + v + "' is not a pure var of " + f.name + did_you_mean(v, f.vars) +
-                                " valid: " + join(f.vars), &c.args[i].loc);
-                if (!seen.insert(v).second) fail(c, "'" + v + "' appears twice", &c.args[i].loc);
-            }
-        } else if (p == "store_in") {
-            const ScheduleArg &a = c.args[0];
-            const auto &names = memory_type_names();
-            bool ok = (a.kind == ScheduleArg::Kind::Memory || a.is_ident()) &&
-                      std::find(names.begin(), names.end(), a.name) != names.end();
-            if (!ok)
-                fail(c, "'" + a.str() + "' is not a MemoryType" + did_you_mean(a.name, names) +
-                            " valid: " + join(names), &a.loc);
-            if ((a.name == "GPUShared" || a.name == "GPUTexture") && !has_gpu(m_.target)) gpu_check(c);
-        } else if (p == "compute_with") {
-            std::string g = ident(c, 0, "a func");
-            ident(c, 1, "a var");
-            if (!m_.find(g)) fail(c, "unknown func '" + g + "'" + did_you_mean(g, m_.names()), &c.args[0].loc);
-            if (g == f.name) fail(c, "a Func cannot be computed with itself", &c.args[0].loc);
-        } else if (p == "prefetch") {
-            std::string src = ident(c, 0, "a func or input");
-            if (!m_.find(src) && std::find(m_.inputs.begin(), m_.inputs.end(), src) == m_.inputs.end()) {
-                auto all = m_.names();
-                all.insert(all.end(), m_.inputs.begin(), m_.inputs.end());
-                fail(c, "unknown func or input '" + src + "'" + did_you_mean(src, all), &c.args[0].loc);
-            }
-            dim(f, c, 1);
-            dim(f, c, 2);
-            if (n > 3) integer(c, 3, "offset");
-            if (n > 4) {
-                static const std::vector<std::string> strategies = {"Clamp", "GuardWithIf", "NonFaulting"};
-                const ScheduleArg &a = c.args[4];
-                if (!a.is_ident() || std::find(strategies.begin(), strategies.end(), a.name) == strategies.end())
-                    fail(c, "'" + a.str() + "' is not a PrefetchBoundStrategy; valid: " + join(strategies), &a.loc);
-            }
-        } else if (p == "in") {
-            if (m_.find(c.as_name))
-                fail(c, "a Func named '" + c.as_name + "' already exists; name the wrapper differently");
-            FuncModel w;
-            w.name = c.as_name;
-            w.created = true;
-            w.vars = f.vars;
-            StageModel pure;
-            for (auto it = w.vars.rbegin(); it != w.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
-            w.stages = {pure};
-            if (n == 1) {
-                std::string g = ident(c, 0, "a consumer of " + f.name);
-                auto &cons = f.consumers;
-                auto it = std::find(cons.begin(), cons.end(), g);
-                if (it == cons.end())
-                    fail(c, g + " does not consume " + f.name + "; valid: " + join(cons), &c.args[0].loc);
-                *it = w.name;
-                w.consumers = {g};
-            } else {
-                w.consumers = f.consumers;
-                f.consumers = {w.name};
-                // An output's wrapper is realized in its place (LoweredPipeline::output_wrappers):
-                // the output becomes a Func that can be computed per tile of the wrapper.
-                w.is_output = f.is_output;
-                f.is_output = false;
-            }
-            m_.funcs[w.name] = w;
-            m_.order.push_back(w.name);
-        }
-        // compute_root, store_root, compute_at details: placement checks run in finish_checks.
     }
 };
 
@@ -761,7 +245,6 @@ std::vector<std::string> stage_loops(const FuncModel &f, const std::vector<int> 
     return r;
 }
 
-std::vector<std::string> all_dims(const FuncModel &f) { return stage_loops(f); }
 
 // The stages of \p c that read \p producer: an rfactor intermediate is read by its Func's updates;
 // a pipeline Func, by the definitions whose values or args call it. Empty when that cannot be told
@@ -802,6 +285,8 @@ std::vector<std::string> loops_around(const FuncModel &c, const FuncModel &produ
 }
 
 }  // namespace
+
+std::vector<std::string> all_dims(const FuncModel &f) { return stage_loops(f); }
 
 void record_placements(Model &m, const Schedule &s) {
     for (const auto &st : s.statements) {
@@ -889,27 +374,10 @@ void check_statement(Model &m, const ScheduleStatement &st, const std::string &f
 void finish_checks(Model &m, const Schedule &s) {
     for (const auto &st : s.statements) {
         for (const auto &c : st.calls) {
-            auto fail = [&](const std::string &msg) {
-                throw UserError(where(c.loc.line > 0 ? c.loc : st.loc, s.file) + st.stage_name() + "." +
-                                c.str() + ": " + msg);
-            };
-            if (c.name == "compute_at" || c.name == "store_at") {
-                std::string why = compute_at_problem(m, st.func, c.args[0].name, c.args[1].name);
-                if (!why.empty()) fail(why);
-            } else if (c.name == "stream_stores") {
-                const FuncModel &f = *m.find(st.func);
-                if (!f.is_output && f.place.kind != Placement::Root)
-                    fail(st.func + (f.place.kind == Placement::At ? " is computed at " + f.place.func + "." + f.place.var
-                                                                 : std::string(" is inlined")) +
-                         ": only a Func with a buffer of its own at root has stores to stream, and one that a "
-                         "consumer re-reads from cache should not be streamed; compute_root() it first, or stream "
-                         "the output that reads it");
-            } else if (c.name == "compute_with") {
-                auto dims = all_dims(*m.find(c.args[0].name));
-                if (std::find(dims.begin(), dims.end(), c.args[1].name) == dims.end())
-                    fail(c.args[0].name + " has no var '" + c.args[1].name + "'" +
-                         did_you_mean(c.args[1].name, dims) + "; vars: " + join(dims));
-            }
+            const PrimitiveInfo *info = find_primitive(c.name);
+            if (!info || !info->finish) continue;
+            CallCheck k(m, st, s.file, *m.find(st.func), c);
+            info->finish(k);
         }
     }
     // On a GPU target, a Func at root runs on the host unless a stage maps loops to the GPU; CPU
