@@ -41,6 +41,9 @@
 ///   LowerOptions::conv_extern, or cuBLAS GEMMs for 1x1 convs, gemm_extern).
 /// - Anything else (reductions over several rvars) keeps the default GPU mapping of
 ///   schedule_builtin.h.
+///
+/// The implementation is split by kernel kind (gpu_schedule_internal.h lists the files): the kernel
+/// plan first, then one emitter per kind.
 #pragma once
 
 #include <Halide.h>

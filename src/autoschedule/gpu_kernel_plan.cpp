@@ -1,0 +1,264 @@
+/// \file
+/// The GPU kernel plan: which Funcs are inlined, which reductions and producers are computed inside
+/// another kernel (row kernels, GEMM and conv epilogues, Concat rows, short-row lane buffers), and
+/// which are kernels of their own. No statement is written here; gpu_schedule.cpp emits from it.
+
+#include <functional>
+
+#include "autoschedule/gpu_schedule_internal.h"
+
+namespace loom::gpu_autosched {
+
+namespace {
+
+// A 2-D convolution as lowered by ops/conv.cpp: rank 4 (n, c, h, w), one update over
+// (r.x = kw, r.y = kh, r.z = input channel).
+bool conv_like(const LoweredFunc &f) {
+    return f.func.defined() && f.vars.size() == 4 && num_updates(f) == 1 && f.update_rvars.size() == 1 &&
+           f.update_rvars[0].size() == 3;
+}
+
+// A pure kernel of rank >= 2 whose outer extents are the reduction's pure extents.
+bool row_shaped(const LoweredPipeline &p, const std::string &cname, const LoweredFunc &r) {
+    const LoweredFunc *c = p.find(cname);
+    if (!c || c->is_extern || num_updates(*c) != 0 || c->vars.size() < 2) return false;
+    std::vector<int64_t> outer(c->extents.begin(), c->extents.end() - 1);
+    return squeeze_tail(outer) == squeeze_tail(r.extents) && c->extents.back() >= 2 * kVec;
+}
+
+// Builds a KernelPlan in the order its rules depend on one another (each step reads the ones before).
+class Planner {
+public:
+    explicit Planner(const LoweredPipeline &p) : p_(p) {}
+
+    KernelPlan run() {
+        inline_pure_funcs();
+        keep_gemm_operands();
+        compute_concat_inputs_per_row();
+        find_consumers_through_inlining();
+        fuse_gemm_epilogues();
+        fuse_conv_epilogues();
+        fuse_row_reductions();
+        buffer_short_row_values();
+        return std::move(plan_);
+    }
+
+private:
+    const LoweredPipeline &p_;
+    KernelPlan plan_;
+    std::map<std::string, std::set<std::string>> eff_consumers_;  // consumers seen through inlined Funcs
+
+    void inline_pure_funcs() {
+        for (const auto &f : p_.funcs)
+            if (num_updates(f) == 0 && !f.is_output && !f.vars.empty() && !f.feeds_extern && !f.is_extern)
+                plan_.inlined.insert(f.name);
+    }
+
+    // A GEMM's operands are read N (or M) times each: a pure producer of one is computed once,
+    // as its own kernel, instead of being recomputed inside the product's inner loop.
+    void keep_gemm_operands() {
+        for (const auto &f : p_.funcs)
+            if (gemm_like(f))
+                for (const auto &pn : f.producers) plan_.inlined.erase(pn);
+    }
+
+    // A Concat reads every input at every point (a select chain: Halide evaluates all branches),
+    // so a costly inlined input (a normalisation, a transcendental) would be recomputed for the
+    // whole row once per input: such inputs are computed per row of the concat instead, each
+    // over its own slice only, and the select reads them back from shared memory.
+    void compute_concat_inputs_per_row() {
+        for (const auto &c : p_.funcs) {
+            if (c.op != "Concat" || plan_.inlined.count(c.name) || c.vars.size() < 2 || num_updates(c) != 0) continue;
+            for (const auto &pn : c.producers) {
+                const LoweredFunc *in = p_.find(pn);
+                if (!in || !plan_.inlined.count(pn) || in->consumers.size() != 1 || in->vars.size() != c.vars.size() ||
+                    !costly_inline(*in) || in->extents.back() > 1024)
+                    continue;
+                std::vector<int64_t> a(in->extents.begin(), in->extents.end() - 1), b(c.extents.begin(), c.extents.end() - 1);
+                if (a != b) continue;
+                plan_.inlined.erase(pn);
+                plan_.owner[pn] = c.name;
+                plan_.branches[c.name].push_back(pn);
+            }
+        }
+    }
+
+    // Whether inlining \p f would recompute real work: it (or a pure producer inlined into it)
+    // reads a reduction, or the inlined chain costs several operations per point.
+    bool costly_inline(const LoweredFunc &f) {
+        double flops = 0;
+        std::set<std::string> seen;
+        std::function<bool(const LoweredFunc &)> walk = [&](const LoweredFunc &g) {
+            if (!seen.insert(g.name).second) return false;
+            flops += g.flops_per_point;
+            for (const auto &pn : g.producers) {
+                const LoweredFunc *q = p_.find(pn);
+                if (!q) continue;
+                if (num_updates(*q) > 0) return true;
+                if (plan_.inlined.count(pn) && walk(*q)) return true;
+            }
+            return false;
+        };
+        return walk(f) || flops >= 8;
+    }
+
+    void find_consumers_through_inlining() {
+        std::function<void(const std::string &, std::set<std::string> &)> walk = [&](const std::string &n,
+                                                                                     std::set<std::string> &out) {
+            const LoweredFunc *f = p_.find(n);
+            if (!f) return;
+            for (const auto &c : f->consumers) {
+                const LoweredFunc *cf = p_.find(c);
+                if (cf && cf->is_extern) continue;  // a library call reads a realized buffer: no fusion across it
+                if (plan_.inlined.count(c)) walk(c, out);
+                else out.insert(c);
+            }
+        };
+        for (const auto &f : p_.funcs)
+            if (!plan_.inlined.count(f.name)) walk(f.name, eff_consumers_[f.name]);
+    }
+
+    // A GEMM whose only consumer is a same-shaped pointwise kernel (bias/ReLU epilogue) is
+    // computed inside that kernel's threads: one kernel, the epilogue applied in registers.
+    void fuse_gemm_epilogues() {
+        for (const auto &f : p_.funcs) {
+            if (!gemm_like(f) || f.is_output || eff_consumers_[f.name].size() != 1) continue;
+            const LoweredFunc *c = p_.find(*eff_consumers_[f.name].begin());
+            if (c && num_updates(*c) == 0 && c->extents == f.extents && !plan_.gemm_of.count(c->name)) {
+                plan_.gemm_of[c->name] = f.name;
+                plan_.owner[f.name] = c->name;
+            }
+        }
+    }
+
+    // Likewise a 2-D conv whose only consumer is a same-shaped pointwise epilogue (BN/ReLU):
+    // computed per thread register tile of the epilogue.
+    void fuse_conv_epilogues() {
+        for (const auto &f : p_.funcs) {
+            if (!conv_like(f) || f.is_output || eff_consumers_[f.name].size() != 1) continue;
+            const LoweredFunc *c = p_.find(*eff_consumers_[f.name].begin());
+            if (c && num_updates(*c) == 0 && c->extents == f.extents && !plan_.gemm_of.count(c->name) &&
+                !plan_.conv_of.count(c->name)) {
+                plan_.conv_of[c->name] = f.name;
+                plan_.owner[f.name] = c->name;
+            }
+        }
+    }
+
+    // A reduction whose every consumer is (or lives in) one row-shaped kernel, or one kernel whose
+    // rows it cuts into segments, is computed inside that kernel; consumers first, so that a
+    // reduction read by a fused one follows it into the same kernel.
+    void fuse_row_reductions() {
+        for (auto it = p_.funcs.rbegin(); it != p_.funcs.rend(); ++it) {
+            const LoweredFunc &r = *it;
+            if (plan_.inlined.count(r.name) || r.is_output || rvar_extent(r) < 0) continue;
+            std::string owner;
+            bool ok = !eff_consumers_[r.name].empty();
+            for (const auto &c : eff_consumers_[r.name]) {
+                std::string o;
+                if (plan_.owner.count(c)) o = plan_.owner[c];
+                else if (row_shaped(p_, c, r) || !segment_var(p_, c, r).empty()) o = c;
+                if (o.empty() || (!owner.empty() && o != owner)) ok = false;
+                owner = o;
+                if (!ok) break;
+            }
+            if (ok && !row_shaped(p_, owner, r)) {
+                ok = !segment_var(p_, owner, r).empty();
+                if (ok) plan_.segment.insert(r.name);
+            }
+            if (ok) plan_.owner[r.name] = owner;
+        }
+        for (const auto &f : p_.funcs)
+            if (plan_.owner.count(f.name) && num_updates(f) > 0) plan_.rows[plan_.owner[f.name]].push_back(f.name);
+        for (const auto &[c, br] : plan_.branches) plan_.rows[c];  // a concat with per-row inputs is a row kernel
+    }
+
+    // In a kernel of short rows, a costly pointwise Func of the row's shape that a statistic and
+    // the output both read (softmax's exponentials) is computed once per lane, in registers,
+    // instead of inlined into both (bench/DECISIONS.md#d43-gpu-short-rows).
+    void buffer_short_row_values() {
+        for (const auto &[cn, stats] : plan_.rows) {
+            const LoweredFunc &c = *p_.find(cn);
+            if (warp_rows(p_, plan_, c).rows == 0) continue;
+            for (const auto &f : p_.funcs) {
+                if (!plan_.inlined.count(f.name) || f.extents != c.extents || f.flops_per_point < kBufferMinFlops)
+                    continue;
+                bool by_stat = false, others = false;
+                for (const auto &u : f.consumers) {
+                    bool stat = std::find(stats.begin(), stats.end(), u) != stats.end();
+                    by_stat |= stat;
+                    others |= !stat && u != cn;
+                }
+                if (!by_stat || others) continue;
+                plan_.inlined.erase(f.name);
+                plan_.owner[f.name] = cn;
+                plan_.buffered[cn].push_back(f.name);
+            }
+        }
+    }
+};
+
+}  // namespace
+
+KernelPlan plan_kernels(const LoweredPipeline &p) { return Planner(p).run(); }
+
+bool gemm_like(const LoweredFunc &f) {
+    if (f.vars.size() != 2 || num_updates(f) != 1) return false;
+    int64_t k = rvar_extent(f);
+    return k >= 64 && k % kVec == 0 && f.extents[0] % kGemmTile == 0 && f.extents[1] % kGemmTile == 0;
+}
+
+std::string segment_var(const LoweredPipeline &p, const std::string &cname, const LoweredFunc &r) {
+    const LoweredFunc *c = p.find(cname);
+    if (!c || c->is_extern || num_updates(*c) != 0 || c->vars.size() < 2 || rvar_extent(r) < 2) return "";
+    int64_t rows = product(std::vector<int64_t>(c->extents.begin(), c->extents.end() - 1));
+    int64_t outs = product(r.extents);
+    if (outs % rows != 0) return "";
+    int64_t segs = outs / rows;
+    if (segs < 2 || segs > 1024 || c->extents.back() % segs != 0) return "";
+    for (int d = (int)r.vars.size() - 1; d >= 0; d--)
+        if (r.extents[d] > 1) return r.extents[d] == segs ? r.vars[d] : "";
+    return "";
+}
+
+std::string keepdims_var(const LoweredFunc &r, const std::string &seg) {
+    for (int d = (int)r.vars.size() - 1; d >= 0; d--)
+        if (r.extents[d] == 1 && r.vars[d] != seg) return r.vars[d];
+    return "";
+}
+
+// Every reduction fused into c is a statistic with a keepdims var of extent 1 over either one of S
+// equal segments that tile c's rows, or c's whole row; segments or rows of 8 to 128 (2 to 32 lanes
+// of four floats, a power of two). A block holds at least a warp and at most 1024 threads
+// (segments: one row; short rows: as many rows as make 256 threads and divide the rows).
+WarpRows warp_rows(const LoweredPipeline &p, const KernelPlan &plan, const LoweredFunc &c) {
+    int64_t n = c.extents.back(), k = -1;
+    const std::vector<std::string> &stats = plan.stats_of(c.name);
+    if (!plan.branches_of(c.name).empty() || stats.empty()) return {};
+    bool segments = plan.segment.count(stats[0]) > 0;
+    int64_t rows = product(std::vector<int64_t>(c.extents.begin(), c.extents.end() - 1));
+    for (const auto &rn : stats) {
+        const LoweredFunc &r = *p.find(rn);
+        if ((plan.segment.count(rn) > 0) != segments || (k >= 0 && rvar_extent(r) != k)) return {};
+        k = rvar_extent(r);
+        std::string v = segments ? segment_var(p, c.name, r) : "";
+        if ((segments && v.empty()) || keepdims_var(r, v).empty()) return {};
+        int64_t segs = product(r.extents) / rows;
+        if (k * segs != n) return {};
+    }
+    // Four floats a lane: 16-byte loads. Wider pieces (a 512-wide segment, 32 lanes × 16)
+    // compiled to 8-byte loads from lanes 64 bytes apart, and stay with the block reduction.
+    const int64_t vec = kVec, lanes = k / vec;
+    if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes)) return {};
+    int64_t per_block = 0, threads = n / vec;
+    if (!segments) {
+        per_block = std::max<int64_t>(1, kRowThreads / lanes);
+        while (per_block > 1 && rows % per_block != 0) per_block /= 2;
+        threads = per_block * lanes;
+    }
+    // At least a warp per block: a block of a few threads leaves most of an SM's slots idle.
+    if (threads > 1024 || threads < 32) return {};
+    return {(int)lanes, (int)vec, per_block};
+}
+
+}  // namespace loom::gpu_autosched

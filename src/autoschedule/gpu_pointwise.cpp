@@ -1,0 +1,74 @@
+/// \file
+/// GPU pointwise kernels: a pure Func computed at root, its innermost var in 4-wide vectors and the
+/// two innermost vars split over 2-D blocks of kPointThreads threads (outer vars fused into a third
+/// block dim); with the var-fusing and block-mapping helpers the other kernel kinds share.
+
+#include "autoschedule/gpu_schedule_internal.h"
+
+namespace loom::gpu_autosched {
+
+void GpuCtx::pointwise_kernel(const LoweredFunc &f) {
+    ScheduleStatement st(f.name);
+    st.add("compute_root");
+    int rank = (int)f.vars.size();
+    if (rank == 0) {
+        st.add("gpu_single_thread");
+        s.statements.push_back(st);
+        return;
+    }
+    st.comments.push_back("pointwise kernel: " + std::to_string(kVec) + " elements per thread (16-byte accesses), " +
+                          std::to_string(kPointThreads) + " threads per block");
+    std::string x = f.vars.back();
+    int64_t nx = f.extents.back();
+    int v = nx % kVec == 0 ? kVec : 1;
+    std::string xq = x;
+    if (v > 1) {
+        xq = ident(f, x + "q");
+        std::string xv = ident(f, x + "v");
+        st.add("split", {x, xq, xv, v});
+        st.add("vectorize", {xv});
+    }
+    int64_t nq = nx / v;
+    std::string xo = ident(f, x + "o"), xt = ident(f, x + "t");
+    if (rank == 1) {
+        int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nq));
+        st.add("split", {xq, xo, xt, tx, tail(nq % tx == 0)});
+        st.add("gpu_blocks", {xo}).add("gpu_threads", {xt});
+        s.statements.push_back(st);
+        return;
+    }
+    std::string y = f.vars[rank - 2];
+    int64_t ny = f.extents[rank - 2];
+    int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nq));
+    int ty = (int)std::max<int64_t>(1, std::min<int64_t>(kPointThreads / tx, pow2_floor(ny)));
+    std::string yo = ident(f, y + "o"), yt = ident(f, y + "t");
+    st.add("split", {xq, xo, xt, tx, tail(nq % tx == 0)});
+    st.add("split", {y, yo, yt, ty, tail(ny % ty == 0)});
+    std::vector<ScheduleArg> order;
+    if (v > 1) order.push_back(ident(f, x + "v"));
+    for (auto n : {xt, yt, xo, yo}) order.push_back(n);
+    st.add("reorder", order);
+    st.add("gpu_threads", {xt, yt});
+    std::vector<ScheduleArg> blocks = {xo, yo};
+    if (rank >= 3) blocks.push_back(fuse_outer(st, f, rank - 2));
+    st.add("gpu_blocks", blocks);
+    s.statements.push_back(st);
+}
+
+std::string fuse_outer(ScheduleStatement &st, const LoweredFunc &f, int n) {
+    std::string fused = f.vars[n - 1];
+    for (int k = n - 2; k >= 0; k--) {
+        std::string nn = ident(f, f.vars[k] + "_" + fused);
+        st.add("fuse", {fused, f.vars[k], nn});
+        fused = nn;
+    }
+    return fused;
+}
+
+void add_blocks(ScheduleStatement &up, const LoweredFunc &r, std::vector<ScheduleArg> first) {
+    std::vector<ScheduleArg> b = std::move(first);
+    for (auto it = r.vars.rbegin(); it != r.vars.rend() && b.size() < 3; ++it) b.push_back(*it);
+    up.add("gpu_blocks", b);
+}
+
+}  // namespace loom::gpu_autosched
