@@ -142,7 +142,7 @@ Result pad(Graph &g, Node &n) {
     double value = n.get_float("value", 0.0);
     if (n.has_input(1)) {
         pads = const_ints(g, n, 1, "pads");
-        if (n.has_input(2)) value = const_floats(g, n, 2, "constant_value").at(0);
+        if (n.has_input(2)) value = const_scalar(g, n, 2, "constant_value");
         if (n.has_input(3)) {  // opset 18 axes: pads only for the listed axes
             auto axes = const_ints(g, n, 3, "axes");
             std::vector<int64_t> full(2 * r, 0);
@@ -331,22 +331,29 @@ Result canon_folded(Graph &g, Node &n) {
     } else if (op == "ConstantOfShape") {
         auto shape = const_ints(g, n, 0, "shape");
         Tensor value = Tensor::scalar(DType::F32, 0.0);
-        if (n.has("value")) value = std::get<Tensor>(n.attrs.at("value"));
+        if (n.has("value")) value = attr_scalar_tensor(n, "value");
         Tensor t(value.dtype(), Shape(shape.begin(), shape.end()));
         for (int64_t i = 0; i < t.numel(); i++) t.set(i, value.get(0));
         g.set_constant(n.outputs[0], t);
     } else if (op == "Range") {
-        auto start = const_floats(g, n, 0, "start")[0], limit = const_floats(g, n, 1, "limit")[0],
-             delta = const_floats(g, n, 2, "delta")[0];
+        auto start = const_scalar(g, n, 0, "start"), limit = const_scalar(g, n, 1, "limit"),
+             delta = const_scalar(g, n, 2, "delta");
         user_check(delta != 0, n.describe(), ": delta is 0");
-        int64_t cnt = std::max<int64_t>(0, (int64_t)std::ceil((limit - start) / delta));
+        double count = std::ceil((limit - start) / delta);
+        user_check(std::isfinite(count) && count < 0x1p40, n.describe(), ": Range(", start, ", ", limit,
+                   ", ", delta, ") would have ", count, " elements; the model is corrupt");
+        int64_t cnt = count > 0 ? (int64_t)count : 0;
         Tensor t(in_dtype(g, n, 0), {cnt});
         for (int64_t i = 0; i < cnt; i++) t.set(i, start + i * delta);
         g.set_constant(n.outputs[0], t);
     } else if (op == "Constant") {
         Tensor t;
-        if (n.has("value")) t = std::get<Tensor>(n.attrs.at("value"));
-        else if (n.has("value_float")) t = Tensor::scalar(DType::F32, n.get_float("value_float", 0));
+        if (n.has("value")) {
+            const Tensor *v = std::get_if<Tensor>(&n.attrs.at("value"));
+            user_check(v != nullptr, n.describe(), ": attribute 'value' must be a tensor; it is ",
+                       attr_str(n.attrs.at("value")));
+            t = *v;
+        } else if (n.has("value_float")) t = Tensor::scalar(DType::F32, n.get_float("value_float", 0));
         else if (n.has("value_int")) t = Tensor::from_ints(DType::I64, {}, {n.get_int("value_int", 0)});
         else if (n.has("value_floats")) {
             auto v = n.get_floats("value_floats");
