@@ -170,6 +170,17 @@ Result canon_elementwise(Graph &g, Node &n) {
                                                  "Less", "Greater", "And", "Or", "PRelu"};
     if (binary.count(op))
         user_check(n.num_inputs() == 2, n.describe(), ": takes 2 inputs, got ", n.num_inputs());
+    // ONNX types these ops' data inputs alike (Pow's exponent and Where's condition excepted).
+    static const std::set<std::string> same_type = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater",
+                                                    "And", "Or", "PRelu", "Min", "Max", "Sum", "Mean", "Where"};
+    if (same_type.count(op)) {
+        int first = op == "Where" ? 1 : 0;
+        for (int i = first + 1; i < n.num_inputs(); i++)
+            user_check(!n.has_input(i) || in_dtype(g, n, i) == in_dtype(g, n, first), n.describe(), ": input ", i,
+                       " ('", n.inputs[i], "') is ", dtype_name(in_dtype(g, n, i)), " but input ", first, " ('",
+                       n.inputs[first], "') is ", dtype_name(in_dtype(g, n, first)),
+                       "; ONNX requires one type here. The model is malformed (insert a Cast and re-export)");
+    }
     set_output(g, n, 0, t, s);
     return {};
 }
