@@ -230,9 +230,27 @@ void spatial_attrs(Node &n, const Shape &x, const Shape &kernel, bool transpose)
     auto pads = n.get_ints("pads", std::vector<int64_t>(2 * sp, 0));
     user_check(strides.size() == sp && dil.size() == sp && pads.size() == 2 * sp, n.describe(),
                ": strides/dilations need ", sp, " entries and pads ", 2 * sp);
-    for (size_t i = 0; i < sp; i++)
+    // The bound keeps the window arithmetic below far from int64 overflow.
+    const int64_t kMaxWindow = int64_t(1) << 24;
+    for (size_t i = 0; i < sp; i++) {
         user_check(strides[i] > 0 && dil[i] > 0 && ks[i] > 0, n.describe(),
                    ": strides, dilations and kernel_shape must be positive");
+        user_check(strides[i] <= kMaxWindow && dil[i] <= kMaxWindow && ks[i] <= kMaxWindow, n.describe(),
+                   ": strides, dilations and kernel_shape must be at most ", kMaxWindow, "; the model is corrupt");
+    }
+    for (int64_t p : pads)
+        user_check(p >= 0 && p <= kMaxWindow, n.describe(), ": pads ", attr_str(pads),
+                   " must each be in 0..", kMaxWindow);
+    if (transpose) {
+        auto op = n.get_ints("output_padding", std::vector<int64_t>(sp, 0));
+        user_check(op.size() == sp, n.describe(), ": output_padding has ", op.size(), " entries; expected ", sp);
+        for (size_t i = 0; i < sp; i++)
+            user_check(op[i] >= 0 && op[i] < std::max(strides[i], dil[i]), n.describe(), ": output_padding[", i,
+                       "] = ", op[i], " must be in 0..max(stride, dilation)-1");
+        auto os = n.get_ints("output_shape", {});
+        user_check(os.empty() || os.size() == sp || os.size() == sp + 2, n.describe(), ": output_shape has ",
+                   os.size(), " entries; expected ", sp, " (spatial) or ", sp + 2);
+    }
     std::string ap = n.get_string("auto_pad", "NOTSET");
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
         for (size_t i = 0; i < sp; i++) {

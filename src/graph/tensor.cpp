@@ -16,7 +16,8 @@ namespace loom {
 
 int64_t shape_numel(const Shape &s) {
     int64_t n = 1;
-    for (int64_t d : s) n *= d;
+    for (int64_t d : s)  // a product past int64 (a corrupt shape) saturates; size checks then refuse it
+        if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
     return n;
 }
 

@@ -37,7 +37,7 @@ using TensorBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 /// Dimensions, outermost first (ONNX order).
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of a shape (1 for rank 0).
+/// Number of elements of a shape (1 for rank 0; INT64_MAX when the product overflows).
 int64_t shape_numel(const Shape &s);
 /// "1x3x224x224" ("scalar" for rank 0).
 std::string shape_str(const Shape &s);
