@@ -619,6 +619,16 @@ TEST(HostileModels, SmallFileCannotClaimABigTensor) {
     EXPECT_HAS(hostile_error(odd, "odd_raw"), "initializer 'odd' (f32 2x3) has 23 bytes of raw_data; expected 24");
 }
 
+TEST(HostileModels, FileOverProtobufsLimitIsNotRead) {
+    std::string path = temp_path("three_gib.onnx");
+    std::ofstream(path, std::ios::binary) << "x";
+    fs::resize_file(path, uintmax_t(3) << 30);  // sparse: no disk space used
+    std::string msg = user_error_of([&] { import_onnx(path); });
+    fs::remove(path);
+    EXPECT_HAS(msg, path + ": the file is 3072 MiB, over the 2 GiB");
+    EXPECT_HAS(msg, "external data");
+}
+
 TEST(HostileModels, HugeInputsAndIntermediatesNameTheCulprit) {
     onnx::ModelProto input = tiny_model();
     auto *dims = input.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();

@@ -341,6 +341,11 @@ Graph import_onnx(const std::string &path) {
     std::error_code ec;
     user_check(fs::exists(path, ec), path, ": no such file; expected an ONNX model (.onnx)");
     user_check(!fs::is_directory(path, ec), path, ": is a directory; expected an ONNX model file (.onnx)");
+    // Protobuf cannot parse a message over 2 GiB, so a bigger file is refused before it is read.
+    const auto size = fs::file_size(path, ec);
+    user_check(ec || size < (uintmax_t(2) << 30), path, ": the file is ", size >> 20,
+               " MiB, over the 2 GiB a self-contained ONNX protobuf can hold; a model this large keeps its "
+               "weights in external data files, which Loom does not read");
     std::ifstream in(path, std::ios::binary);
     user_check(bool(in), path, ": cannot open the ONNX model (", std::strerror(errno), ")");
     std::ostringstream ss;
