@@ -42,7 +42,7 @@ def main():
         "self_cycle": tiny([helper.make_node("Add", ["y", "loop"], ["loop"], name="eats_itself")], (), ("loop", [2, 3])),
         "conv_one_input": tiny([helper.make_node("Conv", ["y"], ["z"], name="short")], (), ("z", [2, 3])),
         "expand_48GiB": tiny([helper.make_node("Expand", ["y", "big_shape"], ["z"], name="blow_up")],
-                             [helper.make_tensor("big_shape", i64, [3], [65536, 65536, 3])], ("z", [65536, 65536, 3])),
+                             [helper.make_tensor("big_shape", i64, [4], [1 << 21, 1 << 10, 2, 3])], ("z", [1 << 21, 1 << 10, 2, 3])),
         "range_vector_start": tiny([helper.make_node("Range", ["start", "one", "one"], ["r"], name="rng"),
                                     helper.make_node("Add", ["y", "r"], ["z"])],
                                    [helper.make_tensor("start", TensorProto.FLOAT, [2], [0, 1]),

@@ -639,12 +639,12 @@ TEST(HostileModels, HugeInputsAndIntermediatesNameTheCulprit) {
 
     // A 100-byte model asking for a 16 GiB intermediate.
     onnx::ModelProto expand = tiny_model();
-    auto *shape = add_initializer(expand.mutable_graph(), "big_shape", 7, {3});
-    for (int64_t d : {int64_t(65536), int64_t(65536), int64_t(3)}) shape->add_int64_data(d);
+    auto *shape = add_initializer(expand.mutable_graph(), "big_shape", 7, {4});
+    for (int64_t d : {int64_t(1) << 21, int64_t(1) << 10, int64_t(2), int64_t(3)}) shape->add_int64_data(d);
     add_node(expand.mutable_graph(), "Expand", {"y", "big_shape"}, {"z"}, "blow_up");
-    *expand.mutable_graph()->mutable_output(0) = value_info("z", {65536, 65536, 3});
+    *expand.mutable_graph()->mutable_output(0) = value_info("z", {1 << 21, 1 << 10, 2, 3});
     msg = hostile_error(expand, "huge_expand");
-    EXPECT_HAS(msg, "Expand 'blow_up': output 'z' (f32 65536x65536x3) would take 48 GiB");
+    EXPECT_HAS(msg, "Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
     EXPECT_HAS(msg, "LOOM_MAX_TENSOR_BYTES=48G");
 
     // The limit is the user's to raise (preparing allocates nothing for a runtime intermediate).
