@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,6 +100,42 @@ TEST_F(FuzzRegressions, InputBinding) {
 TEST_F(FuzzRegressions, Npy) {
     for (const auto &input : regressions("npy"))
         expect_clean(input, [&] { parse_npy(read_bytes(input), input.filename().string()); });
+}
+
+// The messages of the hand-made regressions whose checks live outside the ONNX importer.
+std::string user_error_of(const std::function<void()> &f) {
+    try {
+        f();
+    } catch (const UserError &e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a UserError";
+    return "";
+}
+
+TEST(FuzzRegressions, NpyAndBindingMessagesNameTheCulprit) {
+    fs::path dir = fs::path(LOOM_SOURCE_DIR) / "fuzz" / "regressions";
+    std::string msg = user_error_of([&] { parse_npy(read_bytes(dir / "npy/claims_4GiB_in_16_bytes.npy"), "a.npy"); });
+    EXPECT_NE(msg.find("a.npy: truncated .npy file: shape 1073741824 of f32 needs 4294967296 data bytes, found 16"),
+              std::string::npos) << msg;
+    msg = user_error_of([&] { parse_npy(read_bytes(dir / "npy/dim_beyond_int64.npy"), "b.npy"); });
+    EXPECT_NE(msg.find("b.npy"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dimension 99999999999999999999999 is out of range"), std::string::npos) << msg;
+    msg = user_error_of([&] { parse_npy(read_bytes(dir / "npy/dims_overflow_int64.npy"), "c.npy"); });
+    EXPECT_NE(msg.find("c.npy: the array (f64 4294967296x4294967296x16) would take"), std::string::npos) << msg;
+
+    InputBindings b;
+    msg = user_error_of([&] { parse_input_binding("x=99999999999999999999x3", b); });
+    EXPECT_NE(msg.find("'99999999999999999999' is not a positive dim"), std::string::npos) << msg;
+    parse_input_binding("batch=1099511627776", b);
+    Graph g = import_onnx(testing::data_path("dynamic_mlp.onnx"));
+    msg = user_error_of([&] {
+        PrepareOptions o;
+        o.bindings = b;
+        prepare_graph(g, o);
+    });
+    EXPECT_NE(msg.find("input 'x' (f32 1099511627776x64) would take 256 TiB, over Loom's limit"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("LOOM_MAX_TENSOR_BYTES="), std::string::npos) << msg;
 }
 
 TEST(FuzzRegressions, EveryTargetHasItsFolder) {
