@@ -266,17 +266,19 @@ void Importer::check_defined() const {
     std::set<std::string> defined(g_.inputs.begin(), g_.inputs.end());
     for (const auto &kv : g_.initializers) defined.insert(kv.first);
     for (const auto &n : g_.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
-    std::vector<std::string> all(defined.begin(), defined.end());
+    // The "did you mean" hints are computed only on failure: over every name they are quadratic.
+    auto all = [&] { return std::vector<std::string>(defined.begin(), defined.end()); };
     for (const auto &n : g_.nodes)
         for (const auto &in : n.inputs)
-            check(in.empty() || defined.count(in), n.describe(), " reads '", in,
-                  "', which no node, graph input or initializer defines", did_you_mean(in, all),
-                  "; if it is a weight the model was saved without it (export with "
-                  "export_params=True), otherwise declare it as a graph input");
+            if (!in.empty() && !defined.count(in))
+                fail(str_cat(n.describe(), " reads '", in, "', which no node, graph input or initializer defines",
+                             did_you_mean(in, all()), "; if it is a weight the model was saved without it (export "
+                             "with export_params=True), otherwise declare it as a graph input"));
     for (const auto &o : g_.outputs)
-        check(defined.count(o), "graph output '", o, "' is produced by no node, graph input or "
-              "initializer", did_you_mean(o, all), "; a graph output must name a value the graph "
-              "computes (check output_names in torch.onnx.export)");
+        if (!defined.count(o))
+            fail(str_cat("graph output '", o, "' is produced by no node, graph input or initializer",
+                         did_you_mean(o, all()), "; a graph output must name a value the graph computes (check "
+                         "output_names in torch.onnx.export)"));
 }
 
 Graph Importer::run() {

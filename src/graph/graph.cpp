@@ -176,10 +176,11 @@ void Graph::validate() const {
         user_check(node_names.insert(n.name).second, "two nodes are named '", n.name,
                    "'; node names must be unique");
         for (const auto &in : n.inputs)
-            user_check(in.empty() || defined.count(in), n.describe(), " reads '", in,
-                       "', which no earlier node, graph input or initializer defines; declare it as a graph input or "
-                       "export the model with its weights (export_params=True)",
-                       did_you_mean(in, std::vector<std::string>(defined.begin(), defined.end())));
+            if (!in.empty() && !defined.count(in))  // the hint only on failure: it is quadratic
+                throw UserError(str_cat(n.describe(), " reads '", in,
+                                        "', which no earlier node, graph input or initializer defines; declare it "
+                                        "as a graph input or export the model with its weights (export_params=True)",
+                                        did_you_mean(in, std::vector<std::string>(defined.begin(), defined.end()))));
         for (const auto &o : n.outputs) {
             if (o.empty()) continue;
             user_check(defined.insert(o).second, n.describe(), " defines '", o,
