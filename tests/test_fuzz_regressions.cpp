@@ -118,7 +118,7 @@ std::string user_error_of(const std::function<void()> &f) {
     return "";
 }
 
-TEST(FuzzRegressions, NpyAndBindingMessagesNameTheCulprit) {
+TEST(FuzzRegressionMessages, NpyAndBindingNameTheCulprit) {
     fs::path dir = fs::path(LOOM_SOURCE_DIR) / "fuzz" / "regressions";
     std::string msg = user_error_of([&] { parse_npy(read_bytes(dir / "npy/claims_4GiB_in_16_bytes.npy"), "a.npy"); });
     EXPECT_NE(msg.find("a.npy: truncated .npy file: shape 1073741824 of f32 needs 4294967296 data bytes, found 16"),
@@ -143,7 +143,7 @@ TEST(FuzzRegressions, NpyAndBindingMessagesNameTheCulprit) {
     EXPECT_NE(msg.find("LOOM_MAX_TENSOR_BYTES="), std::string::npos) << msg;
 }
 
-TEST(FuzzRegressions, EveryTargetHasItsFolder) {
+TEST(FuzzRegressionMessages, EveryTargetHasItsFolder) {
     for (const char *t : {"onnx_import", "schedule_parser", "input_binding", "npy"})
         EXPECT_TRUE(fs::is_directory(fs::path(LOOM_SOURCE_DIR) / "fuzz" / "regressions" / t)) << t;
 }
