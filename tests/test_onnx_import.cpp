@@ -780,6 +780,11 @@ TEST(HostileModels, CliSaysErrorAndExitsOne) {
     EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " inspect " + write_model(cyc, "cli_cycle"), out), 1) << out;
     EXPECT_HAS(out, "error: ");
     EXPECT_HAS(out, "cycle");
+
+    // Caught in shape inference rather than import: the same error line and exit code.
+    std::string expand = LOOM_SOURCE_DIR "/fuzz/regressions/onnx_import/expand_48GiB.onnx";
+    EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " run " + expand, out), 1) << out;
+    EXPECT_HAS(out, "error: Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
 }
 
 }  // namespace
