@@ -512,5 +512,280 @@ TEST(OnnxImportErrors, UnsupportedAttributeType) {
     EXPECT_HAS(msg, "GRAPH");
 }
 
+// --- hostile models ---------------------------------------------------------------------------
+// Each model is built here, written to its own folder and imported from the file (then prepared),
+// as `loom inspect` / `loom run` would; each must end in a UserError naming the culprit and the fix.
+
+// Writes \p m to a fresh folder as model.onnx; returns its path.
+std::string write_model(const onnx::ModelProto &m, const std::string &folder) {
+    fs::path dir = fs::path(temp_path("hostile")) / folder;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::string path = (dir / "model.onnx").string();
+    std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+    return path;
+}
+
+// The UserError of importing and preparing \p m from a file in its own folder.
+std::string hostile_error(const onnx::ModelProto &m, const std::string &folder) {
+    std::string path = write_model(m, folder);
+    return user_error_of([&] {
+        Graph g = import_onnx(path);
+        prepare_graph(g);
+    });
+}
+
+onnx::TensorProto *add_initializer(onnx::GraphProto *g, const std::string &name, int type,
+                                   std::vector<int64_t> dims) {
+    auto *t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    return t;
+}
+
+// An initializer 'w' whose data lives in the external file \p location, read by a node.
+onnx::ModelProto model_with_external_data(const std::string &location) {
+    onnx::ModelProto m = tiny_model();
+    auto *w = add_initializer(m.mutable_graph(), "w", 1, {2, 3});
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto *e = w->add_external_data();
+    e->set_key("location"), e->set_value(location);
+    add_node(m.mutable_graph(), "Add", {"y", "w"}, {"z"}, "add_w");
+    return m;
+}
+
+TEST(HostileModels, ExternalDataNeverReadsOutsideTheModel) {
+    // A file outside the model's folder that a hostile location could point at.
+    std::string secret = temp_path("secret.bin");
+    std::ofstream(secret, std::ios::binary) << std::string(24, '\x7f');
+    int k = 0;
+    for (const std::string &location : {std::string("../secret.bin"), secret, std::string("link.bin"),
+                                        std::string("weights.bin")}) {
+        std::string path = write_model(model_with_external_data(location), "external_" + std::to_string(k++));
+        if (location == "link.bin")  // a symlink inside the folder that leads out of it
+            fs::create_symlink(secret, fs::path(path).parent_path() / "link.bin");
+        std::string msg = user_error_of([&] { import_onnx(path); });
+        EXPECT_HAS(msg, path);
+        EXPECT_HAS(msg, "initializer 'w'");
+        EXPECT_HAS(msg, "('" + location + "')");
+        EXPECT_HAS(msg, "Loom does not read");
+        EXPECT_HAS(msg, "save_as_external_data=False");
+    }
+}
+
+TEST(HostileModels, HugeDimsAreRefusedBeforeAllocating) {
+    onnx::ModelProto m = tiny_model();
+    add_initializer(m.mutable_graph(), "huge", 1, {int64_t(1) << 40})->set_raw_data(std::string(100, '\0'));
+    std::string msg = hostile_error(m, "huge_dim");
+    EXPECT_HAS(msg, "model.onnx: initializer 'huge' (f32 1099511627776) would take 4 TiB");
+    EXPECT_HAS(msg, "over Loom's limit of 4 GiB per tensor");
+    EXPECT_HAS(msg, "LOOM_MAX_TENSOR_BYTES=4096G");
+
+    onnx::ModelProto overflow = tiny_model();  // 2^62 * 2^62 * 4 bytes wraps int64
+    add_initializer(overflow.mutable_graph(), "wraps", 1, {int64_t(1) << 62, int64_t(1) << 62, 0x10});
+    msg = hostile_error(overflow, "overflow_dim");
+    EXPECT_HAS(msg, "initializer 'wraps'");
+    EXPECT_HAS(msg, "more bytes than a 64-bit address space holds");
+
+    onnx::ModelProto negative = tiny_model();
+    add_initializer(negative.mutable_graph(), "neg", 1, {4, -3});
+    msg = hostile_error(negative, "negative_dim");
+    EXPECT_HAS(msg, "initializer 'neg' has a negative dim in shape [4x-3]");
+
+    onnx::ModelProto neg_input = tiny_model();
+    neg_input.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-5);
+    msg = hostile_error(neg_input, "negative_input_dim");
+    EXPECT_HAS(msg, "graph input 'x' has a negative dim -5");
+}
+
+TEST(HostileModels, SmallFileCannotClaimABigTensor) {
+    // 10^9 floats (4 GB, under the limit) backed by 100 bytes: refused by the byte count, before
+    // the 4 GB would be allocated.
+    onnx::ModelProto raw = tiny_model();
+    add_initializer(raw.mutable_graph(), "claims", 1, {1000000000})->set_raw_data(std::string(100, '\1'));
+    std::string msg = hostile_error(raw, "claims_raw");
+    EXPECT_HAS(msg, "initializer 'claims' (f32 1000000000) has 100 bytes of raw_data; expected 4000000000");
+    EXPECT_HAS(msg, "re-export");
+
+    onnx::ModelProto typed = tiny_model();
+    auto *t = add_initializer(typed.mutable_graph(), "claims", 7, {500000000});  // INT64, 4 GB
+    for (int i = 0; i < 12; i++) t->add_int64_data(i);
+    msg = hostile_error(typed, "claims_typed");
+    EXPECT_HAS(msg, "initializer 'claims' (i64 500000000) has 12 values in int64_data; expected 500000000");
+
+    onnx::ModelProto odd = tiny_model();  // raw_data not a whole number of elements
+    add_initializer(odd.mutable_graph(), "odd", 1, {2, 3})->set_raw_data(std::string(23, '\0'));
+    EXPECT_HAS(hostile_error(odd, "odd_raw"), "initializer 'odd' (f32 2x3) has 23 bytes of raw_data; expected 24");
+}
+
+TEST(HostileModels, FileOverProtobufsLimitIsNotRead) {
+    std::string path = temp_path("three_gib.onnx");
+    std::ofstream(path, std::ios::binary) << "x";
+    fs::resize_file(path, uintmax_t(3) << 30);  // sparse: no disk space used
+    std::string msg = user_error_of([&] { import_onnx(path); });
+    fs::remove(path);
+    EXPECT_HAS(msg, path + ": the file is 3072 MiB, over the 2 GiB");
+    EXPECT_HAS(msg, "external data");
+}
+
+TEST(HostileModels, HugeInputsAndIntermediatesNameTheCulprit) {
+    onnx::ModelProto input = tiny_model();
+    auto *dims = input.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    dims->mutable_dim(0)->set_dim_value(1 << 20), dims->mutable_dim(1)->set_dim_value(1 << 20);
+    std::string msg = hostile_error(input, "huge_input");
+    EXPECT_HAS(msg, "input 'x' (f32 1048576x1048576) would take 4 TiB");
+    EXPECT_HAS(msg, "LOOM_MAX_TENSOR_BYTES");
+
+    // A 100-byte model asking for a 16 GiB intermediate.
+    onnx::ModelProto expand = tiny_model();
+    auto *shape = add_initializer(expand.mutable_graph(), "big_shape", 7, {4});
+    for (int64_t d : {int64_t(1) << 21, int64_t(1) << 10, int64_t(2), int64_t(3)}) shape->add_int64_data(d);
+    add_node(expand.mutable_graph(), "Expand", {"y", "big_shape"}, {"z"}, "blow_up");
+    *expand.mutable_graph()->mutable_output(0) = value_info("z", {1 << 21, 1 << 10, 2, 3});
+    msg = hostile_error(expand, "huge_expand");
+    EXPECT_HAS(msg, "Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
+    EXPECT_HAS(msg, "LOOM_MAX_TENSOR_BYTES=48G");
+
+    // The limit is the user's to raise (preparing allocates nothing for a runtime intermediate).
+    setenv("LOOM_MAX_TENSOR_BYTES", "64G", 1);
+    Graph g = import_onnx(write_model(expand, "huge_expand_allowed"));
+    EXPECT_NO_THROW(prepare_graph(g));
+    setenv("LOOM_MAX_TENSOR_BYTES", "lots", 1);
+    EXPECT_HAS(user_error_of([&] { max_tensor_bytes(); }), "LOOM_MAX_TENSOR_BYTES='lots' is not a positive byte count");
+    unsetenv("LOOM_MAX_TENSOR_BYTES");
+}
+
+TEST(HostileModels, CyclesAndDeepGraphs) {
+    onnx::ModelProto self = tiny_model();
+    add_node(self.mutable_graph(), "Add", {"y", "loop"}, {"loop"}, "eats_itself");
+    std::string msg = hostile_error(self, "self_cycle");
+    EXPECT_HAS(msg, "model.onnx");
+    EXPECT_HAS(msg, "cycle");
+    EXPECT_HAS(msg, "Add 'eats_itself'");
+    EXPECT_HAS(msg, "acyclic");
+
+    onnx::ModelProto pair = tiny_model();
+    add_node(pair.mutable_graph(), "Add", {"y", "b"}, {"a"}, "first");
+    add_node(pair.mutable_graph(), "Relu", {"a"}, {"b"}, "second");
+    msg = hostile_error(pair, "two_cycle");
+    EXPECT_HAS(msg, "cycle");
+    EXPECT_HAS(msg, "acyclic");
+
+    // 100000 nodes listed last-first: sorting them must not recurse once per node.
+    onnx::ModelProto deep = tiny_model();
+    auto *g = deep.mutable_graph();
+    g->clear_node();
+    const int depth = 100000;
+    for (int i = depth - 1; i >= 0; i--)
+        add_node(g, "Relu", {i == 0 ? "x" : "v" + std::to_string(i - 1)}, {i == depth - 1 ? "y" : "v" + std::to_string(i)});
+    Graph big = import_onnx(write_model(deep, "deep"));
+    ASSERT_EQ(big.nodes.size(), (size_t)depth);
+    EXPECT_EQ(big.nodes.front().inputs[0], "x");
+    EXPECT_EQ(big.nodes.back().outputs[0], "y");
+
+    // Subgraphs (If/Loop bodies) are refused, not walked.
+    onnx::ModelProto sub = tiny_model();
+    auto *branch = add_node(sub.mutable_graph(), "If", {"y"}, {"z"}, "branchy")->add_attribute();
+    branch->set_name("then_branch");
+    branch->set_type(onnx::AttributeProto::GRAPH);
+    *branch->mutable_g() = sub.graph();
+    msg = hostile_error(sub, "subgraph");
+    EXPECT_HAS(msg, "If 'branchy'");
+    EXPECT_HAS(msg, "not supported");
+}
+
+TEST(HostileModels, TypeConfusion) {
+    onnx::ModelProto mixed = tiny_model();  // f32 + i64
+    auto *w = add_initializer(mixed.mutable_graph(), "int_bias", 7, {3});
+    for (int i = 0; i < 3; i++) w->add_int64_data(i);
+    add_node(mixed.mutable_graph(), "Add", {"y", "int_bias"}, {"z"}, "mixed_add");
+    *mixed.mutable_graph()->mutable_output(0) = value_info("z", {2, 3});
+    std::string msg = hostile_error(mixed, "mixed_types");
+    EXPECT_HAS(msg, "Add 'mixed_add': input 1 ('int_bias') is i64 but input 0 ('y') is f32");
+    EXPECT_HAS(msg, "Cast");
+
+    onnx::ModelProto strings = tiny_model();
+    strings.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(8);
+    msg = hostile_error(strings, "string_input");
+    EXPECT_HAS(msg, "graph input 'x'");
+    EXPECT_HAS(msg, "not supported");
+
+    onnx::ModelProto attr = tiny_model();  // LeakyRelu alpha given as a string
+    auto *a = add_node(attr.mutable_graph(), "LeakyRelu", {"y"}, {"z"}, "leaky")->add_attribute();
+    a->set_name("alpha"), a->set_type(onnx::AttributeProto::STRING), a->set_s("0.1");
+    *attr.mutable_graph()->mutable_output(0) = value_info("z", {2, 3});
+    msg = hostile_error(attr, "string_alpha");
+    EXPECT_HAS(msg, "LeakyRelu 'leaky': attribute 'alpha' should be a float");
+
+    onnx::ModelProto fill = tiny_model();  // ConstantOfShape's value as an int, not a tensor
+    auto *shape = add_initializer(fill.mutable_graph(), "shape", 7, {2});
+    shape->add_int64_data(2), shape->add_int64_data(3);
+    auto *v = add_node(fill.mutable_graph(), "ConstantOfShape", {"shape"}, {"c"}, "fill")->add_attribute();
+    v->set_name("value"), v->set_type(onnx::AttributeProto::INT), v->set_i(1);
+    add_node(fill.mutable_graph(), "Add", {"y", "c"}, {"z"}, "add_c");
+    *fill.mutable_graph()->mutable_output(0) = value_info("z", {2, 3});
+    msg = hostile_error(fill, "int_fill");
+    EXPECT_HAS(msg, "ConstantOfShape 'fill': attribute 'value' must be a tensor of one element; it is 1");
+}
+
+TEST(HostileModels, TooFewInputsOrOutputs) {
+    struct Case {
+        std::string op;
+        std::vector<std::string> inputs;
+        std::string expect;
+    };
+    for (const Case &c : std::vector<Case>{
+             {"Add", {"y"}, "Add 'short': needs at least 2 input(s) but input 1 is not given (it has 1)"},
+             {"Conv", {"y", ""}, "Conv 'short': needs at least 2 input(s) but input 1 is not given"},
+             {"MatMul", {"", "y"}, "MatMul 'short': needs at least 2 input(s) but input 0 is empty"},
+             {"BatchNormalization", {"y", "y", "y"}, "BatchNormalization 'short': needs at least 5 input(s)"},
+             {"Relu", {}, "Relu 'short': needs at least 1 input(s) but input 0 is not given (it has 0)"}}) {
+        onnx::ModelProto m = tiny_model();
+        add_node(m.mutable_graph(), c.op, c.inputs, {"z"}, "short");
+        *m.mutable_graph()->mutable_output(0) = value_info("z", {2, 3});
+        std::string msg = hostile_error(m, "short_" + c.op);
+        EXPECT_HAS(msg, c.expect);
+        EXPECT_HAS(msg, "malformed");
+    }
+    onnx::ModelProto no_out = tiny_model();
+    add_node(no_out.mutable_graph(), "Relu", {"y"}, {}, "mute");
+    EXPECT_HAS(hostile_error(no_out, "no_output"), "Relu 'mute': has no output");
+
+    onnx::ModelProto range = tiny_model();  // Range whose start is a vector
+    auto *start = add_initializer(range.mutable_graph(), "start", 1, {2});
+    start->add_float_data(0), start->add_float_data(1);
+    auto *one = add_initializer(range.mutable_graph(), "one", 1, {});
+    one->add_float_data(1);
+    add_node(range.mutable_graph(), "Range", {"start", "one", "one"}, {"r"}, "rng");
+    add_node(range.mutable_graph(), "Add", {"y", "r"}, {"z"}, "add_r");
+    *range.mutable_graph()->mutable_output(0) = value_info("z", {2, 3});
+    EXPECT_HAS(hostile_error(range, "vector_range"), "Range 'rng': input 0 (start, 'start') must hold one value; it is f32 2");
+}
+
+TEST(HostileModels, CliSaysErrorAndExitsOne) {
+    onnx::ModelProto m = tiny_model();
+    add_initializer(m.mutable_graph(), "huge", 1, {int64_t(1) << 40})->set_raw_data(std::string(100, '\0'));
+    std::string path = write_model(m, "cli_huge");
+    for (const char *cmd : {"inspect", "run"}) {
+        std::string out;
+        int rc = testing::run_command(std::string(LOOM_BINARY) + " " + cmd + " " + path, out);
+        EXPECT_EQ(rc, 1) << out;
+        EXPECT_HAS(out, "error: " + path + ": initializer 'huge' (f32 1099511627776) would take 4 TiB");
+        EXPECT_HAS(out, "LOOM_MAX_TENSOR_BYTES");
+    }
+    onnx::ModelProto cyc = tiny_model();
+    add_node(cyc.mutable_graph(), "Add", {"y", "loop"}, {"loop"}, "eats_itself");
+    std::string out;
+    EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " inspect " + write_model(cyc, "cli_cycle"), out), 1) << out;
+    EXPECT_HAS(out, "error: ");
+    EXPECT_HAS(out, "cycle");
+
+    // Caught in shape inference rather than import: the same error line and exit code.
+    std::string expand = LOOM_SOURCE_DIR "/fuzz/regressions/onnx_import/expand_48GiB.onnx";
+    EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " run " + expand, out), 1) << out;
+    EXPECT_HAS(out, "error: Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
+}
+
 }  // namespace
 }  // namespace loom

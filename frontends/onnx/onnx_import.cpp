@@ -71,9 +71,15 @@ int Importer::default_opset() const {
 }
 
 Tensor Importer::to_tensor(const onnx::TensorProto &tp, const std::string &what) const {
-    check(tp.data_location() != onnx::TensorProto_DataLocation_EXTERNAL && tp.external_data_size() == 0,
-          what, " stores its data in an external file, which Loom does not support",
-          inline_hint(origin_));
+    if (tp.data_location() == onnx::TensorProto_DataLocation_EXTERNAL || tp.external_data_size() > 0) {
+        std::string location;
+        for (const auto &kv : tp.external_data())
+            if (kv.key() == "location") location = kv.value();
+        fail(str_cat(what, " stores its data in an external file",
+                     location.empty() ? std::string() : " ('" + location + "')",
+                     ", which Loom does not read (it reads nothing but the .onnx file itself)",
+                     inline_hint(origin_)));
+    }
     DType type;
     try {
         type = dtype_from_onnx(tp.data_type());
@@ -81,43 +87,44 @@ Tensor Importer::to_tensor(const onnx::TensorProto &tp, const std::string &what)
         fail(str_cat(what, ": ", e.what()));
     }
     Shape shape(tp.dims().begin(), tp.dims().end());
-    for (int64_t d : shape) check(d >= 0, what, " has a negative dim in shape ", shape_str(shape));
-    Tensor t(type, shape);
-    const int64_t n = t.numel();
+    int64_t bytes = 0;
+    try {
+        bytes = checked_tensor_bytes(type, shape, what);
+    } catch (const UserError &e) {
+        fail(e.what());
+    }
+    const int64_t n = bytes / dtype_size(type);
+    // Every count is checked against the data the file holds before anything is allocated, so a
+    // small file cannot claim a huge tensor.
     if (tp.has_raw_data()) {
-        check((int64_t)tp.raw_data().size() == n * dtype_size(type), what, " (", dtype_name(type), " ",
-              shape_str(shape), ") has ", tp.raw_data().size(), " bytes of raw_data; expected ",
-              n * dtype_size(type), ". The model is corrupt");
+        check((int64_t)tp.raw_data().size() == bytes, what, " (", dtype_name(type), " ", shape_str(shape),
+              ") has ", tp.raw_data().size(), " bytes of raw_data; expected ", bytes,
+              ". The model is corrupt; re-export it");
+        Tensor t(type, shape);
         if (n) std::memcpy(t.data(), tp.raw_data().data(), tp.raw_data().size());
         return t;
     }
-    auto check_count = [&](int count, const char *field) {
-        check(count == n, what, " (", dtype_name(type), " ", shape_str(shape), ") has ", count,
-              " values in ", field, "; expected ", n, ". The model is corrupt");
-    };
+    // ONNX keeps f64 in double_data, i64 in int64_data, and f16 (its 16 bits), i32, i16, i8, u8
+    // and bool in int32_data.
+    int count = tp.int32_data_size();
+    const char *field = "int32_data";
+    if (type == DType::F32) count = tp.float_data_size(), field = "float_data";
+    if (type == DType::F64) count = tp.double_data_size(), field = "double_data";
+    if (type == DType::I64) count = tp.int64_data_size(), field = "int64_data";
+    check(count == n, what, " (", dtype_name(type), " ", shape_str(shape), ") has ", count, " values in ",
+          field, "; expected ", n, ". The model is corrupt; re-export it");
+    Tensor t(type, shape);
     switch (type) {
-    case DType::F32:
-        check_count(tp.float_data_size(), "float_data");
-        std::memcpy(t.data(), tp.float_data().data(), n * 4);
-        break;
-    case DType::F64:
-        check_count(tp.double_data_size(), "double_data");
-        std::memcpy(t.data(), tp.double_data().data(), n * 8);
-        break;
-    case DType::I64:
-        check_count(tp.int64_data_size(), "int64_data");
-        std::memcpy(t.data(), tp.int64_data().data(), n * 8);
-        break;
+    case DType::F32: if (n) std::memcpy(t.data(), tp.float_data().data(), n * 4); break;
+    case DType::F64: if (n) std::memcpy(t.data(), tp.double_data().data(), n * 8); break;
+    case DType::I64: if (n) std::memcpy(t.data(), tp.int64_data().data(), n * 8); break;
     case DType::F16:
-        // ONNX keeps each half's 16 bits in the low half of an int32_data entry.
-        check_count(tp.int32_data_size(), "int32_data");
         for (int64_t i = 0; i < n; i++) {
             uint16_t bits = (uint16_t)tp.int32_data((int)i);
             std::memcpy(t.bytes().data() + 2 * i, &bits, 2);
         }
         break;
-    default:  // i32 i16 i8 u8 bool all live in int32_data
-        check_count(tp.int32_data_size(), "int32_data");
+    default:
         for (int64_t i = 0; i < n; i++) t.set_int(i, tp.int32_data((int)i));
         break;
     }
@@ -259,17 +266,19 @@ void Importer::check_defined() const {
     std::set<std::string> defined(g_.inputs.begin(), g_.inputs.end());
     for (const auto &kv : g_.initializers) defined.insert(kv.first);
     for (const auto &n : g_.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
-    std::vector<std::string> all(defined.begin(), defined.end());
+    // The "did you mean" hints are computed only on failure: over every name they are quadratic.
+    auto all = [&] { return std::vector<std::string>(defined.begin(), defined.end()); };
     for (const auto &n : g_.nodes)
         for (const auto &in : n.inputs)
-            check(in.empty() || defined.count(in), n.describe(), " reads '", in,
-                  "', which no node, graph input or initializer defines", did_you_mean(in, all),
-                  "; if it is a weight the model was saved without it (export with "
-                  "export_params=True), otherwise declare it as a graph input");
+            if (!in.empty() && !defined.count(in))
+                fail(str_cat(n.describe(), " reads '", in, "', which no node, graph input or initializer defines",
+                             did_you_mean(in, all()), "; if it is a weight the model was saved without it (export "
+                             "with export_params=True), otherwise declare it as a graph input"));
     for (const auto &o : g_.outputs)
-        check(defined.count(o), "graph output '", o, "' is produced by no node, graph input or "
-              "initializer", did_you_mean(o, all), "; a graph output must name a value the graph "
-              "computes (check output_names in torch.onnx.export)");
+        if (!defined.count(o))
+            fail(str_cat("graph output '", o, "' is produced by no node, graph input or initializer",
+                         did_you_mean(o, all()), "; a graph output must name a value the graph computes (check "
+                         "output_names in torch.onnx.export)"));
 }
 
 Graph Importer::run() {
@@ -334,6 +343,11 @@ Graph import_onnx(const std::string &path) {
     std::error_code ec;
     user_check(fs::exists(path, ec), path, ": no such file; expected an ONNX model (.onnx)");
     user_check(!fs::is_directory(path, ec), path, ": is a directory; expected an ONNX model file (.onnx)");
+    // Protobuf cannot parse a message over 2 GiB, so a bigger file is refused before it is read.
+    const auto size = fs::file_size(path, ec);
+    user_check(ec || size < (uintmax_t(2) << 30), path, ": the file is ", size >> 20,
+               " MiB, over the 2 GiB a self-contained ONNX protobuf can hold; a model this large keeps its "
+               "weights in external data files, which Loom does not read");
     std::ifstream in(path, std::ios::binary);
     user_check(bool(in), path, ": cannot open the ONNX model (", std::strerror(errno), ")");
     std::ostringstream ss;

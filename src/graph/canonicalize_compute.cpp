@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "graph/canonicalize_internal.h"
@@ -10,15 +11,27 @@
 
 namespace loom::canon {
 
+static void need_input(const Node &n, int i) {
+    user_check(n.has_input(i), n.describe(), ": input ", i, " is missing (the node has ", n.num_inputs(),
+               " input(s)); this op needs it. The model is malformed; re-export it");
+}
 const Shape &in_shape(const Graph &g, const Node &n, int i) {
-    internal_check(n.has_input(i), n.describe(), ": input ", i, " missing");
+    need_input(n, i);
     return g.value(n.inputs[i]).shape;
 }
-DType in_dtype(const Graph &g, const Node &n, int i) { return g.value(n.inputs[i]).dtype; }
+DType in_dtype(const Graph &g, const Node &n, int i) {
+    need_input(n, i);
+    return g.value(n.inputs[i]).dtype;
+}
 
 void set_output(Graph &g, const Node &n, int i, DType t, const Shape &s) {
+    user_check(i < (int)n.outputs.size(), n.describe(), ": output ", i, " is missing (the node has ",
+               n.outputs.size(), " output(s)); this op produces it. The model is malformed; re-export it");
+    if (n.outputs[i].empty()) return;  // an optional output nobody reads
     for (int64_t d : s)
         user_check(d >= 0, n.describe(), ": inferred output shape ", shape_str(s), " has a negative dim");
+    // A small model must not be able to ask for a huge intermediate (an Expand to 2^40 elements).
+    checked_tensor_bytes(t, s, str_cat(n.describe(), ": output '", n.outputs[i], "'"));
     ValueInfo &vi = g.values[n.outputs[i]];
     vi.name = n.outputs[i];
     vi.dtype = t;
@@ -39,6 +52,20 @@ std::vector<int64_t> const_ints(const Graph &g, const Node &n, int i, const char
 }
 std::vector<double> const_floats(const Graph &g, const Node &n, int i, const char *what) {
     return need_const(g, n, i, what).to_doubles();
+}
+double const_scalar(const Graph &g, const Node &n, int i, const char *what) {
+    const Tensor &t = need_const(g, n, i, what);
+    user_check(t.numel() == 1, n.describe(), ": input ", i, " (", what, ", '", n.inputs[i], "') must hold one value; it is ",
+               dtype_name(t.dtype()), " ", shape_str(t.shape()));
+    return t.get(0);
+}
+const Tensor &attr_scalar_tensor(const Node &n, const std::string &name) {
+    auto it = n.attrs.find(name);
+    const Tensor *t = it == n.attrs.end() ? nullptr : std::get_if<Tensor>(&it->second);
+    user_check(t != nullptr && t->numel() == 1, n.describe(), ": attribute '", name,
+               "' must be a tensor of one element; it is ",
+               it == n.attrs.end() ? std::string("missing") : attr_str(it->second));
+    return *t;
 }
 
 int64_t norm_axis(const Node &n, int64_t axis, int64_t rank, const char *what) {
@@ -103,9 +130,9 @@ Result canon_elementwise(Graph &g, Node &n) {
     user_check(n.num_inputs() >= 1, n.describe(), ": needs at least one input");
     if (op == "Clip") {
         double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-        if (n.has_input(1)) lo = const_floats(g, n, 1, "min").at(0);
+        if (n.has_input(1)) lo = const_scalar(g, n, 1, "min");
         else lo = n.get_float("min", lo);
-        if (n.has_input(2)) hi = const_floats(g, n, 2, "max").at(0);
+        if (n.has_input(2)) hi = const_scalar(g, n, 2, "max");
         else hi = n.get_float("max", hi);
         n.attrs["min"] = lo;
         n.attrs["max"] = hi;
@@ -143,6 +170,17 @@ Result canon_elementwise(Graph &g, Node &n) {
                                                  "Less", "Greater", "And", "Or", "PRelu"};
     if (binary.count(op))
         user_check(n.num_inputs() == 2, n.describe(), ": takes 2 inputs, got ", n.num_inputs());
+    // ONNX types these ops' data inputs alike (Pow's exponent and Where's condition excepted).
+    static const std::set<std::string> same_type = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater",
+                                                    "And", "Or", "PRelu", "Min", "Max", "Sum", "Mean", "Where"};
+    if (same_type.count(op)) {
+        int first = op == "Where" ? 1 : 0;
+        for (int i = first + 1; i < n.num_inputs(); i++)
+            user_check(!n.has_input(i) || in_dtype(g, n, i) == in_dtype(g, n, first), n.describe(), ": input ", i,
+                       " ('", n.inputs[i], "') is ", dtype_name(in_dtype(g, n, i)), " but input ", first, " ('",
+                       n.inputs[first], "') is ", dtype_name(in_dtype(g, n, first)),
+                       "; ONNX requires one type here. The model is malformed (insert a Cast and re-export)");
+    }
     set_output(g, n, 0, t, s);
     return {};
 }
@@ -192,9 +230,27 @@ void spatial_attrs(Node &n, const Shape &x, const Shape &kernel, bool transpose)
     auto pads = n.get_ints("pads", std::vector<int64_t>(2 * sp, 0));
     user_check(strides.size() == sp && dil.size() == sp && pads.size() == 2 * sp, n.describe(),
                ": strides/dilations need ", sp, " entries and pads ", 2 * sp);
-    for (size_t i = 0; i < sp; i++)
+    // The bound keeps the window arithmetic below far from int64 overflow.
+    const int64_t kMaxWindow = int64_t(1) << 24;
+    for (size_t i = 0; i < sp; i++) {
         user_check(strides[i] > 0 && dil[i] > 0 && ks[i] > 0, n.describe(),
                    ": strides, dilations and kernel_shape must be positive");
+        user_check(strides[i] <= kMaxWindow && dil[i] <= kMaxWindow && ks[i] <= kMaxWindow, n.describe(),
+                   ": strides, dilations and kernel_shape must be at most ", kMaxWindow, "; the model is corrupt");
+    }
+    for (int64_t p : pads)
+        user_check(p >= 0 && p <= kMaxWindow, n.describe(), ": pads ", attr_str(pads),
+                   " must each be in 0..", kMaxWindow);
+    if (transpose) {
+        auto op = n.get_ints("output_padding", std::vector<int64_t>(sp, 0));
+        user_check(op.size() == sp, n.describe(), ": output_padding has ", op.size(), " entries; expected ", sp);
+        for (size_t i = 0; i < sp; i++)
+            user_check(op[i] >= 0 && op[i] < std::max(strides[i], dil[i]), n.describe(), ": output_padding[", i,
+                       "] = ", op[i], " must be in 0..max(stride, dilation)-1");
+        auto os = n.get_ints("output_shape", {});
+        user_check(os.empty() || os.size() == sp || os.size() == sp + 2, n.describe(), ": output_shape has ",
+                   os.size(), " entries; expected ", sp, " (spatial) or ", sp + 2);
+    }
     std::string ap = n.get_string("auto_pad", "NOTSET");
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
         for (size_t i = 0; i < sp; i++) {
@@ -397,7 +453,26 @@ Result canon_reduce(Graph &g, Node &n) {
     return {};
 }
 
+// How many leading inputs each op needs at least (ops not listed need one; Constant none).
+static int min_inputs(const std::string &op) {
+    static const std::map<std::string, int> m = {
+        {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Equal", 2}, {"Less", 2},
+        {"Greater", 2}, {"And", 2}, {"Or", 2}, {"PRelu", 2}, {"Where", 3}, {"MatMul", 2},
+        {"Gemm", 2}, {"Conv", 2}, {"ConvTranspose", 2}, {"BatchNormalization", 5},
+        {"InstanceNormalization", 3}, {"LayerNormalization", 2}, {"GroupNormalization", 3},
+        {"Gather", 2}, {"Expand", 2}, {"Tile", 2}, {"Range", 3}, {"Constant", 0}};
+    auto it = m.find(op);
+    return it == m.end() ? 1 : it->second;
+}
+
 Result canonicalize_node(Graph &g, Node &n) {
+    const int need = min_inputs(n.op);
+    for (int i = 0; i < need; i++)
+        user_check(n.has_input(i), n.describe(), ": needs at least ", need, " input(s) but input ", i,
+                   n.num_inputs() <= i ? " is not given" : " is empty", " (it has ", n.num_inputs(),
+                   "); the model is malformed, re-export it");
+    user_check(!n.outputs.empty() && !n.outputs[0].empty(), n.describe(),
+               ": has no output; the model is malformed, re-export it");
     for (int i = 0; i < n.num_inputs(); i++)
         if (n.has_input(i))
             internal_check(g.value(n.inputs[i]).has_shape, n.describe(), ": input '", n.inputs[i],

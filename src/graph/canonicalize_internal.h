@@ -43,6 +43,12 @@ void set_output(Graph &g, const Node &n, int i, DType t, const Shape &s);
 /// Input \p i as constant ints; UserError naming the node and \p what when it is not constant.
 std::vector<int64_t> const_ints(const Graph &g, const Node &n, int i, const char *what);
 std::vector<double> const_floats(const Graph &g, const Node &n, int i, const char *what);
+/// Input \p i as one constant number; UserError naming the node and \p what unless it holds
+/// exactly one element.
+double const_scalar(const Graph &g, const Node &n, int i, const char *what);
+/// Attribute \p name as a tensor of one element; UserError naming the node when it is another type
+/// or another size.
+const Tensor &attr_scalar_tensor(const Node &n, const std::string &name);
 /// Normalises a possibly negative axis against \p rank; UserError when out of range.
 int64_t norm_axis(const Node &n, int64_t axis, int64_t rank, const char *what = "axis");
 /// NumPy broadcast of two shapes; UserError naming the node and both shapes when incompatible.

@@ -46,7 +46,8 @@ Result reshape_family(Graph &g, Node &n) {
                 user_check(spec[i] >= 0, n.describe(), ": invalid shape entry ", spec[i]);
                 out[i] = spec[i];
             }
-            known *= out[i];
+            user_check(!__builtin_mul_overflow(known, out[i], &known), n.describe(), ": shape ",
+                       attr_str(spec), " has more elements than int64 holds; the model is corrupt");
         }
         if (infer >= 0) {
             user_check(known > 0 && shape_numel(x) % known == 0, n.describe(), ": cannot infer -1 reshaping ",
@@ -110,6 +111,7 @@ Result slice(Graph &g, Node &n) {
     for (size_t k = 0; k < axes.size(); k++) {
         int64_t a = norm_axis(n, axes[k], r, "axes entry"), d = x[a], s = starts[k], e = ends[k], st = steps[k];
         user_check(st != 0, n.describe(), ": step 0 on axis ", a);
+        st = std::clamp<int64_t>(st, -(int64_t(1) << 62), int64_t(1) << 62);  // same slice; no overflow below
         // Clamp as ONNX does; INT64_MAX/MIN ends are common in exports.
         if (s < 0) s += d;
         if (e < 0 && e > INT64_MIN / 2) e += d;
@@ -142,9 +144,11 @@ Result pad(Graph &g, Node &n) {
     double value = n.get_float("value", 0.0);
     if (n.has_input(1)) {
         pads = const_ints(g, n, 1, "pads");
-        if (n.has_input(2)) value = const_floats(g, n, 2, "constant_value").at(0);
+        if (n.has_input(2)) value = const_scalar(g, n, 2, "constant_value");
         if (n.has_input(3)) {  // opset 18 axes: pads only for the listed axes
             auto axes = const_ints(g, n, 3, "axes");
+            user_check(pads.size() == 2 * axes.size(), n.describe(), ": pads has ", pads.size(),
+                       " entries for ", axes.size(), " axes; expected ", 2 * axes.size());
             std::vector<int64_t> full(2 * r, 0);
             for (size_t k = 0; k < axes.size(); k++) {
                 int64_t a = norm_axis(n, axes[k], r, "axes entry");
@@ -158,8 +162,10 @@ Result pad(Graph &g, Node &n) {
     }
     user_check((int64_t)pads.size() == 2 * r, n.describe(), ": pads has ", pads.size(), " entries; input ",
                shape_str(x), " needs ", 2 * r);
-    for (int64_t p : pads)
+    for (int64_t p : pads) {
         user_check(p >= 0, n.describe(), ": negative pads (cropping) are not supported; use Slice");
+        user_check(p <= (int64_t(1) << 40), n.describe(), ": pad ", p, " is out of range; the model is corrupt");
+    }
     std::string mode = n.get_string("mode", "constant");
     user_check(mode == "constant" || mode == "reflect" || mode == "edge", n.describe(), ": mode='", mode,
                "' is not supported; valid: constant, reflect, edge");
@@ -223,7 +229,11 @@ Result canon_layout(Graph &g, Node &n) {
             for (int64_t i = 0; i < k; i++) split.push_back(std::min(chunk, x[axis] - i * chunk));
         }
         int64_t total = 0;
-        for (int64_t s : split) total += s;
+        for (int64_t s : split) {
+            user_check(s >= 0 && s <= x[axis], n.describe(), ": split size ", s, " is outside 0..", x[axis],
+                       " (axis ", axis, " of ", shape_str(x), ")");
+            total += s;
+        }
         user_check((int64_t)split.size() == k && total == x[axis], n.describe(), ": split sizes sum to ",
                    total, " over ", split.size(), " parts; axis ", axis, " of ", shape_str(x), " has ",
                    x[axis], " and the node has ", k, " outputs");
@@ -244,7 +254,9 @@ Result canon_layout(Graph &g, Node &n) {
         auto rep = const_ints(g, n, 1, "repeats");
         user_check((int64_t)rep.size() == r, n.describe(), ": repeats has ", rep.size(), " entries for rank ", r);
         Shape out = x;
-        for (int64_t i = 0; i < r; i++) out[i] *= rep[i];
+        for (int64_t i = 0; i < r; i++)
+            user_check(rep[i] >= 0 && !__builtin_mul_overflow(out[i], rep[i], &out[i]), n.describe(), ": repeats ",
+                       attr_str(rep), " must be >= 0 and small enough to tile ", shape_str(x));
         keep_inputs(n, 1);
         n.attrs["repeats"] = rep;
         set_output(g, n, 0, in_dtype(g, n, 0), out);
@@ -287,7 +299,12 @@ Result canon_resize(Graph &g, Node &n) {
         for (size_t i = 0; i < r; i++) out[i] = sizes[i], scales.push_back((double)sizes[i] / x[i]);
     } else {
         user_check(scales.size() == r, n.describe(), ": needs scales or sizes with one entry per dim (", r, ")");
-        for (size_t i = 0; i < r; i++) out[i] = (int64_t)std::floor(x[i] * scales[i]);
+        for (size_t i = 0; i < r; i++) {
+            double o = std::floor(x[i] * scales[i]);
+            user_check(scales[i] > 0 && o < 0x1p40, n.describe(), ": scales ", attr_str(scales),
+                       " must be positive and keep the output below 2^40 per dim (input ", shape_str(x), ")");
+            out[i] = (int64_t)o;
+        }
     }
     std::string mode = n.get_string("mode", "nearest");
     if (mode == "bilinear" || mode == "trilinear") mode = "linear";  // Upsample-7/9 names
@@ -331,22 +348,29 @@ Result canon_folded(Graph &g, Node &n) {
     } else if (op == "ConstantOfShape") {
         auto shape = const_ints(g, n, 0, "shape");
         Tensor value = Tensor::scalar(DType::F32, 0.0);
-        if (n.has("value")) value = std::get<Tensor>(n.attrs.at("value"));
+        if (n.has("value")) value = attr_scalar_tensor(n, "value");
         Tensor t(value.dtype(), Shape(shape.begin(), shape.end()));
         for (int64_t i = 0; i < t.numel(); i++) t.set(i, value.get(0));
         g.set_constant(n.outputs[0], t);
     } else if (op == "Range") {
-        auto start = const_floats(g, n, 0, "start")[0], limit = const_floats(g, n, 1, "limit")[0],
-             delta = const_floats(g, n, 2, "delta")[0];
+        auto start = const_scalar(g, n, 0, "start"), limit = const_scalar(g, n, 1, "limit"),
+             delta = const_scalar(g, n, 2, "delta");
         user_check(delta != 0, n.describe(), ": delta is 0");
-        int64_t cnt = std::max<int64_t>(0, (int64_t)std::ceil((limit - start) / delta));
+        double count = std::ceil((limit - start) / delta);
+        user_check(std::isfinite(count) && count < 0x1p40, n.describe(), ": Range(", start, ", ", limit,
+                   ", ", delta, ") would have ", count, " elements; the model is corrupt");
+        int64_t cnt = count > 0 ? (int64_t)count : 0;
         Tensor t(in_dtype(g, n, 0), {cnt});
         for (int64_t i = 0; i < cnt; i++) t.set(i, start + i * delta);
         g.set_constant(n.outputs[0], t);
     } else if (op == "Constant") {
         Tensor t;
-        if (n.has("value")) t = std::get<Tensor>(n.attrs.at("value"));
-        else if (n.has("value_float")) t = Tensor::scalar(DType::F32, n.get_float("value_float", 0));
+        if (n.has("value")) {
+            const Tensor *v = std::get_if<Tensor>(&n.attrs.at("value"));
+            user_check(v != nullptr, n.describe(), ": attribute 'value' must be a tensor; it is ",
+                       attr_str(n.attrs.at("value")));
+            t = *v;
+        } else if (n.has("value_float")) t = Tensor::scalar(DType::F32, n.get_float("value_float", 0));
         else if (n.has("value_int")) t = Tensor::from_ints(DType::I64, {}, {n.get_int("value_int", 0)});
         else if (n.has("value_floats")) {
             auto v = n.get_floats("value_floats");

@@ -1,6 +1,5 @@
 #include "graph/graph.h"
 
-#include <functional>
 #include <set>
 #include <sstream>
 
@@ -134,20 +133,33 @@ void Graph::topo_sort() {
     for (size_t i = 0; i < nodes.size(); i++)
         for (const auto &o : nodes[i].outputs)
             if (!o.empty()) prod[o] = (int)i;
+    // Depth-first with an explicit stack, so that a long chain of nodes cannot overflow the call
+    // stack; each frame is (node, index of the next input to visit).
     std::vector<int> state(nodes.size(), 0), order;  // 0 new, 1 on stack, 2 done
-    std::function<void(int)> visit = [&](int i) {
-        if (state[i] == 2) return;
-        user_check(state[i] != 1, "graph has a cycle through node ", nodes[i].describe(),
-                   "; a model graph must be acyclic");
-        state[i] = 1;
-        for (const auto &in : nodes[i].inputs) {
-            auto it = prod.find(in);
-            if (!in.empty() && it != prod.end()) visit(it->second);
+    std::vector<std::pair<int, size_t>> stack;
+    for (size_t root = 0; root < nodes.size(); root++) {
+        if (state[root]) continue;
+        state[root] = 1;
+        stack.push_back({(int)root, 0});
+        while (!stack.empty()) {
+            auto &[i, next] = stack.back();
+            if (next == nodes[i].inputs.size()) {
+                state[i] = 2;
+                order.push_back(i);
+                stack.pop_back();
+                continue;
+            }
+            const std::string &in = nodes[i].inputs[next++];
+            auto it = in.empty() ? prod.end() : prod.find(in);
+            if (it == prod.end() || state[it->second] == 2) continue;
+            user_check(state[it->second] != 1, "graph has a cycle: the output '", in, "' of ",
+                       nodes[it->second].describe(), " flows back into its own inputs (",
+                       it->second == i ? "it reads it itself" : "read by " + nodes[i].describe(),
+                       "); a model graph must be acyclic");
+            state[it->second] = 1;
+            stack.push_back({it->second, 0});
         }
-        state[i] = 2;
-        order.push_back(i);
-    };
-    for (size_t i = 0; i < nodes.size(); i++) visit((int)i);
+    }
     std::vector<Node> sorted;
     for (int i : order) sorted.push_back(std::move(nodes[i]));
     nodes = std::move(sorted);
@@ -164,10 +176,11 @@ void Graph::validate() const {
         user_check(node_names.insert(n.name).second, "two nodes are named '", n.name,
                    "'; node names must be unique");
         for (const auto &in : n.inputs)
-            user_check(in.empty() || defined.count(in), n.describe(), " reads '", in,
-                       "', which no earlier node, graph input or initializer defines; declare it as a graph input or "
-                       "export the model with its weights (export_params=True)",
-                       did_you_mean(in, std::vector<std::string>(defined.begin(), defined.end())));
+            if (!in.empty() && !defined.count(in))  // the hint only on failure: it is quadratic
+                throw UserError(str_cat(n.describe(), " reads '", in,
+                                        "', which no earlier node, graph input or initializer defines; declare it "
+                                        "as a graph input or export the model with its weights (export_params=True)",
+                                        did_you_mean(in, std::vector<std::string>(defined.begin(), defined.end()))));
         for (const auto &o : n.outputs) {
             if (o.empty()) continue;
             user_check(defined.insert(o).second, n.describe(), " defines '", o,

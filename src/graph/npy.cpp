@@ -83,7 +83,10 @@ struct HeaderParser {
             size_t start = pos;
             while (pos < text.size() && std::isdigit((unsigned char)text[pos])) pos++;
             if (start == pos) fail("expected a dimension");
-            s.push_back(std::stoll(text.substr(start, pos - start)));
+            errno = 0;
+            long long d = std::strtoll(text.substr(start, pos - start).c_str(), nullptr, 10);
+            if (errno == ERANGE) fail("dimension " + text.substr(start, pos - start) + " is out of range");
+            s.push_back(d);
             if (!accept(',')) {
                 expect(')');
                 break;
@@ -186,15 +189,16 @@ Tensor parse_npy(const std::string &bytes, const std::string &origin) {
                "(save numpy.ascontiguousarray(arr))");
     DType type = dtype_from_descr(descr, origin);
 
-    Tensor t(type, shape);
+    // The data the file holds is checked against the shape before anything is allocated.
+    size_t need = (size_t)checked_tensor_bytes(type, shape, origin + ": the array");
     size_t data_start = header_start + header_len;
-    size_t need = t.bytes().size();
     user_check(bytes.size() - data_start >= need, origin, ": truncated .npy file: shape ",
                shape_str(shape), " of ", dtype_name(type), " needs ", need, " data bytes, found ",
                bytes.size() - data_start);
     user_check(bytes.size() - data_start == need, origin, ": .npy file has ",
                bytes.size() - data_start - need, " trailing bytes after the data of shape ",
                shape_str(shape), "; the file is corrupt");
+    Tensor t(type, shape);
     if (need) std::memcpy(t.data(), bytes.data() + data_start, need);
     if (type == DType::Bool)
         for (auto &b : t.bytes()) user_check(b <= 1, origin, ": bool array holds a byte other than 0 or 1");

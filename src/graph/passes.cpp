@@ -1,6 +1,7 @@
 #include "graph/passes.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -26,8 +27,9 @@ void parse_input_binding(const std::string &text, InputBindings &b) {
         size_t x = dims.find('x', pos);
         std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
         char *end = nullptr;
+        errno = 0;
         long long v = std::strtoll(d.c_str(), &end, 10);
-        user_check(!d.empty() && *end == '\0' && v > 0, "bad --input '", text, "': '", d,
+        user_check(!d.empty() && *end == '\0' && v > 0 && errno == 0, "bad --input '", text, "': '", d,
                    "' is not a positive dim; expected NAME=DIMS, e.g. x=1x3x224x224");
         s.push_back(v);
         if (x == std::string::npos) break;
@@ -70,6 +72,7 @@ void bind_input_shapes(Graph &g, const InputBindings &b) {
                                     " is not bound; pass ", (sym.empty() ? "" : "--input " + sym + "=N or "),
                                     "--input ", in, "=", shape_str(example)));
         }
+        checked_tensor_bytes(vi.dtype, vi.shape, str_cat("input '", in, "'"));
         vi.symbols.clear();
         vi.has_shape = true;
     }

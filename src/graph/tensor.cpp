@@ -1,8 +1,14 @@
 #include "graph/tensor.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iomanip>
+#include <limits>
 #include <random>
+#include <sstream>
 
 #include "graph/error.h"
 
@@ -10,7 +16,8 @@ namespace loom {
 
 int64_t shape_numel(const Shape &s) {
     int64_t n = 1;
-    for (int64_t d : s) n *= d;
+    for (int64_t d : s)  // a product past int64 (a corrupt shape) saturates; size checks then refuse it
+        if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
     return n;
 }
 
@@ -27,8 +34,66 @@ std::vector<int64_t> shape_strides(const Shape &s) {
     return st;
 }
 
+int64_t max_tensor_bytes() {
+    // Read on every call (cheap next to an allocation) so that tests and embedders can set it late.
+    const char *env = std::getenv("LOOM_MAX_TENSOR_BYTES");
+    if (!env || !*env) return int64_t(4) << 30;
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(env, &end, 10);
+    int shift = 0;
+    if (end && *end) {
+        switch (std::toupper((unsigned char)*end)) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        case 'T': shift = 40; break;
+        default: shift = -1;
+        }
+        if (shift > 0) end++;
+    }
+    user_check(errno == 0 && end != env && *end == '\0' && shift >= 0 && v > 0 &&
+                   v <= (std::numeric_limits<int64_t>::max() >> shift),
+               "LOOM_MAX_TENSOR_BYTES='", env, "' is not a positive byte count; expected e.g. 8G or 8589934592");
+    return (int64_t)v << shift;
+}
+
+namespace {
+std::string human_bytes(double b) {
+    const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (b >= 1024 && u < 6) b /= 1024, u++;
+    std::ostringstream os;
+    os << std::setprecision(u ? 3 : 20) << b << " " << units[u];
+    return os.str();
+}
+}  // namespace
+
+int64_t checked_tensor_bytes(DType dtype, const Shape &shape, const std::string &what) {
+    int64_t bytes = dtype_size(dtype);
+    double approx = bytes;  // keeps growing past an overflow, for the message
+    bool overflow = false;
+    for (int64_t d : shape) {
+        user_check(d >= 0, what, " has a negative dim in shape [", shape_str(shape),
+                   "]; dims must be >= 0");
+        approx *= (double)d;
+        overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
+    }
+    if (approx == 0) return 0;
+    const int64_t limit = max_tensor_bytes();
+    if (!overflow && bytes <= limit) return bytes;
+    user_check(approx < 0x1p60, what, " (", dtype_name(dtype), " ", shape_str(shape),
+               ") would take more bytes than a 64-bit address space holds; the shape is corrupt");
+    user_check(false, what, " (", dtype_name(dtype), " ", shape_str(shape), ") would take ",
+               human_bytes(approx), ", over Loom's limit of ", human_bytes((double)limit),
+               " per tensor; if the shape is right and the memory is there, raise the limit, e.g. "
+               "LOOM_MAX_TENSOR_BYTES=", (int64_t)std::ceil(approx / (1 << 30)), "G");
+    return bytes;
+}
+
 Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), bytes_(shape_numel(shape_) * dtype_size(dtype), 0) {}
+    : dtype_(dtype), shape_(std::move(shape)),
+      bytes_(checked_tensor_bytes(dtype_, shape_, "a tensor"), 0) {}
 
 namespace {
 // IEEE half <-> float, enough for storing f16 weights and casts.

@@ -37,18 +37,25 @@ using TensorBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 /// Dimensions, outermost first (ONNX order).
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of a shape (1 for rank 0).
+/// Number of elements of a shape (1 for rank 0; INT64_MAX when the product overflows).
 int64_t shape_numel(const Shape &s);
 /// "1x3x224x224" ("scalar" for rank 0).
 std::string shape_str(const Shape &s);
 /// Row-major strides of \p s, in elements.
 std::vector<int64_t> shape_strides(const Shape &s);
 
+/// The most bytes one tensor may take: 4 GiB (a self-contained ONNX file holds at most 2 GiB), or
+/// the environment variable LOOM_MAX_TENSOR_BYTES (a byte count; suffixes K M G T allowed).
+int64_t max_tensor_bytes();
+/// Bytes a tensor of \p dtype and \p shape takes. UserError naming \p what if a dim is negative,
+/// the size overflows, or it exceeds max_tensor_bytes() (saying how to raise the limit).
+int64_t checked_tensor_bytes(DType dtype, const Shape &shape, const std::string &what);
+
 /// A dense tensor with data.
 class Tensor {
 public:
     Tensor() = default;
-    /// A tensor of \p shape, every byte zero.
+    /// A tensor of \p shape, every byte zero; UserError (checked_tensor_bytes) past the size limit.
     Tensor(DType dtype, Shape shape);
 
     DType dtype() const { return dtype_; }
