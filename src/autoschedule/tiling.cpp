@@ -245,7 +245,7 @@ void Ctx::comment_kernel(ScheduleStatement &st) {
         if (f != k.root) others.push_back(f);
     std::string joined;
     for (const auto &o : others) joined += (joined.empty() ? "" : ", ") + o;
-    st.comments.push_back(str_cat("kernel ", k.name, " (", k.kind, "): ",
+    st.comments.push_back(str_cat("kernel ", k.name, " (", kernel_kind_name(k.kind), "): ",
                                   others.empty() ? std::string("no fusion") : "fuses " + joined + " into " + k.root));
     std::snprintf(buf, sizeof buf, "est. %.3f MB read, %.3f MB written, %.3f MFLOP, %.3f ms",
                   k.bytes_read / 1e6, k.bytes_written / 1e6, k.flops / 1e6, k.est_ms);
@@ -268,7 +268,7 @@ bool Ctx::transposed_tile() {
     const LoweredFunc &L = lf(R);
     const int r = (int)L.vars.size();
     const int V = lanes(R);
-    if (k.kind != "pointwise" || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
+    if (k.kind != KernelKind::Pointwise || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
         k.bytes_read + k.bytes_written <= (double)m.llc_bytes / 4 ||
         r < 2 || V < 2 || !L.update_rvars.empty() ||
         L.extents.back() < V || concat_piece(R) > 0)
@@ -439,7 +439,7 @@ bool Ctx::prefetches_next_tile() const {
     const std::string &R = k.root;
     const LoweredFunc &L = lf(R);
     const int r = (int)L.vars.size();
-    if (r < 2 || k.kind != "rows" || target.has_gpu_feature() || !L.update_rvars.empty() ||
+    if (r < 2 || k.kind != KernelKind::Rows || target.has_gpu_feature() || !L.update_rvars.empty() ||
         L.extents.back() * fi(R).esize < kMinPrefetchRowBytes ||
         k.bytes_read + k.bytes_written <= (double)m.l2_bytes * std::max(1, m.cores))
         return false;
@@ -466,7 +466,7 @@ bool Ctx::prefetches_next_tile() const {
 // bench/DECISIONS.md#d15-streaming-stores).
 bool Ctx::streams_output() const {
     const std::string &R = k.root;
-    return knobs.streaming_stores && (k.kind == "rows" || k.kind == "pointwise") &&
+    return knobs.streaming_stores && (k.kind == KernelKind::Rows || k.kind == KernelKind::Pointwise) &&
            target.arch == Halide::Target::X86 && !target.has_gpu_feature() && lf(R).is_output &&
            lf(R).update_rvars.empty() && !lf(R).vars.empty() &&
            k.bytes_read + k.bytes_written > (double)m.llc_bytes && lf(R).extents.back() % lanes(R) == 0;
@@ -786,11 +786,14 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
     Ctx c{p, info, plan, k, target, m, knobs, out, func_names};
     if (k.funcs.size() == 1 && !conv_of_pad(p, info, plan, m, k.root).empty()) return;  // conv() places it
     const size_t first = out.size();
-    if (k.kind == "gemm") c.gemm();
-    else if (k.kind == "conv") c.conv();
-    else if (k.kind == "reduction") c.reduction();
-    else if (k.kind == "rows" || k.kind == "pointwise") c.rows_or_pointwise();
-    else c.generic();
+    switch (k.kind) {
+    case KernelKind::Gemm: c.gemm(); break;
+    case KernelKind::Conv: c.conv(); break;
+    case KernelKind::Reduction: c.reduction(); break;
+    case KernelKind::Rows:
+    case KernelKind::Pointwise: c.rows_or_pointwise(); break;
+    case KernelKind::Generic: c.generic(); break;
+    }
     c.stream_output(first);
     // A kernel with less work than waking the thread pool costs runs on one core
     // (bench/DECISIONS.md#d6-tiny-kernels-serial).
