@@ -1,8 +1,8 @@
 // The convolution emitter of tiling.cpp's Ctx (tiling_internal.h) in three steps: choose_conv
 // decides (ConvPlan: the path, the tile, which Func's tiles hold the result), emit_conv writes the
-// statements of that plan, explain_conv the comment on its tile loop. Two paths are emitters of
-// their own: the channel-tiled conv (channel_tile) and the depthwise conv under an epilogue
-// (depthwise_blocks). conv_of_pad and place_pads put a conv's padded input where its tiles read it.
+// statements of that plan, explain_conv the comment on its tile loop. The depthwise conv under an
+// epilogue is an emitter of its own (depthwise_blocks). conv_of_pad and place_pads put a conv's
+// padded input where its tiles read it.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -124,10 +124,10 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 // row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
 // from L2. Vectorizing over channels keeps every vector full where the rows are short
 // (bench/DECISIONS.md#d30-conv-channel-tiles).
-void Ctx::channel_tile(const std::string &R, const std::string &F) {
+void Ctx::choose_channel_tile(ConvPlan &c) {
+    const std::string &R = k.root, &F = c.F;
     const LoweredFunc &L = lf(F);
     const int V = lanes(F);
-    const auto &v = L.vars;
     const auto &e = L.extents;
     const int64_t W = e[3], H = e[2];
     // A 1x1 conv (one tap: a GEMM over the input channels) takes two channel blocks and one row
@@ -153,38 +153,36 @@ void Ctx::channel_tile(const std::string &R, const std::string &F) {
             }
     }
     const int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
-    const std::string &n = v[0], &c = v[1], &h = v[2], &w = v[3];
-    std::string T = R;
-    std::vector<std::string> tused = names_of(R);
-    if (R == F) {
-        T = fresh(func_names, F + "_out");
-        ScheduleStatement &ws = add(F);
-        comment_kernel(ws);
-        ws.comments.push_back(str_cat(T, ": the conv's output, written per tile from the channels-innermost tile"));
-        ws.add("in", {}, T);
-    }
-    std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
-                wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
-    const bool rows_outer = channel_tile_rows_outer(fi(F), m);
+    c.path = ConvPlan::Path::ChannelTile;
+    c.wrap = R == F;
+    c.T = c.wrap ? fresh(func_names, F + "_out") : R;
+    c.V = V;
+    c.W = W;
+    c.WT = NP;
+    c.HT = NH;
+    c.CB = B;
+    c.rows_outer = channel_tile_rows_outer(fi(F), m);
     // Weights past L2 with enough channel blocks for every core: a task is a channel block, all
     // its row blocks inside, so each core streams its own blocks' weights from memory. With the
     // row blocks fused into the parallel loop, both cores took row blocks of one channel block at
     // a time and waited on one weight stream (bench/DECISIONS.md#d31-conv-channel-block-order).
-    const bool block_tasks = !rows_outer && e[0] * (e[1] / B) >= 4 * std::max(1, m.cores);
+    c.block_tasks = !c.rows_outer && e[0] * (e[1] / B) >= 4 * std::max(1, m.cores);
     // Rows outer: tasks of up to 4 tile rows, at least 4 tasks per core where the image has them.
     const int64_t tile_rows = (H + NH - 1) / NH;
-    const int RT = rows_outer ? (int)std::clamp<int64_t>(e[0] * tile_rows / (4 * std::max(1, m.cores)), 1, 4) : 1;
-    ScheduleStatement &st = add(T);
-    if (R != F) comment_kernel(st);
-    st.comments.push_back(str_cat("conv channel tile ", NP, " (w) x ", NH, " (rows) x ", B, " (channels): ",
-                                  NP * NH * cvec, " vector accumulators over blocked weights; ",
-                                  rows_outer ? str_cat("parallel over (n, ", RT * NH, " rows), the channel blocks inside "
-                                                       "(the weights stay in L2)")
-                                             : block_tasks ? std::string("parallel over (n, channel block), its row blocks inside "
-                                                                          "(each core streams its own blocks' weights)")
-                                                           : std::string("parallel over (n, channel block, row block), row "
-                                                                         "blocks inside (a channel block's weights stay in L2)")));
-    st.add("compute_root").add("split", {c, co, ci, B}).add("split", {w, wo, wi, NP});
+    c.RT = c.rows_outer ? (int)std::clamp<int64_t>(e[0] * tile_rows / (4 * std::max(1, m.cores)), 1, 4) : 1;
+}
+
+void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F, &T = c.T;
+    const LoweredFunc &L = lf(F);
+    const int V = c.V, NP = c.WT, NH = c.HT, B = c.CB, RT = c.RT, cvec = B / V;
+    const auto &v = L.vars;
+    const auto &e = L.extents;
+    const std::string &n = v[0], &cv = v[1], &h = v[2], &w = v[3];
+    std::vector<std::string> tused = names_of(k.root);
+    std::string co = fresh(tused, cv + "o"), ci = fresh(tused, cv + "i"), wo = fresh(tused, w + "o"),
+                wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
+    st.add("split", {cv, co, ci, B}).add("split", {w, wo, wi, NP});
     std::string hv = h;
     if (NH > 1) {
         st.add("split", {h, ho, hi, NH});
@@ -198,7 +196,7 @@ void Ctx::channel_tile(const std::string &R, const std::string &F) {
     Args ro = {ci, wi};
     if (NH > 1) ro.push_back(hi);
     ro.push_back(wo);
-    if (rows_outer) {
+    if (c.rows_outer) {
         ro.push_back(co);
         if (RT > 1) ro.push_back(hoi);
         ro.push_back(hoo);
@@ -208,8 +206,8 @@ void Ctx::channel_tile(const std::string &R, const std::string &F) {
     }
     ro.push_back(n);
     st.add("reorder", ro);
-    std::string par = rows_outer ? hoo : block_tasks ? co : fresh(tused, "t");
-    if (!rows_outer && !block_tasks) st.add("fuse", {hv, co, par});
+    std::string par = c.rows_outer ? hoo : c.block_tasks ? co : fresh(tused, "t");
+    if (!c.rows_outer && !c.block_tasks) st.add("fuse", {hv, co, par});
     if (e[0] > 1) {
         std::string p2 = fresh(tused, "t");
         st.add("fuse", {par, n, p2});
@@ -219,21 +217,21 @@ void Ctx::channel_tile(const std::string &R, const std::string &F) {
     place_pads(F, T, par, "task of " + T + " (its rows stay in cache for every channel block)");  // rows outer only
     ScheduleStatement &fs = add(F);
     note(fs, F);
-    fs.add("compute_at", {T, wo}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h})
-        .add("vectorize", {c, V});
-    if (cvec > 1) fs.add("unroll", {c});
+    fs.add("compute_at", {T, wo}).add("reorder_storage", {cv, w, h, n}).add("reorder", {cv, w, h})
+        .add("vectorize", {cv, V});
+    if (cvec > 1) fs.add("unroll", {cv});
     fs.add("unroll", {w}).add("unroll", {h});
     ScheduleStatement &u = add(F, 0);
-    Args reorder = {c, w, h};
+    Args reorder = {cv, w, h};
     const auto &rv = L.update_rvars[0];
     for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder).add("vectorize", {c, V});
-    if (cvec > 1) u.add("unroll", {c});
+    u.add("reorder", reorder).add("vectorize", {cv, V});
+    if (cvec > 1) u.add("unroll", {cv});
     u.add("unroll", {w}).add("unroll", {h});
     // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
     // (bench/DECISIONS.md#d30-conv-channel-tiles).
+    const auto &re = fi(F).rvar_extents[0];
     if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
-    inline_members();
 }
 
 // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
@@ -249,7 +247,7 @@ ConvPlan Ctx::choose_conv() {
     if (F.empty() || lf(F).vars.size() < 3 || fi(F).rvar_extents.empty()) return c;
     c.F = F;
     if (channel_tiled(fi(F), m)) {
-        c.path = ConvPlan::Path::ChannelTile;
+        choose_channel_tile(c);
         return c;
     }
     // A depthwise conv that is a graph output is computed per row of a channel block of its
@@ -313,6 +311,15 @@ ConvPlan Ctx::choose_conv() {
 }
 
 std::string Ctx::explain_conv(const ConvPlan &c) const {
+    if (c.path == ConvPlan::Path::ChannelTile)
+        return str_cat("conv channel tile ", c.WT, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ",
+                       c.WT * c.HT * (c.CB / c.V), " vector accumulators over blocked weights; ",
+                       c.rows_outer ? str_cat("parallel over (n, ", c.RT * c.HT, " rows), the channel blocks inside "
+                                              "(the weights stay in L2)")
+                       : c.block_tasks ? std::string("parallel over (n, channel block), its row blocks inside "
+                                                     "(each core streams its own blocks' weights)")
+                                       : std::string("parallel over (n, channel block, row block), row "
+                                                     "blocks inside (a channel block's weights stay in L2)"));
     const size_t dims = lf(c.F).update_rvars[0].size();
     if (c.path == ConvPlan::Path::RowBlocks)
         return str_cat("conv tile ", c.V, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ", c.HT * c.CB,
@@ -326,11 +333,12 @@ std::string Ctx::explain_conv(const ConvPlan &c) const {
 
 void Ctx::emit_conv(const ConvPlan &c) {
     if (c.path == ConvPlan::Path::Generic) return generic();
-    if (c.path == ConvPlan::Path::ChannelTile) return channel_tile(k.root, c.F);
     if (c.wrap) {
         ScheduleStatement &ws = add(c.F);
         comment_kernel(ws);
-        ws.comments.push_back(str_cat(c.T, ": the conv's output, stored per tile"));
+        ws.comments.push_back(str_cat(c.T, c.path == ConvPlan::Path::ChannelTile
+                                               ? ": the conv's output, written per tile from the channels-innermost tile"
+                                               : ": the conv's output, stored per tile"));
         ws.add("in", {}, c.T);
     }
     ScheduleStatement &st = add(c.T);
@@ -338,6 +346,7 @@ void Ctx::emit_conv(const ConvPlan &c) {
     st.comments.push_back(explain_conv(c));
     st.add("compute_root");
     switch (c.path) {
+    case ConvPlan::Path::ChannelTile: channel_tile(st, c); break;
     case ConvPlan::Path::DepthwiseOutput: conv_depthwise_output(st, c); break;
     case ConvPlan::Path::DepthwiseBlocks: return depthwise_blocks(st, c.T, c.F);  // it places the members
     case ConvPlan::Path::RowBlocks: conv_row_blocks(st, c); break;

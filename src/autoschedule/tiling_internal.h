@@ -61,7 +61,7 @@ struct GemmPlan {
 struct ConvPlan {
     enum class Path {
         Generic,          ///< not a conv these paths tile: Ctx::generic
-        ChannelTile,      ///< output channels vectorised over blocked weights (Ctx::channel_tile)
+        ChannelTile,      ///< output channels vectorised over blocked weights: WT (w) x HT rows x CB
         DepthwiseOutput,  ///< a depthwise graph output per row of a channel block of its wrapper T
         DepthwiseBlocks,  ///< a depthwise conv under its epilogue (Ctx::depthwise_blocks)
         RowBlocks,        ///< under an epilogue: V (w) x HT rows x CB channels, tasks of row blocks
@@ -78,8 +78,21 @@ struct ConvPlan {
     int vl = 0;              ///< lanes of its vectors (0: not vectorised)
     int nvec = 1;            ///< vectors per tile row
     int CB = 1;              ///< output channels per tile
-    int HT = 1;              ///< RowBlocks: rows per tile
+    int HT = 1;              ///< rows per tile (RowBlocks, ChannelTile)
+    int RT = 1;              ///< ChannelTile: tile rows per task (rows outer)
+    bool rows_outer = false;   ///< ChannelTile: tasks of rows, every channel block inside
+    bool block_tasks = false;  ///< ChannelTile: tasks of one channel block, its row blocks inside
     bool round_up = false;   ///< a tile past the row's end is computed into the allocation (RoundUp)
+};
+
+/// How a reduction with too few outputs for the cores is split into parallel partial results
+/// (Ctx::choose_split_reduction), which Ctx::emit_split_reduction turns into an rfactor.
+struct SplitReductionPlan {
+    bool serial = false;           ///< no split: left serial (no even split, or a unit outer RVar)
+    bool over_outer_rvar = false;  ///< several RVars: the outermost is the parallel var
+    int64_t n = 0;                 ///< terms of the innermost RVar
+    int64_t chunk = 0;             ///< one RVar: terms per partial result (n / partials)
+    bool vec = false;              ///< the partials vectorised over the innermost RVar's lanes
 };
 
 /// The schedule emitter of one kernel: what emit_kernel was given, and one member per kind of
@@ -172,6 +185,14 @@ struct Ctx {
     void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const;
     /// A reduction kernel: parallel over outputs, or rfactor partials when they are too few.
     void reduction();
+    /// A reduction with outputs enough for the cores, its root's statement at out[\p root_at].
+    void reduction_per_output(size_t root_at);
+    /// How a reduction with too few outputs splits (choose).
+    SplitReductionPlan choose_split_reduction() const;
+    /// The comment on \p sp's rfactor, or on the root when it is left serial ("" for none).
+    std::string explain_split_reduction(const SplitReductionPlan &sp) const;
+    /// The rfactor and the partials' loops of \p sp (the root's statement at out[\p root_at]).
+    void emit_split_reduction(size_t root_at, const SplitReductionPlan &sp);
 
     // --- GEMM kernels (tiling_gemm.cpp) ---
 
@@ -199,8 +220,6 @@ struct Ctx {
 
     /// Conv \p F's padded inputs computed at \p owner.\p var (\p per: for the comment).
     void place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per);
-    /// Conv \p F (root or member of root \p R) vectorised over output channels (ConvPlan::ChannelTile).
-    void channel_tile(const std::string &R, const std::string &F);
     /// A conv kernel: channel tiles, else direct convolution tiles along rows (choose, emit).
     void conv();
     /// The conv kernel's path and tile; reads the kernel, writes nothing but a fresh wrapper name
@@ -210,7 +229,10 @@ struct Ctx {
     std::string explain_conv(const ConvPlan &c) const;
     /// The statements of \p c: the wrapper, T's loops, F and its update, the members.
     void emit_conv(const ConvPlan &c);
+    /// ConvPlan::ChannelTile's tile and tasks in \p c (whose F it was given).
+    void choose_channel_tile(ConvPlan &c);
     /// Per path of emit_conv: completes T's statement \p st (compute_root) and adds F's.
+    void channel_tile(ScheduleStatement &st, const ConvPlan &c);
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
     void conv_row_blocks(ScheduleStatement &st, const ConvPlan &c);
     void conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c);
