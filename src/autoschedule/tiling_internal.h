@@ -3,8 +3,9 @@
 /// sources the way Halide splits its simplifier (Simplify_Internal.h): tiling.cpp holds the
 /// common members (statements, inlining, pure loops, rfactor rows), the row, pointwise, reduction
 /// and generic kernels and emit_kernel; tiling_gemm.cpp and tiling_conv.cpp hold the GEMM and conv
-/// emitters, each in three steps: choose (a GemmPlan or ConvPlan of plain decisions), emit (the
-/// statements of that plan), explain (the comment text on its tile loop).
+/// emitters. The GEMM, the conv and the split reduction run in three steps: choose (a GemmPlan,
+/// ConvPlan or SplitReductionPlan of plain decisions), emit (the statements of that plan), explain
+/// (the comment text on its tile loop).
 #pragma once
 
 #include <map>
