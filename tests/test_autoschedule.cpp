@@ -976,7 +976,7 @@ TEST(Autoschedule, RowStatisticsAreComputedPerRow) {
     for (const FixedMachine &fm : both_levels()) {
         FusionPlan plan = plan_fusion(lp, fm.model);
         ASSERT_EQ(plan.kernels.size(), 1u) << fm.name;
-        EXPECT_EQ(plan.kernels[0].kind, "rows");
+        EXPECT_EQ(plan.kernels[0].kind, KernelKind::Rows);
         for (const auto &d : plan.decisions)
             if (d.func != plan.kernels[0].root) {
                 EXPECT_EQ(d.placement, Placement::Row) << d.func << " on " << fm.name;

@@ -61,6 +61,18 @@ Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target) {
     return auto_schedule(p, target, detect_machine(target));
 }
 
+const char *kernel_kind_name(KernelKind kind) {
+    switch (kind) {
+    case KernelKind::Pointwise: return "pointwise";
+    case KernelKind::Rows: return "rows";
+    case KernelKind::Reduction: return "reduction";
+    case KernelKind::Gemm: return "gemm";
+    case KernelKind::Conv: return "conv";
+    case KernelKind::Generic: return "generic";
+    }
+    return "?";
+}
+
 namespace {
 const char *placement_name(Placement pl) {
     switch (pl) {
@@ -87,7 +99,7 @@ std::string format_report(const LoweredPipeline &p, const AutoScheduleResult &r,
     for (size_t q = 0; q < r.plan.kernels.size(); q++) {
         const Kernel &k = r.plan.kernels[q];
         std::snprintf(buf, sizeof buf, "\nkernel %zu: %s  (%s, loop nest of %s)\n", q, k.name.c_str(),
-                      k.kind.c_str(), k.root.c_str());
+                      kernel_kind_name(k.kind), k.root.c_str());
         os << buf << "  nodes:";
         for (const auto &n : k.nodes) os << " " << n;
         os << "\n";

@@ -75,11 +75,25 @@ struct FuncDecision {
     std::string why;     ///< one line: the score or rule behind the decision
 };
 
+/// What a kernel computes: it picks the kernel's schedule emitter (tiling.cpp's emit_kernel).
+enum class KernelKind {
+    Pointwise,  ///< elementwise members only
+    Rows,       ///< row statistics computed per row of the root (LayerNorm, Softmax)
+    Reduction,  ///< a reduction root with no row members
+    Gemm,       ///< a matmul, as root or in the tile of its epilogue
+    Conv,       ///< a convolution, as root or in the tile of its epilogue
+    Generic,    ///< anything else
+};
+
+/// The kind's word as the report and schedule comments print it: "pointwise", "rows", "reduction",
+/// "gemm", "conv" or "generic".
+const char *kernel_kind_name(KernelKind kind);
+
 /// One kernel: a loop nest and the Funcs computed in it.
 struct Kernel {
     std::string name;                ///< Inductor-style: "fused_add_mul_sum", or the op ("softmax")
     std::string root;                ///< the Func owning the loop nest
-    std::string kind;                ///< "pointwise", "rows", "reduction", "gemm", "conv", "generic"
+    KernelKind kind = KernelKind::Generic;  ///< which emitter schedules it
     std::vector<std::string> funcs;  ///< every Func in it (inlined ones too), producers first
     std::vector<std::string> nodes;  ///< graph nodes it holds, in order
     double bytes_read = 0, bytes_written = 0, flops = 0;

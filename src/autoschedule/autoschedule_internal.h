@@ -1,6 +1,6 @@
 /// \file
 /// Private to src/autoschedule: what the cost model reads off each Func's Halide definition, and
-/// the per-kernel schedule emitters (tiling.cpp, tiling_gemm_conv.cpp; tiling_internal.h).
+/// the per-kernel schedule emitters (tiling.cpp, tiling_gemm.cpp, tiling_conv.cpp; tiling_internal.h).
 #pragma once
 
 #include <map>
@@ -53,7 +53,7 @@ struct FuncInfo {
     int64_t transposed_row_bytes = 0;
 };
 
-/// The register and cache blocking of a GEMM (tiling_gemm_conv.cpp's gemm emitter and the cost model's
+/// The register and cache blocking of a GEMM (tiling_gemm.cpp's gemm emitter and the cost model's
 /// estimates share it): micro-kernel MR x NR, column panels of NC (no epilogue), epilogue tiles of
 /// MC x NCt with k in chunks of KC.
 struct GemmTile {

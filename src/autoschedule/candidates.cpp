@@ -74,7 +74,7 @@ double estimate_ms(const LoweredPipeline &p, const AutoScheduleResult &r, const 
     for (const Kernel &k : r.plan.kernels) {
         double t_mem = (k.bytes_read + k.bytes_written) / m.bytes_per_s();
         const FuncInfo &root = info.at(k.root);
-        if (k.kind == "gemm") {
+        if (k.kind == KernelKind::Gemm) {
             std::string F;
             for (const auto &f : k.funcs)
                 if (info.at(f).is_matmul && F.empty()) F = f;
@@ -97,7 +97,7 @@ double estimate_ms(const LoweredPipeline &p, const AutoScheduleResult &r, const 
             }
         }
         double tk = k.est_ms / 1e3;
-        if (k.kind == "pointwise" || k.kind == "rows") {
+        if (k.kind == KernelKind::Pointwise || k.kind == KernelKind::Rows) {
             double task = knobs.task_elems > 0 ? knobs.task_elems : (double)autosched::kTaskElems;
             double rows = root.lf->extents.empty() ? 1 : (double)root.lf->extents[0];
             double tasks = std::min(rows, std::max(root.points / task, 8.0 * m.cores));
@@ -130,9 +130,9 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
     // Which knobs can matter here, read off the model's own plan.
     bool gemm = false, pointwise = false, block = false, rows = false, conv = false;
     for (const Kernel &k : base.plan.kernels) {
-        gemm |= k.kind == "gemm";
-        conv |= k.kind == "conv";
-        pointwise |= k.kind == "pointwise" || k.kind == "rows";
+        gemm |= k.kind == KernelKind::Gemm;
+        conv |= k.kind == KernelKind::Conv;
+        pointwise |= k.kind == KernelKind::Pointwise || k.kind == KernelKind::Rows;
     }
     for (const auto &d : base.plan.decisions) {
         block |= d.placement == Placement::Block;

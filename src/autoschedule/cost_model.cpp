@@ -461,8 +461,9 @@ struct Planner {
             }
             for (const auto &c : constants) k.bytes_read += c.second;
             k.bytes_written = r.points * r.esize;
-            k.kind = has_mm ? "gemm" : has_conv ? "conv" : rows ? "rows" : r.has_update ? "reduction"
-                   : r.lf->is_pointwise ? "pointwise" : "generic";
+            k.kind = has_mm ? KernelKind::Gemm : has_conv ? KernelKind::Conv : rows ? KernelKind::Rows
+                   : r.has_update ? KernelKind::Reduction : r.lf->is_pointwise ? KernelKind::Pointwise
+                   : KernelKind::Generic;
             k.name = k.funcs.size() > 1 ? "fused" : "";
             for (const auto &o : ops) k.name += (k.name.empty() ? "" : "_") + o;
             double t_mem = (k.bytes_read + k.bytes_written) / m.bytes_per_s();

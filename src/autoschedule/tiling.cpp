@@ -245,7 +245,7 @@ void Ctx::comment_kernel(ScheduleStatement &st) {
         if (f != k.root) others.push_back(f);
     std::string joined;
     for (const auto &o : others) joined += (joined.empty() ? "" : ", ") + o;
-    st.comments.push_back(str_cat("kernel ", k.name, " (", k.kind, "): ",
+    st.comments.push_back(str_cat("kernel ", k.name, " (", kernel_kind_name(k.kind), "): ",
                                   others.empty() ? std::string("no fusion") : "fuses " + joined + " into " + k.root));
     std::snprintf(buf, sizeof buf, "est. %.3f MB read, %.3f MB written, %.3f MFLOP, %.3f ms",
                   k.bytes_read / 1e6, k.bytes_written / 1e6, k.flops / 1e6, k.est_ms);
@@ -268,7 +268,7 @@ bool Ctx::transposed_tile() {
     const LoweredFunc &L = lf(R);
     const int r = (int)L.vars.size();
     const int V = lanes(R);
-    if (k.kind != "pointwise" || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
+    if (k.kind != KernelKind::Pointwise || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
         k.bytes_read + k.bytes_written <= (double)m.llc_bytes / 4 ||
         r < 2 || V < 2 || !L.update_rvars.empty() ||
         L.extents.back() < V || concat_piece(R) > 0)
@@ -439,7 +439,7 @@ bool Ctx::prefetches_next_tile() const {
     const std::string &R = k.root;
     const LoweredFunc &L = lf(R);
     const int r = (int)L.vars.size();
-    if (r < 2 || k.kind != "rows" || target.has_gpu_feature() || !L.update_rvars.empty() ||
+    if (r < 2 || k.kind != KernelKind::Rows || target.has_gpu_feature() || !L.update_rvars.empty() ||
         L.extents.back() * fi(R).esize < kMinPrefetchRowBytes ||
         k.bytes_read + k.bytes_written <= (double)m.l2_bytes * std::max(1, m.cores))
         return false;
@@ -466,7 +466,7 @@ bool Ctx::prefetches_next_tile() const {
 // bench/DECISIONS.md#d15-streaming-stores).
 bool Ctx::streams_output() const {
     const std::string &R = k.root;
-    return knobs.streaming_stores && (k.kind == "rows" || k.kind == "pointwise") &&
+    return knobs.streaming_stores && (k.kind == KernelKind::Rows || k.kind == KernelKind::Pointwise) &&
            target.arch == Halide::Target::X86 && !target.has_gpu_feature() && lf(R).is_output &&
            lf(R).update_rvars.empty() && !lf(R).vars.empty() &&
            k.bytes_read + k.bytes_written > (double)m.llc_bytes && lf(R).extents.back() % lanes(R) == 0;
@@ -543,165 +543,194 @@ void Ctx::collect_inlined_inputs(const std::string &f, std::set<std::string> &in
 
 void Ctx::reduction() {
     const std::string &F = k.root;
+    ScheduleStatement &st = add(F);
+    const size_t root_at = out.size() - 1;
+    comment_kernel(st);
+    st.add("compute_root");
+    if (fi(F).points >= m.cores * 4) reduction_per_output(root_at);
+    else emit_split_reduction(root_at, choose_split_reduction());
+    inline_members();
+}
+
+// Outputs enough for the cores: the pure stage's loops (pure_loops), the update's rows vectorised
+// by rfactor where they allow it, else along the innermost pure var (vectorize_update), with
+// tasks of several rows; a large graph output computed per row of a wrapper.
+void Ctx::reduction_per_output(size_t root_at) {
+    const std::string &F = k.root;
     const FuncInfo &f = fi(F);
     const auto &v = lf(F).vars;
     const auto &e = lf(F).extents;
     int r = (int)v.size();
     int V = lanes(F);
     std::vector<std::string> used = names_of(F);
-    ScheduleStatement &st = add(F);
-    const size_t root_at = out.size() - 1;
-    comment_kernel(st);
-    st.add("compute_root");
-    if (f.points >= m.cores * 4) {
-        const std::string row = pure_loops(st, F, 1);
-        const std::string &inner = v[r - 1];
-        // The update's rows go to the threads in tasks of several rows, as pure_loops sizes them:
-        // a task per row costs more than the row (bench/DECISIONS.md#d7-task-size).
-        double terms = prod(e, 1, e.size());
-        for (int64_t x : f.rvar_extents[0]) terms *= (double)x;
-        int64_t per = e[0] >= 2 ? rows_per_task((double)e[0], terms) : 1;
-        // Names of their own: the pure stage has split v[0] into its own io/ii.
-        std::string ro = per >= 2 ? fresh(used, v[0] + "_task") : "", ri = per >= 2 ? fresh(used, v[0] + "_row") : "";
-        const std::string at = per >= 2 && r == 1 ? ri : inner;
-        if (rfactor_rows(F, F, at) || rfactor_block(F, at)) {
-            if (per >= 2) {
-                Args split = {v[0], ro, ri, per};
-                if (e[0] % per) split.push_back(ScheduleArg::tail("GuardWithIf"));
-                add(F, 0).add("split", split).add("parallel", {ro});
-            } else if (e[0] >= 2) {
-                add(F, 0).add("parallel", {v[0]});
-            }
-        } else {
-            ScheduleStatement u(F, 0);
-            std::string vo = vectorize_update(u, F, used);
-            // A graph output larger than L2 (a pool's window over a big tensor) is computed per
-            // row of its wrapper (realized in its place): the initial value and the window's
-            // taps in the row, in L1, and one store, where at root the initial value was a pass
-            // of its own over the output and the update read it back
-            // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper).
-            const bool wrap = knobs.tile_wrappers && lf(F).is_output && !vo.empty() && r >= 2 &&
-                              f.points * f.esize > (double)m.l2_bytes;
-            if (wrap) {
-                const std::string T = fresh(func_names, F + "_out");
-                ScheduleStatement ws(F);
-                ws.comments = std::move(out[root_at].comments);
-                ws.comments.push_back(str_cat(T, ": the output, stored per row"));
-                ws.add("in", {}, T);
-                out[root_at].func = T;
-                out[root_at].comments.clear();
-                out.insert(out.begin() + (long)root_at, ws);
-                ScheduleStatement &fs = add(F);
-                note(fs, F);
-                fs.add("compute_at", {T, r >= 3 ? v[r - 2] : row});
-                if (int lv = fit_lanes(V, e[r - 1])) fs.add("vectorize", {v[r - 1], lv});
-            } else if (!vo.empty()) {
-                // The outermost var with work for every core; past dims of extent 1 (a keepdims
-                // [1, N] column sum, a batch-1 pool), the next, or the strips: a unit dim as the
-                // parallel loop runs the kernel on one core
-                // (bench/DECISIONS.md#d8-parallel-loop-skips-unit-dims).
-                std::string par = vo;
-                for (int d = 0; d + 1 < r; d++) {
-                    if (e[d] >= 2 * std::max(1, m.cores)) {
-                        par = v[d];
-                        break;
-                    }
-                    if (e[d] > 1) {
-                        par = v[0];  // some work outside: keep the outermost loop
-                        break;
-                    }
-                }
-                u.add("parallel", {par});
-            } else if (e[0] >= 2) {
-                u.add("parallel", {v[0]});
-            }
-            if (!u.calls.empty()) out.push_back(u);
+    const std::string row = pure_loops(out[root_at], F, 1);
+    const std::string &inner = v[r - 1];
+    // The update's rows go to the threads in tasks of several rows, as pure_loops sizes them:
+    // a task per row costs more than the row (bench/DECISIONS.md#d7-task-size).
+    double terms = prod(e, 1, e.size());
+    for (int64_t x : f.rvar_extents[0]) terms *= (double)x;
+    int64_t per = e[0] >= 2 ? rows_per_task((double)e[0], terms) : 1;
+    // Names of their own: the pure stage has split v[0] into its own io/ii.
+    std::string ro = per >= 2 ? fresh(used, v[0] + "_task") : "", ri = per >= 2 ? fresh(used, v[0] + "_row") : "";
+    const std::string at = per >= 2 && r == 1 ? ri : inner;
+    if (rfactor_rows(F, F, at) || rfactor_block(F, at)) {
+        if (per >= 2) {
+            Args split = {v[0], ro, ri, per};
+            if (e[0] % per) split.push_back(ScheduleArg::tail("GuardWithIf"));
+            add(F, 0).add("split", split).add("parallel", {ro});
+        } else if (e[0] >= 2) {
+            add(F, 0).add("parallel", {v[0]});
         }
-        inline_members();
-        return;
+    } else {
+        ScheduleStatement u(F, 0);
+        std::string vo = vectorize_update(u, F, used);
+        // A graph output larger than L2 (a pool's window over a big tensor) is computed per
+        // row of its wrapper (realized in its place): the initial value and the window's
+        // taps in the row, in L1, and one store, where at root the initial value was a pass
+        // of its own over the output and the update read it back
+        // (bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper).
+        const bool wrap = knobs.tile_wrappers && lf(F).is_output && !vo.empty() && r >= 2 &&
+                          f.points * f.esize > (double)m.l2_bytes;
+        if (wrap) {
+            const std::string T = fresh(func_names, F + "_out");
+            ScheduleStatement ws(F);
+            ws.comments = std::move(out[root_at].comments);
+            ws.comments.push_back(str_cat(T, ": the output, stored per row"));
+            ws.add("in", {}, T);
+            out[root_at].func = T;
+            out[root_at].comments.clear();
+            out.insert(out.begin() + (long)root_at, ws);
+            ScheduleStatement &fs = add(F);
+            note(fs, F);
+            fs.add("compute_at", {T, r >= 3 ? v[r - 2] : row});
+            if (int lv = fit_lanes(V, e[r - 1])) fs.add("vectorize", {v[r - 1], lv});
+        } else if (!vo.empty()) {
+            // The outermost var with work for every core; past dims of extent 1 (a keepdims
+            // [1, N] column sum, a batch-1 pool), the next, or the strips: a unit dim as the
+            // parallel loop runs the kernel on one core
+            // (bench/DECISIONS.md#d8-parallel-loop-skips-unit-dims).
+            std::string par = vo;
+            for (int d = 0; d + 1 < r; d++) {
+                if (e[d] >= 2 * std::max(1, m.cores)) {
+                    par = v[d];
+                    break;
+                }
+                if (e[d] > 1) {
+                    par = v[0];  // some work outside: keep the outermost loop
+                    break;
+                }
+            }
+            u.add("parallel", {par});
+        } else if (e[0] >= 2) {
+            u.add("parallel", {v[0]});
+        }
+        if (!u.calls.empty()) out.push_back(u);
     }
-    // Too few outputs to fill the cores: split the reduction into parallel partial results.
-    const auto &rv = lf(F).update_rvars[0];
+}
+
+SplitReductionPlan Ctx::choose_split_reduction() const {
+    SplitReductionPlan sp;
+    const FuncInfo &f = fi(k.root);
+    const int V = lanes(k.root);
     const auto &rx = f.rvar_extents[0];
+    sp.n = rx[0];
+    if (lf(k.root).update_rvars[0].size() >= 2) {
+        // The outermost RVar is the parallel var; the innermost, vectorised where it is dense.
+        sp.over_outer_rvar = true;
+        sp.serial = rx.back() < 2;
+        sp.vec = f.inner_rvar_contiguous && rx[0] % V == 0 && rx[0] >= 2 * V;
+        return sp;
+    }
+    const int64_t n = rx[0];
+    int64_t cnt = 0;
+    int64_t min_inner = f.inner_rvar_contiguous ? 2 * V : 2;
+    for (int64_t c = (int64_t)m.cores * 8; c >= (int64_t)m.cores && c >= 2; c--)
+        if (n % c == 0 && n / c >= min_inner) {
+            cnt = c;
+            break;
+        }
+    // Accuracy: each accumulator (chunk × vector lane) adds at most kMaxSerialTerms values,
+    // so the float error of a long sum stays near that of a cascade sum
+    // (bench/DECISIONS.md#d16-split-reduction-accumulator-bound).
+    int64_t lanes = f.inner_rvar_contiguous ? V : 1;
+    int64_t need = (n + lanes * kMaxSerialTerms - 1) / (lanes * kMaxSerialTerms);
+    if (cnt > 0 && cnt < need) {
+        for (int64_t c = need; c <= std::min<int64_t>(n / min_inner, 64 * need); c++)
+            if (n % c == 0) {
+                cnt = c;
+                break;
+            }
+    }
+    sp.serial = cnt == 0;
+    if (sp.serial) return sp;
+    sp.chunk = n / cnt;
+    sp.vec = f.inner_rvar_contiguous && sp.chunk % V == 0;
+    return sp;
+}
+
+std::string Ctx::explain_split_reduction(const SplitReductionPlan &sp) const {
+    const std::string &F = k.root;
+    if (sp.serial) return sp.over_outer_rvar ? "" : str_cat(F, ": reduction of ", sp.n, " has no even split; left serial");
+    return str_cat(F, ": ", fi(F).points, " output(s) cannot fill ", m.cores,
+                   " cores: partial results over a parallel var (rfactor)");
+}
+
+// Too few outputs to fill the cores: the reduction split into partial results over a parallel var
+// (rfactor into `<f>_part`), the partials vectorised where the plan says.
+void Ctx::emit_split_reduction(size_t root_at, const SplitReductionPlan &sp) {
+    const std::string &F = k.root;
+    const int V = lanes(F);
+    const auto &rv = lf(F).update_rvars[0];
+    std::vector<std::string> used = names_of(F);
     std::string part = fresh(func_names, F + "_part");
     std::string pv = fresh(used, "p"), u = fresh(used, "u");
+    const std::string why = explain_split_reduction(sp);
+    if (sp.serial) {
+        if (!why.empty()) out[root_at].comments.push_back(why);
+        return;
+    }
     Args rf;
     std::vector<std::string> remaining;
     ScheduleStatement st2(F, 0);
-    bool vec = false;
-    if (rv.size() >= 2) {
-        std::string outer = rv.back();
-        if (rx.back() < 2) {
-            inline_members();
-            return;
-        }
-        rf = {outer, pv};
-        if (f.inner_rvar_contiguous && rx[0] % V == 0 && rx[0] >= 2 * V) {
+    if (sp.over_outer_rvar) {
+        rf = {rv.back(), pv};
+        if (sp.vec) {
             std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi");
             st2.add("split", {rv[0], rxo, rxi, V});
             rf.push_back(rxi);
             rf.push_back(u);
-            vec = true;
             remaining.push_back(rxo);
         } else {
             remaining.push_back(rv[0]);
         }
         for (size_t q = 1; q + 1 < rv.size(); q++) remaining.push_back(rv[q]);
     } else {
-        int64_t n = rx[0];
-        int64_t cnt = 0;
-        int64_t min_inner = f.inner_rvar_contiguous ? 2 * V : 2;
-        for (int64_t c = (int64_t)m.cores * 8; c >= (int64_t)m.cores && c >= 2; c--)
-            if (n % c == 0 && n / c >= min_inner) {
-                cnt = c;
-                break;
-            }
-        // Accuracy: each accumulator (chunk × vector lane) adds at most kMaxSerialTerms values,
-        // so the float error of a long sum stays near that of a cascade sum
-        // (bench/DECISIONS.md#d16-split-reduction-accumulator-bound).
-        int64_t lanes = f.inner_rvar_contiguous ? V : 1;
-        int64_t need = (n + lanes * kMaxSerialTerms - 1) / (lanes * kMaxSerialTerms);
-        if (cnt > 0 && cnt < need) {
-            for (int64_t c = need; c <= std::min<int64_t>(n / min_inner, 64 * need); c++)
-                if (n % c == 0) {
-                    cnt = c;
-                    break;
-                }
-        }
-        if (cnt == 0) {
-            st.comments.push_back(str_cat(F, ": reduction of ", n, " has no even split; left serial"));
-            inline_members();
-            return;
-        }
         std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi");
-        st2.add("split", {rv[0], rxo, rxi, n / cnt});
+        st2.add("split", {rv[0], rxo, rxi, sp.chunk});
         rf = {rxo, pv};
-        if (f.inner_rvar_contiguous && (n / cnt) % V == 0) {
+        if (sp.vec) {
             std::string rxm = fresh(used, "rxm"), rxv = fresh(used, "rxv");
             st2.add("split", {rxi, rxm, rxv, V});
             rf.push_back(rxv);
             rf.push_back(u);
-            vec = true;
             remaining.push_back(rxm);
         } else {
             remaining.push_back(rxi);
         }
     }
-    st2.comments.push_back(str_cat(F, ": ", f.points, " output(s) cannot fill ", m.cores,
-                                   " cores: partial results over a parallel var (rfactor)"));
+    st2.comments.push_back(why);
     st2.add("rfactor", rf, part);
     out.push_back(st2);
     ScheduleStatement &ps = add(part);
     ps.add("compute_root");
-    if (vec) ps.add("vectorize", {u});
+    if (sp.vec) ps.add("vectorize", {u});
     ScheduleStatement &pu = add(part, 0);
     Args reorder;
-    if (vec) reorder.push_back(u);
+    if (sp.vec) reorder.push_back(u);
     for (const auto &x : remaining) reorder.push_back(x);
     reorder.push_back(pv);
     pu.add("reorder", reorder).add("parallel", {pv});
-    if (vec) pu.add("vectorize", {u});
-    inline_members();
+    if (sp.vec) pu.add("vectorize", {u});
 }
 
 // compute_root with parallel outer work and a vectorised inner var, on every stage; update
@@ -786,11 +815,14 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
     Ctx c{p, info, plan, k, target, m, knobs, out, func_names};
     if (k.funcs.size() == 1 && !conv_of_pad(p, info, plan, m, k.root).empty()) return;  // conv() places it
     const size_t first = out.size();
-    if (k.kind == "gemm") c.gemm();
-    else if (k.kind == "conv") c.conv();
-    else if (k.kind == "reduction") c.reduction();
-    else if (k.kind == "rows" || k.kind == "pointwise") c.rows_or_pointwise();
-    else c.generic();
+    switch (k.kind) {
+    case KernelKind::Gemm: c.gemm(); break;
+    case KernelKind::Conv: c.conv(); break;
+    case KernelKind::Reduction: c.reduction(); break;
+    case KernelKind::Rows:
+    case KernelKind::Pointwise: c.rows_or_pointwise(); break;
+    case KernelKind::Generic: c.generic(); break;
+    }
     c.stream_output(first);
     // A kernel with less work than waking the thread pool costs runs on one core
     // (bench/DECISIONS.md#d6-tiny-kernels-serial).

@@ -1,8 +1,11 @@
 /// \file
 /// Private to src/autoschedule: the per-kernel schedule emitter that emit_kernel runs, split over
-/// two sources the way Halide splits its simplifier (Simplify_Internal.h): tiling.cpp holds the
+/// sources the way Halide splits its simplifier (Simplify_Internal.h): tiling.cpp holds the
 /// common members (statements, inlining, pure loops, rfactor rows), the row, pointwise, reduction
-/// and generic kernels and emit_kernel; tiling_gemm_conv.cpp holds the GEMM and conv emitters.
+/// and generic kernels and emit_kernel; tiling_gemm.cpp and tiling_conv.cpp hold the GEMM and conv
+/// emitters. The GEMM, the conv and the split reduction run in three steps: choose (a GemmPlan,
+/// ConvPlan or SplitReductionPlan of plain decisions), emit (the statements of that plan), explain
+/// (the comment text on its tile loop).
 #pragma once
 
 #include <map>
@@ -28,6 +31,70 @@ inline int fit_lanes(int V, int64_t extent) {
 /// kernel then emits nothing: Ctx::conv places it), or "".
 std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                         const FusionPlan &plan, const MachineModel &m, const std::string &pad);
+
+/// A GEMM kernel's decisions (Ctx::choose_gemm), which Ctx::emit_gemm turns into statements.
+struct GemmPlan {
+    enum class Path {
+        Generic,       ///< no vectorised micro-kernel applies: Ctx::generic
+        WrapperTiles,  ///< F computed per micro-kernel tile of a wrapper T (Ctx::kernel_tiles)
+        CacheBlocked,  ///< F per MC x NCt tile of T (its epilogue or a wrapper), k in chunks of KC
+        RootTiles,     ///< F at root: column panels of NC, micro-kernel tiles in its update
+        RootRagged,    ///< F at root, columns the tile does not divide: one guarded vector a step
+    };
+    Path path = Path::Generic;
+    std::string F;             ///< the matmul
+    std::string T;             ///< the Func whose tiles hold F's results: F, its epilogue or wrapper
+    bool wrap = false;         ///< T is a fresh wrapper `<F>_out` (F.in())
+    GemmTile gt;               ///< micro-kernel MR x NR and cache blocking
+    int V = 1;                 ///< vector lanes
+    int64_t M = 0, N = 0, K = 0;
+    int esize = 4;             ///< bytes per element (for the comment's strip and panel sizes)
+    bool few_rows = false;     ///< fewer than two row tiles per core
+    bool block = false;        ///< column panels: NC < N
+    bool exact_rows = false;   ///< MR divides M (else the last row tile is guarded)
+    bool ksplit = false, jsplit = false, isplit = false;  ///< CacheBlocked: k chunks, j and i tiles
+    bool kunroll = false;      ///< the update's k loop unrolled by four
+    bool by_cols = false;      ///< RootRagged: the column vectors are the tasks
+    bool batch_parallel = false;  ///< the outermost batch var is the parallel loop
+};
+
+/// A conv kernel's decisions (Ctx::choose_conv), which Ctx::emit_conv turns into statements.
+struct ConvPlan {
+    enum class Path {
+        Generic,          ///< not a conv these paths tile: Ctx::generic
+        ChannelTile,      ///< output channels vectorised over blocked weights: WT (w) x HT rows x CB
+        DepthwiseOutput,  ///< a depthwise graph output per row of a channel block of its wrapper T
+        DepthwiseBlocks,  ///< a depthwise conv under its epilogue (Ctx::depthwise_blocks)
+        RowBlocks,        ///< under an epilogue: V (w) x HT rows x CB channels, tasks of row blocks
+        EpilogueTiles,    ///< under an epilogue: WT x CB tiles, tasks of (n, channel block, rows)
+        RootTiles,        ///< no epilogue: the update's own WT x CB tiles, channels in parallel
+    };
+    Path path = Path::Generic;
+    std::string F;           ///< the conv
+    std::string T;           ///< the Func whose loop nest holds F: F, its epilogue or wrapper
+    bool wrap = false;       ///< T is a fresh wrapper `<F>_out` (F.in())
+    int V = 1;               ///< vector lanes
+    int64_t W = 0;           ///< row width (innermost extent)
+    int WT = 1;              ///< tile width along w
+    int vl = 0;              ///< lanes of its vectors (0: not vectorised)
+    int nvec = 1;            ///< vectors per tile row
+    int CB = 1;              ///< output channels per tile
+    int HT = 1;              ///< rows per tile (RowBlocks, ChannelTile)
+    int RT = 1;              ///< ChannelTile: tile rows per task (rows outer)
+    bool rows_outer = false;   ///< ChannelTile: tasks of rows, every channel block inside
+    bool block_tasks = false;  ///< ChannelTile: tasks of one channel block, its row blocks inside
+    bool round_up = false;   ///< a tile past the row's end is computed into the allocation (RoundUp)
+};
+
+/// How a reduction with too few outputs for the cores is split into parallel partial results
+/// (Ctx::choose_split_reduction), which Ctx::emit_split_reduction turns into an rfactor.
+struct SplitReductionPlan {
+    bool serial = false;           ///< no split: left serial (no even split, or a unit outer RVar)
+    bool over_outer_rvar = false;  ///< several RVars: the outermost is the parallel var
+    int64_t n = 0;                 ///< terms of the innermost RVar
+    int64_t chunk = 0;             ///< one RVar: terms per partial result (n / partials)
+    bool vec = false;              ///< the partials vectorised over the innermost RVar's lanes
+};
 
 /// The schedule emitter of one kernel: what emit_kernel was given, and one member per kind of
 /// kernel that appends the statements of its loop nest to `out`.
@@ -58,7 +125,7 @@ struct Ctx {
     /// Adds the plan's reason for \p f's placement to \p st's comments.
     void note(ScheduleStatement &st, const std::string &f);
     /// A depthwise conv \p F under its epilogue \p T, whose statement conv() began in \p st (it
-    /// computes T at root): tasks of channel blocks (tiling_gemm_conv.cpp).
+    /// computes T at root): tasks of channel blocks (tiling_conv.cpp).
     void depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F);
     /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
     void inline_members(const std::set<std::string> &placed = {});
@@ -119,25 +186,58 @@ struct Ctx {
     void collect_inlined_inputs(const std::string &f, std::set<std::string> &inputs) const;
     /// A reduction kernel: parallel over outputs, or rfactor partials when they are too few.
     void reduction();
+    /// A reduction with outputs enough for the cores, its root's statement at out[\p root_at].
+    void reduction_per_output(size_t root_at);
+    /// How a reduction with too few outputs splits (choose).
+    SplitReductionPlan choose_split_reduction() const;
+    /// The comment on \p sp's rfactor, or on the root when it is left serial ("" for none).
+    std::string explain_split_reduction(const SplitReductionPlan &sp) const;
+    /// The rfactor and the partials' loops of \p sp (the root's statement at out[\p root_at]).
+    void emit_split_reduction(size_t root_at, const SplitReductionPlan &sp);
 
-    // --- GEMM and conv kernels (tiling_gemm_conv.cpp) ---
+    // --- GEMM kernels (tiling_gemm.cpp) ---
 
     /// The kernel's first member placed \p pl, or "".
     std::string member_with(Placement pl) const;
     /// The GEMM's prologue (Placement::Block) computed per row block \p par of \p owner (its
     /// epilogue or wrapper).
     void block_members(const std::string &owner, const std::string &par);
-    /// A GEMM kernel: register micro-kernel, cache blocking under an epilogue.
+    /// A GEMM kernel: register micro-kernel, cache blocking under an epilogue (choose, emit).
     void gemm();
-    /// GEMM \p F computed per micro-kernel tile of its wrapper \p T (statement \p st).
-    void kernel_tiles(ScheduleStatement &st, const std::string &F, const std::string &T, const GemmTile &gt);
+    /// The GEMM kernel's path, tiles and flags; reads the kernel, writes nothing but a fresh
+    /// wrapper name into func_names.
+    GemmPlan choose_gemm();
+    /// The comment on the statement of \p g's tile loop (micro-kernel, tiles, L1/L2 footprint).
+    std::string explain_gemm(const GemmPlan &g) const;
+    /// The statements of \p g: the wrapper, T's tile loops, F and its update, the members.
+    void emit_gemm(const GemmPlan &g);
+    /// Per path of emit_gemm: completes T's statement \p st (compute_root) and adds F's.
+    void kernel_tiles(ScheduleStatement &st, const GemmPlan &g);
+    void gemm_cache_blocked(ScheduleStatement &st, const GemmPlan &g);
+    void gemm_root_ragged(ScheduleStatement &st, const GemmPlan &g);
+    void gemm_root_tiles(ScheduleStatement &st, const GemmPlan &g);
+
+    // --- conv kernels (tiling_conv.cpp) ---
+
     /// Conv \p F's padded inputs computed at \p owner.\p var (\p per: for the comment).
     void place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per);
-    /// Conv \p F (root or member of root \p R) vectorised over output channels; false when it
-    /// does not apply.
-    bool channel_tile(const std::string &R, const std::string &F);
-    /// A conv kernel: channel tiles, else direct convolution tiles along rows.
+    /// A conv kernel: channel tiles, else direct convolution tiles along rows (choose, emit).
     void conv();
+    /// The conv kernel's path and tile; reads the kernel, writes nothing but a fresh wrapper name
+    /// into func_names.
+    ConvPlan choose_conv();
+    /// The comment on the statement of \p c's tile loop (tile, accumulators, reduction).
+    std::string explain_conv(const ConvPlan &c) const;
+    /// The statements of \p c: the wrapper, T's loops, F and its update, the members.
+    void emit_conv(const ConvPlan &c);
+    /// ConvPlan::ChannelTile's tile and tasks in \p c (whose F it was given).
+    void choose_channel_tile(ConvPlan &c);
+    /// Per path of emit_conv: completes T's statement \p st (compute_root) and adds F's.
+    void channel_tile(ScheduleStatement &st, const ConvPlan &c);
+    void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
+    void conv_row_blocks(ScheduleStatement &st, const ConvPlan &c);
+    void conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c);
+    void conv_root_tiles(ScheduleStatement &st, const ConvPlan &c);
 
     // --- any kernel (tiling.cpp) ---
 

@@ -1,0 +1,628 @@
+// The convolution emitter of tiling.cpp's Ctx (tiling_internal.h) in three steps: choose_conv
+// decides (ConvPlan: the path, the tile, which Func's tiles hold the result), emit_conv writes the
+// statements of that plan, explain_conv the comment on its tile loop. The depthwise conv under an
+// epilogue is an emitter of its own (depthwise_blocks). conv_of_pad and place_pads put a conv's
+// padded input where its tiles read it.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autoschedule/tiling_internal.h"
+#include "graph/error.h"
+
+namespace loom::autosched {
+
+namespace {
+
+// Fewest reduction terms (input channels x taps) per output for Ctx::channel_tile: a 1x1 conv
+// with 64 input channels still gains, a 3-channel 3x3 stem does not
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
+constexpr int64_t kMinChannelTileTerms = 64;
+
+// Reduction terms per output point of update 0 (a conv's input channels x taps).
+int64_t reduction_terms(const FuncInfo &f) {
+    int64_t k = 1;
+    for (auto x : f.rvar_extents[0]) k *= x;
+    return k;
+}
+
+// A conv that Ctx::channel_tile vectorizes over output channels: weights blocked by lowering
+// (LoweredFunc::conv_weight_block), NCHW 2-D, channels a multiple of the block, the vector a
+// divisor of it.
+bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
+    const LoweredFunc &L = *f.lf;
+    const int B = L.conv_weight_block, V = m.lanes(L.dtype);
+    if (B == 0 || L.vars.size() != 4 || V < 4 || B % V != 0 || L.extents[1] % B != 0 || L.update_rvars.size() != 1 ||
+        f.rvar_extents.empty())
+        return false;
+    // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
+    // dominant, and tiles along rows are faster.
+    return reduction_terms(f) >= kMinChannelTileTerms;
+}
+
+// A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
+// with the padded input computed per row block (in cache); bigger weights are reused across row
+// blocks instead (row blocks inside channel blocks, the padded input whole; 512 channels at 7x7,
+// 9.4 MB, keep channels outer; bench/DECISIONS.md#d31-conv-channel-block-order).
+bool channel_tile_rows_outer(const FuncInfo &f, const MachineModel &m) {
+    return (double)f.lf->extents[1] * (double)reduction_terms(f) * f.esize <= (double)m.l2_bytes / 2;
+}
+
+}  // namespace
+
+// A conv whose groups have one input channel each (depthwise): its RDom's last RVar (ops/conv.cpp)
+// spans one channel.
+static bool depthwise(const FuncInfo &c) {
+    return c.is_conv && !c.rvar_extents.empty() && c.rvar_extents[0].size() >= 2 && c.rvar_extents[0].back() == 1;
+}
+
+// The padded input of a rank-4 conv computed per block of rows of the conv's tile owner: \p pad
+// is a pointwise Conv-op Func whose one consumer is a conv (with a reduction) tiled either along
+// rows under an epilogue (rows of at least a vector) or over channels with its row blocks outer.
+// conv() schedules it (compute_at the row block); its own kernel emits nothing. Returns that
+// conv, or "".
+std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
+                        const FusionPlan &plan, const MachineModel &m, const std::string &pad) {
+    auto it = info.find(pad);
+    if (it == info.end() || !it->second.is_conv || it->second.has_update || it->second.lf->is_output) return "";
+    bool own_kernel = false;  // materialised alone (not inlined into, nor fused with, anything)
+    for (const auto &k : plan.kernels) own_kernel |= k.root == pad && k.funcs.size() == 1;
+    const FuncDecision *pd = plan.decision(pad);
+    if (!own_kernel || !pd || pd->placement != Placement::Root) return "";
+    std::string conv;
+    for (const auto &f : p.funcs)
+        for (const auto &pr : f.producers)
+            if (pr == pad) {
+                if (!conv.empty() && conv != f.name) return "";
+                conv = f.name;
+            }
+    if (conv.empty()) return "";
+    const FuncInfo &c = info.at(conv);
+    const FuncDecision *d = plan.decision(conv);
+    if (!c.is_conv || !c.has_update || !d || c.lf->vars.size() != 4 || c.rvar_extents.empty()) return "";
+    for (const auto &k : plan.kernels) {
+        if (std::find(k.funcs.begin(), k.funcs.end(), conv) == k.funcs.end()) continue;
+        if (k.kind != KernelKind::Conv) return "";
+        const bool epilogue = k.root != conv && !info.at(k.root).is_conv && d->placement == Placement::Tile;
+        // A depthwise conv that is a graph output runs its channel blocks in parallel (conv()'s
+        // last path): a block reads only its own input channels, so their padded planes are
+        // computed there (in L2) instead of in a pass of their own.
+        if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
+        if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper
+            return channel_tile_rows_outer(c, m) && (epilogue || k.root == conv) ? conv : "";
+        const int V = m.lanes(c.lf->dtype);  // conv()'s row blocks: only under an epilogue
+        return epilogue && c.lf->extents[3] >= V && V >= 4 ? conv : "";
+    }
+    return "";
+}
+
+// The padded input of conv \p F that conv_of_pad leaves to conv(), computed at \p owner.\p var
+// (a task's rows, in cache) and vectorized along its rows; \p per says per what, in the comment.
+void Ctx::place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per) {
+    for (const auto &pr : lf(F).producers) {
+        if (conv_of_pad(p, info, plan, m, pr) != F) continue;
+        ScheduleStatement &ps = add(pr);
+        ps.comments.push_back(pr + ": padded input computed per " + per);
+        ps.add("compute_at", {owner, var});
+        int pl = fit_lanes(lanes(pr), lf(pr).extents.back());
+        if (pl) ps.add("vectorize", {lf(pr).vars.back(), pl});
+    }
+}
+
+// Output channels vectorized, for a conv whose weights lowering blocked by channel
+// (LoweredFunc::conv_weight_block, [C_out/16][C_in][kH][kW][16]): a tile of NP (w) x NH (rows)
+// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
+// block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
+// computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph
+// output's wrapper is realized in its place;
+// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper), stored channels innermost so that
+// its accumulators are whole vectors; the epilogue or the wrapper writes them to NCHW. Tasks are
+// blocks of rows with every channel block inside when the weights fit in half of L2
+// (channel_tile_rows_outer; the padded input is then computed per task), else (n, channel block,
+// row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
+// from L2. Vectorizing over channels keeps every vector full where the rows are short
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
+void Ctx::choose_channel_tile(ConvPlan &c) {
+    const std::string &R = k.root, &F = c.F;
+    const LoweredFunc &L = lf(F);
+    const int V = lanes(F);
+    const auto &e = L.extents;
+    const int64_t W = e[3], H = e[2];
+    // A 1x1 conv (one tap: a GEMM over the input channels) takes two channel blocks and one row
+    // of pixels: a step loads 2 weight vectors and broadcasts 7 inputs into 14 FMAs, where one
+    // block over two rows broadcasts 14 (15 loads). A 3x3 conv is no faster so
+    // (bench/DECISIONS.md#d30-conv-channel-tiles).
+    const auto &re = fi(F).rvar_extents[0];
+    const bool two_blocks = re.size() >= 3 && re[0] * re[1] == 1 && L.conv_weight_block == V &&
+                            e[1] % (2 * L.conv_weight_block) == 0;  // AVX-512: a block is one vector
+    const int B = L.conv_weight_block * (two_blocks ? 2 : 1);
+    const int cvec = B / V;
+    // Pixels per tile: 14 accumulators, two rows of 7, which beat one row of 14 and four rows of 7
+    // (bench/DECISIONS.md#d30-conv-channel-tiles). Rows a divisor of W wide when one is near (no
+    // tail), else ShiftInwards tails.
+    const int budget = std::max(1, std::min(14, m.vector_registers - 4) / cvec);
+    const int row = two_blocks ? budget : std::max(1, budget / 2);
+    int NP = (int)std::min<int64_t>(W, row);
+    if (W > row) {
+        for (int d = row; d >= (row + 1) / 2; d--)
+            if (W % d == 0) {
+                NP = d;
+                break;
+            }
+    }
+    const int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
+    c.path = ConvPlan::Path::ChannelTile;
+    c.wrap = R == F;
+    c.T = c.wrap ? fresh(func_names, F + "_out") : R;
+    c.V = V;
+    c.W = W;
+    c.WT = NP;
+    c.HT = NH;
+    c.CB = B;
+    c.rows_outer = channel_tile_rows_outer(fi(F), m);
+    // Weights past L2 with enough channel blocks for every core: a task is a channel block, all
+    // its row blocks inside, so each core streams its own blocks' weights from memory. With the
+    // row blocks fused into the parallel loop, both cores took row blocks of one channel block at
+    // a time and waited on one weight stream (bench/DECISIONS.md#d31-conv-channel-block-order).
+    c.block_tasks = !c.rows_outer && e[0] * (e[1] / B) >= 4 * std::max(1, m.cores);
+    // Rows outer: tasks of up to 4 tile rows, at least 4 tasks per core where the image has them.
+    const int64_t tile_rows = (H + NH - 1) / NH;
+    c.RT = c.rows_outer ? (int)std::clamp<int64_t>(e[0] * tile_rows / (4 * std::max(1, m.cores)), 1, 4) : 1;
+}
+
+void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F, &T = c.T;
+    const LoweredFunc &L = lf(F);
+    const int V = c.V, NP = c.WT, NH = c.HT, B = c.CB, RT = c.RT, cvec = B / V;
+    const auto &v = L.vars;
+    const auto &e = L.extents;
+    const std::string &n = v[0], &cv = v[1], &h = v[2], &w = v[3];
+    std::vector<std::string> tused = names_of(k.root);
+    std::string co = fresh(tused, cv + "o"), ci = fresh(tused, cv + "i"), wo = fresh(tused, w + "o"),
+                wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
+    st.add("split", {cv, co, ci, B}).add("split", {w, wo, wi, NP});
+    std::string hv = h;
+    if (NH > 1) {
+        st.add("split", {h, ho, hi, NH});
+        hv = ho;
+    }
+    std::string hoo = hv, hoi;
+    if (RT > 1) {
+        hoo = fresh(tused, hv + "o"), hoi = fresh(tused, hv + "i");
+        st.add("split", {hv, hoo, hoi, RT});
+    }
+    Args ro = {ci, wi};
+    if (NH > 1) ro.push_back(hi);
+    ro.push_back(wo);
+    if (c.rows_outer) {
+        ro.push_back(co);
+        if (RT > 1) ro.push_back(hoi);
+        ro.push_back(hoo);
+    } else {
+        ro.push_back(hv);
+        ro.push_back(co);
+    }
+    ro.push_back(n);
+    st.add("reorder", ro);
+    std::string par = c.rows_outer ? hoo : c.block_tasks ? co : fresh(tused, "t");
+    if (!c.rows_outer && !c.block_tasks) st.add("fuse", {hv, co, par});
+    if (e[0] > 1) {
+        std::string p2 = fresh(tused, "t");
+        st.add("fuse", {par, n, p2});
+        par = p2;
+    }
+    st.add("vectorize", {ci, V}).add("parallel", {par});
+    place_pads(F, T, par, "task of " + T + " (its rows stay in cache for every channel block)");  // rows outer only
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, wo}).add("reorder_storage", {cv, w, h, n}).add("reorder", {cv, w, h})
+        .add("vectorize", {cv, V});
+    if (cvec > 1) fs.add("unroll", {cv});
+    fs.add("unroll", {w}).add("unroll", {h});
+    ScheduleStatement &u = add(F, 0);
+    Args reorder = {cv, w, h};
+    const auto &rv = L.update_rvars[0];
+    for (const auto &x : rv) reorder.push_back(x);
+    u.add("reorder", reorder).add("vectorize", {cv, V});
+    if (cvec > 1) u.add("unroll", {cv});
+    u.add("unroll", {w}).add("unroll", {h});
+    // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
+    // (bench/DECISIONS.md#d30-conv-channel-tiles).
+    const auto &re = fi(F).rvar_extents[0];
+    if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+}
+
+// Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
+// block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
+// step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
+// (n, channel block, rows) is parallel (bench/DECISIONS.md#d32-conv-under-epilogue).
+void Ctx::conv() { emit_conv(choose_conv()); }
+
+ConvPlan Ctx::choose_conv() {
+    ConvPlan c;
+    const std::string &R = k.root;
+    const std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
+    if (F.empty() || lf(F).vars.size() < 3 || fi(F).rvar_extents.empty()) return c;
+    c.F = F;
+    if (channel_tiled(fi(F), m)) {
+        choose_channel_tile(c);
+        return c;
+    }
+    // A depthwise conv that is a graph output is computed per row of a channel block of its
+    // wrapper (realized in its place): its initial value and taps in the row, one store of the
+    // result, where at root the initial value was a pass of its own over the output and the
+    // update re-read it (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
+    c.wrap = R == F && lf(F).is_output && depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers;
+    c.T = c.wrap ? fresh(func_names, F + "_out") : R;
+    const auto &e = lf(F).extents;
+    const int r = (int)lf(F).vars.size();
+    const int V = lanes(F);
+    const int64_t W = e[r - 1], C = e[1];
+    const int lw = fit_lanes(V, W);
+    c.V = V;
+    c.W = W;
+    // Tile width: two vectors when the row holds them, else one (or the lanes that fit).
+    c.WT = W >= 2 * V ? 2 * V : W >= V ? V : std::max(1, lw);
+    c.nvec = lw ? std::max(1, c.WT / lw) : 1;
+    c.vl = lw ? std::min(lw, c.WT) : 0;
+    // Channel block: accumulators CB * nvec within the registers, keeping ~8 for operands.
+    const int max_cb = std::max(1, (m.vector_registers - 8) / c.nvec);
+    for (int cb : {8, 4, 2})
+        if (cb <= max_cb && C % cb == 0) {
+            c.CB = cb;
+            break;
+        }
+    const bool epilogue = c.T != F;
+    if (c.wrap) {
+        c.path = ConvPlan::Path::DepthwiseOutput;
+        // The conv's row is a buffer of its own per row of the wrapper, so a tile past its end is
+        // rounded up (computed into the rounded allocation, never copied out) where the reads past
+        // the row stay in bounds; guarded, the last tile's vectors were masked or scalar
+        // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
+        c.round_up = W % c.WT != 0 && p.rows_extend_safely(F);
+    } else if (epilogue && r == 4 && depthwise(fi(F)) && lw) {
+        c.path = ConvPlan::Path::DepthwiseBlocks;
+    } else if (epilogue && r == 4 && c.vl == V && W >= V) {
+        c.path = ConvPlan::Path::RowBlocks;
+        // HT rows x CB channels: 8 accumulators, so each weight broadcast serves HT vectors and
+        // each input vector CB FMAs.
+        c.HT = e[2] >= 2 ? 2 : 1;
+        c.CB = C % 4 == 0 ? 4 : C % 2 == 0 ? 2 : 1;
+    } else if (epilogue) {
+        c.path = ConvPlan::Path::EpilogueTiles;
+    } else {
+        c.path = ConvPlan::Path::RootTiles;
+        // A row narrower than a vector and no multiple of the tile is one vector rounded up
+        // (RoundUp: the last columns are computed into the padded allocation and never read) where
+        // the conv is not a graph output; guarded (GuardWithIf), the tail columns ran as scalar
+        // code. Wider rows keep the guard: rounding them up too computes more padding than it
+        // saves (bench/DECISIONS.md#d33-narrow-conv-rows-round-up). Only where every read past
+        // the row stays in bounds (LoweredPipeline::rows_extend_safely).
+        c.round_up = !lf(F).is_output && c.vl && W < V && W % c.WT != 0 && p.rows_extend_safely(F);
+        if (c.round_up) {
+            while (c.WT < W) c.WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
+            c.vl = c.WT;
+            c.nvec = 1;
+        }
+    }
+    return c;
+}
+
+std::string Ctx::explain_conv(const ConvPlan &c) const {
+    if (c.path == ConvPlan::Path::ChannelTile)
+        return str_cat("conv channel tile ", c.WT, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ",
+                       c.WT * c.HT * (c.CB / c.V), " vector accumulators over blocked weights; ",
+                       c.rows_outer ? str_cat("parallel over (n, ", c.RT * c.HT, " rows), the channel blocks inside "
+                                              "(the weights stay in L2)")
+                       : c.block_tasks ? std::string("parallel over (n, channel block), its row blocks inside "
+                                                     "(each core streams its own blocks' weights)")
+                                       : std::string("parallel over (n, channel block, row block), row "
+                                                     "blocks inside (a channel block's weights stay in L2)"));
+    const size_t dims = lf(c.F).update_rvars[0].size();
+    if (c.path == ConvPlan::Path::RowBlocks)
+        return str_cat("conv tile ", c.V, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ", c.HT * c.CB,
+                       " vector accumulators; reduction over ", dims, " dims outside it; parallel over (n, row block)");
+    if (c.path == ConvPlan::Path::RootTiles && c.round_up)
+        return str_cat("conv tile ", c.WT, " (w, the ", c.W, "-wide rows rounded up) x ", c.CB, " (channels): ",
+                       c.nvec * c.CB, " vector accumulators; reduction over ", dims, " dims outside it");
+    return str_cat("conv tile ", c.WT, " (w) x ", c.CB, " (channels): ", c.nvec * c.CB,
+                   " vector accumulators; reduction over ", dims, " dims outside it");
+}
+
+void Ctx::emit_conv(const ConvPlan &c) {
+    if (c.path == ConvPlan::Path::Generic) return generic();
+    if (c.wrap) {
+        ScheduleStatement &ws = add(c.F);
+        comment_kernel(ws);
+        ws.comments.push_back(str_cat(c.T, c.path == ConvPlan::Path::ChannelTile
+                                               ? ": the conv's output, written per tile from the channels-innermost tile"
+                                               : ": the conv's output, stored per tile"));
+        ws.add("in", {}, c.T);
+    }
+    ScheduleStatement &st = add(c.T);
+    if (!c.wrap) comment_kernel(st);
+    st.comments.push_back(explain_conv(c));
+    st.add("compute_root");
+    switch (c.path) {
+    case ConvPlan::Path::ChannelTile: channel_tile(st, c); break;
+    case ConvPlan::Path::DepthwiseOutput: conv_depthwise_output(st, c); break;
+    case ConvPlan::Path::DepthwiseBlocks: return depthwise_blocks(st, c.T, c.F);  // it places the members
+    case ConvPlan::Path::RowBlocks: conv_row_blocks(st, c); break;
+    case ConvPlan::Path::EpilogueTiles: conv_epilogue_tiles(st, c); break;
+    case ConvPlan::Path::RootTiles: conv_root_tiles(st, c); break;
+    default: break;
+    }
+    inline_members();
+}
+
+// A depthwise conv that is a graph output, per row of its wrapper T: (n, channel block) tasks,
+// rows inside, each row of the block computed by the conv's tile (WT x CB accumulators) from the
+// block's padded planes (in L2).
+void Ctx::conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F, &T = c.T;
+    const auto &v = lf(F).vars;
+    const auto &e = lf(F).extents;
+    const std::string &w = v[3], &cv = v[1];
+    const auto &rv = lf(F).update_rvars[0];
+    const int WT = c.WT, CB = c.CB, vl = c.vl, nvec = c.nvec;
+    std::vector<std::string> rused = v;
+    std::string co = fresh(rused, cv + "o"), ci = fresh(rused, cv + "i");
+    if (CB > 1) st.add("split", {cv, co, ci, CB});
+    Args ro = {w};
+    if (CB > 1) ro.push_back(ci);
+    ro.push_back(v[2]);
+    ro.push_back(CB > 1 ? co : cv);
+    ro.push_back(v[0]);
+    st.add("reorder", ro);
+    std::string par = CB > 1 ? co : cv;
+    if (e[0] > 1) {
+        std::string fz = fresh(rused, "t");
+        st.add("fuse", {par, v[0], fz});
+        par = fz;
+    }
+    if (vl) st.add("vectorize", {w, vl});
+    st.add("parallel", {par});
+    place_pads(F, T, par, "channel block of " + T + " (a depthwise conv reads its own channels)");
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, v[2]});
+    if (vl) fs.add("vectorize", {w, vl});
+    ScheduleStatement &u = add(F, 0);
+    std::vector<std::string> fused_ = names_of(F);
+    std::string wo = fresh(fused_, w + "o"), wi = fresh(fused_, w + "i");
+    std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
+    Args wsplit = {w, wo, wi, WT};
+    if (c.round_up) u.comments.push_back(str_cat(F, ": its ", c.W, "-wide rows rounded up to whole tiles of ", WT,
+                                                  " (the wrapper copies the row out)"));
+    if (c.W % WT != 0) wsplit.push_back(ScheduleArg::tail(c.round_up ? "RoundUp" : "GuardWithIf"));
+    if (WT < c.W) u.add("split", wsplit);
+    const std::string wv = WT < c.W ? wi : w;
+    if (vl && nvec > 1) u.add("split", {wv, wvo, wvi, vl});
+    Args reorder = {vl && nvec > 1 ? wvi : wv};
+    if (vl && nvec > 1) reorder.push_back(wvo);
+    reorder.push_back(cv);
+    for (const auto &x : rv) reorder.push_back(x);
+    if (WT < c.W) reorder.push_back(wo);
+    u.add("reorder", reorder);
+    if (vl) u.add("vectorize", {reorder[0].name});
+    if (vl && nvec > 1) u.add("unroll", {wvo});
+    if (CB > 1) u.add("unroll", {cv});
+}
+
+// Row blocks under the epilogue T (after Adams2019's schedule, then measured): a tile of one
+// vector (w) x HT rows x CB channels. Work is parallel over (n, row block) with the channel blocks
+// inside, so the padded input's rows for a block are computed there once (in L1/L2) rather than
+// materialised in a kernel of their own (bench/DECISIONS.md#d32-conv-under-epilogue).
+void Ctx::conv_row_blocks(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F, &T = c.T;
+    const auto &v = lf(F).vars;
+    const std::string &w = v[3], &cv = v[1];
+    const auto &rv = lf(F).update_rvars[0];
+    const int V = c.V, HT = c.HT, CB = c.CB;
+    std::vector<std::string> rused = names_of(T);
+    std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
+    std::string ho = fresh(rused, v[2] + "o"), hi = fresh(rused, v[2] + "i");
+    std::string co = fresh(rused, cv + "o"), ci = fresh(rused, cv + "i");
+    const bool wsplit = c.W > V;
+    if (wsplit) st.add("split", {w, wo, wi, V});
+    if (HT > 1) st.add("split", {v[2], ho, hi, HT});
+    if (CB > 1) st.add("split", {cv, co, ci, CB});
+    Args ro = {wsplit ? wi : w};
+    if (HT > 1) ro.push_back(hi);
+    if (CB > 1) ro.push_back(ci);
+    if (wsplit) ro.push_back(wo);
+    ro.push_back(CB > 1 ? co : cv);
+    ro.push_back(HT > 1 ? ho : v[2]);
+    ro.push_back(v[0]);
+    st.add("reorder", ro);
+    std::string par = fresh(rused, "t");
+    st.add("fuse", {HT > 1 ? ho : v[2], v[0], par});
+    st.add("vectorize", {wsplit ? wi : w, V}).add("parallel", {par});
+    place_pads(F, T, par, "row block of " + T + " (the block's rows stay in cache)");
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, wsplit ? wo : (CB > 1 ? co : cv)});
+    fs.add("vectorize", {w, V});
+    if (CB > 1) fs.add("unroll", {cv});
+    if (HT > 1) fs.add("unroll", {v[2]});
+    ScheduleStatement &u = add(F, 0);
+    Args reorder = {w, v[2], cv};
+    for (const auto &x : rv) reorder.push_back(x);
+    u.add("reorder", reorder).add("vectorize", {w});
+    if (HT > 1) u.add("unroll", {v[2]});
+    if (CB > 1) u.add("unroll", {cv});
+}
+
+// Tiles of WT x CB under the epilogue T, which owns the loop nest; its pure splits may shift
+// inwards (WT <= W, CB | C), so the conv computed per tile always has the full tile and no tail.
+// Parallel over (n, channel block, rows).
+void Ctx::conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F, &T = c.T;
+    const auto &v = lf(F).vars;
+    const int r = (int)v.size();
+    const std::string &w = v[r - 1], &cv = v[1];
+    const auto &rv = lf(F).update_rvars[0];
+    const int WT = c.WT, CB = c.CB, vl = c.vl, nvec = c.nvec;
+    std::vector<std::string> rused = names_of(T);
+    std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
+    std::string co = fresh(rused, cv + "o"), ci = fresh(rused, cv + "i");
+    const bool wsplit = WT < c.W;
+    if (wsplit) st.add("split", {w, wo, wi, WT});
+    if (CB > 1) st.add("split", {cv, co, ci, CB});
+    Args ro = {wsplit ? wi : w};
+    if (CB > 1) ro.push_back(ci);
+    if (wsplit) ro.push_back(wo);
+    for (int d = r - 2; d >= 2; d--) ro.push_back(v[d]);
+    ro.push_back(CB > 1 ? co : cv);
+    ro.push_back(v[0]);
+    st.add("reorder", ro);
+    // Fuse outward from the innermost row var.
+    const size_t first = (wsplit ? 2 : 1) + (CB > 1 ? 1 : 0);
+    std::string par = ro[first].name;
+    for (size_t q = first + 1; q < ro.size(); q++) {
+        std::string fz = fresh(rused, "t");
+        st.add("fuse", {par, ro[q].name, fz});
+        par = fz;
+    }
+    if (vl) st.add("vectorize", {wsplit ? wi : w, vl});
+    st.add("parallel", {par});
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, wsplit ? wo : par});  // the row var may be fused into par
+    if (vl) fs.add("vectorize", {w, vl});
+    if (CB > 1) fs.add("unroll", {cv});
+    ScheduleStatement &u = add(F, 0);
+    Args reorder;
+    std::vector<std::string> fused_ = names_of(F);
+    std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
+    if (vl && nvec > 1) {
+        u.add("split", {w, wvo, wvi, vl});
+        reorder = {wvi, wvo};
+    } else {
+        reorder = {w};
+    }
+    reorder.push_back(cv);
+    for (const auto &x : rv) reorder.push_back(x);
+    u.add("reorder", reorder);
+    if (vl) u.add("vectorize", {nvec > 1 ? wvi : w});
+    if (vl && nvec > 1) u.add("unroll", {wvo});
+    if (CB > 1) u.add("unroll", {cv});
+}
+
+// A conv with no epilogue: the root's channels (fused with n) in parallel, the update's own
+// WT x CB tiles; the padded input per channel block.
+void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
+    const std::string &F = c.F;
+    const auto &v = lf(F).vars;
+    const auto &e = lf(F).extents;
+    const int r = (int)v.size();
+    const std::string &w = v[r - 1], &cv = v[1];
+    const auto &rv = lf(F).update_rvars[0];
+    const int WT = c.WT, CB = c.CB, vl = c.vl, nvec = c.nvec;
+    std::vector<std::string> rused = names_of(F);
+    if (vl) {
+        Args vec = {w, vl};
+        if (c.round_up) vec.push_back(ScheduleArg::tail("RoundUp"));
+        st.add("vectorize", vec);
+    }
+    std::string par = cv;
+    if (e[0] > 1) {
+        par = fresh(rused, v[0] + cv);
+        st.add("fuse", {cv, v[0], par});
+    }
+    st.add("parallel", {par});
+    ScheduleStatement &u = add(F, 0);
+    std::vector<std::string> fused_ = names_of(F);
+    std::string wo = fresh(fused_, w + "o"), wi = fresh(fused_, w + "i");
+    std::string co = fresh(fused_, cv + "o"), ci = fresh(fused_, cv + "i");
+    std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
+    Args wsplit = {w, wo, wi, WT};
+    if (c.W % WT != 0) wsplit.push_back(ScheduleArg::tail(c.round_up ? "RoundUp" : "GuardWithIf"));
+    u.add("split", wsplit);
+    if (vl && nvec > 1) u.add("split", {wi, wvo, wvi, vl});
+    if (CB > 1) u.add("split", {cv, co, ci, CB});
+    Args reorder;
+    if (vl && nvec > 1) reorder = {wvi, wvo};
+    else reorder = {wi};
+    if (CB > 1) reorder.push_back(ci);
+    for (const auto &x : rv) reorder.push_back(x);
+    reorder.push_back(wo);
+    for (int d = r - 2; d >= 2; d--) reorder.push_back(v[d]);
+    reorder.push_back(CB > 1 ? co : cv);
+    reorder.push_back(v[0]);
+    u.add("reorder", reorder);
+    if (vl) u.add("vectorize", {nvec > 1 ? wvi : wi});
+    if (vl && nvec > 1) u.add("unroll", {wvo});
+    if (CB > 1) u.add("unroll", {ci});
+    u.add("parallel", {CB > 1 ? co : cv});
+    // The padded input per channel block, in cache, not a pass of its own at root
+    // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
+    place_pads(F, F, CB > 1 ? co : cv, "channel block of " + F + " (a depthwise conv reads its own channels)");
+}
+
+// A depthwise conv \p F under its epilogue \p T (MobileNetV2's conv + clip): a task per block of
+// channels with every row inside; each row of the block is computed by F in whole vectors (the row
+// rounded up where T is no graph output and the reads past the row stay in bounds: a 14-wide row is
+// one vector, not 8 lanes plus a part), the taps unrolled; the padded input is computed per task,
+// so its border test runs once per point instead of once per tap, and tasks are not single rows.
+// Tasks of one row of 8 channels ran far slower than their estimates
+// (bench/DECISIONS.md#d35-depthwise-conv-under-epilogue).
+void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F) {
+    const auto &v = lf(F).vars;
+    const auto &e = lf(F).extents;
+    const int V = lanes(F);
+    const int64_t C = e[1];
+    const std::string &n = v[0], &c = v[1], &h = v[2], &w = v[3];
+    const bool round_up = !lf(T).is_output && p.rows_extend_safely(T);
+    const int vl = round_up ? V : fit_lanes(V, e[3]);
+    int CB = 1;
+    for (int cb : {8, 4, 2})
+        if (C % cb == 0) {
+            CB = cb;
+            break;
+        }
+    std::vector<std::string> tused = names_of(T);
+    const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i");
+    st.comments.back() = str_cat("depthwise conv in blocks of ", CB, " channels: a task per block, its rows inside, ",
+                                 vl, "-lane vectors", round_up ? str_cat(" (", e[3], "-wide rows rounded up)") : "",
+                                 ", the taps unrolled, the padded input per task");
+    Args vec = {w, vl};
+    if (round_up) vec.push_back(ScheduleArg::tail("RoundUp"));
+    st.add("split", {c, co, ci, CB}).add("reorder", {w, ci, h, co, n});
+    std::string par = co;
+    if (e[0] > 1) {
+        par = fresh(tused, "t");
+        st.add("fuse", {co, n, par});
+    }
+    st.add("vectorize", vec).add("parallel", {par});  // the last use of st: add() may move it
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, h}).add("vectorize", vec);
+    if (CB > 1) fs.add("unroll", {c});
+    ScheduleStatement &u = add(F, 0);
+    const auto &rv = lf(F).update_rvars[0];
+    Args reorder = {w, c};
+    for (const auto &x : rv) reorder.push_back(x);
+    u.add("reorder", reorder).add("vectorize", vec);
+    if (CB > 1) u.add("unroll", {c});
+    const auto &re = fi(F).rvar_extents[0];
+    if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    std::set<std::string> placed;
+    for (const auto &pr : lf(F).producers) {
+        const FuncDecision *d = plan.decision(pr);
+        if (!fi(pr).is_conv || fi(pr).has_update || !d || d->placement != Placement::Inline ||
+            std::find(k.funcs.begin(), k.funcs.end(), pr) == k.funcs.end())
+            continue;
+        ScheduleStatement &ps = add(pr);
+        ps.comments.push_back(pr + ": padded input computed per channel block of " + T +
+                              " (its border tested once per point, not once per tap)");
+        ps.add("compute_at", {T, par});
+        if (fit_lanes(V, lf(pr).extents.back())) ps.add("vectorize", {lf(pr).vars.back(), V});
+        placed.insert(pr);
+    }
+    inline_members(placed);
+}
+
+}  // namespace loom::autosched
