@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev googletest libcli11-dev libomp-dev
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
   graphviz libssl-dev
+  procps                                 # /bin/kill -s KILL -- -PGID in the killed-compile test
   clang libclang-rt-14-dev               # libFuzzer + sanitizer runtimes (scripts/fuzz)
 )
 missing=()

@@ -781,10 +781,12 @@ TEST(HostileModels, CliSaysErrorAndExitsOne) {
     EXPECT_HAS(out, "error: ");
     EXPECT_HAS(out, "cycle");
 
-    // Caught in shape inference rather than import: the same error line and exit code.
+    // Caught in shape inference rather than import: the same error line, naming the file, and exit code.
     std::string expand = LOOM_SOURCE_DIR "/fuzz/regressions/onnx_import/expand_48GiB.onnx";
-    EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " run " + expand, out), 1) << out;
-    EXPECT_HAS(out, "error: Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
+    for (const char *cmd : {"inspect", "run"}) {
+        EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " " + cmd + " " + expand, out), 1) << out;
+        EXPECT_HAS(out, "error: " + expand + ": Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
+    }
 }
 
 }  // namespace

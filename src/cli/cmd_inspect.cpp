@@ -142,7 +142,12 @@ void inspect(const InspectOptions &o) {
         print_symbolic(raw, o.model, unbound);
         return;
     }
-    Graph g = prepare_model(std::move(raw), o.inputs, o.dump);
+    Graph g;
+    try {
+        g = prepare_model(std::move(raw), o.inputs, o.dump);
+    } catch (const UserError &e) {
+        throw UserError(o.model + ": " + e.what());
+    }
     std::cout << "model " << o.model << "  (graph '" << g.name << "', opset " << g.opset << ")\n";
     for (const auto &in : g.inputs)
         std::cout << "input  " << in << ": " << dtype_name(g.value(in).dtype) << " " << shape_str(g.value(in).shape) << "\n";

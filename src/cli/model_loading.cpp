@@ -62,7 +62,15 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
                  const std::string &inputs_dir) {
-    return prepare_model(import_onnx(path), input_flags, dump_passes, inputs_dir);
+    Graph g = import_onnx(path);
+    // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
+    try {
+        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir);
+    } catch (const UserError &e) {
+        std::string m = e.what();
+        if (m.rfind(path, 0) == 0) throw;
+        throw UserError(path + ": " + m);
+    }
 }
 
 std::map<std::string, Tensor> make_inputs(const Graph &g, const std::string &dir, uint64_t seed) {
