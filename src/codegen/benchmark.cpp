@@ -241,6 +241,21 @@ int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int r
     return sets;
 }
 
+void record_failure(BenchRow &row) {
+    try {
+        throw;
+    } catch (const std::bad_alloc &) {
+        row.error = "out of memory (an allocation failed)";
+        row.fail_reason = "out_of_memory";
+    } catch (const std::exception &e) {
+        row.error = e.what();
+        row.fail_reason = "error";
+    } catch (...) {
+        row.error = "unknown exception";
+        row.fail_reason = "error";
+    }
+}
+
 std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant &v,
                                              const std::vector<std::map<std::string, Tensor>> &inputs,
                                              const std::map<std::string, Tensor> &ref, const BenchOptions &opts,
@@ -269,15 +284,8 @@ std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant 
         row.stage = "run";
         for (int k = 0; k < opts.warmup; k++) model->time_run(inputs[(k + 1) % inputs.size()]);
         return model;
-    } catch (const std::bad_alloc &) {
-        row.error = "out of memory (an allocation failed)";
-        row.fail_reason = "out_of_memory";
-    } catch (const std::exception &e) {
-        row.error = e.what();
-        row.fail_reason = "error";
     } catch (...) {
-        row.error = "unknown exception";
-        row.fail_reason = "error";
+        record_failure(row);
     }
     return nullptr;
 }

@@ -133,6 +133,10 @@ int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int r
 void compare_to_reference(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
                           BenchRow &row);
 
+/// Sets \p row's error and fail_reason ("out_of_memory" for std::bad_alloc, else "error") from the
+/// exception being handled: call it inside a catch block.
+void record_failure(BenchRow &row);
+
 /// One row's first half, in this process: lowers \p g for \p v, schedules, compiles, validates on
 /// inputs[0] against \p ref (opts.rel_tol) and warms up (opts.warmup runs). Fills \p row (times,
 /// errors, stage); on failure returns null with row.error, row.stage and row.fail_reason set (and

@@ -211,12 +211,8 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
             ch.send("stage " + escape_field(row.stage));
             ch.send("progress " + escape_field(line));
         });
-    } catch (const std::bad_alloc &) {
-        row.error = "out of memory (an allocation failed)";
-        row.fail_reason = "out_of_memory";
-    } catch (const std::exception &e) {
-        row.error = e.what();
-        row.fail_reason = "error";
+    } catch (...) {
+        record_failure(row);
     }
     if (!model) {
         ch.send(str_cat("fail ", escape_field(row.stage), " ", escape_field(row.fail_reason), " ",
