@@ -110,8 +110,15 @@ void infer_shapes_and_fold(Graph &g) {
             std::vector<ValueInfo> outs;
             for (const auto &o : n.outputs) outs.push_back(o.empty() ? ValueInfo{} : g.value(o));
             std::vector<Tensor> res = evaluate_node(n, ins, outs);
-            for (size_t i = 0; i < n.outputs.size(); i++)
-                if (!n.outputs[i].empty()) g.set_constant(n.outputs[i], res[i].cast(outs[i].dtype));
+            for (size_t i = 0; i < n.outputs.size(); i++) {
+                if (n.outputs[i].empty()) continue;
+                // A node may name more outputs than its op makes (a hostile file): nothing to fold there.
+                user_check(i < res.size() && res[i].bytes().size() == (size_t)shape_numel(res[i].shape()) *
+                                                                         (size_t)dtype_size(res[i].dtype()),
+                           n.op, " '", n.name, "': output ", i, " ('", n.outputs[i], "') is not one that ", n.op,
+                           " produces; remove it from the node's outputs");
+                g.set_constant(n.outputs[i], res[i].cast(outs[i].dtype));
+            }
             continue;
         }
         done.push_back(std::move(n));
