@@ -230,9 +230,8 @@ void compare_to_reference(const std::map<std::string, Tensor> &out, const std::m
 int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int requested) {
     if (requested > 0) return requested;
     // Enough input sets that together they hold 8x the last-level cache (at least 64 MiB), 2..8,
-    // and never more than 2 GiB of inputs. Twice the cache was not enough: the EPYC's 32 MiB L3
-    // kept part of two 32 MiB sets read in turn (its replacement is not LRU), and a streamed
-    // LayerNorm timed 0.83 ms with 2 sets against 0.96 ms with 8 (fourteenth session).
+    // and never more than 2 GiB of inputs: a last-level cache whose replacement is not LRU keeps
+    // part of two sets read in turn and flatters the timing (bench/DECISIONS.md#d56-bench-input-sets).
     double per = std::max(1.0, cost.input_bytes);
     double want = std::max(64.0 * (1 << 20), 8.0 * (double)machine.llc_bytes);
     int sets = (int)std::ceil(want / per);
@@ -344,7 +343,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
 
     // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds
     // rounds of budget_ms / kTimingRounds each): a machine whose memory bandwidth drifts over
-    // minutes (the 2-core build VM: 1.5-2x) then moves every row alike, and the ratios between
+    // minutes then moves every row alike, and the ratios between
     // rows hold where one schedule after another did not.
     std::vector<std::unique_ptr<JitModel>> models(variants.size());
     std::vector<std::unique_ptr<PeerModel>> peers(variants.size());
@@ -538,8 +537,7 @@ std::string format_table(const BenchReport &r) {
     }
     for (const auto &f : failures) os << "  failed " << f << "\n";
     // No schedule can beat the FMA peak: a row above it means the probed peak is low (a probe taken
-    // while the machine was busy: 340 GFLOP/s on a 2-core EPYC whose GEMMs ran at 513), and every
-    // "% roof" and the cost model's estimates with it.
+    // while the machine was busy), and every "% roof" and the cost model's estimates with it.
     for (const auto &row : r.rows)
         if (row.ok && r.machine.gflops > 0 && row.gflops > kAbovePeakSlack * r.machine.gflops) {
             os << "note: " << row.label << " ran at " << fmt(row.gflops, 1) << " GFLOP/s, above the probed FMA peak ("

@@ -182,9 +182,8 @@ double probe_copy_gbps(int threads) {
         std::memset(dst.get() + lo, 0, chunk);
     }
     // The best of three ways to copy, counting bytes read + written: glibc's memcpy (non-temporal
-    // stores on some CPUs, which alone cannot saturate every memory system: 46-50 GB/s on a 2-core
-    // EPYC where Halide's vector loops read 85), and vector loops with ordinary and with streaming
-    // stores. A probe below what kernels reach makes every "% of copy bandwidth" read high.
+    // stores on some CPUs, which alone cannot saturate every memory system), and vector loops with
+    // ordinary and with streaming stores. A probe below what kernels reach makes every "% of copy bandwidth" read high.
     double best = 0;
     for (int method = 0; method < 3; method++) {
         if (method > 0 && simd == "sse") break;
