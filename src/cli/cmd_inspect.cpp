@@ -146,7 +146,9 @@ void inspect(const InspectOptions &o) {
     try {
         g = prepare_model(std::move(raw), o.inputs, o.dump);
     } catch (const UserError &e) {
-        throw UserError(o.model + ": " + e.what());
+        std::string m = e.what();
+        if (m.rfind(o.model, 0) == 0) throw;
+        throw UserError(o.model + ": " + m);
     }
     std::cout << "model " << o.model << "  (graph '" << g.name << "', opset " << g.opset << ")\n";
     for (const auto &in : g.inputs)
