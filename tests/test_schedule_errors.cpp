@@ -12,6 +12,7 @@
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_header.h"
 #include "schedule/schedule_validate.h"
+#include "schedule/primitives/families.h"
 
 #include "graph_builder.h"
 #include "schedule_test_pipeline.h"
@@ -41,6 +42,19 @@ static std::string error_of(const std::string &text, const Halide::Target &targe
 
 #define EXPECT_STARTS(msg, prefix) EXPECT_EQ((msg).substr(0, std::string(prefix).size()), prefix) << (msg)
 #define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+
+// The language's table (schedule.cpp) and the actions table (primitives/actions.cpp) are kept by
+// name: a primitive the parser accepts but nothing applies would fail only when a schedule uses it.
+TEST(SchedulePrimitives, EveryPrimitiveOfTheLanguageHasAnApplyAction) {
+    std::vector<std::string> names = primitive_names();
+    EXPECT_GE(names.size(), 29u);
+    for (const auto &name : names) {
+        const sched_internal::PrimitiveActions *actions = sched_internal::find_primitive_actions(name);
+        ASSERT_NE(actions, nullptr) << name;
+        EXPECT_NE(actions->apply, nullptr) << name;
+    }
+    EXPECT_EQ(sched_internal::find_primitive_actions("no_such_primitive"), nullptr);
+}
 
 TEST(ScheduleErrors, UnknownFuncDidYouMean) {
     std::string m = error_of("c.compute_root();\n\n    bb.compute_root();\n");

@@ -84,6 +84,37 @@ TEST(ScheduleParse, RoundTripHandWritten) {
               std::string::npos);
 }
 
+TEST(ScheduleParse, OnlyACommentEndingInTheHeaderPhraseIsTheHeaderLine) {
+    EXPECT_TRUE(is_schedule_header_line("loom schedule for m.onnx (sha256 ab) on x86-64-linux"));
+    EXPECT_TRUE(is_schedule_header_line("schedules/m.sched — loom schedule for m.onnx"));
+    EXPECT_FALSE(is_schedule_header_line("loom schedule for m.onnx, tuned by hand"));
+    // A sentence that mentions the phrase stays a comment of the statement it precedes.
+    Schedule s = parse_schedule("# the loom schedule for this model is hand-written\nb.compute_root();\n");
+    EXPECT_FALSE(s.has_header());
+    ASSERT_EQ(s.statements.size(), 1u);
+    EXPECT_EQ(s.statements[0].comments, std::vector<std::string>{"the loom schedule for this model is hand-written"});
+}
+
+TEST(ScheduleParse, CommentsThatReadAsAHeaderLineRoundTrip) {
+    // A header comment that reads as a header line, with no model in the header.
+    Schedule a;
+    a.header_comments = {"notes", "copied from: loom schedule for other.onnx"};
+    a.statements.push_back(ScheduleStatement("b", -1));
+    a.statements[0].add("compute_root", {});
+    EXPECT_EQ(parse_schedule(print_schedule(a)), a) << print_schedule(a);
+    // No header, and the first statement's comment reads as a header line.
+    Schedule b;
+    b.statements.push_back(ScheduleStatement("b", -1));
+    b.statements[0].comments = {"loom schedule for other.onnx"};
+    b.statements[0].add("compute_root", {});
+    std::string printed = print_schedule(b);
+    Schedule back = parse_schedule(printed);
+    EXPECT_EQ(back, b) << printed;
+    EXPECT_FALSE(back.has_header());
+    ASSERT_EQ(back.statements.size(), 1u);
+    EXPECT_EQ(back.statements[0].comments, b.statements[0].comments);
+}
+
 TEST(ScheduleParse, LongChainsUseContinuationLines) {
     ScheduleStatement st("a_rather_long_function_name_for_a_conv", 0);
     st.add("split", {"w", "wo", "wi", 16}).add("split", {"h", "ho", "hi", 4}).add("reorder", {"wi", "hi", "wo", "ho"});

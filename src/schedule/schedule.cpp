@@ -1,7 +1,5 @@
 #include "schedule/schedule.h"
 
-#include "schedule/primitives/families.h"
-
 namespace loom {
 
 std::string SourceLoc::str() const {
@@ -79,74 +77,55 @@ bool Schedule::operator==(const Schedule &o) const {
            trailing_comments == o.trailing_comments;
 }
 
-// Each row names its family's validate/finish/apply functions (schedule/primitives/families.h
-// says which file holds them). The rows keep the order that "primitives are: …" lists.
+// The language's primitives; what checks and applies each one is in schedule/primitives/
+// (actions.cpp). The rows keep the order that "primitives are: …" lists.
 // Func-level primitives (Halide `Func` methods, not `Stage`) are pure_only: they act on the whole
 // Func, so they may not follow `.update(k)`.
-using namespace sched_internal;
 static const PrimitiveInfo kPrimitives[] = {
-    // name, min, max, signature, makes_func, gpu, pure_only, validate, finish, apply
-    {"compute_root", 0, 0, "compute_root()", false, false, true, nullptr, nullptr, apply_compute_root},
-    {"compute_inline", 0, 0, "compute_inline()", false, false, true, validate_compute_inline, nullptr,
-     apply_compute_inline},
-    {"compute_at", 2, 2, "compute_at(func, var)", false, false, true, validate_compute_at, finish_compute_at,
-     apply_compute_at},
-    {"store_at", 2, 2, "store_at(func, var)", false, false, true, validate_compute_at, finish_compute_at,
-     apply_store_at},
-    {"store_root", 0, 0, "store_root()", false, false, true, nullptr, nullptr, apply_store_root},
-    {"split", 4, 5, "split(var, outer, inner, factor[, TailStrategy])", false, false, false, validate_split,
-     nullptr, apply_split},
-    {"fuse", 3, 3, "fuse(inner, outer, fused)", false, false, false, validate_fuse, nullptr, apply_fuse},
-    {"reorder", 2, -1, "reorder(innermost, …, outermost)", false, false, false, validate_reorder, nullptr,
-     apply_reorder},
+    // name, min, max, signature, makes_func, gpu, pure_only
+    {"compute_root", 0, 0, "compute_root()", false, false, true},
+    {"compute_inline", 0, 0, "compute_inline()", false, false, true},
+    {"compute_at", 2, 2, "compute_at(func, var)", false, false, true},
+    {"store_at", 2, 2, "store_at(func, var)", false, false, true},
+    {"store_root", 0, 0, "store_root()", false, false, true},
+    {"split", 4, 5, "split(var, outer, inner, factor[, TailStrategy])", false, false, false},
+    {"fuse", 3, 3, "fuse(inner, outer, fused)", false, false, false},
+    {"reorder", 2, -1, "reorder(innermost, …, outermost)", false, false, false},
     {"tile", 6, 9,
      "tile(x, y, xo, yo, xi, yi, xfactor, yfactor[, TailStrategy]) or "
      "tile(x, y, xi, yi, xfactor, yfactor[, TailStrategy])",
-     false, false, false, validate_tile, nullptr, apply_tile},
-    {"vectorize", 1, 3, "vectorize(var[, factor[, TailStrategy]])", false, false, false, validate_loop_type,
-     nullptr, apply_vectorize},
-    {"unroll", 1, 3, "unroll(var[, factor[, TailStrategy]])", false, false, false, validate_loop_type, nullptr,
-     apply_unroll},
-    {"parallel", 1, 3, "parallel(var[, task_size[, TailStrategy]])", false, false, false, validate_loop_type,
-     nullptr, apply_parallel},
+     false, false, false},
+    {"vectorize", 1, 3, "vectorize(var[, factor[, TailStrategy]])", false, false, false},
+    {"unroll", 1, 3, "unroll(var[, factor[, TailStrategy]])", false, false, false},
+    {"parallel", 1, 3, "parallel(var[, task_size[, TailStrategy]])", false, false, false},
     {"gpu_tile", 3, 13,
      "gpu_tile(x[, y[, z]], bx[, by[, bz]], tx[, ty[, tz]], xsize[, ysize[, zsize]]"
      "[, TailStrategy]) (bx… may be left out)",
-     false, true, false, validate_gpu_tile, nullptr, apply_gpu_tile},
-    {"gpu_blocks", 1, 3, "gpu_blocks(x[, y[, z]])", false, true, false, validate_gpu_loops, nullptr,
-     apply_gpu_blocks},
-    {"gpu_threads", 1, 3, "gpu_threads(x[, y[, z]])", false, true, false, validate_gpu_loops, nullptr,
-     apply_gpu_threads},
-    {"gpu_lanes", 1, 1, "gpu_lanes(var)", false, true, false, validate_gpu_loops, nullptr, apply_gpu_lanes},
-    {"gpu_single_thread", 0, 0, "gpu_single_thread()", false, true, false, validate_gpu_single_thread, nullptr,
-     apply_gpu_single_thread},
+     false, true, false},
+    {"gpu_blocks", 1, 3, "gpu_blocks(x[, y[, z]])", false, true, false},
+    {"gpu_threads", 1, 3, "gpu_threads(x[, y[, z]])", false, true, false},
+    {"gpu_lanes", 1, 1, "gpu_lanes(var)", false, true, false},
+    {"gpu_single_thread", 0, 0, "gpu_single_thread()", false, true, false},
     // Loom's: ptxas's register budget per thread for the Func's kernels (`.maxnreg`), so that more
     // blocks fit on an SM; Halide 14 has no schedule handle for it (its runtime's is a process-wide
     // environment variable).
-    {"gpu_max_registers", 1, 1, "gpu_max_registers(registers per thread, 16..255)", false, true, true,
-     validate_gpu_max_registers, nullptr, apply_gpu_max_registers},
+    {"gpu_max_registers", 1, 1, "gpu_max_registers(registers per thread, 16..255)", false, true, true},
     // Loom's (upstream Halide has it since 2026, Halide 14 not): non-temporal stores into the
     // Func's buffer (codegen/streaming_stores.h), for a large output no one re-reads from cache.
-    {"stream_stores", 0, 0, "stream_stores()", false, false, true, validate_stream_stores, finish_stream_stores,
-     apply_stream_stores},
-    {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false, validate_rfactor,
-     nullptr, apply_rfactor},
-    {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false, validate_atomic, nullptr,
-     apply_atomic},
+    {"stream_stores", 0, 0, "stream_stores()", false, false, true},
+    {"rfactor", 2, -1, "rfactor(rvar, var[, rvar, var …]) as <new func>", true, false, false},
+    {"atomic", 0, 1, "atomic([override_associativity_test: 0|1])", false, false, false},
     // An update stage left at Halide's default order on purpose (a reduction too small to be worth
     // a parallel loop), which keeps Halide from warning that it was forgotten.
-    {"unscheduled", 0, 0, "unscheduled()", false, false, false, validate_unscheduled, nullptr, apply_unscheduled},
-    {"bound", 3, 3, "bound(var, min, extent)", false, false, true, validate_bound, nullptr, apply_bound},
-    {"align_bounds", 2, 3, "align_bounds(var, modulus[, remainder])", false, false, true, validate_align_bounds,
-     nullptr, apply_align_bounds},
-    {"reorder_storage", 2, -1, "reorder_storage(innermost, …, outermost)", false, false, true,
-     validate_reorder_storage, nullptr, apply_reorder_storage},
-    {"store_in", 1, 1, "store_in(MemoryType)", false, false, true, validate_store_in, nullptr, apply_store_in},
-    {"compute_with", 2, 2, "compute_with(func, var)", false, false, false, validate_compute_with,
-     finish_compute_with, apply_compute_with},
+    {"unscheduled", 0, 0, "unscheduled()", false, false, false},
+    {"bound", 3, 3, "bound(var, min, extent)", false, false, true},
+    {"align_bounds", 2, 3, "align_bounds(var, modulus[, remainder])", false, false, true},
+    {"reorder_storage", 2, -1, "reorder_storage(innermost, …, outermost)", false, false, true},
+    {"store_in", 1, 1, "store_in(MemoryType)", false, false, true},
+    {"compute_with", 2, 2, "compute_with(func, var)", false, false, false},
     {"prefetch", 3, 5, "prefetch(func_or_input, at, from[, offset[, Clamp|GuardWithIf|NonFaulting]])", false,
-     false, false, validate_prefetch, nullptr, apply_prefetch},
-    {"in", 0, 1, "in([consumer]) as <new func>", true, false, true, validate_in, nullptr, apply_in},
+     false, false},
+    {"in", 0, 1, "in([consumer]) as <new func>", true, false, true},
 };
 
 const PrimitiveInfo *find_primitive(const std::string &name) {

@@ -112,13 +112,8 @@ struct Schedule {
     bool operator!=(const Schedule &o) const { return !(*this == o); }
 };
 
-namespace sched_internal {
-class CallCheck;  // schedule/primitives/call_context.h
-class CallApply;
-}  // namespace sched_internal
-
-/// What the language knows about one primitive (shared by parser, validator, printer, tests), and
-/// the functions of its family file (schedule/primitives/families.h) that check and apply it.
+/// What the language knows about one primitive (shared by parser, validator, printer, tests). The
+/// functions that check and apply it are in schedule/primitives/ (families.h).
 struct PrimitiveInfo {
     const char *name;
     int min_args, max_args;  ///< max_args = -1: unbounded
@@ -126,13 +121,6 @@ struct PrimitiveInfo {
     bool makes_func;         ///< needs `as <name>` (rfactor, in)
     bool gpu;                ///< only valid on a GPU target (gpu_tile, gpu_blocks …)
     bool pure_only;          ///< Func-level only, not on update(k) (compute_at, bound, store_in …)
-    /// Checks one call (its form already checked) and updates the loop model as Halide would;
-    /// nullptr: nothing to check.
-    void (*validate)(sched_internal::CallCheck &);
-    /// The checks that need every Func's final placement (after all statements); nullptr: none.
-    void (*finish)(sched_internal::CallCheck &);
-    /// Applies one validated call with Halide's API.
-    void (*apply)(sched_internal::CallApply &);
 };
 
 /// The primitive called \p name, or nullptr.

@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "schedule/primitives/call_context.h"
+#include "schedule/primitives/families.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_validate.h"
 
@@ -43,11 +44,11 @@ public:
             one.calls = {c};
             check_statement(m_, one, file);
             try {
-                const PrimitiveInfo *info = find_primitive(c.name);
-                if (!info || !info->apply)
+                const PrimitiveActions *actions = find_primitive_actions(c.name);
+                if (!actions || !actions->apply)
                     throw InternalError("schedule apply: primitive " + c.name + " has no Halide action");
                 CallApply call(m_, final_, p_, out_, st, c, before);
-                info->apply(call);
+                actions->apply(call);
             } catch (const Halide::Error &e) {
                 throw UserError(where(c.loc.line > 0 ? c.loc : st.loc, file) + st.stage_name() + "." + c.str() +
                                 ": Halide rejected this: " + halide_error_text(e));

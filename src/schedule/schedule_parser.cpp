@@ -135,6 +135,12 @@ std::string describe(const Token &t) {
     }
 }
 
+// The phrase must end the comment, so a sentence that mentions it is not read as the header.
+static const std::regex &header_line_regex() {
+    static const std::regex re(R"(loom schedule for (\S+)(?: \(sha256 ([^)\s]*)\))?(?: on (\S+))?\s*$)");
+    return re;
+}
+
 class Parser {
 public:
     Parser(std::vector<Token> toks, std::string file) : toks_(std::move(toks)), file_(std::move(file)) {}
@@ -176,21 +182,16 @@ private:
     size_t pos_ = 0;
     std::vector<std::string> inner_comments_;
 
-    static const std::regex &loom_re() {
-        static const std::regex re(
-            R"(loom schedule for (\S+)(?: \(sha256 ([^)\s]*)\))?(?: on (\S+))?)");
-        return re;
-    }
     static bool has_loom_line(const std::vector<std::string> &lines) {
         for (const auto &l : lines)
-            if (std::regex_search(l, loom_re())) return true;
+            if (is_schedule_header_line(l)) return true;
         return false;
     }
     static void take_header(Schedule &s, std::vector<std::string> &lines) {
         bool found = false;
         for (const auto &l : lines) {
             std::smatch m;
-            if (!found && std::regex_search(l, m, loom_re())) {
+            if (!found && std::regex_search(l, m, header_line_regex())) {
                 found = true;
                 s.model = m[1] == "<unknown>" ? "" : m[1].str();
                 s.sha256 = m[2].str();
@@ -347,6 +348,10 @@ private:
 };
 
 }  // namespace
+
+bool is_schedule_header_line(const std::string &comment) {
+    return std::regex_search(comment, header_line_regex());
+}
 
 Schedule parse_schedule(const std::string &text, const std::string &file) {
     return Parser(lex(text, file), file).run();

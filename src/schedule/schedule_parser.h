@@ -4,8 +4,10 @@
 /// header line `# loom schedule for <model> (sha256 <hex>) on <target>`.
 ///
 /// Comments: the leading comment block of a file is its header when a blank line ends it or when it
-/// holds the `loom schedule for` line; any other comment belongs to the next statement (comments
-/// inside a statement belong to it; those after the last statement are trailing_comments).
+/// holds a header line (a comment that ends with `loom schedule for <model> [(sha256 <hex>)]
+/// [on <target>]`; the first one gives model, hash and target); any other comment belongs to the
+/// next statement (comments inside a statement belong to it; those after the last statement are
+/// trailing_comments).
 ///
 /// The parser checks syntax and the form of each call (known primitive, arity, `as <name>` where a
 /// primitive makes a Func, Func-level primitives not after `.update(k)`); names are checked against
@@ -21,6 +23,9 @@ namespace loom {
 
 /// Parses schedule text; \p file names it in messages (and is stored in Schedule::file).
 Schedule parse_schedule(const std::string &text, const std::string &file = "<schedule>");
+
+/// True if \p comment (a comment's text, without `#`) is a header line as described above.
+bool is_schedule_header_line(const std::string &comment);
 
 /// Reads and parses the file at \p path; throws UserError if it cannot be read.
 Schedule read_schedule_file(const std::string &path);

@@ -4,6 +4,7 @@
 
 #include "graph/atomic_file.h"
 #include "graph/error.h"
+#include "schedule/schedule_parser.h"
 
 namespace loom {
 
@@ -23,9 +24,20 @@ std::string print_statement(const ScheduleStatement &st) {
     return out + ";\n";
 }
 
+static bool any_header_line(const std::vector<std::string> &comments) {
+    for (const auto &c : comments)
+        if (is_schedule_header_line(c)) return true;
+    return false;
+}
+
 std::string print_schedule(const Schedule &s) {
     std::string out;
-    if (!s.model.empty() || !s.sha256.empty() || !s.target.empty()) {
+    bool has_fields = !s.model.empty() || !s.sha256.empty() || !s.target.empty();
+    // A header comment or a first statement's comment that reads as a header line would be parsed
+    // back as the header; an explicit header line before it keeps it a comment.
+    bool lookalike = any_header_line(s.header_comments) ||
+                     (!s.has_header() && !s.statements.empty() && any_header_line(s.statements[0].comments));
+    if (has_fields || lookalike) {
         out += "# loom schedule for " + (s.model.empty() ? std::string("<unknown>") : s.model);
         if (!s.sha256.empty()) out += " (sha256 " + s.sha256 + ")";
         if (!s.target.empty()) out += " on " + s.target;
@@ -33,7 +45,7 @@ std::string print_schedule(const Schedule &s) {
     }
     for (const auto &c : s.header_comments) out += comment_line(c);
     // The blank line ends the header, so the first statement's comments stay with it.
-    if (s.has_header()) out += "\n";
+    if (s.has_header() || lookalike) out += "\n";
     for (size_t i = 0; i < s.statements.size(); i++) {
         // A blank line before a commented statement keeps its comments visibly attached to it.
         if (i > 0 && !s.statements[i].comments.empty()) out += "\n";

@@ -4,6 +4,7 @@
 
 #include "graph/error.h"
 #include "schedule/primitives/call_context.h"
+#include "schedule/primitives/families.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_parser.h"
 
@@ -194,7 +195,9 @@ public:
                 k.fail(f->name + " is a graph input, not a Func: only `" + f->name +
                        ".in([consumer]) as <name>;` applies to it; schedule that wrapper instead");
             const PrimitiveInfo *info = find_primitive(c.name);  // known: check_call_form passed
-            if (info->validate) info->validate(k);
+            const PrimitiveActions *actions = find_primitive_actions(c.name);
+            if (!actions) throw InternalError("schedule validate: primitive " + c.name + " has no actions");
+            if (actions->validate) actions->validate(k);
             note_stage_primitive(k, *info);
         }
     }
@@ -374,10 +377,10 @@ void check_statement(Model &m, const ScheduleStatement &st, const std::string &f
 void finish_checks(Model &m, const Schedule &s) {
     for (const auto &st : s.statements) {
         for (const auto &c : st.calls) {
-            const PrimitiveInfo *info = find_primitive(c.name);
-            if (!info || !info->finish) continue;
+            const PrimitiveActions *actions = find_primitive_actions(c.name);
+            if (!actions || !actions->finish) continue;
             CallCheck k(m, st, s.file, *m.find(st.func), c);
-            info->finish(k);
+            actions->finish(k);
         }
     }
     // On a GPU target, a Func at root runs on the host unless a stage maps loops to the GPU; CPU

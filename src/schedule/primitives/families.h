@@ -1,15 +1,32 @@
 /// \file
 /// Private to src/schedule: the validate, finish and apply functions of every primitive, one
-/// family a file (TVM's schedule/primitive/ is the model), which the primitive table in
-/// schedule.cpp names row by row. A validate function checks one call and updates the loop model
+/// family a file (TVM's schedule/primitive/ is the model), and the table (actions.cpp) that names
+/// them for each primitive of the language (schedule.cpp's table, which the parser alone needs, so
+/// that parsing and printing do not depend on Halide). A validate function checks one call and updates the loop model
 /// as Halide would; a finish function runs the checks that need every Func's final placement
 /// (finish_checks); an apply function makes the Halide call. Not a public header.
 #pragma once
+
+#include <string>
 
 namespace loom::sched_internal {
 
 class CallCheck;
 class CallApply;
+
+/// The functions that check and apply one primitive.
+struct PrimitiveActions {
+    /// Checks one call (its form already checked) and updates the loop model as Halide would;
+    /// nullptr: nothing to check.
+    void (*validate)(CallCheck &);
+    /// The checks that need every Func's final placement (after all statements); nullptr: none.
+    void (*finish)(CallCheck &);
+    /// Applies one validated call with Halide's API.
+    void (*apply)(CallApply &);
+};
+
+/// The actions of the primitive called \p name (a name find_primitive knows), or nullptr.
+const PrimitiveActions *find_primitive_actions(const std::string &name);
 
 // placement.cpp: where a Func is computed and stored.
 void validate_compute_inline(CallCheck &k);
