@@ -6,10 +6,12 @@
 #include <sstream>
 #include <string>
 
+#include "cli/input_binding.h"
 #include "frontends/onnx/onnx_import.h"
 #include "fuzz/fuzz_common.h"
-#include "graph/error.h"
 #include "graph/passes.h"
+#include "reference/folding.h"
+#include "support/error.h"
 
 namespace {
 loom::Graph dynamic_mlp, sincos;

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "fuzz/fuzz_common.h"
-#include "graph/error.h"
 #include "graph/npy.h"
+#include "support/error.h"
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     loom_fuzz_init();

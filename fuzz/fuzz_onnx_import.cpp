@@ -11,8 +11,9 @@
 
 #include "frontends/onnx/onnx_import.h"
 #include "fuzz/fuzz_common.h"
-#include "graph/error.h"
 #include "graph/passes.h"
+#include "reference/folding.h"
+#include "support/error.h"
 
 namespace {
 std::string model_path;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "fuzz/fuzz_common.h"
-#include "graph/error.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     loom_fuzz_init();

@@ -11,6 +11,7 @@
 
 #include "codegen/jit.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
 #include "reference/reference.h"
 #include "test_util.h"
 

@@ -6,6 +6,7 @@
 #include <Halide.h>
 
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
 
 // A small hand-built pipeline in the shape lower_graph produces (vars outermost first):
 //   a(i, j) = in(i, j) * 2 + 1            pointwise, consumed by b

@@ -1,4 +1,4 @@
-// Files Loom writes appear whole or not at all (graph/atomic_file.h): a replaced file holds the old
+// Files Loom writes appear whole or not at all (support/atomic_file.h): a replaced file holds the old
 // bytes or the new, never a mix; nothing is left beside it; errors name the path and the fix.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "graph/atomic_file.h"
-#include "graph/error.h"
+#include "support/atomic_file.h"
+#include "support/error.h"
 
 namespace {
 

@@ -19,6 +19,8 @@
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"

@@ -12,12 +12,12 @@
 #include <memory>
 #include <variant>
 
-#include "codegen/benchmark.h"
-#include "codegen/halide_autoschedulers.h"
-#include "codegen/machine_probe.h"
-#include "codegen/peer_process.h"
-#include "codegen/peer_worker.h"
-#include "graph/error.h"
+#include "measure/benchmark.h"
+#include "measure/halide_autoschedulers.h"
+#include "measure/machine_probe.h"
+#include "measure/peer_process.h"
+#include "measure/peer_worker.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace loom {

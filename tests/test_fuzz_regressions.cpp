@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/input_binding.h"
 #include "frontends/onnx/onnx_import.h"
-#include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
+#include "reference/folding.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace loom {

@@ -3,11 +3,14 @@
 
 #include <cmath>
 
-#include "graph/error.h"
 #include "autoschedule/autoschedule.h"
+#include "cli/input_binding.h"
 #include "graph/passes.h"
-#include "schedule/schedule_apply.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/schedule_apply.h"
+#include "support/error.h"
 #include "graph_builder.h"
 #include "test_util.h"
 

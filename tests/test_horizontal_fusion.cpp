@@ -10,6 +10,8 @@
 #include "autoschedule/autoschedule.h"
 #include "graph/passes.h"
 #include "graph_builder.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "schedule/schedule_apply.h"
 
 using namespace loom;

@@ -14,6 +14,8 @@
 #include "codegen/openmp_threading.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "graph_builder.h"

@@ -3,9 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "codegen/jit.h"
-#include "graph/error.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
 #include "reference/reference.h"
+#include "support/error.h"
 #include "graph_builder.h"
 #include "test_util.h"
 

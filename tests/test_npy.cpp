@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/error.h"
 #include "graph/npy.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace loom {

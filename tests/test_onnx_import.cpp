@@ -13,10 +13,11 @@
 #include <map>
 
 #include "frontends/onnx/onnx_import.h"
-#include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace loom {

@@ -5,6 +5,7 @@
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "graph_builder.h"

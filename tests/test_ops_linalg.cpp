@@ -6,6 +6,8 @@
 #include "codegen/jit.h"
 #include "graph/passes.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_builtin.h"
 #include "graph_builder.h"

@@ -1,4 +1,4 @@
-// Kernel profiles (codegen/profile.h): Halide's profiler reports are read exactly, Func times add
+// Kernel profiles (measure/profile.h): Halide's profiler reports are read exactly, Func times add
 // up into the kernel that computes them, a real profile (Halide's JIT and Loom's streaming-store
 // JIT) finds time in the model's kernels, and the command line explains its misuse.
 #include <gtest/gtest.h>
@@ -10,8 +10,10 @@
 
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
-#include "codegen/profile.h"
 #include "graph/passes.h"
+#include "measure/profile.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"

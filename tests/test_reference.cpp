@@ -2,8 +2,8 @@
 // run_reference / random_inputs and their user errors.
 #include <cmath>
 
-#include "graph/error.h"
 #include "reference/reference.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace loom {

@@ -9,19 +9,21 @@
 #include <fstream>
 #include <random>
 
-#include "schedule/gpu_loop_lint.h"
 #include "autoschedule/gpu_schedule.h"
+#include "codegen/jit.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
-#include "graph/error.h"
-#include "codegen/jit.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 #include "graph_builder.h"
 #include "schedule_test_pipeline.h"

@@ -4,10 +4,10 @@
 
 #include <random>
 
-#include "graph/error.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 using namespace loom;
 

@@ -21,11 +21,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/input_binding.h"
 #include "codegen/aot.h"
 #include "codegen/jit.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_apply.h"

@@ -15,6 +15,8 @@
 #include "codegen/jit.h"
 #include "codegen/streaming_stores.h"
 #include "graph/passes.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"

@@ -11,10 +11,12 @@
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
 #include "codegen/openmp_threading.h"
-#include "graph/error.h"
 #include "graph/passes.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
+#include "support/error.h"
 #include "graph_builder.h"
 #include "test_util.h"
 

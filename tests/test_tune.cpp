@@ -10,9 +10,11 @@
 
 #include "autoschedule/candidates.h"
 #include "codegen/jit.h"
-#include "codegen/tuning.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/passes.h"
+#include "measure/tuning.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_parser.h"

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "graph/error.h"
 #include "graph/op_catalog.h"
+#include "support/error.h"
 
 namespace loom {
 

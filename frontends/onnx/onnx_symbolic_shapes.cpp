@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "graph/dtype.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

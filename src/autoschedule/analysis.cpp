@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "autoschedule/autoschedule_internal.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom::autosched {
 

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "autoschedule/autoschedule_internal.h"
-#include "graph/error.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,6 +1,6 @@
 /// \file
 /// Ranked alternatives to the CPU cost model's schedule, for `loom autoschedule --tune N` (which
-/// compiles and times the first N and keeps the fastest: codegen/tuning.h).
+/// compiles and times the first N and keeps the fastest: measure/tuning.h).
 ///
 /// Each candidate is the cost model run with some ScheduleKnobs away from its own choice: another
 /// GEMM micro-kernel (rows x vectors), epilogue tile size or k chunk; a GEMM's A operand

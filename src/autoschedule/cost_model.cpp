@@ -6,8 +6,8 @@
 #include <set>
 
 #include "autoschedule/autoschedule_internal.h"
-#include "graph/error.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 namespace loom {
 

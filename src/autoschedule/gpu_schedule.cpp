@@ -5,7 +5,7 @@
 #include "autoschedule/gpu_schedule.h"
 
 #include "autoschedule/gpu_schedule_internal.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -7,7 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

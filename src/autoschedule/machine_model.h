@@ -2,7 +2,7 @@
 /// The machine the auto-scheduler plans for: cores, SIMD width and register count (from the Halide
 /// target), cache sizes (from sysfs), and optionally the measured copy bandwidth and FLOP rate that
 /// `loom bench` caches in `~/.cache/loom/machine.txt` (key=value lines: copy_gbps, gflops, cores,
-/// l2_bytes, llc_bytes …; codegen/machine_probe.h writes it). Every field can be overridden
+/// l2_bytes, llc_bytes …; measure/machine_probe.h writes it). Every field can be overridden
 /// (`--machine key=value` on the CLI), so a schedule can be planned for another machine.
 ///
 /// Named fixed machines (`machines::avx2_2core()` …, `--machine avx2_2core` on the CLI) pair a

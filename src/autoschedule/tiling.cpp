@@ -7,7 +7,7 @@
 #include <set>
 
 #include "autoschedule/tiling_internal.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom::autosched {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autoschedule/tiling_internal.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom::autosched {
 

@@ -15,13 +15,14 @@
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
 #include "codegen/jit.h"
-#include "codegen/machine_probe.h"
-#include "codegen/profile.h"
-#include "codegen/tuning.h"
-#include "graph/error.h"
+#include "measure/machine_probe.h"
+#include "measure/profile.h"
+#include "measure/tuning.h"
+#include "ops/lower_graph.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

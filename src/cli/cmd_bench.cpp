@@ -1,5 +1,5 @@
 // `loom bench model.onnx`: several schedules of one model side by side, each validated against the
-// reference interpreter before it is timed (codegen/benchmark.h does the work).
+// reference interpreter before it is timed (measure/benchmark.h does the work).
 #include <omp.h>
 #include <unistd.h>
 
@@ -13,17 +13,17 @@
 #include "cli/model_loading.h"
 #include "cli/output_files.h"
 #include "cli/scheduling.h"
-#include "codegen/benchmark.h"
-#include "codegen/halide_autoschedulers.h"
 #include "codegen/jit.h"
-#include "codegen/machine_probe.h"
 #include "codegen/openmp_threading.h"
-#include "codegen/peer_process.h"
-#include "graph/error.h"
+#include "measure/benchmark.h"
+#include "measure/halide_autoschedulers.h"
+#include "measure/machine_probe.h"
+#include "measure/peer_process.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

@@ -1,11 +1,11 @@
 // `loom bench-peer`: the worker process of one Halide autoscheduler's `loom bench` row
-// (codegen/peer_worker.h). Hidden from --help: `loom bench` starts it with its own model and input
+// (measure/peer_worker.h). Hidden from --help: `loom bench` starts it with its own model and input
 // bindings, the job's settings and the channel on file descriptor 3.
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "codegen/openmp_threading.h"
-#include "codegen/peer_worker.h"
-#include "graph/error.h"
+#include "measure/peer_worker.h"
+#include "support/error.h"
 
 #include <fcntl.h>
 

@@ -7,12 +7,12 @@
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
-#include "graph/error.h"
 #include "graph/npy.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
@@ -12,9 +13,10 @@
 #include "codegen/jit_segments.h"
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/onnx/onnx_symbolic_shapes.h"
-#include "graph/error.h"
+#include "ops/lower_graph.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 #include <cstdio>
 #include <filesystem>
 

@@ -10,10 +10,10 @@
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
 #include "codegen/openmp_threading.h"
-#include "codegen/profile.h"
-#include "graph/error.h"
+#include "measure/profile.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

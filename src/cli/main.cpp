@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 int main(int argc, char **argv) {
     CLI::App app{"loom: a scheduling-language compiler for deep-learning graphs, built on Halide"};

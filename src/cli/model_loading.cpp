@@ -1,3 +1,4 @@
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 
 #include <algorithm>
@@ -6,9 +7,10 @@
 #include <sstream>
 
 #include "frontends/onnx/onnx_import.h"
-#include "graph/error.h"
 #include "graph/npy.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

@@ -1,6 +1,6 @@
 #include "cli/output_files.h"
 
-#include "graph/atomic_file.h"
+#include "support/atomic_file.h"
 
 namespace loom::cli {
 

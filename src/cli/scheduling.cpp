@@ -8,9 +8,10 @@
 
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/gpu_schedule.h"
-#include "graph/error.h"
+#include "ops/lower_graph.h"
 #include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 namespace loom::cli {
 

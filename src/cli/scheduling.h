@@ -12,6 +12,7 @@
 
 #include "graph/graph.h"
 #include "lower/lowered.h"
+#include "ops/lower_graph.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 

@@ -17,13 +17,13 @@
 
 #include "codegen/aot_segments.h"
 #include "codegen/cublas_gemm.h"
-#include "codegen/jit.h"
 #include "codegen/cudnn_conv.h"
+#include "codegen/jit.h"
 #include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
 #include "codegen/streaming_stores.h"
-#include "graph/atomic_file.h"
-#include "graph/error.h"
+#include "support/atomic_file.h"
+#include "support/error.h"
 
 namespace loom {
 

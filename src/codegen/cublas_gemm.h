@@ -40,14 +40,9 @@
 
 #include <string>
 
-namespace loom {
+#include "lower/extern_stages.h"
 
-/// The C functions' names, as extern stages call them.
-inline constexpr const char *kCublasSgemm = "loom_cublas_sgemm";
-inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
-inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
-/// loom_cublaslt_bias_act's activations.
-inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
+namespace loom {
 
 /// Source of the extern functions (compiled with HalideRuntime.h and cublas_v2.h on the path).
 std::string cublas_gemm_source();

@@ -25,10 +25,10 @@
 
 #include <string>
 
+#include "lower/extern_stages.h"
+
 namespace loom {
 
-/// The C function's name, as extern stages call it.
-inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
 
 /// Source of the extern function (compiled with HalideRuntime.h and cudnn.h on the path).
 std::string cudnn_conv_source();

@@ -12,7 +12,7 @@
 
 #include "codegen/openmp_threading.h"
 #include "codegen/streaming_stores.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -62,7 +62,7 @@ public:
     /// Sends what the compiled code prints through Halide's runtime (halide_print: the sampling
     /// profiler's report after each pipeline run when the target has Target::Profile, and
     /// print()/debug output) to \p sink, appended, instead of stderr; nullptr restores stderr.
-    /// codegen/profile.h reads the profiler's reports this way.
+    /// measure/profile.h reads the profiler's reports this way.
     void capture_runtime_prints(std::string *sink) { print_sink_ = sink; }
 
     /// Pipelines the model was compiled as (1: uncut).

@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

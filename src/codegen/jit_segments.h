@@ -89,7 +89,7 @@ CutPlan plan_cuts(const LoweredPipeline &p, int max_segments, int min_weight);
 
 /// For every Func the scheduled \p p computes (`in()` wrappers included), the root Func whose loop
 /// nest computes it: itself when computed at root, else the root of the Func it is computed at; ""
-/// when inlined. The kernels a profile (codegen/profile.h) adds Func times up into.
+/// when inlined. The kernels a profile (measure/profile.h) adds Func times up into.
 std::map<std::string, std::string> kernel_roots(const LoweredPipeline &p);
 
 /// One line per segment of \p plan: its root Funcs in order ("pipeline 2 of 5 (14 computed Funcs): conv3,

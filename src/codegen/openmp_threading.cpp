@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,6 +1,6 @@
 #include "codegen/ptx_register_caps.h"
 
-#include "graph/error.h"
+#include "support/error.h"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "codegen/cuda_graph_glue.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "graph/canonicalize_internal.h"
-#include "graph/error.h"
 #include "graph/op_catalog.h"
+#include "support/error.h"
 
 namespace loom::canon {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "graph/canonicalize_internal.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom::canon {
 

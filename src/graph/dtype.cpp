@@ -1,6 +1,6 @@
 #include "graph/dtype.h"
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -3,7 +3,7 @@
 #include <set>
 #include <sstream>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "graph/atomic_file.h"
-#include "graph/error.h"
+#include "support/atomic_file.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

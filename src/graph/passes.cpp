@@ -10,33 +10,10 @@
 #include <set>
 
 #include "graph/canonicalize_internal.h"
-#include "graph/error.h"
 #include "graph/op_catalog.h"
-#include "reference/reference.h"
+#include "support/error.h"
 
 namespace loom {
-
-void parse_input_binding(const std::string &text, InputBindings &b) {
-    auto eq = text.find('=');
-    user_check(eq != std::string::npos && eq > 0 && eq + 1 < text.size(), "bad --input '", text,
-               "'; expected NAME=DIMS, e.g. --input x=1x3x224x224 or --input batch=8");
-    std::string name = text.substr(0, eq), dims = text.substr(eq + 1);
-    Shape s;
-    size_t pos = 0;
-    while (pos <= dims.size()) {
-        size_t x = dims.find('x', pos);
-        std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-        char *end = nullptr;
-        errno = 0;
-        long long v = std::strtoll(d.c_str(), &end, 10);
-        user_check(!d.empty() && *end == '\0' && v > 0 && errno == 0, "bad --input '", text, "': '", d,
-                   "' is not a positive dim; expected NAME=DIMS, e.g. x=1x3x224x224");
-        s.push_back(v);
-        if (x == std::string::npos) break;
-        pos = x + 1;
-    }
-    b[name] = s;
-}
 
 void bind_input_shapes(Graph &g, const InputBindings &b) {
     std::set<std::string> known(g.inputs.begin(), g.inputs.end());
@@ -82,7 +59,7 @@ void bind_input_shapes(Graph &g, const InputBindings &b) {
 // to compute in the pipeline than to bake in.
 static constexpr int64_t kMaxFoldedElements = 1 << 20;
 
-void infer_shapes_and_fold(Graph &g) {
+void infer_shapes_and_fold(Graph &g, const NodeEvaluator &evaluate) {
     std::vector<Node> todo = std::move(g.nodes), done;
     g.nodes.clear();
     std::reverse(todo.begin(), todo.end());  // pop from the back in topological order
@@ -109,7 +86,7 @@ void infer_shapes_and_fold(Graph &g) {
             for (const auto &in : n.inputs) ins.push_back(in.empty() ? nullptr : g.constant(in));
             std::vector<ValueInfo> outs;
             for (const auto &o : n.outputs) outs.push_back(o.empty() ? ValueInfo{} : g.value(o));
-            std::vector<Tensor> res = evaluate_node(n, ins, outs);
+            std::vector<Tensor> res = evaluate(n, ins, outs);
             for (size_t i = 0; i < n.outputs.size(); i++) {
                 if (n.outputs[i].empty()) continue;
                 // A node may name more outputs than its op makes (a hostile file): nothing to fold there.
@@ -299,7 +276,7 @@ void print_graph(const Graph &g, std::ostream &os) {
     for (const auto &o : g.outputs) os << "  output " << o << "\n";
 }
 
-void prepare_graph(Graph &g, const PrepareOptions &opts) {
+void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions &opts) {
     const char *env = std::getenv("LOOM_DEBUG");
     bool dump = opts.dump || (env && std::string(env) != "0");
     auto step = [&](const char *name, const std::function<void()> &pass) {
@@ -313,7 +290,7 @@ void prepare_graph(Graph &g, const PrepareOptions &opts) {
     g.validate();
     step("bind_input_shapes", [&] { bind_input_shapes(g, opts.bindings); });
     step("remove_identities", [&] { remove_identities(g); });
-    step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g); });
+    step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g, evaluate); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });

@@ -4,6 +4,7 @@
 /// With LOOM_DEBUG=1 (or PrepareOptions::dump) the graph is dumped after each pass to stderr.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -16,8 +17,13 @@ namespace loom {
 /// `--input batch=8` binds a symbolic dim by name wherever it appears.
 using InputBindings = std::map<std::string, Shape>;
 
-/// Parses "x=1x3x224x224" (or "batch=8") into \p b; UserError showing the expected form.
-void parse_input_binding(const std::string &text, InputBindings &b);
+/// Computes one node's outputs from constant inputs, for constant folding: \p inputs has one entry
+/// per node input (nullptr for an omitted one), \p outputs the inferred type and shape of each
+/// output. The reference interpreter's evaluate_node is the one Loom uses
+/// (reference/folding.h: reference_evaluator), given from above so that graph passes do not
+/// depend on the interpreter.
+using NodeEvaluator = std::function<std::vector<Tensor>(const Node &node, const std::vector<const Tensor *> &inputs,
+                                                        const std::vector<ValueInfo> &outputs)>;
 
 /// Options of prepare_graph.
 struct PrepareOptions {
@@ -35,8 +41,8 @@ void bind_input_shapes(Graph &g, const InputBindings &b);
 /// In topological order: rewrites each node to canonical form (constant auxiliary inputs become
 /// attributes, defaults filled in), infers its output shapes and dtypes, and folds it into an
 /// initializer when all its inputs are constant. UserError for rank/dtype mismatches, missing
-/// attributes, non-constant inputs that must be constant.
-void infer_shapes_and_fold(Graph &g);
+/// attributes, non-constant inputs that must be constant. \p evaluate computes folded nodes.
+void infer_shapes_and_fold(Graph &g, const NodeEvaluator &evaluate);
 
 /// Removes Identity and (inference-mode) Dropout nodes, rewiring their consumers.
 void remove_identities(Graph &g);
@@ -73,8 +79,9 @@ int recognize_group_norm(Graph &g);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
 /// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition, horizontal fusion of slices, CSE, dead-code elimination, final
-/// validation.
-void prepare_graph(Graph &g, const PrepareOptions &opts = {});
+/// validation. \p evaluate computes folded nodes (reference/folding.h's prepare_graph passes the
+/// reference interpreter).
+void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions &opts = {});
 
 /// Prints the graph (inputs, nodes with shapes, outputs), one node per line.
 void print_graph(const Graph &g, std::ostream &os);

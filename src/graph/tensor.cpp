@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <limits>
 
-#include "graph/error.h"
-#include "ops/ops_internal.h"
+#include "lower/lower_context.h"
+#include "support/error.h"
 
 namespace loom {
 

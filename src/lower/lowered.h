@@ -175,9 +175,4 @@ std::string sanitize_name(const std::string &name);
 /// n,c,d,h,w; d0…dN beyond).
 std::vector<std::string> var_names_for_rank(int rank);
 
-/// Lowers a canonical graph (after prepare_graph) to one Pipeline: inputs become ImageParams with
-/// estimates from their shapes, initializers constant Buffers, each node one or more named Funcs.
-/// Leaves every Func unscheduled (except extern stages made under \p options: compute_root).
-LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options = {});
-
 }  // namespace loom

@@ -17,9 +17,9 @@
 // stride, inside the input).
 #include <cstring>
 
-#include "codegen/cublas_gemm.h"
-#include "graph/error.h"
+#include "lower/extern_stages.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 
@@ -123,10 +123,10 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
                       p.group, (int64_t)(relu ? 1 : 0), (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
         args.push_back(Expr((int)e));
-    ext.define_extern("loom_cudnn_conv", args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
+    ext.define_extern(kCudnnConv, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
-    ctx.note_extern_call("loom_cudnn_conv", ext, sy);
+    ctx.note_extern_call(kCudnnConv, ext, sy);
     if (relu) {
         fused_relu = true;
         ctx.register_extern(ext, node, sy);

@@ -2,8 +2,8 @@
 // copied), so every op here can be inlined into its consumer by a schedule.
 #include <cmath>
 
-#include "graph/error.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,7 +1,7 @@
 // Gather: the index tensor may be a runtime input, so every index is wrapped (negative counts from
 // the end, as ONNX says) and clamped into the data's extent: an out-of-range index reads the edge
 // instead of faulting.
-#include "graph/error.h"
+#include "support/error.h"
 #include "ops/ops_internal.h"
 
 namespace loom {

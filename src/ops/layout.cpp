@@ -3,8 +3,8 @@
 // more than it has.
 #include <numeric>
 
-#include "graph/error.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,13 +1,13 @@
 // MatMul and Gemm: one Func per node, a pure init (zero or the bias) and one update over the RDom
 // "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
 // With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
-// an extern stage calling cuBLAS (codegen/cublas_gemm.h) and the node's Func a pointwise read of it.
+// an extern stage calling cuBLAS (codegen/cublas_gemm.h; names in lower/extern_stages.h) and the node's Func a pointwise read of it.
 // On the CPU such a B is read from column panels of 16 (LowerOptions::block_matmul_weights).
 #include <cstring>
 
-#include "codegen/cublas_gemm.h"
-#include "graph/error.h"
+#include "lower/extern_stages.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -14,8 +14,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "graph/error.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -7,7 +7,7 @@
 // and a pointwise `<node>` dividing by the window's count, in closed form per dim: taps inside the
 // input, or inside input + pads with count_include_pad. Global pools are one Func with one update
 // over the spatial dims.
-#include "graph/error.h"
+#include "support/error.h"
 #include "ops/ops_internal.h"
 
 namespace loom {

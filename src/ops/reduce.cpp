@@ -7,7 +7,7 @@
 // ArgMax/ArgMin: two passes, `<node>_max` / `<node>_min` (the extreme, keepdims) then `<node>`,
 // the smallest (or with select_last_index the largest) index that attains it, as an i64 min/max
 // reduction (associative, so rfactor applies).
-#include "graph/error.h"
+#include "support/error.h"
 #include "ops/ops_internal.h"
 
 namespace loom {

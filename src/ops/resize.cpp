@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/error.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/error.h"
 #include "graph/graph.h"
+#include "support/error.h"
 
 namespace loom::ref {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <regex>
 
-#include "graph/error.h"
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 namespace Halide::Internal {
 // Exported by libHalide 14 but not declared in Halide.h: the text Pipeline::print_loop_nest prints.

@@ -48,7 +48,7 @@ std::string halide_error_text(const std::exception &e);
 
 }  // namespace loom
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 template <typename F>

@@ -6,10 +6,10 @@
 #include <set>
 #include <thread>
 
-#include "graph/error.h"
-#include "schedule/schedule_parser.h"
 #include "schedule/schedule_header.h"
+#include "schedule/schedule_parser.h"
 #include "schedule/schedule_validate.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,7 +1,7 @@
 #include "schedule/schedule_header.h"
 
-#include "graph/error.h"
 #include "schedule/schedule_internal.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -5,7 +5,7 @@
 #include <regex>
 #include <sstream>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -2,9 +2,9 @@
 
 #include <fstream>
 
-#include "graph/atomic_file.h"
-#include "graph/error.h"
 #include "schedule/schedule_parser.h"
+#include "support/atomic_file.h"
+#include "support/error.h"
 
 namespace loom {
 

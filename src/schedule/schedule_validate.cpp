@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "graph/error.h"
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_parser.h"
+#include "support/error.h"
 
 namespace loom {
 namespace sched_internal {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <tuple>
 
-#include "graph/error.h"
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
+#include "support/error.h"
 
 namespace loom::sched_internal {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "graph/error.h"
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
+#include "support/error.h"
 
 namespace loom::sched_internal {
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <set>
 
-#include "graph/error.h"
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
+#include "support/error.h"
 
 namespace loom::sched_internal {
 namespace {

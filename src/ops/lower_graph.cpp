@@ -1,118 +1,20 @@
+#include "ops/lower_graph.h"
+
 #include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
 #include <set>
 
-#include "graph/error.h"
 #include "graph/op_catalog.h"
 #include "ops/ops_internal.h"
+#include "support/error.h"
 
 namespace loom {
 
 using Halide::Expr;
 using Halide::Func;
 using Halide::Var;
-
-std::string sanitize_name(const std::string &name) {
-    std::string out;
-    bool pending_sep = false;
-    for (char ch : name) {
-        unsigned char c = (unsigned char)ch;
-        if (std::isalnum(c)) {
-            if (pending_sep && !out.empty()) out += '_';
-            pending_sep = false;
-            out += (char)std::tolower(c);
-        } else {
-            pending_sep = true;
-        }
-    }
-    if (out.empty() || std::isdigit((unsigned char)out[0])) out = "v" + out;
-    return out;
-}
-
-std::vector<std::string> var_names_for_rank(int rank) {
-    switch (rank) {
-    case 0: return {};
-    case 1: return {"i"};
-    case 2: return {"i", "j"};
-    case 3: return {"b", "i", "j"};
-    case 4: return {"n", "c", "h", "w"};
-    case 5: return {"n", "c", "d", "h", "w"};
-    default: {
-        std::vector<std::string> v;
-        for (int k = 0; k < rank; k++) v.push_back("d" + std::to_string(k));
-        return v;
-    }
-    }
-}
-
-int64_t LoweredFunc::single_rvar_extent(int k) const {
-    if (!func.defined() || k < 0 || k >= func.num_update_definitions()) return -1;
-    const auto &rvs = func.function().update(k).schedule().rvars();
-    if (rvs.size() != 1) return -1;
-    const int64_t *e = Halide::Internal::as_const_int(rvs[0].extent);
-    return e ? *e : -1;
-}
-
-const LoweredFunc *LoweredPipeline::find(const std::string &name) const {
-    for (const auto &f : funcs)
-        if (f.name == name) return &f;
-    return nullptr;
-}
-
-LoweredFunc *LoweredPipeline::find(const std::string &name) {
-    for (auto &f : funcs)
-        if (f.name == name) return &f;
-    return nullptr;
-}
-
-std::vector<std::string> LoweredPipeline::func_names() const {
-    std::vector<std::string> v;
-    for (const auto &f : funcs) v.push_back(f.name);
-    return v;
-}
-
-Halide::Func LoweredPipeline::realized_output(size_t k) const {
-    internal_check(k < output_funcs.size(), "no graph output ", k);
-    const std::string &n = output_funcs[k];
-    auto w = output_wrappers->find(n);
-    if (w != output_wrappers->end()) return w->second;
-    const LoweredFunc *f = find(n);
-    internal_check(f != nullptr, "output Func '", n, "' is missing");
-    return f->func;
-}
-
-bool LoweredPipeline::rows_extend_safely(const std::string &name) const {
-    std::map<std::string, bool> memo;
-    std::function<bool(const std::string &)> safe = [&](const std::string &f) {
-        auto known = memo.find(f);
-        if (known != memo.end()) return known->second;
-        memo[f] = false;  // a DAG, but stay finite whatever it is
-        const LoweredFunc *lf = find(f);
-        if (!lf) return false;
-        bool padded = lf->is_pointwise && (lf->op == "Conv" || lf->op == "ConvTranspose" || lf->op == "MaxPool" ||
-                                           lf->op == "AveragePool");
-        bool ok = padded || lf->input_reads.empty();
-        if (!padded)
-            for (const auto &pr : lf->producers) ok = ok && safe(pr);
-        return memo[f] = ok;
-    };
-    return safe(name);
-}
-
-const LoweredFunc *LoweredPipeline::find_realized(const std::string &name) const {
-    if (const LoweredFunc *f = find(name)) return f;
-    for (const auto &[out, w] : *output_wrappers)
-        if (w.name() == name) return find(out);
-    return nullptr;
-}
-
-Halide::Pipeline LoweredPipeline::pipeline() const {
-    std::vector<Func> outs;
-    for (size_t k = 0; k < output_funcs.size(); k++) outs.push_back(realized_output(k));
-    return Halide::Pipeline(outs);
-}
 
 namespace {
 

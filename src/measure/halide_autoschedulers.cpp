@@ -1,10 +1,10 @@
-#include "codegen/halide_autoschedulers.h"
+#include "measure/halide_autoschedulers.h"
 
 #include <cstdlib>
 #include <mutex>
 #include <set>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "graph/error.h"
+#include "support/error.h"
 
 #include <algorithm>
 

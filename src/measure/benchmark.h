@@ -10,7 +10,7 @@
 ///
 /// A foreign schedule (a Halide autoscheduler, BenchVariant::peer) is scheduled, compiled,
 /// validated and timed in a worker process under a memory cap and a time budget
-/// (codegen/peer_worker.h): when it blows up, its row says why and every other row stands.
+/// (measure/peer_worker.h): when it blows up, its row says why and every other row stands.
 #pragma once
 
 #include <Halide.h>
@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "codegen/machine_probe.h"
-#include "codegen/peer_process.h"
 #include "codegen/jit.h"
-#include "codegen/profile.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
+#include "measure/machine_probe.h"
+#include "measure/peer_process.h"
+#include "measure/profile.h"
 
 namespace loom {
 
@@ -37,7 +37,7 @@ struct BenchVariant {
     std::string kind;   ///< "eager", "inline", "auto", "halide", "file"
     std::function<std::string(LoweredPipeline &, const Halide::Target &)> apply;
     /// When set: a Halide autoscheduler's name ("adams2019"); the row runs in a worker process
-    /// (BenchOptions::peer_command, codegen/peer_worker.h) and \p apply is not used.
+    /// (BenchOptions::peer_command, measure/peer_worker.h) and \p apply is not used.
     std::string peer = {};
 };
 
@@ -50,7 +50,7 @@ struct BenchOptions {
     int input_sets = 0;       ///< random input sets to rotate among; 0 = enough for 8x the LLC, at least 64 MiB (2..8)
     double rel_tol = 1e-5;    ///< ‖out − ref‖ / ‖ref‖ a schedule must stay under (floats)
     uint64_t seed = 1;
-    /// After timing, profile every schedule that ran (codegen/profile.h: compiled again with
+    /// After timing, profile every schedule that ran (measure/profile.h: compiled again with
     /// Halide's sampling profiler, up to budget_ms of runs each) into BenchRow::profile.
     bool profile = false;
     Halide::Target target;    ///< set by the caller (host_target())

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/benchmark.h"
-#include "codegen/peer_process.h"
 #include "graph/graph.h"
+#include "measure/benchmark.h"
+#include "measure/peer_process.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "graph/atomic_file.h"
+#include "support/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

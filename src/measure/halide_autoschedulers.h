@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/machine_probe.h"
 #include "lower/lowered.h"
+#include "measure/machine_probe.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "codegen/machine_probe.h"
+#include "measure/machine_probe.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "graph/atomic_file.h"
-#include "graph/error.h"
+#include "support/atomic_file.h"
+#include "support/error.h"
 
 namespace loom {
 
@@ -260,7 +260,7 @@ void write_machine_file(const std::string &path, const MachineInfo &m) {
         if (p != std::string::npos) p++;
     }
     std::ostringstream f;
-    f << "# loom machine model (src/codegen/machine_probe.h); delete to re-probe\n"
+    f << "# loom machine model (src/measure/machine_probe.h); delete to re-probe\n"
       << "copy_gbps=" << m.copy_gbps << "\n"
       << "gflops=" << m.gflops << "\n"
       << "cores=" << m.cores << "\n"

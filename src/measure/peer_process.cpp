@@ -1,4 +1,4 @@
-#include "codegen/peer_process.h"
+#include "measure/peer_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,11 +1,11 @@
-#include "codegen/tuning.h"
+#include "measure/tuning.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "graph/error.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "codegen/benchmark.h"
+#include "measure/benchmark.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,11 +12,12 @@
 #include <unistd.h>
 
 #include "codegen/jit.h"
-#include "codegen/peer_worker.h"
-#include "graph/error.h"
 #include "graph/op_catalog.h"
+#include "measure/peer_worker.h"
+#include "ops/lower_graph.h"
 #include "reference/reference.h"
 #include "schedule/schedule_builtin.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "autoschedule/candidates.h"
-#include "codegen/benchmark.h"
+#include "measure/benchmark.h"
 
 namespace loom {
 

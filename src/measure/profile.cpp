@@ -1,4 +1,4 @@
-#include "codegen/profile.h"
+#include "measure/profile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
-#include "graph/error.h"
+#include "support/error.h"
 
 namespace loom {
 

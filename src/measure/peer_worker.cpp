@@ -1,4 +1,4 @@
-#include "codegen/peer_worker.h"
+#include "measure/peer_worker.h"
 
 #include <malloc.h>
 #include <sys/socket.h>
@@ -10,10 +10,10 @@
 #include <iomanip>
 #include <sstream>
 
-#include "codegen/halide_autoschedulers.h"
-#include "graph/error.h"
 #include "graph/npy.h"
+#include "measure/halide_autoschedulers.h"
 #include "reference/reference.h"
+#include "support/error.h"
 
 namespace loom {
 

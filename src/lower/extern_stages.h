@@ -1,0 +1,17 @@
+/// \file
+/// The C functions that extern stages call (LowerOptions::gemm_extern and conv_extern): their names
+/// and argument codes, shared by the op lowerings that define the stages (src/ops) and by the code
+/// generator that compiles the functions into a CUDA artifact (codegen/cublas_gemm.h,
+/// codegen/cudnn_conv.h, which document each function's arguments).
+#pragma once
+
+namespace loom {
+
+inline constexpr const char *kCublasSgemm = "loom_cublas_sgemm";
+inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
+inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
+inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
+/// loom_cublaslt_bias_act's activations.
+inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
+
+}  // namespace loom
