@@ -130,7 +130,7 @@ struct Scratch {
     Scratch() {
         dir = fs::temp_directory_path() / ("loom_test_bench_" + std::to_string(::getpid()));
         fs::create_directories(dir);
-        MachineInfo m;
+        MachineModel m;
         m.copy_gbps = 20;
         m.gflops = 100;
         m.cores = 2;
@@ -138,7 +138,7 @@ struct Scratch {
         m.llc_bytes = 32 << 20;
         m.cpu = "test cpu";
         m.simd = "avx2";
-        write_machine_file((dir / "machine.txt").string(), m);
+        write_machine_cache((dir / "machine.txt").string(), m);
     }
     ~Scratch() { fs::remove_all(dir); }
     std::string path(const std::string &name) const { return (dir / name).string(); }
@@ -459,8 +459,8 @@ TEST(BenchCost, FlopsAndBytesFromTheGraph) {
 
 TEST(MachineProbe, FileRoundTripsAndRooflineIsTheSlowerBound) {
     Scratch s;
-    MachineInfo m;
-    ASSERT_TRUE(read_machine_file(s.path("machine.txt"), m));
+    MachineModel m;
+    ASSERT_TRUE(read_machine_cache(s.path("machine.txt"), m));
     EXPECT_DOUBLE_EQ(m.copy_gbps, 20);
     EXPECT_DOUBLE_EQ(m.gflops, 100);
     EXPECT_EQ(m.cores, 2);
@@ -470,9 +470,24 @@ TEST(MachineProbe, FileRoundTripsAndRooflineIsTheSlowerBound) {
     EXPECT_DOUBLE_EQ(m.roofline_ms(2e9, 1e9), 100);
     EXPECT_DOUBLE_EQ(m.roofline_ms(1e6, 1e11), 1000);
     // A probe with the cache present reads it instead of measuring.
-    MachineInfo p = probe_machine(false, s.path("machine.txt"));
+    MachineModel p = probe_machine(false, s.path("machine.txt"));
     EXPECT_DOUBLE_EQ(p.copy_gbps, 20);
-    EXPECT_FALSE(read_machine_file(s.path("absent.txt"), m));
+    EXPECT_EQ(p.simd, "avx2");
+    // The cost model reads the same file with the same reader, keeping this host's thread count.
+    MachineModel d = detect_machine(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41"), s.path("machine.txt"));
+    EXPECT_TRUE(d.measured);
+    EXPECT_DOUBLE_EQ(d.copy_gbps, 20);
+    EXPECT_DOUBLE_EQ(d.gflops, 100);
+    EXPECT_EQ(d.l2_bytes, 2 << 20);
+    // Numbers that are not positive and finite are ignored, not read as a machine.
+    {
+        std::ofstream bad(s.path("bad.txt"));
+        bad << "copy_gbps=-3\ngflops=nan\ncores=0\n";
+    }
+    MachineModel b;
+    EXPECT_FALSE(read_machine_cache(s.path("bad.txt"), b));
+    EXPECT_EQ(b.cores, 1);
+    EXPECT_FALSE(read_machine_cache(s.path("absent.txt"), m));
 }
 
 // The copy probe (memcpy and vector loops with ordinary and streaming stores, the best of them)

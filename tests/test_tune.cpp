@@ -124,7 +124,7 @@ TEST(Tune, SkipsFailingCandidateAndKeepsFastestValid) {
     o.rounds = 2;
     o.bench.budget_ms = 10;
     o.bench.target = host_target();
-    MachineInfo machine;
+    MachineModel machine;
     machine.cores = 2;
     machine.copy_gbps = 20;
     machine.gflops = 100;

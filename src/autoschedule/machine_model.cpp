@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
+#include "support/atomic_file.h"
 #include "support/error.h"
 
 namespace loom {
@@ -98,6 +101,12 @@ double MachineModel::pointwise_flops_per_s() const {
 
 double MachineModel::bytes_per_s() const { return std::max(0.1, copy_gbps) * 1e9; }
 
+double MachineModel::roofline_ms(double bytes, double flops) const {
+    double t_mem = copy_gbps > 0 ? bytes / (copy_gbps * 1e9) : 0;
+    double t_flop = gflops > 0 ? flops / (gflops * 1e9) : 0;
+    return std::max(t_mem, t_flop) * 1e3;
+}
+
 std::string MachineModel::describe() const {
     std::ostringstream os;
     if (!preset.empty()) os << source << ": ";
@@ -114,7 +123,7 @@ std::string MachineModel::describe() const {
     return os.str();
 }
 
-std::string machine_model_cache_path() {
+std::string machine_cache_path() {
     if (const char *d = std::getenv("LOOM_CACHE_DIR"); d && *d) return std::string(d) + "/machine.txt";
     if (const char *d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/loom/machine.txt";
     if (const char *h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/loom/machine.txt";
@@ -130,16 +139,47 @@ bool read_machine_cache(const std::string &path, MachineModel &m) {
         auto eq = line.find('=');
         if (eq == std::string::npos || line[0] == '#') continue;
         std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+        if (k == "cpu") m.cpu = v;
+        if (k == "simd") m.simd = v;
         char *end = nullptr;
         double d = std::strtod(v.c_str(), &end);
-        if (end == v.c_str() || d <= 0) continue;
+        if (end == v.c_str() || !(d > 0) || d > 1e18) continue;
         if (k == "copy_gbps") m.copy_gbps = d, any = true;
         else if (k == "gflops") m.gflops = d, any = true;
+        else if (k == "cores") m.cores = std::max(1, (int)std::min(d, 1e6));
         else if (k == "l2_bytes") m.l2_bytes = (int64_t)d;
         else if (k == "l1_bytes") m.l1_bytes = (int64_t)d;
         else if (k == "llc_bytes") m.llc_bytes = (int64_t)d;
     }
     return any;
+}
+
+void write_machine_cache(const std::string &path, const MachineModel &m) {
+    std::ostringstream f;
+    f << "# loom machine model (autoschedule/machine_model.h, measured by measure/machine_probe.h); "
+         "delete to re-probe\n"
+      << "copy_gbps=" << m.copy_gbps << "\n"
+      << "gflops=" << m.gflops << "\n"
+      << "cores=" << m.cores << "\n"
+      << "l1_bytes=" << m.l1_bytes << "\n"
+      << "l2_bytes=" << m.l2_bytes << "\n"
+      << "llc_bytes=" << m.llc_bytes << "\n"
+      << "simd=" << m.simd << "\n"
+      << "cpu=" << m.cpu << "\n";
+    try {
+        std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (!parent.empty()) std::filesystem::create_directories(parent);
+        write_file_atomically(path, f.str());
+    } catch (const std::exception &) {
+        // Not written: the next run measures again.
+    }
+}
+
+void read_sysfs_caches(MachineModel &m) {
+    if (int64_t v = sysfs_cache(1, true)) m.l1_bytes = v;
+    if (int64_t v = sysfs_cache(2, true)) m.l2_bytes = v;
+    if (int64_t v = sysfs_cache(3, true)) m.llc_bytes = v;
+    else m.llc_bytes = m.l2_bytes * m.cores;
 }
 
 MachineModel reference_machine(const Halide::Target &target, int cores) {
@@ -160,12 +200,12 @@ MachineModel detect_machine(const Halide::Target &target, const std::string &cac
     m.cores = n > 0 ? (int)n : 1;
     if (const char *t = std::getenv("HL_NUM_THREADS"); t && std::atoi(t) > 0) m.cores = std::atoi(t);
     from_target(m, target);
-    if (int64_t v = sysfs_cache(1, true)) m.l1_bytes = v;
-    if (int64_t v = sysfs_cache(2, true)) m.l2_bytes = v;
-    if (int64_t v = sysfs_cache(3, true)) m.llc_bytes = v;
-    else m.llc_bytes = m.l2_bytes * m.cores;
-    std::string path = cache_file.empty() ? machine_model_cache_path() : cache_file;
+    read_sysfs_caches(m);
+    std::string path = cache_file.empty() ? machine_cache_path() : cache_file;
+    // The plan is for the threads Halide's pool will use here, not the cores the cache recorded.
+    int cores = m.cores;
     m.measured = read_machine_cache(path, m);
+    m.cores = cores;
     m.source = m.measured ? "sysfs + " + path : "sysfs + estimates";
     fill_estimates(m);
     return m;

@@ -2,7 +2,8 @@
 /// The machine the auto-scheduler plans for: cores, SIMD width and register count (from the Halide
 /// target), cache sizes (from sysfs), and optionally the measured copy bandwidth and FLOP rate that
 /// `loom bench` caches in `~/.cache/loom/machine.txt` (key=value lines: copy_gbps, gflops, cores,
-/// l2_bytes, llc_bytes …; measure/machine_probe.h writes it). Every field can be overridden
+/// l1_bytes, l2_bytes, llc_bytes, simd, cpu; measure/machine_probe.h measures it, and this file
+/// alone reads and writes it). Every field can be overridden
 /// (`--machine key=value` on the CLI), so a schedule can be planned for another machine.
 ///
 /// Named fixed machines (`machines::avx2_2core()` …, `--machine avx2_2core` on the CLI) pair a
@@ -34,6 +35,8 @@ struct MachineModel {
     bool measured = false;         ///< copy_gbps/gflops came from the cache file, not estimates
     std::string source;            ///< where the numbers came from, for the schedule header
     std::string preset;            ///< the fixed machine it started from ("" for this machine's model)
+    std::string cpu;               ///< the CPU's model name, when probed
+    std::string simd;              ///< "avx512", "avx2" or "sse", when probed
 
     /// SIMD lanes for elements of \p t (at least 1).
     int lanes(DType t) const;
@@ -43,6 +46,9 @@ struct MachineModel {
     double pointwise_flops_per_s() const;
     /// Memory bandwidth, bytes/s.
     double bytes_per_s() const;
+    /// Lower bound on the time (ms) of work moving \p bytes and doing \p flops at copy_gbps and
+    /// gflops (a rate of 0 bounds nothing).
+    double roofline_ms(double bytes, double flops) const;
     /// One line: "2 cores, 64-byte vectors (32 regs), L1 48 KiB, L2 2 MiB, LLC 504 MiB, copy 22.6 GB/s
     /// (measured), 150 GFLOP/s (estimated)"; a preset's starts with its name and overrides
     /// ("avx2_2core preset + cores=4: 4 cores, …").
@@ -52,7 +58,7 @@ struct MachineModel {
 /// The model of this machine for \p target: cores from the OS (HL_NUM_THREADS overrides), vector
 /// width and registers from the target's features, caches from
 /// /sys/devices/system/cpu/cpu0/cache, bandwidth/FLOP rate from \p cache_file when it exists
-/// (default: machine_model_cache_path()), else estimates from cores and vector width.
+/// (default: machine_cache_path()), else estimates from cores and vector width.
 MachineModel detect_machine(const Halide::Target &target, const std::string &cache_file = "");
 
 /// A fixed model (no sysfs, no cache file) derived from \p target and \p cores alone: what the
@@ -90,11 +96,18 @@ FixedMachine by_name(const std::string &name);
 
 /// `$LOOM_CACHE_DIR/machine.txt`, else `$XDG_CACHE_HOME/loom/machine.txt`, else
 /// `~/.cache/loom/machine.txt` (the file `loom bench` writes).
-std::string machine_model_cache_path();
+std::string machine_cache_path();
 
-/// Reads the key=value lines of a machine file into \p m (unknown keys ignored); false when the
-/// file cannot be read.
+/// Reads the key=value lines of a machine file into \p m (keys as write_machine_cache writes them;
+/// unknown keys and non-positive numbers ignored); true when it gave copy_gbps or gflops.
 bool read_machine_cache(const std::string &path, MachineModel &m);
+
+/// Writes \p m's measured fields as key=value lines (temporary file, then rename), creating the
+/// folder; a cache that cannot be written is no error (it is measured again next time).
+void write_machine_cache(const std::string &path, const MachineModel &m);
+
+/// Sets \p m's L1, L2 and last-level cache sizes from sysfs where it reports them.
+void read_sysfs_caches(MachineModel &m);
 
 /// Applies one `key=value` override (keys: cores, vector_bytes, vector_registers, l1_bytes,
 /// l2_bytes, llc_bytes, copy_gbps, gflops; sizes accept K/M/G suffixes). UserError naming the key

@@ -102,7 +102,7 @@ AutoScheduleResult tune(const AutoscheduleOptions &o, const Graph &g, const Lowe
     if ((size_t)o.tune > cands.size()) std::cerr << "; timing all of them";
     std::cerr << "\n";
     std::cerr << "loom autoschedule: probing the machine (cached in " << machine_cache_path() << ")\n";
-    MachineInfo machine = probe_machine(false);
+    MachineModel machine = probe_machine(false);
     TuneOptions to;
     to.count = o.tune;
     to.bench.budget_ms = o.tune_budget_ms;

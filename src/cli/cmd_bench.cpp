@@ -110,7 +110,7 @@ void bench(const BenchCliOptions &o) {
     Halide::Target target = host_target();
 
     std::cerr << "loom bench: probing the machine (cached in " << machine_cache_path() << ")\n";
-    MachineInfo machine = probe_machine(o.reprobe);
+    MachineModel machine = probe_machine(o.reprobe);
 
     bool any = o.eager || o.inline_ || o.auto_ || !o.halide.empty() || !o.schedules.empty();
     std::vector<BenchVariant> variants;

@@ -228,7 +228,7 @@ void compare_to_reference(const std::map<std::string, Tensor> &out, const std::m
     }
 }
 
-int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int requested) {
+int bench_input_sets(const WorkloadCost &cost, const MachineModel &machine, int requested) {
     if (requested > 0) return requested;
     // Enough input sets that together they hold 8x the last-level cache (at least 64 MiB), 2..8,
     // and never more than 2 GiB of inputs: a last-level cache whose replacement is not LRU keeps
@@ -305,7 +305,7 @@ int timed_runs(JitModel &m, const std::vector<std::map<std::string, Tensor>> &in
 }
 
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
-                          const BenchOptions &opts, const MachineInfo &machine) {
+                          const BenchOptions &opts, const MachineModel &machine) {
     auto say = [&](const std::string &s) {
         if (opts.progress) opts.progress(s);
     };

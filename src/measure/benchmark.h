@@ -110,7 +110,7 @@ struct BenchReport {
     std::string workload;  ///< short name (file stem)
     std::string target;    ///< Halide target string
     std::string date;      ///< ISO 8601, local time
-    MachineInfo machine;
+    MachineModel machine;
     WorkloadCost cost;
     int input_sets = 0;
     double reference_ms = 0;  ///< one reference-interpreter run (validation oracle)
@@ -121,11 +121,11 @@ struct BenchReport {
 /// validated in turns (8 rounds of budget_ms / 8 each, the compiled models kept side by side), so
 /// that a machine whose speed drifts moves every row alike. Rows stay in variant order.
 BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &variants,
-                          const BenchOptions &opts, const MachineInfo &machine);
+                          const BenchOptions &opts, const MachineModel &machine);
 
 /// The number of random input sets a run rotates among: \p requested when > 0, else enough that
 /// together they hold 8x the last-level cache (at least 64 MiB), 2..8, at most 2 GiB of inputs.
-int bench_input_sets(const WorkloadCost &cost, const MachineInfo &machine, int requested);
+int bench_input_sets(const WorkloadCost &cost, const MachineModel &machine, int requested);
 
 /// Worst relative (‖out − ref‖ / ‖ref‖) and absolute error of \p out against \p ref over every
 /// output into \p row; UserError when an output is missing, misshapen or has NaN/Inf where the

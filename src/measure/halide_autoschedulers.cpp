@@ -48,12 +48,12 @@ void load_halide_autoscheduler(const std::string &name) {
     loaded.insert(reg);
 }
 
-Halide::MachineParams halide_machine_params(const MachineInfo &m) {
+Halide::MachineParams halide_machine_params(const MachineModel &m) {
     return Halide::MachineParams(m.cores, (uint64_t)(m.l2_bytes > 0 ? m.l2_bytes : 1 << 20), 40);
 }
 
 std::string apply_halide_autoscheduler(LoweredPipeline &lowered, const std::string &name,
-                                       const Halide::Target &target, const MachineInfo &machine) {
+                                       const Halide::Target &target, const MachineModel &machine) {
     load_halide_autoscheduler(name);
     std::string reg = halide_autoscheduler_registered_name(name);
     Halide::Pipeline p = lowered.pipeline();

@@ -35,12 +35,12 @@ void load_halide_autoscheduler(const std::string &name);
 
 /// The Halide MachineParams for \p m: (cores, per-core L2 bytes, balance 40), as TARGETS.md's
 /// measurements of the three autoschedulers used.
-Halide::MachineParams halide_machine_params(const MachineInfo &m);
+Halide::MachineParams halide_machine_params(const MachineModel &m);
 
 /// Runs autoscheduler \p name on \p lowered's pipeline for \p target; the schedule is applied to
 /// the Funcs in place (so a JitModel built from \p lowered compiles it). Returns the schedule as
 /// Halide prints it (C++ source). UserError carrying Halide's message when the autoscheduler fails.
 std::string apply_halide_autoscheduler(LoweredPipeline &lowered, const std::string &name,
-                                       const Halide::Target &target, const MachineInfo &machine);
+                                       const Halide::Target &target, const MachineModel &machine);
 
 }  // namespace loom

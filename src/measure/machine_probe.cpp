@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,13 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <vector>
 
-#include "support/atomic_file.h"
 #include "support/error.h"
 
 namespace loom {
@@ -25,37 +21,6 @@ namespace {
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Sizes like "2048K" / "4M" from sysfs.
-int64_t parse_cache_size(const std::string &s) {
-    if (s.empty()) return 0;
-    int64_t v = std::atoll(s.c_str());
-    char unit = s.back();
-    if (unit == 'K') v <<= 10;
-    if (unit == 'M') v <<= 20;
-    return v;
-}
-
-std::string read_line(const std::string &path) {
-    std::ifstream f(path);
-    std::string s;
-    std::getline(f, s);
-    return s;
-}
-
-void probe_caches(MachineInfo &m) {
-    for (int i = 0; i < 8; i++) {
-        std::string d = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-        std::string level = read_line(d + "level"), type = read_line(d + "type");
-        if (level.empty()) break;
-        if (type == "Instruction") continue;
-        int64_t size = parse_cache_size(read_line(d + "size"));
-        if (level == "2") m.l2_bytes = size;
-        m.llc_bytes = std::max(m.llc_bytes, size);
-    }
-    if (m.l2_bytes == 0) m.l2_bytes = 1 << 20;
-    if (m.llc_bytes == 0) m.llc_bytes = m.l2_bytes;
 }
 
 std::string cpu_name() {
@@ -120,19 +85,6 @@ std::string simd_level() {
 }
 
 }  // namespace
-
-double MachineInfo::roofline_ms(double bytes, double flops) const {
-    double t_mem = copy_gbps > 0 ? bytes / (copy_gbps * 1e9) : 0;
-    double t_flop = gflops > 0 ? flops / (gflops * 1e9) : 0;
-    return std::max(t_mem, t_flop) * 1e3;
-}
-
-std::string machine_cache_path() {
-    if (const char *d = std::getenv("LOOM_CACHE_DIR"); d && *d) return std::string(d) + "/machine.txt";
-    if (const char *d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/loom/machine.txt";
-    const char *home = std::getenv("HOME");
-    return std::string(home && *home ? home : "/tmp") + "/.cache/loom/machine.txt";
-}
 
 namespace {
 
@@ -226,66 +178,23 @@ double probe_gflops(int threads) {
     return best;
 }
 
-bool read_machine_file(const std::string &path, MachineInfo &out) {
-    std::ifstream f(path);
-    if (!f) return false;
-    std::map<std::string, std::string> kv;
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        auto p = line.find('=');
-        if (p != std::string::npos) kv[line.substr(0, p)] = line.substr(p + 1);
-    }
-    if (!kv.count("copy_gbps") || !kv.count("gflops")) return false;
-    MachineInfo m;
-    m.copy_gbps = std::atof(kv["copy_gbps"].c_str());
-    m.gflops = std::atof(kv["gflops"].c_str());
-    m.cores = kv.count("cores") ? std::atoi(kv["cores"].c_str()) : (int)std::thread::hardware_concurrency();
-    m.l2_bytes = kv.count("l2_bytes") ? std::atoll(kv["l2_bytes"].c_str()) : 0;
-    m.llc_bytes = kv.count("llc_bytes") ? std::atoll(kv["llc_bytes"].c_str()) : 0;
-    m.cpu = kv["cpu"];
-    m.simd = kv["simd"];
-    if (m.copy_gbps <= 0 || m.gflops <= 0) return false;
-    if (m.l2_bytes == 0 || m.llc_bytes == 0) probe_caches(m);
-    out = m;
-    return true;
-}
-
-void write_machine_file(const std::string &path, const MachineInfo &m) {
-    // mkdir -p of the parent folder.
-    std::string dir = path.substr(0, path.find_last_of('/'));
-    for (size_t p = 1; p != std::string::npos && !dir.empty();) {
-        p = dir.find('/', p);
-        ::mkdir(dir.substr(0, p).c_str(), 0755);
-        if (p != std::string::npos) p++;
-    }
-    std::ostringstream f;
-    f << "# loom machine model (src/measure/machine_probe.h); delete to re-probe\n"
-      << "copy_gbps=" << m.copy_gbps << "\n"
-      << "gflops=" << m.gflops << "\n"
-      << "cores=" << m.cores << "\n"
-      << "l2_bytes=" << m.l2_bytes << "\n"
-      << "llc_bytes=" << m.llc_bytes << "\n"
-      << "simd=" << m.simd << "\n"
-      << "cpu=" << m.cpu << "\n";
-    // A cache that cannot be written is measured again next time; it is no error.
-    try {
-        write_file_atomically(path, f.str());
-    } catch (const UserError &) {
-    }
-}
-
-MachineInfo probe_machine(bool force, const std::string &path) {
-    MachineInfo m;
-    if (!force && read_machine_file(path, m)) return m;
+MachineModel probe_machine(bool force, const std::string &path) {
+    MachineModel m;
     m.cores = std::max(1u, std::thread::hardware_concurrency());
     if (const char *n = std::getenv("HL_NUM_THREADS"); n && std::atoi(n) > 0) m.cores = std::atoi(n);
-    probe_caches(m);
+    read_sysfs_caches(m);
+    m.source = path;
+    MachineModel cached = m;
+    if (!force && read_machine_cache(path, cached) && cached.copy_gbps > 0 && cached.gflops > 0) {
+        cached.measured = true;
+        return cached;
+    }
     m.cpu = cpu_name();
     m.simd = simd_level();
     m.copy_gbps = probe_copy_gbps(m.cores);
     m.gflops = probe_gflops(m.cores);
-    write_machine_file(path, m);
+    m.measured = true;
+    write_machine_cache(path, m);
     return m;
 }
 

@@ -196,7 +196,7 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
         opts.rel_tol = job.rel_tol;
         opts.seed = job.seed;
         opts.target = Halide::Target(job.target);
-        MachineInfo machine;
+        MachineModel machine;
         machine.cores = job.cores;
         machine.l2_bytes = job.l2_bytes;
         std::map<std::string, Tensor> ref = read_reference_outputs(job.reference_dir);

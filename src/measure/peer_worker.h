@@ -40,7 +40,7 @@ struct PeerJob {
     int warmup = 2;
     double rel_tol = 1e-5;
     std::string target;         ///< Halide target string
-    int cores = 1;              ///< MachineInfo fields the autoschedulers read
+    int cores = 1;              ///< machine fields the autoschedulers read
     int64_t l2_bytes = 0;
 };
 

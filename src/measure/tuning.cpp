@@ -25,7 +25,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 TuneResult tune_schedule(const Graph &g, const std::vector<ScheduleCandidate> &candidates,
-                         const TuneOptions &o, const MachineInfo &machine) {
+                         const TuneOptions &o, const MachineModel &machine) {
     internal_check(o.count >= 1 && o.rounds >= 1, "tune_schedule: count and rounds must be >= 1");
     TuneResult r;
     r.of = candidates.size();

@@ -50,7 +50,7 @@ struct TuneResult {
 /// \p machine and returns the fastest. InternalError when none validates (the model's choice
 /// always should).
 TuneResult tune_schedule(const Graph &g, const std::vector<ScheduleCandidate> &candidates,
-                         const TuneOptions &o, const MachineInfo &machine);
+                         const TuneOptions &o, const MachineModel &machine);
 
 /// The header comment lines tune_schedule adds: a summary line, then one table row per candidate.
 std::vector<std::string> tuning_table(const TuneResult &r, const TuneOptions &o);
