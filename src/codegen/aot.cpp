@@ -259,15 +259,15 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         fs::path runtime_obj = tmp / (name + "_halide_runtime.o");
         // A large model is cut as the JIT cuts a CPU one (jit_segments.h): its pipelines compile in
         // parallel, and a generated chain is the function the glue calls (aot_segments.h). CUDA
-        // models too (MobileNetV2: 23.4 s as one pipeline); the chain keeps their buffers on the device.
+        // models too (bench/DECISIONS.md#d51-jit-segments); the chain keeps their buffers on the device.
         SegmentedPipeline segs = segment_pipeline(lowered, target, 0, SegmentRunner::Artifact);
         const bool cut = segs.segments.size() > 1;
         a.pipelines = (int)std::max<size_t>(1, segs.segments.size());
         std::string cxx = options.cxx;
         if (const char *e = std::getenv("LOOM_CXX")) cxx = e;
 
-        // The C++ beside Halide's objects compiles while Halide does (ResNet-18 for CUDA: four
-        // compiles of 0.3-0.6 s each, one after another, were a third of `loom compile`).
+        // The C++ beside Halide's objects compiles while Halide does: one after another, those
+        // compiles were a third of a CUDA `loom compile` (bench/DECISIONS.md#d51-jit-segments).
         ToolBuild tools = tool_sources(lowered, segs, target, name, fn, tmp, cxx);
         auto tools_done = std::async(std::launch::async, [&] { tools.run(tmp); });
 

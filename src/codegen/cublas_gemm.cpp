@@ -98,7 +98,8 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
                 (int64_t)a->dim[2].stride == (int64_t)ni * lda && (int64_t)y->dim[2].stride == (int64_t)ni * ldy;
     if (rank == 2 || nb == 1 || fold) {
         // One GEMM: cuBLASLt, its candidates picked by GPU time (lt_matmul), as the epilogue and
-        // 1x1-conv stages do; cublasSgemm's heuristic alone can be far off (run 101).
+        // 1x1-conv stages do; cublasSgemm's heuristic alone can be far off
+        // (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm).
         if (int r = lt_matmul(fold ? ni * nb : ni, nj, K, ta, tb, alpha, tf32, 0, nullptr, pa, lda, pb, ldb, py, ldy))
             return r;
         y->set_device_dirty(true);
@@ -126,9 +127,8 @@ const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes
 
 // Every (algorithm, tile, stages) configuration of \p compute that cuBLASLt accepts for \p op on
 // these layouts (its epilogue included) within the workspace, up to kLtEnumerated, no split-K. The
-// heuristic's eight miss faster ones: on an H200 (bench/gpu/RESULTS_GPU.md run 118) the RELU_BIAS
-// GEMM 8192x1024 -> 4096 took 1.387 ms with the heuristic's best and 1.332 with algorithm 55's
-// 256x128 tile, which the heuristic offers only for algorithm 20.
+// heuristic's eight miss faster ones, such as a tile it offers only for another algorithm
+// (bench/DECISIONS.md#d46-cuda-gemm-cublaslt).
 std::vector<cublasLtMatmulAlgo_t> lt_enumerate(cublasComputeType_t compute, cublasLtMatmulDesc_t op,
                                                cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                cublasLtMatrixLayout_t y) {
@@ -242,7 +242,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
         for (int i = 0; i < found; i++)
             if (h[i].state == CUBLAS_STATUS_SUCCESS) heuristic.push_back(h[i].algo);
         time_all(heuristic);
-        // Timing a candidate costs ~6 ms of host time (gpu_time_ms's holds): only a GEMM long
+        // Timing a candidate costs milliseconds of host time (gpu_time_ms's holds): only a GEMM long
         // enough for a few percent to matter is worth the enumeration's dozens more.
         if (best / kGpuTimeCalls >= kLtEnumerateMinMs)  // gpu_time_ms: the total of its calls
             time_all(lt_enumerate(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, p.op, p.a, p.b, p.y));
@@ -317,8 +317,8 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
     int P = H * W, ldx = x->dim[2].stride, ldw = w->dim[1].stride, ldy = y->dim[2].stride;
     if (nb == 1) {
         // One image: row-major y [Co, P] = w [Co, C] · x [C, P] through cuBLASLt, its algorithm picked
-        // by GPU time (cublasSgemm's heuristic gave 11 of MobileNetV2's 1x1 GEMMs a split-K reduce
-        // kernel; the network on an H200, paired: 0.373 -> 0.362 ms, run 101).
+        // by GPU time (cublasSgemm's heuristic gave 1x1 GEMMs a split-K reduce kernel:
+        // bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm).
         if (int r = lt_matmul(Co, P, C, 0, 0, 1.0f, tf32, 0, nullptr, pw, ldw, px, ldx, py, ldy)) return r;
         y->set_device_dirty(true);
         return 0;

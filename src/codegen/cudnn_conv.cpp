@@ -27,9 +27,9 @@ struct Plan {
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     cudnnMathType_t math = CUDNN_FMA_MATH;
     size_t workspace = 0;
-    // The call replayed as a CUDA graph (see replay()): cuDNN's own host path costs 80-140 us a
-    // call, as much as the GPU's 0.14 ms for conv_bn_relu on an H200, so a caller whose host is a
-    // little slower (a Python loop) starved the GPU: 0.256 ms a call timed inside PyTorch's process.
+    // The call replayed as a CUDA graph (see replay()): cuDNN's own host path costs about as much
+    // as a small conv's GPU time, so a caller whose host is a little slower (a Python loop) starved
+    // the GPU (bench/DECISIONS.md#d47-cuda-conv-cudnn).
     cudaGraphExec_t exec = nullptr;
     const void *ptrs[5] = {};  // x, w, bias, y, workspace of the captured call (and of the last call)
     int same = 0;              // consecutive calls with the last call's pointers
@@ -200,7 +200,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
                                                  &found, perf);
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
         // Find times plain convolutions; the fused bias+ReLU call can rank them differently
-        // (ResNet-18 at batch 1: Find's first choice ran 60 us a conv where PyTorch's ran 45-56).
+        // (bench/DECISIONS.md#d47-cuda-conv-cudnn).
         // Time the call this stage makes for Find's best few candidates and keep the fastest.
         const void *cx = (const void *)(uintptr_t)x->device, *cw = (const void *)(uintptr_t)w->device;
         const void *cb = mode ? (const void *)(uintptr_t)bias->device : nullptr;

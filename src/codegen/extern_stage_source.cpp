@@ -65,11 +65,10 @@ const int kGpuTimeCalls = 5;
 // The GPU time in ms of five library calls, each enqueued on the legacy default stream by
 // \p enqueue() (true when it was), fastest of three rounds; -1 when a call fails. The calls queue
 // up behind hold_stream, so the events time the GPU's work back to back: cuDNN's host path costs
-// 80-140 us a call, more than a batch-1 conv runs on the GPU, and timing direct calls measured the
-// host (ResNet-18 on an H200: 12 of 20 convs chose the legacy implicit-GEMM kernel, 1.43 ms of
-// convs a call against 0.75 timed on the GPU). Plain calls, no graph: a replayed CUDA graph of one
-// cuBLASLt candidate never finished (run 97). A round whose calls took longer to enqueue than the
-// hold lasted is timed again with a longer hold.
+// more a call than a batch-1 conv runs on the GPU, so timing direct calls measured the host
+// (bench/DECISIONS.md#d47-cuda-conv-cudnn). Plain calls, no graph: a replayed CUDA graph of one
+// cuBLASLt candidate never finished (#d46-cuda-gemm-cublaslt). A round whose calls took longer
+// to enqueue than the hold lasted is timed again with a longer hold.
 template <typename Enqueue>
 float gpu_time_ms(Enqueue enqueue) {
     const int calls = kGpuTimeCalls, rounds = 3;
