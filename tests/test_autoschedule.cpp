@@ -59,6 +59,25 @@ FixedMachine with(FixedMachine fm, std::initializer_list<const char *> overrides
 /// The two x86 levels at 2 cores: assertions that hold for both run on both.
 std::vector<FixedMachine> both_levels() { return {machines::avx2_2core(), machines::avx512_2core()}; }
 
+/// Every kernel's tiling, one line each, for failure messages.
+std::string tilings(const AutoScheduleResult &r) {
+    std::string s;
+    for (const auto &[root, t] : r.tiling)
+        s += str_cat(root, ": ", t.path, " lanes ", t.vector_lanes, " wrapper ", t.wrapper, " conv ", t.tile_w, "x",
+                     t.tile_rows, "x", t.tile_channels, " gemm ", t.tile_m, "x", t.tile_n, " kc ", t.k_chunk,
+                     " nc ", t.column_panel, " chunk ", t.partial_chunk, " vec ", t.partials_vectorized,
+                     " serial ", t.serial, "\n");
+    return s;
+}
+
+/// The number of conv kernels tiled WT x HT x CB on the channel-tile path.
+int channel_tiles(const AutoScheduleResult &r, int w, int rows, int channels) {
+    int n = 0;
+    for (const auto &[root, t] : r.tiling)
+        n += t.path == "conv.channel_tile" && t.tile_w == w && t.tile_rows == rows && t.tile_channels == channels;
+    return n;
+}
+
 /// Float lanes of one native vector of \p fm.
 int lanes(const FixedMachine &fm) { return fm.model.vector_bytes / 4; }
 
@@ -189,9 +208,14 @@ TEST(Autoschedule, OneRowGemmUnderAnEpilogueKeepsKWhole) {
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
-        std::string text = text_on(lp, fm);
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
         EXPECT_NE(text.find("compute_at(relu"), std::string::npos) << fm.name << "\n" << text;
-        EXPECT_NE(text.find("k in chunks of 1024"), std::string::npos) << fm.name << "\n" << text;
+        ASSERT_EQ(r.tiling.size(), 1u) << tilings(r);  // one kernel: the GEMM in its epilogue's tiles
+        KernelTiling t = r.tiling.begin()->second;
+        EXPECT_EQ(t.path, "gemm.cache_blocked") << fm.name << "\n" << tilings(r);
+        EXPECT_EQ(t.path.rfind("gemm.", 0), 0u) << fm.name << "\n" << tilings(r);
+        EXPECT_EQ(t.k_chunk, 0) << fm.name << "\n" << tilings(r);  // k whole
         EXPECT_EQ(text.find("split(k, ko, ki"), std::string::npos) << fm.name << "\n" << text;
     }
     check_auto(b.g, "one-row gemm + relu");
@@ -227,11 +251,16 @@ TEST(Autoschedule, ShortKGemmIsComputedPerTileOfAWrapper) {
         // The micro-kernels: on AVX-512 (32 registers) 4 rows x 4 vectors for a dense B, 8 rows x 2
         // vectors for a gathered one; on AVX2 (16 registers) 6 rows x 2 vectors for both.
         const bool avx512 = fm.name == "avx512_2core";
-        const char *dense = avx512 ? "4x64 (16" : "6x16 (12", *gathered = avx512 ? "8x32 (16" : "6x16 (12";
-        for (const std::string &tile : {str_cat("micro-kernel ", dense, " vector accumulators), qk computed per tile"),
-                                        str_cat("micro-kernel ", gathered, " vector accumulators), qk_t computed per tile"),
-                                        str_cat("micro-kernel ", dense, " vector accumulators), av computed per tile")})
-            EXPECT_NE(text.find(tile), std::string::npos) << tile;
+        SCOPED_TRACE(tilings(r));
+        const int dense_m = avx512 ? 4 : 6, dense_n = avx512 ? 64 : 16, gathered_m = avx512 ? 8 : 6,
+                  gathered_n = avx512 ? 32 : 16;
+        for (const char *f : {"qk", "qk_t", "av"}) {
+            KernelTiling t = r.tiling_of(f);
+            EXPECT_EQ(t.path.rfind("gemm.", 0), 0u) << f;
+            EXPECT_EQ(t.tile_m, std::string(f) == "qk_t" ? gathered_m : dense_m) << f;
+            EXPECT_EQ(t.tile_n, std::string(f) == "qk_t" ? gathered_n : dense_n) << f;
+            EXPECT_EQ(t.vector_lanes, avx512 ? 16 : 8) << f;
+        }
     }
     check_auto(b.g, "short-k gemm");
 }
@@ -745,13 +774,18 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
     for (const FixedMachine &fm : both_levels()) {
         std::string text = text_on(lp, fm);
         SCOPED_TRACE(fm.name + "\n" + text);
+        AutoScheduleResult r = plan_on(lp, fm);
+        SCOPED_TRACE(tilings(r));
         if (fm.name == "avx512_2core") {  // one vector per channel block
-            EXPECT_NE(text.find("conv channel tile 7 (w) x 2 (rows) x 16 (channels)"), std::string::npos);
-            EXPECT_NE(text.find("conv channel tile 6 (w) x 2 (rows) x 16 (channels)"), std::string::npos);
+            EXPECT_GE(channel_tiles(r, 7, 2, 16), 1);
+            EXPECT_GE(channel_tiles(r, 6, 2, 16), 1);
         } else {  // two vectors per channel block, unrolled, fewer pixels per tile
-            EXPECT_NE(text.find("conv channel tile 3 (w) x 2 (rows) x 16 (channels): 12 vector accumulators"),
-                      std::string::npos);
+            EXPECT_GE(channel_tiles(r, 3, 2, 16), 1);
         }
+        ASSERT_NE(r.plan.decision("short"), nullptr);
+        EXPECT_EQ(r.tiling_of(r.plan.decision("short")->kernel).path, "conv.row_blocks");  // 27 terms: row tiles
+        EXPECT_EQ(r.tiling_of("head").path.rfind("conv.", 0), 0u);
+        EXPECT_FALSE(r.tiling_of("head").wrapper);
         EXPECT_NE(text.find(".reorder_storage(c, w, h, n)"), std::string::npos);
         EXPECT_NE(text.find("the channel blocks inside"), std::string::npos);
         EXPECT_NE(text.find("parallel over (n, channel block), its row blocks inside"), std::string::npos);  // 256->128
@@ -787,10 +821,16 @@ TEST(Autoschedule, OutputConvTilesChannelsThroughItsWrapper) {
         SCOPED_TRACE(fm.name + "\n" + text);
         EXPECT_TRUE(has_call(s, "head", -1, {"in", {}, "head_out"}));
         EXPECT_TRUE(has_call(s, "head", -1, {"compute_at", {"head_out", "wo"}}));
-        const char *tile = fm.name == "avx512_2core"
-                               ? "conv channel tile 7 (w) x 1 (rows) x 32 (channels): 14 vector accumulators"
-                               : "conv channel tile 3 (w) x 2 (rows) x 16 (channels): 12 vector accumulators";
-        EXPECT_NE(text.find(tile), std::string::npos);
+        AutoScheduleResult r = plan_on(lp, fm);
+        KernelTiling t = r.tiling_of("head");
+        SCOPED_TRACE(tilings(r));
+        EXPECT_EQ(t.path, "conv.channel_tile");
+        EXPECT_TRUE(t.wrapper);
+        const bool avx512 = fm.name == "avx512_2core";
+        EXPECT_EQ(t.tile_w, avx512 ? 7 : 3);
+        EXPECT_EQ(t.tile_rows, avx512 ? 1 : 2);
+        EXPECT_EQ(t.tile_channels, avx512 ? 32 : 16);
+        EXPECT_EQ(t.vector_lanes, avx512 ? 16 : 8);
     }
     check_auto(b.g, "output conv");
 }

@@ -48,9 +48,17 @@ AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halid
     s.target = target.to_string();
     s.header_comments.push_back("auto-scheduled by loom's cost model for " + m.describe());
     s.header_comments.push_back(str_cat(r.plan.kernels.size(), " kernels for ", p.funcs.size(), " Funcs"));
-    for (const Kernel &k : r.plan.kernels)
-        autosched::emit_kernel(p, info, r.plan, k, target, m, knobs, s.statements, func_names);
+    for (const Kernel &k : r.plan.kernels) {
+        KernelTiling t;
+        autosched::emit_kernel(p, info, r.plan, k, target, m, knobs, s.statements, func_names, t);
+        if (!t.path.empty()) r.tiling[k.root] = t;
+    }
     return r;
+}
+
+KernelTiling AutoScheduleResult::tiling_of(const std::string &root) const {
+    auto it = tiling.find(root);
+    return it == tiling.end() ? KernelTiling{} : it->second;
 }
 
 Schedule auto_schedule(const LoweredPipeline &p, const Halide::Target &target, const MachineModel &m) {

@@ -83,6 +83,6 @@ std::string fresh(std::vector<std::string> &used, const std::string &base);
 void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                  const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
                  const MachineModel &m, const ScheduleKnobs &knobs, std::vector<ScheduleStatement> &out,
-                 std::vector<std::string> &func_names);
+                 std::vector<std::string> &func_names, KernelTiling &tiling);
 
 }  // namespace loom::autosched

@@ -547,8 +547,18 @@ void Ctx::reduction() {
     const size_t root_at = out.size() - 1;
     comment_kernel(st);
     st.add("compute_root");
-    if (fi(F).points >= m.cores * 4) reduction_per_output(root_at);
-    else emit_split_reduction(root_at, choose_split_reduction());
+    if (fi(F).points >= m.cores * 4) {
+        tiling.path = "reduction.per_output";
+        reduction_per_output(root_at);
+    } else {
+        SplitReductionPlan sp = choose_split_reduction();
+        tiling.path = "reduction.split";
+        tiling.serial = sp.serial;
+        tiling.partial_chunk = sp.over_outer_rvar ? 0 : sp.chunk;
+        tiling.partials_vectorized = sp.vec;
+        tiling.vector_lanes = sp.vec ? lanes(F) : 0;
+        emit_split_reduction(root_at, sp);
+    }
     inline_members();
 }
 
@@ -811,8 +821,8 @@ void Ctx::generic() {
 void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                  const FusionPlan &plan, const Kernel &k, const Halide::Target &target,
                  const MachineModel &m, const ScheduleKnobs &knobs, std::vector<ScheduleStatement> &out,
-                 std::vector<std::string> &func_names) {
-    Ctx c{p, info, plan, k, target, m, knobs, out, func_names};
+                 std::vector<std::string> &func_names, KernelTiling &tiling) {
+    Ctx c{p, info, plan, k, target, m, knobs, out, func_names, tiling};
     if (k.funcs.size() == 1 && !conv_of_pad(p, info, plan, m, k.root).empty()) return;  // conv() places it
     const size_t first = out.size();
     switch (k.kind) {

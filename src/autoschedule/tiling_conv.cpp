@@ -238,7 +238,32 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
 // block of vector accumulators; the reduction (input channel, taps) runs outside it, so every
 // step loads WT/V input vectors and broadcasts CB weights into CB*WT/V FMAs. Work over
 // (n, channel block, rows) is parallel (bench/DECISIONS.md#d32-conv-under-epilogue).
-void Ctx::conv() { emit_conv(choose_conv()); }
+static const char *conv_path_name(ConvPlan::Path path) {
+    switch (path) {
+    case ConvPlan::Path::Generic: return "conv.generic";
+    case ConvPlan::Path::ChannelTile: return "conv.channel_tile";
+    case ConvPlan::Path::DepthwiseOutput: return "conv.depthwise_output";
+    case ConvPlan::Path::DepthwiseBlocks: return "conv.depthwise_blocks";
+    case ConvPlan::Path::RowBlocks: return "conv.row_blocks";
+    case ConvPlan::Path::EpilogueTiles: return "conv.epilogue_tiles";
+    case ConvPlan::Path::RootTiles: return "conv.root_tiles";
+    }
+    return "conv.generic";
+}
+
+void Ctx::conv() {
+    ConvPlan c = choose_conv();
+    tiling.path = conv_path_name(c.path);
+    if (c.path != ConvPlan::Path::Generic) {
+        // A channel tile's vectors run over output channels, V lanes each.
+        tiling.vector_lanes = c.path == ConvPlan::Path::ChannelTile ? c.V : c.vl;
+        tiling.wrapper = c.wrap;
+        tiling.tile_w = c.WT;
+        tiling.tile_rows = c.HT;
+        tiling.tile_channels = c.CB;
+    }
+    emit_conv(c);
+}
 
 ConvPlan Ctx::choose_conv() {
     ConvPlan c;

@@ -53,7 +53,30 @@ void Ctx::block_members(const std::string &owner, const std::string &par) {
     }
 }
 
-void Ctx::gemm() { emit_gemm(choose_gemm()); }
+static const char *gemm_path_name(GemmPlan::Path path) {
+    switch (path) {
+    case GemmPlan::Path::Generic: return "gemm.generic";
+    case GemmPlan::Path::WrapperTiles: return "gemm.wrapper_tiles";
+    case GemmPlan::Path::CacheBlocked: return "gemm.cache_blocked";
+    case GemmPlan::Path::RootTiles: return "gemm.root_tiles";
+    case GemmPlan::Path::RootRagged: return "gemm.root_ragged";
+    }
+    return "gemm.generic";
+}
+
+void Ctx::gemm() {
+    GemmPlan g = choose_gemm();
+    tiling.path = gemm_path_name(g.path);
+    if (g.path != GemmPlan::Path::Generic) {
+        tiling.vector_lanes = g.V;
+        tiling.wrapper = g.wrap;
+        tiling.tile_m = g.gt.MR;
+        tiling.tile_n = g.gt.NR;
+        tiling.k_chunk = g.ksplit ? g.gt.KC : 0;
+        tiling.column_panel = g.block ? g.gt.NC : 0;
+    }
+    emit_gemm(g);
+}
 
 GemmPlan Ctx::choose_gemm() {
     GemmPlan g;

@@ -108,6 +108,7 @@ struct Ctx {
     const ScheduleKnobs &knobs;                    ///< tuning overrides (0: the model's choice)
     std::vector<ScheduleStatement> &out;           ///< the schedule, appended to
     std::vector<std::string> &func_names;          ///< names taken, for fresh() Func names
+    KernelTiling &tiling;                          ///< the chosen tiling, recorded as data
 
     /// Facts about Func \p n.
     const FuncInfo &fi(const std::string &n) const { return info.at(n); }
