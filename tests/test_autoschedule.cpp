@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "autoschedule/autoschedule.h"
@@ -66,7 +67,8 @@ std::string tilings(const AutoScheduleResult &r) {
         s += str_cat(root, ": ", t.path, " lanes ", t.vector_lanes, " wrapper ", t.wrapper, " conv ", t.tile_w, "x",
                      t.tile_rows, "x", t.tile_channels, " gemm ", t.tile_m, "x", t.tile_n, " kc ", t.k_chunk,
                      " nc ", t.column_panel, " chunk ", t.partial_chunk, " vec ", t.partials_vectorized,
-                     " serial ", t.serial, "\n");
+                     " split_serial ", t.split_serial, " serial_kernel ", t.serial_kernel,
+                     " round_up ", t.round_up, " tasks ", t.tasks, "\n");
     return s;
 }
 
@@ -330,7 +332,7 @@ TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndIsParallelOverColumns) {
         SCOPED_TRACE(fm.name + "\n" + text);
         ASSERT_EQ(r.plan.kernels.size(), 1u);
         EXPECT_GE(r.plan.kernels[0].bytes_read, 1000.0 * 512 * 4);
-        EXPECT_EQ(text.find("# serial: about"), std::string::npos);
+        EXPECT_FALSE(r.tiling_of(r.plan.kernels[0].root).serial_kernel) << tilings(r);
         // (AVX2: 1000 = 125 x 8, whole vectors, the same loop order.)
         EXPECT_NE(text.find(".reorder(ji, ii, k, io, jo)"), std::string::npos);
         EXPECT_NE(text.find(".parallel(jo)"), std::string::npos);
@@ -404,16 +406,19 @@ TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     LoweredPipeline lp = lower_graph(b.g);
     const std::string conv = lp.output_funcs.at(0);
     for (const FixedMachine &fm : both_levels()) {
-        Schedule s = plan_on(lp, fm).schedule;
+        AutoScheduleResult r = plan_on(lp, fm);
+        const Schedule &s = r.schedule;
         std::string text = print_schedule(s);
-        SCOPED_TRACE(fm.name + "\n" + text);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
         EXPECT_NE(text.find("padded input computed per channel block"), std::string::npos);
         EXPECT_EQ(text.find("_pad.compute_root()"), std::string::npos);
         // Computed per row of its wrapper, realized in the output's place (no pass of initial values).
         EXPECT_TRUE(has_call(s, conv, -1, {"in", {}, conv + "_out"}));
         EXPECT_TRUE(has_call(s, conv, -1, {"compute_at", {conv + "_out", "h"}}));
         // Its 20-wide rows are tiles of 16 rounded up (a row buffer of its own; the pad clamps reads).
-        EXPECT_NE(text.find("20-wide rows rounded up to whole tiles of 16"), std::string::npos);
+        EXPECT_EQ(r.tiling_of(conv).path, "conv.depthwise_output");
+        EXPECT_TRUE(r.tiling_of(conv).round_up);
+        EXPECT_EQ(r.tiling_of(conv).tile_w, 16);
         EXPECT_NE(text.find(".split(w, wo, wi, 16, TailStrategy::RoundUp)"), std::string::npos);
     }
     check_auto(b.g, "depthwise output conv");
@@ -647,9 +652,11 @@ TEST(Autoschedule, TinyKernelsRunSerially) {
         prepare_graph(b.g);
         LoweredPipeline lp = lower_graph(b.g);
         for (const FixedMachine &fm : both_levels()) {
-            std::string text = text_on(lp, fm);
+            AutoScheduleResult r = plan_on(lp, fm);
+            std::string text = print_schedule(r.schedule);
             EXPECT_EQ(text.find(".parallel(") == std::string::npos, rows == 8) << fm.name << "\n" << text;
-            EXPECT_EQ(text.find("# serial: about") != std::string::npos, rows == 8) << fm.name << "\n" << text;
+            ASSERT_FALSE(r.tiling.empty());
+            for (const auto &[root, t] : r.tiling) EXPECT_EQ(t.serial_kernel, rows == 8) << fm.name << " " << root;
         }
         if (rows == 8) check_auto(b.g, "a tiny row kernel");
     }
@@ -789,9 +796,11 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_EQ(r.tiling_of("head").path.rfind("conv.", 0), 0u);
         EXPECT_FALSE(r.tiling_of("head").wrapper);
         EXPECT_NE(text.find(".reorder_storage(c, w, h, n)"), std::string::npos);
-        EXPECT_NE(text.find("the channel blocks inside"), std::string::npos);
-        EXPECT_NE(text.find("parallel over (n, channel block), its row blocks inside"), std::string::npos);  // 256->128
-        EXPECT_NE(text.find("parallel over (n, channel block, row block)"), std::string::npos);  // 1024->32
+        std::set<std::string> tasks;
+        for (const auto &[root, t] : r.tiling) tasks.insert(t.tasks);
+        EXPECT_TRUE(tasks.count("rows"));                    // the channel blocks inside
+        EXPECT_TRUE(tasks.count("channel_blocks"));          // 256->128: its row blocks inside
+        EXPECT_TRUE(tasks.count("channel_and_row_blocks"));  // 1024->32
         EXPECT_NE(text.find("padded input computed per task"), std::string::npos);
         EXPECT_NE(text.find("# conv tile "), std::string::npos);  // the 3-channel conv
         EXPECT_NE(text.find(".in() as stem_out"), std::string::npos);  // read by two kernels

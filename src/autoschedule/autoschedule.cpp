@@ -51,7 +51,8 @@ AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halid
     for (const Kernel &k : r.plan.kernels) {
         KernelTiling t;
         autosched::emit_kernel(p, info, r.plan, k, target, m, knobs, s.statements, func_names, t);
-        if (!t.path.empty()) r.tiling[k.root] = t;
+        if (t.path.empty()) t.path = kernel_kind_name(k.kind);
+        r.tiling[k.root] = t;
     }
     return r;
 }

@@ -113,23 +113,30 @@ FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m, const Sc
 /// The tiling a kernel's emitter chose, as data (the schedule's comments say the same in words);
 /// fields that do not apply to the kernel's path stay 0.
 struct KernelTiling {
-    std::string path;         ///< "gemm.<path>", "conv.<path>", "reduction.split", "reduction.per_output" or ""
+    /// "gemm.<path>", "conv.<path>", "reduction.split", "reduction.per_output", or the kernel kind's
+    /// name (kernel_kind_name) for kernels with no tiled path.
+    std::string path;
+    bool serial_kernel = false;  ///< runs on one core: less work than waking the thread pool costs
     int vector_lanes = 0;     ///< lanes of the tile's vectors (0: not vectorised)
     bool wrapper = false;     ///< computed per tile of a fresh wrapper `<root>_out`
     int tile_w = 0, tile_rows = 0, tile_channels = 0;  ///< conv: output tile, width x rows x channels
+    bool round_up = false;    ///< conv: a tile past the row's end computed into the allocation
+    /// conv channel tile: the parallel tasks: "rows" (channel blocks inside), "channel_blocks" (row
+    /// blocks inside) or "channel_and_row_blocks".
+    std::string tasks;
     int tile_m = 0, tile_n = 0;  ///< gemm: micro-kernel rows x columns
     int64_t k_chunk = 0;      ///< gemm: k in chunks of this many (0: whole k)
     int64_t column_panel = 0; ///< gemm: columns per panel (0: one panel)
     int64_t partial_chunk = 0;  ///< split reduction: terms per partial result (0: not split that way)
     bool partials_vectorized = false;  ///< split reduction: partial results in vector lanes
-    bool serial = false;      ///< split reduction: left serial
+    bool split_serial = false;  ///< split reduction: left serial (no even split)
 };
 
 /// A schedule and the plan it realises.
 struct AutoScheduleResult {
     Schedule schedule;
     FusionPlan plan;
-    std::map<std::string, KernelTiling> tiling;  ///< by kernel root (CPU kernels with a tiled path)
+    std::map<std::string, KernelTiling> tiling;  ///< by kernel root, one per CPU kernel
     /// The tiling of the kernel rooted at \p root; a default KernelTiling when it has none.
     KernelTiling tiling_of(const std::string &root) const;
 };

@@ -553,7 +553,7 @@ void Ctx::reduction() {
     } else {
         SplitReductionPlan sp = choose_split_reduction();
         tiling.path = "reduction.split";
-        tiling.serial = sp.serial;
+        tiling.split_serial = sp.serial;
         tiling.partial_chunk = sp.over_outer_rvar ? 0 : sp.chunk;
         tiling.partials_vectorized = sp.vec;
         tiling.vector_lanes = sp.vec ? lanes(F) : 0;
@@ -861,6 +861,7 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
         }
         q++;
     }
+    tiling.serial_kernel = true;
     char buf[160];
     std::snprintf(buf, sizeof buf, "serial: about %.1f us of work on one core, less than %.0f us is not worth waking the "
                   "thread pool", serial_us, min_us);

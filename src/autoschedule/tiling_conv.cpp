@@ -261,6 +261,9 @@ void Ctx::conv() {
         tiling.tile_w = c.WT;
         tiling.tile_rows = c.HT;
         tiling.tile_channels = c.CB;
+        tiling.round_up = c.round_up;
+        if (c.path == ConvPlan::Path::ChannelTile)
+            tiling.tasks = c.rows_outer ? "rows" : c.block_tasks ? "channel_blocks" : "channel_and_row_blocks";
     }
     emit_conv(c);
 }
