@@ -30,10 +30,26 @@ using Clock = std::chrono::steady_clock;
 // How often the parent samples the child's memory while it waits.
 constexpr int kPollMs = 50;
 
+// AddressSanitizer reserves terabytes of address space for its shadow memory when a process
+// starts, so under it an address-space limit would stop every worker before it ran; the RssAnon
+// poll still holds such a worker to its cap.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // The RLIMIT_AS backstop: the cap twice over plus room for what a process maps without using
 // (libHalide and LLVM's code, thread stacks, malloc's per-thread arenas), which RssAnon leaves out.
 uint64_t address_space_limit(uint64_t cap) {
     const uint64_t room = 8ull << 30;
+    if (kAddressSanitizer) return RLIM_INFINITY;
     return cap > (UINT64_MAX - room) / 2 ? RLIM_INFINITY : 2 * cap + room;
 }
 
