@@ -244,6 +244,7 @@ int main(int argc, char **argv) {
     auto run_host = sym<int (*)(void *, const void *const *, void *const *)>(lib, n + "_run_host");
     auto run_device = sym<int (*)(void *, const void *const *, void *const *)>(lib, n + "_run_device");
     auto last_error = sym<const char *(*)()>(lib, n + "_last_error");
+    auto destroy = sym<void (*)(void *)>(lib, n + "_destroy");
     auto cuda_context = sym<void *(*)()>(lib, n + "_cuda_context");
     (void)cuda_context;
     (void)run_device;
@@ -400,6 +401,7 @@ int main(int argc, char **argv) {
     double gbs = med > 0 ? bytes / (med * 1e6) : 0;
     printf("RESULT %s mode=%s ok=%d median_ms=%.5f min_ms=%.5f bytes=%zu GB/s=%.1f reps=%d context=%s\n", n.c_str(),
            mode.c_str(), ok ? 1 : 0, med, mn, bytes, gbs, (int)times.size(), context_note.c_str());
+    destroy(model);
     if (!json.empty()) {
         // A temporary name, then a rename: a reader never sees half a file (this tool links no Loom library).
         std::string tmp = json + ".tmp." + std::to_string(getpid());
