@@ -669,7 +669,7 @@ TEST(Aot, GpuSuiteAutoSchedulesLintCleanAndLower) {
         std::vector<std::string> lint = lint_gpu_loops(applied, lp);
         EXPECT_TRUE(lint.empty()) << lint.front();
         std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
-        std::string stmt = ::testing::TempDir() + "loom_suite_" + name + ".stmt";
+        std::string stmt = loom::testing::temp_path(std::string("suite_") + name + ".stmt");
         ASSERT_NO_THROW(lp.pipeline().compile_to_lowered_stmt(stmt, args, Halide::Text, cuda));
         EXPECT_NE(slurp(stmt).find("cuda_gpu_source_kernels"), std::string::npos);
         fs::remove(stmt);

@@ -131,7 +131,7 @@ TEST(OpsElementwise, SinCosInlinedShareOneReduction) {
     for (auto &f : lp.funcs)
         if (f.is_output) f.func.compute_root().vectorize(f.func.args()[0], 16);
         else f.func.compute_inline();
-    std::string stmt_path = ::testing::TempDir() + "sincos_shared.stmt";
+    std::string stmt_path = loom::testing::temp_path("sincos_shared.stmt");
     std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
     lp.pipeline().compile_to_lowered_stmt(stmt_path, args, Halide::Text, host_target());
     std::ifstream f(stmt_path);

@@ -259,7 +259,7 @@ TEST(ScheduleApply, DefaultLongSumOnCudaIsPartialsAndAtomics) {
     EXPECT_TRUE(has(text, "_part.update(0).reorder(rxo, p).gpu_tile(p, po, pi, 256);")) << text;
     AppliedSchedule applied = apply_schedule(sched, p, cuda);
     EXPECT_TRUE(lint_gpu_loops(applied, p).empty());
-    std::string stmt = ::testing::TempDir() + "loom_long_sum.stmt";
+    std::string stmt = loom::testing::temp_path("long_sum.stmt");
     ASSERT_NO_THROW(p.funcs.back().func.compile_to_lowered_stmt(stmt, {p.inputs[0]}, Halide::Text, cuda));
     std::ifstream f(stmt);
     std::string lowered((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -376,7 +376,7 @@ TEST(ScheduleApply, LintFindsBlockAccumulatorsInSharedMemory) {
 
 TEST(ScheduleApply, ResolvePrecedence) {
     TestPipeline t = make_pipeline();
-    std::string path = ::testing::TempDir() + "loom_resolve.sched";
+    std::string path = loom::testing::temp_path("resolve.sched");
     {
         std::ofstream f(path);
         f << "# loom schedule for test (sha256 abc) on " << kHost.to_string() << "\n\nb.compute_root().parallel(i);\n";
@@ -418,7 +418,7 @@ TEST(ScheduleApply, GpuDefaultScheduleLowersForCuda) {
     Halide::Target cuda("x86-64-linux-avx2-cuda-cuda_capability_80");
     Schedule s = resolve_schedule(t.p, cuda, "inline");
     apply_schedule(s, t.p, cuda);
-    std::string stmt = ::testing::TempDir() + "loom_gpu.stmt";
+    std::string stmt = loom::testing::temp_path("gpu.stmt");
     Halide::Func c = func_of(t, "c");
     ASSERT_NO_THROW(c.compile_to_lowered_stmt(stmt, {t.in}, Halide::Text, cuda));
     std::ifstream f(stmt);

@@ -197,7 +197,7 @@ TEST_P(CudaSchedulesDir, ParsesValidatesLintCleanAndLowersForCuda) {
     std::vector<std::string> lint = lint_gpu_loops(applied, lp);
     EXPECT_TRUE(lint.empty()) << lint.front();
     std::vector<Halide::Argument> args(lp.inputs.begin(), lp.inputs.end());
-    std::string stmt = ::testing::TempDir() + "loom_" + GetParam() + "_cuda.stmt";
+    std::string stmt = loom::testing::temp_path(GetParam() + "_cuda.stmt");
     ASSERT_NO_THROW(lp.pipeline().compile_to_lowered_stmt(stmt, args, Halide::Text, cuda)) << file;
     std::ifstream f(stmt);
     std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -149,7 +149,7 @@ TEST(Tune, SkipsFailingCandidateAndKeepsFastestValid) {
 
 TEST(Tune, CommandWritesAParsableScheduleThatMatchesReference) {
     namespace fs = std::filesystem;
-    std::string dir = ::testing::TempDir() + "/loom_tune_cli";
+    std::string dir = loom::testing::temp_path("tune_cli");
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::string out = dir + "/mlp.sched", log;

@@ -5,11 +5,15 @@
 #include <cmath>
 #include <cstdio>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace loom::testing {
 
 std::string data_path(const std::string &rel) { return std::string(LOOM_SOURCE_DIR) + "/tests/data/" + rel; }
 std::string loom_binary() { return LOOM_BINARY; }
+std::string temp_path(const std::string &name) {
+    return ::testing::TempDir() + "loom_" + std::to_string(::getpid()) + "_" + name;
+}
 
 Comparison compare(const Tensor &out, const Tensor &ref) {
     Comparison c;

@@ -14,6 +14,9 @@ namespace loom::testing {
 std::string data_path(const std::string &rel);
 /// Path of the built `loom` binary.
 std::string loom_binary();
+/// \p name in the temporary folder, made unique to this process: the suites of two checkouts (a
+/// sanitizer build beside the normal one) may run at once.
+std::string temp_path(const std::string &name);
 
 /// Result of comparing an output with a reference.
 struct Comparison {

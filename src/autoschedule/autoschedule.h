@@ -117,6 +117,12 @@ struct KernelTiling {
     /// name (kernel_kind_name) for kernels with no tiled path.
     std::string path;
     bool serial_kernel = false;  ///< runs on one core: less work than waking the thread pool costs
+    /// Row reductions vectorized by rfactor, per reduction Func: (vector partial sums, steps each;
+    /// 0 steps: its reduction vars fused).
+    std::map<std::string, std::pair<int, int64_t>> partial_sums;
+    /// conv: where its padded input is computed: "task", "channel block", "row block", or "" (not
+    /// in the kernel's loops).
+    std::string pad_per;
     int vector_lanes = 0;     ///< lanes of the tile's vectors (0: not vectorised)
     bool wrapper = false;     ///< computed per tile of a fresh wrapper `<root>_out`
     int tile_w = 0, tile_rows = 0, tile_channels = 0;  ///< conv: output tile, width x rows x channels

@@ -96,6 +96,7 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
     std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi"), u = fresh(used, "u");
     std::string part = fresh(func_names, s + "_rf");
     ScheduleStatement &st = add(s, 0);
+    tiling.partial_sums[s] = {U, (ext + U - 1) / U};
     st.comments.push_back(str_cat(s, ": ", U, " partial sums in vector lanes (rfactor), ", (ext + U - 1) / U,
                                   " steps each", ragged ? ", the last guarded" : ""));
     Args split = {rx, rxo, rxi, U};
@@ -145,6 +146,7 @@ bool Ctx::rfactor_block(const std::string &s, const std::string &at_var) {
     Args split = {fused, rxo, rxi, V};
     if (n % V) split.push_back(ScheduleArg::tail("GuardWithIf"));
     std::string part = fresh(func_names, s + "_rf");
+    tiling.partial_sums[s] = {V, 0};
     st.comments.push_back(str_cat(s, ": its ", rv.size(), " reduction vars fused (", n, " values in a row), ", V,
                                   " partial sums in vector lanes (rfactor)"));
     st.add("split", split).add("rfactor", {rxi, u}, part);

@@ -103,6 +103,7 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
 void Ctx::place_pads(const std::string &F, const std::string &owner, const std::string &var, const std::string &per) {
     for (const auto &pr : lf(F).producers) {
         if (conv_of_pad(p, info, plan, m, pr) != F) continue;
+        tiling.pad_per = per.substr(0, per.find(" of "));
         ScheduleStatement &ps = add(pr);
         ps.comments.push_back(pr + ": padded input computed per " + per);
         ps.add("compute_at", {owner, var});
@@ -613,6 +614,9 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
         }
     std::vector<std::string> tused = names_of(T);
     const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i");
+    tiling.round_up = round_up;
+    tiling.vector_lanes = vl;
+    tiling.tile_channels = CB;
     st.comments.back() = str_cat("depthwise conv in blocks of ", CB, " channels: a task per block, its rows inside, ",
                                  vl, "-lane vectors", round_up ? str_cat(" (", e[3], "-wide rows rounded up)") : "",
                                  ", the taps unrolled, the padded input per task");
@@ -644,6 +648,7 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
             std::find(k.funcs.begin(), k.funcs.end(), pr) == k.funcs.end())
             continue;
         ScheduleStatement &ps = add(pr);
+        tiling.pad_per = "channel block";
         ps.comments.push_back(pr + ": padded input computed per channel block of " + T +
                               " (its border tested once per point, not once per tap)");
         ps.add("compute_at", {T, par});
