@@ -72,6 +72,7 @@ struct FuncDecision {
     std::string func;
     Placement placement = Placement::Root;
     std::string kernel;  ///< root Func of the kernel holding it
+    int row_depth = 0;   ///< Placement::Row: the root's outer dims its row loop sits under
     std::string why;     ///< one line: the score or rule behind the decision
 };
 

@@ -342,11 +342,15 @@ struct Planner {
         if (feeds_block) return;
         if (f.has_update && !f.is_matmul && !f.is_conv && root_pure && knobs.row_stats) {
             int depth = row_depth(n, root);
-            if (depth > 0 && place_inside(d, root, Placement::Row,
-                                          str_cat("computed per row of ", root, " (depth ", depth,
-                                                  "): the row is read from cache, saves ",
-                                                  human_bytes(2 * f.points * f.esize), " of traffic")))
-                return;
+            if (depth > 0) {
+                d.row_depth = depth;
+                if (place_inside(d, root, Placement::Row,
+                                 str_cat("computed per row of ", root, " (depth ", depth,
+                                         "): the row is read from cache, saves ",
+                                         human_bytes(2 * f.points * f.esize), " of traffic")))
+                    return;
+                d.row_depth = 0;
+            }
             // A window's reduction read point for point (an AveragePool's sums, divided by the
             // output): computed per row of its reader, in L1, instead of its initial values, its
             // sums and the reader's pass each going through memory
