@@ -26,6 +26,7 @@ namespace loom {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::testing::user_error_of;
 
 std::vector<fs::path> regressions(const std::string &target) {
     std::vector<fs::path> r;
@@ -105,16 +106,6 @@ TEST_F(FuzzRegressions, Npy) {
 }
 
 // The messages of the hand-made regressions whose checks live outside the ONNX importer.
-std::string user_error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const UserError &e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a UserError";
-    return "";
-}
-
 TEST(FuzzRegressionMessages, NpyAndBindingNameTheCulprit) {
     fs::path dir = fs::path(LOOM_SOURCE_DIR) / "fuzz" / "regressions";
     std::string msg = user_error_of([&] { parse_npy(read_bytes(dir / "npy/claims_4GiB_in_16_bytes.npy"), "a.npy"); });

@@ -15,6 +15,7 @@ namespace loom {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::testing::user_error_of;
 
 std::string temp_dir() {
     fs::path d = fs::temp_directory_path() / ("loom_test_npy_" + std::to_string(::getpid()));
@@ -26,17 +27,6 @@ void write_bytes(const std::string &path, const std::string &bytes) {
     std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize)bytes.size());
 }
 
-// The message of the UserError \p f throws ("" and a test failure if it throws none).
-template <typename F>
-std::string user_error_of(F f) {
-    try {
-        f();
-    } catch (const UserError &e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a UserError";
-    return "";
-}
 
 // An .npy file (version 1.0) with the given header dict and data bytes.
 std::string npy_with_header(const std::string &dict, const std::string &data, int version = 1) {

@@ -24,6 +24,7 @@ namespace loom {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::testing::user_error_of;
 using Histogram = std::map<std::string, int>;
 
 Histogram op_histogram(const Graph &g) {
@@ -41,18 +42,6 @@ std::string temp_path(const std::string &name) {
     fs::path d = fs::temp_directory_path() / ("loom_test_onnx_" + std::to_string(::getpid()));
     fs::create_directories(d);
     return (d / name).string();
-}
-
-template <typename F>
-std::string user_error_of(F f) {
-    try {
-        f();
-    } catch (const UserError &e) {
-        if (std::getenv("LOOM_SHOW_ERRORS")) std::fprintf(stderr, "%s\n", e.what());
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a UserError";
-    return "";
 }
 
 #define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "graph/tensor.h"
+#include "support/error.h"
 
 namespace loom::testing {
 
@@ -17,6 +20,20 @@ std::string loom_binary();
 /// \p name in the temporary folder, made unique to this process: the suites of two checkouts (a
 /// sanitizer build beside the normal one) may run at once.
 std::string temp_path(const std::string &name);
+
+/// The message of the UserError \p f throws ("" and a test failure if it throws none);
+/// LOOM_SHOW_ERRORS=1 prints each message, to read them while writing a test.
+template <typename F>
+std::string user_error_of(F f) {
+    try {
+        f();
+    } catch (const UserError &e) {
+        if (std::getenv("LOOM_SHOW_ERRORS")) std::fprintf(stderr, "%s\n", e.what());
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a UserError";
+    return "";
+}
 
 /// Result of comparing an output with a reference.
 struct Comparison {
