@@ -325,6 +325,90 @@ TEST(BenchCli, BadPeerLimitsAreUserErrors) {
     }
 }
 
+// ONNX Runtime's row: the model file run by onnxruntime-node in a worker process, on the same
+// input sets and with the thread count every row uses; its outputs are checked against the
+// reference here, and its per-call overhead is reported.
+TEST(BenchCli, OrtRowValidatesAtTheSameThreadCount) {
+    Scratch s;
+    for (int threads : {1, 2}) {
+        std::string out;
+        int rc = testing::run_command(s.env() + "HL_NUM_THREADS=" + std::to_string(threads) + " " +
+                                          testing::loom_binary() + " bench " + testing::data_path("cnn.onnx") +
+                                          " --auto --ort --json " + s.path("r.json") + " --budget-ms 40 --warmup 1",
+                                      out);
+        ASSERT_EQ(rc, 0) << out;
+        Json rep = parse_json(slurp(s.path("r.json")));
+        EXPECT_EQ(rep["threads"].num(), threads);
+        const Json *ort = row_named(rep, "ort");
+        ASSERT_NE(ort, nullptr) << out;
+        ASSERT_TRUE((*ort)["ok"].boolean()) << (*ort)["error"].str();
+        EXPECT_EQ((*ort)["kind"].str(), "ort");
+        EXPECT_GT((*ort)["median_ms"].num(), 0);
+        EXPECT_GE((*ort)["runs"].num(), 3);
+        EXPECT_GT((*ort)["rel_error"].num(), 0) << "ORT's float32 outputs differ from the f64 reference a little";
+        EXPECT_LT((*ort)["rel_error"].num(), 1e-5);
+        EXPECT_GT((*ort)["call_overhead_ms"].num(), 0);
+        EXPECT_NE((*ort)["schedule_text"].str().find("intraOpNumThreads " + std::to_string(threads) + ","),
+                  std::string::npos)
+            << (*ort)["schedule_text"].str();
+        EXPECT_NE(out.find("note: ort's per-call overhead, measured on a trivial model, is"), std::string::npos)
+            << out;
+        EXPECT_TRUE((*row_named(rep, "auto"))["ok"].boolean());
+    }
+}
+
+// Without Node.js or onnxruntime-node the ORT row fails, saying what is missing and how to install
+// it; Loom's rows are measured and the command succeeds.
+TEST(BenchCli, OrtMissingFailsItsRowOnlyAndSaysHowToInstall) {
+    Scratch s;
+    struct Case {
+        std::string env, culprit;
+    };
+    for (const Case &c : {Case{"LOOM_ORT_DIR=" + s.path("no_ort"), "onnxruntime-node, not found in " + s.path("no_ort")},
+                          Case{"LOOM_NODE=" + s.path("no_node"), "no executable `node` at LOOM_NODE=" + s.path("no_node")}}) {
+        std::string out;
+        int rc = testing::run_command(s.env() + c.env + " " + testing::loom_binary() + " bench " +
+                                          testing::data_path("sigmoid_affine.onnx") + " --eager --ort --json " +
+                                          s.path("r.json") + " --budget-ms 20 --warmup 1",
+                                      out);
+        ASSERT_EQ(rc, 0) << c.env << ": " << out;
+        EXPECT_NE(out.find("failed ort: ONNX Runtime's row needs"), std::string::npos) << out;
+        EXPECT_NE(out.find(c.culprit), std::string::npos) << out;
+        EXPECT_NE(out.find("run scripts/install_deps.sh"), std::string::npos) << out;
+        Json rep = parse_json(slurp(s.path("r.json")));
+        EXPECT_TRUE((*row_named(rep, "eager"))["ok"].boolean());
+        EXPECT_FALSE((*row_named(rep, "ort"))["ok"].boolean());
+    }
+}
+
+// A worker whose outputs are wrong fails validation in the parent, like a wrong schedule: a
+// stand-in for node that answers with the input x as the output y.
+TEST(BenchCli, OrtOutputsAreCheckedAgainstTheReference) {
+    Scratch s;
+    std::string fake = s.path("fake_node");
+    {
+        std::ofstream f(fake);
+        f << "#!/bin/bash\n"
+             "while [ $# -gt 0 ]; do case \"$1\" in --inputs-dir) D=$2;; --outputs-dir) O=$2;; esac; shift; done\n"
+             "mkdir -p \"$O\"; n=$(grep -n '^x$' \"$D/0/names.txt\" | cut -d: -f1)\n"
+             "cp \"$D/0/$((n - 1)).npy\" \"$O/0.npy\"; echo y > \"$O/names.txt\"\n"
+             "echo \"outputs $O\" >&3; exec sleep 30\n";
+    }
+    fs::permissions(fake, fs::perms::owner_all);
+    std::string out;
+    int rc = testing::run_command(s.env() + "LOOM_NODE=" + fake + " " + testing::loom_binary() + " bench " +
+                                      testing::data_path("sigmoid_affine.onnx") + " --eager --ort --json " +
+                                      s.path("r.json") + " --budget-ms 20 --warmup 1",
+                                  out);
+    ASSERT_EQ(rc, 0) << out;
+    Json rep = parse_json(slurp(s.path("r.json")));
+    const Json &ort = *row_named(rep, "ort");
+    EXPECT_FALSE(ort["ok"].boolean());
+    EXPECT_EQ(ort["failed_at"].str(), "validate");
+    EXPECT_NE(ort["error"].str().find("wrong result: rel error"), std::string::npos) << ort["error"].str();
+    EXPECT_TRUE((*row_named(rep, "eager"))["ok"].boolean());
+}
+
 // The hidden worker subcommand, run by hand, says what it is for instead of doing nothing.
 TEST(BenchCli, WorkerSubcommandByHandSaysWhatToRun) {
     std::string out;

@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 struct BenchCliOptions {
     std::string model;
     std::vector<std::string> schedules;
-    bool eager = false, inline_ = false, auto_ = false, reprobe = false, profile = false;
+    bool eager = false, inline_ = false, auto_ = false, ort = false, reprobe = false, profile = false;
     std::vector<std::string> halide;
     std::vector<std::string> inputs;
     std::string json, csv, plot, name;
@@ -75,8 +75,9 @@ std::vector<std::string> peer_worker_command(const BenchCliOptions &o) {
     return cmd;
 }
 
-// bench/plot.py next to the sources: $LOOM_SOURCE_DIR, else the folders above the binary, else cwd.
-std::string find_plot_script() {
+// Folders where Loom's source tree may be: $LOOM_SOURCE_DIR, else the folders above the binary,
+// else the current directory.
+std::vector<fs::path> source_roots() {
     std::vector<fs::path> roots;
     if (const char *d = std::getenv("LOOM_SOURCE_DIR"); d && *d) roots.emplace_back(d);
     std::error_code ec;
@@ -85,9 +86,70 @@ std::string find_plot_script() {
         for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
             roots.push_back(p);
     roots.push_back(fs::current_path());
-    for (const auto &r : roots)
-        if (fs::exists(r / "bench" / "plot.py")) return (r / "bench" / "plot.py").string();
-    throw UserError("--plot: cannot find bench/plot.py (set LOOM_SOURCE_DIR to the Loom source tree)");
+    return roots;
+}
+
+// \p relative (e.g. "bench/plot.py") in the first source root that has it; empty when none does.
+std::string find_source_file(const std::string &relative) {
+    for (const auto &r : source_roots())
+        if (fs::exists(r / relative)) return (r / relative).string();
+    return "";
+}
+
+std::string find_plot_script() {
+    std::string p = find_source_file("bench/plot.py");
+    user_check(!p.empty(), "--plot: cannot find bench/plot.py (set LOOM_SOURCE_DIR to the Loom source tree)");
+    return p;
+}
+
+// An executable named \p name on $PATH; empty when there is none.
+std::string find_on_path(const std::string &name) {
+    const char *path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    for (size_t b = 0; b <= dirs.size();) {
+        size_t e = dirs.find(':', b);
+        if (e == std::string::npos) e = dirs.size();
+        fs::path p = fs::path(dirs.substr(b, e - b).empty() ? "." : dirs.substr(b, e - b)) / name;
+        if (::access(p.c_str(), X_OK) == 0 && !fs::is_directory(p)) return p.string();
+        b = e + 1;
+    }
+    return "";
+}
+
+// How to start ONNX Runtime's worker: node ($LOOM_NODE, else on $PATH), bench/ort/ort_worker.js,
+// and onnxruntime-node in $LOOM_ORT_DIR (else .deps/ort of the source tree, where
+// scripts/install_deps.sh puts it). What is missing goes into `unavailable`, so that only the ORT
+// row fails.
+OrtWorkerCommand ort_worker_command(const std::string &model) {
+    OrtWorkerCommand c;
+    c.model_path = fs::absolute(model).string();
+    const char *node_env = std::getenv("LOOM_NODE");
+    std::string node = node_env && *node_env ? node_env : find_on_path("node");
+    std::string harness = find_source_file("bench/ort/ort_worker.js");
+    std::string ort_dir;
+    if (const char *d = std::getenv("LOOM_ORT_DIR"); d && *d) ort_dir = d;
+    else if (std::string pkg = find_source_file(".deps/ort/node_modules/onnxruntime-node/package.json"); !pkg.empty())
+        ort_dir = fs::path(pkg).parent_path().parent_path().parent_path().string();
+    const std::string fix = "run scripts/install_deps.sh, which installs Node.js and onnxruntime-node";
+    if (node.empty() || ::access(node.c_str(), X_OK) != 0)
+        c.unavailable = str_cat("ONNX Runtime's row needs Node.js: no executable `node` ",
+                                node_env && *node_env ? str_cat("at LOOM_NODE=", node_env) : std::string("on PATH"),
+                                "; ", fix, ", or set LOOM_NODE");
+    else if (harness.empty())
+        c.unavailable = "ONNX Runtime's row needs bench/ort/ort_worker.js from Loom's source tree; set LOOM_SOURCE_DIR "
+                        "to the source tree";
+    else if (ort_dir.empty() || !fs::exists(fs::path(ort_dir) / "node_modules" / "onnxruntime-node" / "package.json"))
+        c.unavailable = str_cat("ONNX Runtime's row needs onnxruntime-node, not found in ",
+                                ort_dir.empty() ? std::string(".deps/ort of the source tree") : ort_dir + "/node_modules",
+                                "; ", fix, " (into .deps/ort), or set LOOM_ORT_DIR to a folder whose node_modules has it");
+    if (!c.unavailable.empty()) return c;
+    c.argv = {node, harness, "--ort-dir", ort_dir};
+    std::string trivial = (fs::path(harness).parent_path() / "trivial.onnx").string();
+    if (fs::exists(trivial)) {
+        c.argv.push_back("--trivial-model");
+        c.argv.push_back(trivial);
+    }
+    return c;
 }
 
 std::string shell_quote(const std::string &s) {
@@ -112,7 +174,7 @@ void bench(const BenchCliOptions &o) {
     std::cerr << "loom bench: probing the machine (cached in " << machine_cache_path() << ")\n";
     MachineModel machine = probe_machine(o.reprobe);
 
-    bool any = o.eager || o.inline_ || o.auto_ || !o.halide.empty() || !o.schedules.empty();
+    bool any = o.eager || o.inline_ || o.auto_ || o.ort || !o.halide.empty() || !o.schedules.empty();
     std::vector<BenchVariant> variants;
     auto builtin = [&](const std::string &spec) {
         AutoscheduleFn autofn = autoscheduler_for(target);
@@ -132,6 +194,8 @@ void bench(const BenchCliOptions &o) {
         // up fails its row only.
         variants.push_back({name, "halide", nullptr, name});
     }
+    // ONNX Runtime runs the model file itself, in a worker process under the same limits.
+    if (o.ort) variants.push_back({"ort", "ort", nullptr, kOrtPeer});
     for (const auto &path : o.schedules) {
         AutoscheduleFn autofn = autoscheduler_for(target);
         variants.push_back({fs::path(path).filename().string(), "file",
@@ -155,6 +219,8 @@ void bench(const BenchCliOptions &o) {
     opts.target = target;
     opts.peer_command = peer_worker_command(o);
     opts.peer_limits = peer_limits;
+    if (o.ort) opts.ort_command = ort_worker_command(o.model);
+    opts.threads = jit_threading() == Threading::OpenMP ? omp_get_max_threads() : machine.cores;
     opts.progress = [&](const std::string &line) { std::cerr << "loom bench " << g.name << ": " << line << "\n"; };
 
     BenchReport rep = run_benchmark(g, variants, opts, machine);
@@ -173,11 +239,12 @@ void bench(const BenchCliOptions &o) {
         user_check(rc == 0, "--plot: ", cmd, " failed (exit ", rc, ")");
         std::cerr << "loom bench: plot written to " << o.plot << "\n";
     }
-    // A Halide autoscheduler's failure is a finding about that peer; a failure of one of Loom's
-    // own schedules (eager, inline, auto, a schedule file) is Loom's and fails the command.
+    // A peer's failure (a Halide autoscheduler, ONNX Runtime) is a finding about that peer; a
+    // failure of one of Loom's own schedules (eager, inline, auto, a schedule file) is Loom's and
+    // fails the command.
     std::string own_failures;
     for (const auto &row : rep.rows)
-        if (!row.ok && row.kind != "halide")
+        if (!row.ok && row.kind != "halide" && row.kind != "ort")
             own_failures += str_cat(own_failures.empty() ? "" : "; ", row.label, " (", row.stage, ")");
     user_check(own_failures.empty(), "Loom's own schedule(s) failed: ", own_failures,
                " (their rows above say why; the other rows were measured and written)");
@@ -194,6 +261,9 @@ void add_bench_command(CLI::App &app) {
     c->add_flag("--eager", o->eager, "Measure the eager schedule (every op its own loop nest)");
     c->add_flag("--inline", o->inline_, "Measure the inline schedule (pointwise ops inlined)");
     c->add_flag("--auto", o->auto_, "Measure Loom's auto-scheduler");
+    c->add_flag("--ort", o->ort,
+                "Measure ONNX Runtime (onnxruntime-node, CPU, all graph optimizations) on the same inputs "
+                "with the same thread count, in a worker process; its outputs are checked like every row's");
     c->add_option("--halide", o->halide, "Halide autoschedulers to measure: mullapudi2016,adams2019,li2018")
         ->delimiter(',');
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
@@ -225,8 +295,8 @@ void add_bench_command(CLI::App &app) {
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run. Each Halide "
               "autoscheduler runs in its own worker process under --peer-memory and --peer-timeout, so "
-              "that its blow-up fails its row only. Exit code 1 when one of Loom's own schedules failed "
-              "(the report is still written), 0 when only Halide autoscheduler rows did.");
+              "that its blow-up fails its row only; so does ONNX Runtime (--ort). Exit code 1 when one of "
+              "Loom's own schedules failed (the report is still written), 0 when only peer rows did.");
     c->callback([o] { bench(*o); });
 }
 

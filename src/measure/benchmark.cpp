@@ -318,6 +318,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
 
     int sets = bench_input_sets(rep.cost, machine, opts.input_sets);
     rep.input_sets = sets;
+    rep.threads = opts.threads;
     say(str_cat("making ", sets, " random input set(s) of ", fmt(rep.cost.input_bytes / 1e6, 1), " MB"));
     std::vector<std::map<std::string, Tensor>> inputs;
     for (int k = 0; k < sets; k++) inputs.push_back(random_inputs(g, opts.seed + k));
@@ -327,20 +328,44 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     std::map<std::string, Tensor> ref = run_reference(g, inputs[0]);
     rep.reference_ms = seconds_since(t0) * 1e3;
 
-    // Workers of peer rows validate against the reference written once to a private folder.
-    ScratchFolder ref_dir;
-    bool any_peer = false;
-    for (const auto &v : variants) any_peer |= !v.peer.empty();
-    std::string ref_error;  // why the workers cannot have the reference: their rows fail, no others
-    if (any_peer) {
+    // Workers of Halide autoschedulers' rows validate against the reference written once to a
+    // private folder; ONNX Runtime's worker reads the input sets from one and writes its outputs to
+    // another, which are checked here.
+    ScratchFolder ref_dir, ort_dir;
+    bool any_halide_peer = false, any_ort = false;
+    for (const auto &v : variants) {
+        any_ort |= v.peer == kOrtPeer;
+        any_halide_peer |= !v.peer.empty() && v.peer != kOrtPeer;
+    }
+    std::string ref_error, ort_error;  // why the workers cannot have their data: their rows fail, no others
+    if (any_halide_peer) {
         internal_check(!opts.peer_command.empty(), "run_benchmark: a peer row without BenchOptions::peer_command");
         try {
             ref_dir.create("loom_bench_ref");
-            write_reference_outputs(ref_dir.path, ref);
+            write_tensor_folder(ref_dir.path, ref);
         } catch (const std::exception &e) {
             ref_error = str_cat("cannot write the reference outputs for the worker process: ", e.what());
         }
     }
+    if (any_ort && !opts.ort_command.unavailable.empty()) {
+        ort_error = opts.ort_command.unavailable;
+    } else if (any_ort) {
+        internal_check(!opts.ort_command.argv.empty(), "run_benchmark: an ORT row without BenchOptions::ort_command");
+        try {
+            ort_dir.create("loom_bench_ort");
+            for (size_t k = 0; k < inputs.size(); k++)
+                write_tensor_folder(str_cat(ort_dir.path, "/inputs/", k), inputs[k]);
+        } catch (const std::exception &e) {
+            ort_error = str_cat("cannot write the input sets for ONNX Runtime's worker: ", e.what());
+        }
+    }
+    // A worker's outputs of input set 0 against the reference, as build_and_validate checks a row.
+    auto check_outputs = [&](const std::string &folder, BenchRow &row) {
+        compare_to_reference(read_tensor_folder(folder), ref, row);
+        if (!(row.rel_error < opts.rel_tol))
+            throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol, " (max abs ",
+                                    row.max_abs, ")"));
+    };
 
     // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds
     // rounds of budget_ms / kTimingRounds each): a machine whose memory bandwidth drifts over
@@ -371,6 +396,19 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
         if (v.peer.empty()) {
             models[vi] = build_and_validate(g, v, inputs, ref, opts, row, say_row);
             if (!models[vi]) say(pre + "FAILED at " + row.stage + ": " + one_line(row.error));
+            rep.rows.push_back(std::move(row));
+            continue;
+        }
+        std::vector<std::string> argv;
+        std::string data_error;
+        if (v.peer == kOrtPeer) {
+            argv = opts.ort_command.argv;
+            for (const std::string &a :
+                 {std::string("--model"), opts.ort_command.model_path, std::string("--inputs-dir"), ort_dir.path + "/inputs",
+                  std::string("--outputs-dir"), str_cat(ort_dir.path, "/outputs_", vi), std::string("--threads"),
+                  std::to_string(opts.threads), std::string("--warmup"), std::to_string(opts.warmup)})
+                argv.push_back(a);
+            data_error = ort_error;
         } else {
             PeerJob job;
             job.peer = v.peer;
@@ -382,16 +420,19 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
             job.target = rep.target;
             job.cores = machine.cores;
             job.l2_bytes = machine.l2_bytes;
-            if (!ref_error.empty()) {
-                row.stage = "schedule";
-                row.error = ref_error;
-                row.fail_reason = "error";
-                say(pre + "FAILED: " + ref_error);
-            } else {
-                say(pre + str_cat("in a worker process (memory cap ", format_bytes(opts.peer_limits.memory_bytes),
-                                  ", ", fmt(opts.peer_limits.timeout_s, 0), " s)"));
-                peers[vi] = PeerModel::start(opts.peer_command, job, opts.peer_limits, row, say_row);
-            }
+            argv = opts.peer_command;
+            for (auto &a : peer_job_args(job)) argv.push_back(a);
+            data_error = ref_error;
+        }
+        if (!data_error.empty()) {
+            row.stage = "schedule";
+            row.error = data_error;
+            row.fail_reason = "error";
+            say(pre + "FAILED: " + data_error);
+        } else {
+            say(pre + str_cat("in a worker process (memory cap ", format_bytes(opts.peer_limits.memory_bytes), ", ",
+                              fmt(opts.peer_limits.timeout_s, 0), " s)"));
+            peers[vi] = PeerModel::start(argv, opts.peer_limits, row, say_row, check_outputs);
         }
         rep.rows.push_back(std::move(row));
     }
@@ -505,7 +546,7 @@ std::string format_table(const BenchReport &r) {
        << ", out " << fmt(r.cost.output_bytes / 1e6, 2) << ", weights " << fmt(r.cost.weight_bytes / 1e6, 2)
        << "), " << fmt(r.cost.flops / 1e9, 3) << " GFLOP; roofline "
        << fmt(r.machine.roofline_ms(r.cost.bytes(), r.cost.flops), 3) << " ms; " << r.input_sets
-       << " input sets rotated\n";
+       << " input sets rotated; " << r.threads << " thread(s) for every row\n";
     const char *hdr[] = {"schedule", "median ms", "min..max ms", "GB/s", "GFLOP/s", "% roof", "vs eager",
                          "runs", "compile s", "rel err"};
     std::vector<std::vector<std::string>> cells;
@@ -537,6 +578,14 @@ std::string format_table(const BenchReport &r) {
         os << "\n";
     }
     for (const auto &f : failures) os << "  failed " << f << "\n";
+    // A peer's fixed cost per call is part of its median: on a model that runs in about that long
+    // the comparison says more about the binding than about the engine.
+    for (const auto &row : r.rows)
+        if (row.call_overhead_ms > 0)
+            os << "note: " << row.label << "'s per-call overhead, measured on a trivial model, is "
+               << fmt(row.call_overhead_ms * 1e3, 1) << " us"
+               << (row.ok && row.median_ms < 20 * row.call_overhead_ms ? " (over 5% of its median here)" : "")
+               << "\n";
     // No schedule can beat the FMA peak: a row above it means the probed peak is low (a probe taken
     // while the machine was busy), and every "% roof" and the cost model's estimates with it.
     for (const auto &row : r.rows)
@@ -565,7 +614,8 @@ std::string to_json(const BenchReport &r) {
        << ", \"weight_bytes\": " << json_num(r.cost.weight_bytes) << ", \"bytes\": " << json_num(r.cost.bytes())
        << ", \"flops\": " << json_num(r.cost.flops)
        << ", \"roofline_ms\": " << json_num(r.machine.roofline_ms(r.cost.bytes(), r.cost.flops)) << "}"
-       << ",\n  \"input_sets\": " << r.input_sets << ",\n  \"reference_ms\": " << json_num(r.reference_ms)
+       << ",\n  \"input_sets\": " << r.input_sets << ",\n  \"threads\": " << r.threads
+       << ",\n  \"reference_ms\": " << json_num(r.reference_ms)
        << ",\n  \"rows\": [";
     for (size_t i = 0; i < r.rows.size(); i++) {
         const BenchRow &x = r.rows[i];
@@ -581,6 +631,7 @@ std::string to_json(const BenchReport &r) {
            << ", \"pipelines\": " << x.pipelines
            << ", \"rel_error\": " << json_num(x.rel_error) << ", \"max_abs\": " << json_num(x.max_abs)
            << ", \"schedule_text\": " << json_str(x.schedule_text);
+        if (x.call_overhead_ms > 0) os << ", \"call_overhead_ms\": " << json_num(x.call_overhead_ms);
         if (x.profile.runs > 0) {
             os << ", \"profile\": {\"runs\": " << x.profile.runs << ", \"samples\": " << x.profile.samples
                << ", \"ms_per_run\": " << json_num(x.profile.ms_per_run) << ", \"kernels\": [";

@@ -8,7 +8,7 @@
 /// calls. Inputs rotate among several random sets (enough to overflow the caches that matter) so
 /// that caches do not flatter small workloads.
 ///
-/// A foreign schedule (a Halide autoscheduler, BenchVariant::peer) is scheduled, compiled,
+/// A peer (a Halide autoscheduler, or ONNX Runtime: BenchVariant::peer) is scheduled, compiled,
 /// validated and timed in a worker process under a memory cap and a time budget
 /// (measure/peer_worker.h): when it blows up, its row says why and every other row stands.
 #pragma once
@@ -34,11 +34,24 @@ namespace loom {
 /// the schedule as text (kept in the report); it throws (UserError …) when the schedule is wrong.
 struct BenchVariant {
     std::string label;  ///< shown in the table: "eager", "inline", "auto", "mullapudi2016", "a.sched"
-    std::string kind;   ///< "eager", "inline", "auto", "halide", "file"
+    std::string kind;   ///< "eager", "inline", "auto", "halide", "file", "ort"
     std::function<std::string(LoweredPipeline &, const Halide::Target &)> apply;
-    /// When set: a Halide autoscheduler's name ("adams2019"); the row runs in a worker process
-    /// (BenchOptions::peer_command, measure/peer_worker.h) and \p apply is not used.
+    /// When set: a Halide autoscheduler's name ("adams2019"), or kOrtPeer; the row runs in a
+    /// worker process (BenchOptions::peer_command or ort_command, measure/peer_worker.h) and
+    /// \p apply is not used.
     std::string peer = {};
+};
+
+/// BenchVariant::peer of ONNX Runtime's row: the original model file run by onnxruntime-node.
+inline constexpr const char *kOrtPeer = "ort";
+
+/// How to start ONNX Runtime's worker (bench/ort/ort_worker.js).
+struct OrtWorkerCommand {
+    std::vector<std::string> argv;  ///< node, the harness and --ort-dir DIR [--trivial-model FILE]
+    std::string model_path;         ///< the ONNX file ORT loads: the one Loom's graph came from
+    /// Set when ONNX Runtime cannot run here (node or onnxruntime-node missing): why, and the fix;
+    /// its row fails with this message and the others still run.
+    std::string unavailable;
 };
 
 /// How to measure.
@@ -63,6 +76,11 @@ struct BenchOptions {
     /// What each worker may use: memory cap, and the time its scheduling, compiling and validating
     /// (and then each timing or profiling request) may take.
     PeerLimits peer_limits;
+    /// How to start ONNX Runtime's worker. Required when a variant's peer is kOrtPeer.
+    OrtWorkerCommand ort_command;
+    /// The thread count every row runs with (Halide's pool or OpenMP's team); ONNX Runtime's
+    /// intra-op threads are set to it, so that peers compare at equal threads.
+    int threads = 1;
 };
 
 /// The compulsory traffic and arithmetic of a graph: what any schedule has to move and compute.
@@ -102,6 +120,9 @@ struct BenchRow {
     std::string schedule_text;     ///< the schedule as applied (for a reader of the JSON)
     ModelProfile profile;          ///< BenchOptions::profile: where its time goes (runs 0: none)
     std::string profile_error;     ///< why profiling it failed, when it did (the row stays ok)
+    /// A peer's fixed cost per call, measured on a trivial model (0: not measured): ONNX Runtime's
+    /// node binding, so that a row of a tiny model is not misjudged.
+    double call_overhead_ms = 0;
 };
 
 /// All rows of one benchmark run and what they were measured against.
@@ -113,6 +134,7 @@ struct BenchReport {
     MachineModel machine;
     WorkloadCost cost;
     int input_sets = 0;
+    int threads = 1;          ///< BenchOptions::threads
     double reference_ms = 0;  ///< one reference-interpreter run (validation oracle)
     std::vector<BenchRow> rows;
 };

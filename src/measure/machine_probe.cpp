@@ -187,6 +187,10 @@ MachineModel probe_machine(bool force, const std::string &path) {
     MachineModel cached = m;
     if (!force && read_machine_cache(path, cached) && cached.copy_gbps > 0 && cached.gflops > 0) {
         cached.measured = true;
+        // The peak is for the threads this run uses (HL_NUM_THREADS), not those of the probe:
+        // FMA throughput is per core, copy bandwidth is shared and stays.
+        if (cached.cores > 0 && cached.cores != m.cores) cached.gflops *= (double)m.cores / cached.cores;
+        cached.cores = m.cores;
         return cached;
     }
     m.cpu = cpu_name();

@@ -110,26 +110,26 @@ std::string unescape_field(const std::string &s) {
     return o;
 }
 
-void write_reference_outputs(const std::string &dir, const std::map<std::string, Tensor> &ref) {
+void write_tensor_folder(const std::string &dir, const std::map<std::string, Tensor> &tensors) {
     std::filesystem::create_directories(dir);
     std::ofstream names(dir + "/names.txt");
     int k = 0;
-    for (const auto &[name, t] : ref) {
+    for (const auto &[name, t] : tensors) {
         write_npy(dir + "/" + std::to_string(k++) + ".npy", t);
         names << escape_field(name) << "\n";
     }
     names.close();
-    user_check((bool)names, "cannot write the reference outputs' names in ", dir);
+    user_check((bool)names, "cannot write the tensors' names in ", dir);
 }
 
-std::map<std::string, Tensor> read_reference_outputs(const std::string &dir) {
+std::map<std::string, Tensor> read_tensor_folder(const std::string &dir) {
     std::ifstream names(dir + "/names.txt");
-    user_check((bool)names, "reference outputs: cannot read ", dir, "/names.txt");
+    user_check((bool)names, "cannot read ", dir, "/names.txt (a folder of tensors)");
     std::map<std::string, Tensor> ref;
     std::string line;
     for (int k = 0; std::getline(names, line); k++)
         ref[unescape_field(line)] = read_npy(dir + "/" + std::to_string(k) + ".npy");
-    user_check(!ref.empty(), "reference outputs: none in ", dir);
+    user_check(!ref.empty(), "no tensors in ", dir);
     return ref;
 }
 
@@ -199,7 +199,7 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
         MachineModel machine;
         machine.cores = job.cores;
         machine.l2_bytes = job.l2_bytes;
-        std::map<std::string, Tensor> ref = read_reference_outputs(job.reference_dir);
+        std::map<std::string, Tensor> ref = read_tensor_folder(job.reference_dir);
         for (int k = 0; k < job.input_sets; k++) inputs.push_back(random_inputs(g, job.seed + k));
         std::string peer = job.peer;
         BenchVariant v{job.peer, "halide",
@@ -267,11 +267,9 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
     return 0;
 }
 
-std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &command, const PeerJob &job,
-                                            const PeerLimits &limits, BenchRow &row,
-                                            const std::function<void(const std::string &)> &say) {
-    std::vector<std::string> argv = command;
-    for (auto &a : peer_job_args(job)) argv.push_back(a);
+std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &argv, const PeerLimits &limits,
+                                            BenchRow &row, const std::function<void(const std::string &)> &say,
+                                            const OutputCheck &check) {
     row.stage = "schedule";
     std::unique_ptr<PeerProcess> proc;
     try {
@@ -292,6 +290,7 @@ std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &comm
         say("FAILED at " + row.stage + ": " + message);
         return nullptr;
     };
+    bool checked_by_parent = false;
     for (;;) {
         std::optional<std::string> line = proc->read_line(deadline);
         if (!line) return failed(proc->failure().reason, proc->failure().message);
@@ -311,12 +310,26 @@ std::unique_ptr<PeerModel> PeerModel::start(const std::vector<std::string> &comm
                                        limits.memory_flag.empty() ? "" : " (" + limits.memory_flag + ")");
                 proc->stop();
                 return failed(reason, message);
+            } else if (f[0] == "overhead" && f.size() == 2) {
+                row.call_overhead_ms = to_double(f[1]);
+            } else if (f[0] == "outputs" && f.size() == 2 && check) {
+                row.stage = "validate";
+                try {
+                    check(unescape_field(f[1]), row);
+                } catch (...) {
+                    record_failure(row);
+                    proc->stop();
+                    return failed(row.fail_reason, row.error);
+                }
+                checked_by_parent = true;
             } else if (f[0] == "ready" && f.size() == 7) {
                 row.schedule_s = to_double(f[1]);
                 row.compile_s = to_double(f[2]);
                 row.pipelines = std::stoi(f[3]);
-                row.rel_error = to_double(f[4]);
-                row.max_abs = to_double(f[5]);
+                if (!checked_by_parent) {
+                    row.rel_error = to_double(f[4]);
+                    row.max_abs = to_double(f[5]);
+                }
                 row.schedule_text = unescape_field(f[6]);
                 row.stage = "run";
                 return std::unique_ptr<PeerModel>(new PeerModel(std::move(proc)));

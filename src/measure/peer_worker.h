@@ -1,18 +1,24 @@
 /// \file
-/// A Halide autoscheduler's `loom bench` row, run in a worker process (peer_process.h) so that its
-/// blow-up (memory, time, a crash at compile or run) fails that row only. Both ends live here:
-///  - the parent's PeerModel starts the worker and drives it;
+/// A peer's `loom bench` row (a Halide autoscheduler, or ONNX Runtime), run in a worker process
+/// (peer_process.h) so that its blow-up (memory, time, a crash at compile or run) fails that row
+/// only. Both ends of a Halide autoscheduler's worker live here:
+///  - the parent's PeerModel starts a worker and drives it;
 ///  - the worker's serve_peer_worker (`loom bench-peer`, a hidden subcommand) does the work.
+/// ONNX Runtime's worker is bench/ort/ort_worker.js (node), which speaks the same protocol.
 /// The worker loads the model as the parent did, makes the same seeded random input sets, schedules
 /// with the autoscheduler, compiles, validates against the reference outputs the parent wrote once
-/// (write_reference_outputs: .npy files in a private folder), warms up, and then serves requests,
+/// (write_tensor_folder: .npy files in a private folder), warms up, and then serves requests,
 /// so that its row is timed in turns with the parent's rows (benchmark.h).
 ///
 /// The protocol: one line per message over the worker's channel, fields separated by spaces, text
 /// fields escaped (escape_field).
-///   worker → parent while it prepares: `stage <stage>`, `progress <text>`; then either
-///     `ready <schedule_s> <compile_s> <pipelines> <rel_error> <max_abs> <schedule text>` or
-///     `fail <stage> <reason> <message>` (reason "error" or "out_of_memory"; it then exits).
+///   worker → parent while it prepares: `stage <stage>`, `progress <text>`, `overhead <ms>` (its
+///     per-call overhead, measured on a trivial model), `outputs <folder>` (a worker that does not
+///     validate itself: its outputs of input set 0, written as by write_tensor_folder, which the
+///     parent checks against the reference; on a wrong result the parent stops the worker); then
+///     either `ready <schedule_s> <compile_s> <pipelines> <rel_error> <max_abs> <schedule text>`
+///     (the error fields are ignored after `outputs`) or `fail <stage> <reason> <message>` (reason
+///     "error" or "out_of_memory"; it then exits).
 ///   parent → worker: `time <first set> <budget ms> <at least> <at most> <untimed>`, answered
 ///     `times <n> <ms>…`; `profile <budget ms>`, answered `profile <serialized ModelProfile>` or
 ///     `profile_error <message>`; `quit` (or closing the channel) ends it.
@@ -52,10 +58,11 @@ std::string escape_field(const std::string &s);
 /// The inverse of escape_field.
 std::string unescape_field(const std::string &s);
 
-/// \p ref as .npy files in \p dir (created), with a file of their names.
-void write_reference_outputs(const std::string &dir, const std::map<std::string, Tensor> &ref);
-/// What write_reference_outputs wrote. UserError naming the folder when it is incomplete.
-std::map<std::string, Tensor> read_reference_outputs(const std::string &dir);
+/// \p tensors as .npy files in \p dir (created): `<k>.npy` for the k-th, with `names.txt` (one
+/// escaped name a line). How reference outputs, input sets and a worker's outputs travel.
+void write_tensor_folder(const std::string &dir, const std::map<std::string, Tensor> &tensors);
+/// What write_tensor_folder wrote. UserError naming the folder when it is incomplete.
+std::map<std::string, Tensor> read_tensor_folder(const std::string &dir);
 
 /// \p p as one line of escaped fields, and back (nullopt when the text does not parse).
 std::string serialize_profile(const ModelProfile &p);
@@ -69,13 +76,18 @@ int serve_peer_worker(const std::function<Graph()> &load_graph, const PeerJob &j
 /// The parent's side: one worker.
 class PeerModel {
 public:
-    /// Starts `command + peer_job_args(job)` under \p limits and waits for it to be ready (within
-    /// limits.timeout_s, at most limits.memory_bytes). Fills \p row: on success its schedule, compile
-    /// and validation fields; else error, stage and fail_reason, and returns null. \p say gets the
-    /// worker's progress lines.
-    static std::unique_ptr<PeerModel> start(const std::vector<std::string> &command, const PeerJob &job,
-                                            const PeerLimits &limits, BenchRow &row,
-                                            const std::function<void(const std::string &)> &say);
+    /// Checks a worker's `outputs` folder against the reference, filling row.rel_error and
+    /// row.max_abs; throws (UserError) on a wrong result.
+    using OutputCheck = std::function<void(const std::string &folder, BenchRow &row)>;
+
+    /// Starts \p argv under \p limits and waits for it to be ready (within limits.timeout_s, at
+    /// most limits.memory_bytes). Fills \p row: on success its schedule, compile and validation
+    /// fields (and call_overhead_ms); else error, stage and fail_reason, and returns null. \p say
+    /// gets the worker's progress lines; \p check validates an `outputs` folder (a worker that
+    /// sends one without a check fails as a protocol error).
+    static std::unique_ptr<PeerModel> start(const std::vector<std::string> &argv, const PeerLimits &limits,
+                                            BenchRow &row, const std::function<void(const std::string &)> &say,
+                                            const OutputCheck &check = {});
 
     /// timed_runs in the worker (the same arguments); false when the worker failed (failure()).
     bool time(size_t first_set, double budget_ms, int at_least, int at_most, std::vector<double> &times,
