@@ -425,6 +425,42 @@ TEST(Autoschedule, DepthwiseOutputConvPadsPerChannelBlock) {
     check_auto(b.g, "depthwise output conv");
 }
 
+// A residual block's tail: its last 1x1 conv and the stride-2 downsample conv of the block's input
+// both computed per tile of the add + ReLU epilogue. Every conv of the kernel gets a loop nest
+// there; the one left unscheduled ran as Halide's default (per point of its consumer, scalar) and
+// took 59% of ResNet-50. Channel counts a multiple of the weight block and not (24: other paths).
+TEST(Autoschedule, EveryConvOfAnEpilogueIsComputedPerTile) {
+    for (int64_t cout : {128, 24}) {
+        Builder b;
+        std::string a = b.input("a", {1, 64, 7, 7});
+        std::string x = b.input("x", {1, 64, 14, 14});
+        std::string w1 = b.random_constant("w1", {cout, 64, 1, 1}, 21);
+        std::string w2 = b.random_constant("w2", {cout, 64, 1, 1}, 22);
+        std::string last = b.node("Conv", {a, w1}, {1, cout, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+        std::string down = b.node("Conv", {x, w2}, {1, cout, 7, 7},
+                                  {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{2, 2}}});
+        b.out("Relu", {b.node("Add", {last, down}, {1, cout, 7, 7})}, {1, cout, 7, 7});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        std::vector<std::string> convs;
+        for (const auto &f : lp.funcs)
+            if (f.op == "Conv" && !f.update_rvars.empty()) convs.push_back(f.name);
+        ASSERT_EQ(convs.size(), 2u);
+        const std::string root = lp.output_funcs.at(0);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult r = plan_on(lp, fm);
+            std::string text = print_schedule(r.schedule);
+            SCOPED_TRACE(str_cat(fm.name, ", ", cout, " channels\n", text, tilings(r)));
+            for (const std::string &c : convs) {
+                EXPECT_EQ(calls_named(r.schedule, c, -1, "compute_at"), 1u) << c;
+                EXPECT_NE(text.find(c + ".compute_at(" + root + ","), std::string::npos) << c;
+                EXPECT_EQ(calls_named(r.schedule, c, 0, "vectorize"), 1u) << c << ": its update is vectorized";
+            }
+        }
+        check_auto(b.g, str_cat("residual tail, ", cout, " channels"));
+    }
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {

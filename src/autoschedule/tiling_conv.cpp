@@ -215,24 +215,42 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
         par = p2;
     }
     st.add("vectorize", {ci, V}).add("parallel", {par});
-    place_pads(F, T, par, "task of " + T + " (its rows stay in cache for every channel block)");  // rows outer only
-    ScheduleStatement &fs = add(F);
-    note(fs, F);
-    fs.add("compute_at", {T, wo}).add("reorder_storage", {cv, w, h, n}).add("reorder", {cv, w, h})
-        .add("vectorize", {cv, V});
-    if (cvec > 1) fs.add("unroll", {cv});
-    fs.add("unroll", {w}).add("unroll", {h});
-    ScheduleStatement &u = add(F, 0);
-    Args reorder = {cv, w, h};
-    const auto &rv = L.update_rvars[0];
-    for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder).add("vectorize", {cv, V});
-    if (cvec > 1) u.add("unroll", {cv});
-    u.add("unroll", {w}).add("unroll", {h});
-    // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
-    // (bench/DECISIONS.md#d30-conv-channel-tiles).
-    const auto &re = fi(F).rvar_extents[0];
-    if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    for (const std::string &X : tile_convs(c)) {
+        place_pads(X, T, par, "task of " + T + " (its rows stay in cache for every channel block)");  // rows outer only
+        const auto &xv = lf(X).vars;
+        ScheduleStatement &fs = add(X);
+        note(fs, X);
+        fs.add("compute_at", {T, wo}).add("reorder_storage", {xv[1], xv[3], xv[2], xv[0]}).add("reorder", {xv[1], xv[3], xv[2]})
+            .add("vectorize", {xv[1], V});
+        if (cvec > 1) fs.add("unroll", {xv[1]});
+        fs.add("unroll", {xv[3]}).add("unroll", {xv[2]});
+        ScheduleStatement &u = add(X, 0);
+        Args reorder = {xv[1], xv[3], xv[2]};
+        const auto &rv = lf(X).update_rvars[0];
+        for (const auto &x : rv) reorder.push_back(x);
+        u.add("reorder", reorder).add("vectorize", {xv[1], V});
+        if (cvec > 1) u.add("unroll", {xv[1]});
+        u.add("unroll", {xv[3]}).add("unroll", {xv[2]});
+        // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
+        // (bench/DECISIONS.md#d30-conv-channel-tiles).
+        const auto &re = fi(X).rvar_extents[0];
+        if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9)
+            u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    }
+}
+
+std::vector<std::string> Ctx::tile_convs(const ConvPlan &c) const {
+    std::vector<std::string> out = {c.F};
+    if (c.T == c.F) return out;
+    for (const auto &f : k.funcs) {
+        const FuncDecision *d = plan.decision(f);
+        const FuncInfo &x = fi(f);
+        if (f == c.F || !d || d->placement != Placement::Tile || !x.is_conv || !x.has_update || x.rvar_extents.empty() ||
+            lf(f).extents != lf(c.F).extents || lf(f).update_rvars.size() != 1)
+            continue;
+        out.push_back(f);
+    }
+    return out;
 }
 
 // Direct convolution, NCHW: an output tile of WT (w, 1-2 vectors) x CB output channels is a
@@ -448,7 +466,6 @@ void Ctx::conv_row_blocks(ScheduleStatement &st, const ConvPlan &c) {
     const std::string &F = c.F, &T = c.T;
     const auto &v = lf(F).vars;
     const std::string &w = v[3], &cv = v[1];
-    const auto &rv = lf(F).update_rvars[0];
     const int V = c.V, HT = c.HT, CB = c.CB;
     std::vector<std::string> rused = names_of(T);
     std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
@@ -469,19 +486,22 @@ void Ctx::conv_row_blocks(ScheduleStatement &st, const ConvPlan &c) {
     std::string par = fresh(rused, "t");
     st.add("fuse", {HT > 1 ? ho : v[2], v[0], par});
     st.add("vectorize", {wsplit ? wi : w, V}).add("parallel", {par});
-    place_pads(F, T, par, "row block of " + T + " (the block's rows stay in cache)");
-    ScheduleStatement &fs = add(F);
-    note(fs, F);
-    fs.add("compute_at", {T, wsplit ? wo : (CB > 1 ? co : cv)});
-    fs.add("vectorize", {w, V});
-    if (CB > 1) fs.add("unroll", {cv});
-    if (HT > 1) fs.add("unroll", {v[2]});
-    ScheduleStatement &u = add(F, 0);
-    Args reorder = {w, v[2], cv};
-    for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder).add("vectorize", {w});
-    if (HT > 1) u.add("unroll", {v[2]});
-    if (CB > 1) u.add("unroll", {cv});
+    for (const std::string &X : tile_convs(c)) {
+        place_pads(X, T, par, "row block of " + T + " (the block's rows stay in cache)");
+        const auto &xv = lf(X).vars;
+        ScheduleStatement &fs = add(X);
+        note(fs, X);
+        fs.add("compute_at", {T, wsplit ? wo : (CB > 1 ? co : cv)});
+        fs.add("vectorize", {xv[3], V});
+        if (CB > 1) fs.add("unroll", {xv[1]});
+        if (HT > 1) fs.add("unroll", {xv[2]});
+        ScheduleStatement &u = add(X, 0);
+        Args reorder = {xv[3], xv[2], xv[1]};
+        for (const auto &x : lf(X).update_rvars[0]) reorder.push_back(x);
+        u.add("reorder", reorder).add("vectorize", {xv[3]});
+        if (HT > 1) u.add("unroll", {xv[2]});
+        if (CB > 1) u.add("unroll", {xv[1]});
+    }
 }
 
 // Tiles of WT x CB under the epilogue T, which owns the loop nest; its pure splits may shift
@@ -492,7 +512,6 @@ void Ctx::conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c) {
     const auto &v = lf(F).vars;
     const int r = (int)v.size();
     const std::string &w = v[r - 1], &cv = v[1];
-    const auto &rv = lf(F).update_rvars[0];
     const int WT = c.WT, CB = c.CB, vl = c.vl, nvec = c.nvec;
     std::vector<std::string> rused = names_of(T);
     std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
@@ -517,27 +536,31 @@ void Ctx::conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c) {
     }
     if (vl) st.add("vectorize", {wsplit ? wi : w, vl});
     st.add("parallel", {par});
-    ScheduleStatement &fs = add(F);
-    note(fs, F);
-    fs.add("compute_at", {T, wsplit ? wo : par});  // the row var may be fused into par
-    if (vl) fs.add("vectorize", {w, vl});
-    if (CB > 1) fs.add("unroll", {cv});
-    ScheduleStatement &u = add(F, 0);
-    Args reorder;
-    std::vector<std::string> fused_ = names_of(F);
-    std::string wvo = fresh(fused_, w + "vo"), wvi = fresh(fused_, w + "vi");
-    if (vl && nvec > 1) {
-        u.add("split", {w, wvo, wvi, vl});
-        reorder = {wvi, wvo};
-    } else {
-        reorder = {w};
+    for (const std::string &X : tile_convs(c)) {
+        const auto &xv = lf(X).vars;
+        const std::string &xw = xv[r - 1], &xc = xv[1];
+        ScheduleStatement &fs = add(X);
+        note(fs, X);
+        fs.add("compute_at", {T, wsplit ? wo : par});  // the row var may be fused into par
+        if (vl) fs.add("vectorize", {xw, vl});
+        if (CB > 1) fs.add("unroll", {xc});
+        ScheduleStatement &u = add(X, 0);
+        Args reorder;
+        std::vector<std::string> fused_ = names_of(X);
+        std::string wvo = fresh(fused_, xw + "vo"), wvi = fresh(fused_, xw + "vi");
+        if (vl && nvec > 1) {
+            u.add("split", {xw, wvo, wvi, vl});
+            reorder = {wvi, wvo};
+        } else {
+            reorder = {xw};
+        }
+        reorder.push_back(xc);
+        for (const auto &x : lf(X).update_rvars[0]) reorder.push_back(x);
+        u.add("reorder", reorder);
+        if (vl) u.add("vectorize", {nvec > 1 ? wvi : xw});
+        if (vl && nvec > 1) u.add("unroll", {wvo});
+        if (CB > 1) u.add("unroll", {xc});
     }
-    reorder.push_back(cv);
-    for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder);
-    if (vl) u.add("vectorize", {nvec > 1 ? wvi : w});
-    if (vl && nvec > 1) u.add("unroll", {wvo});
-    if (CB > 1) u.add("unroll", {cv});
 }
 
 // A conv with no epilogue: the root's channels (fused with n) in parallel, the update's own

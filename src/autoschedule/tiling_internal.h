@@ -235,6 +235,10 @@ struct Ctx {
     void choose_channel_tile(ConvPlan &c);
     /// Per path of emit_conv: completes T's statement \p st (compute_root) and adds F's.
     void channel_tile(ScheduleStatement &st, const ConvPlan &c);
+    /// The plan's conv first, then every other conv of the kernel computed per tile of the same
+    /// epilogue (a residual block's downsample conv beside its last conv): each gets the plan's
+    /// statements with its own vars.
+    std::vector<std::string> tile_convs(const ConvPlan &c) const;
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
     void conv_row_blocks(ScheduleStatement &st, const ConvPlan &c);
     void conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c);
