@@ -72,7 +72,8 @@ def load_loom(path):
         reports = d.get("workloads", [d])
     best = {}
     for r in reports:
-        ok = [row for row in r["rows"] if row["ok"]]
+        # Loom's own rows only: ONNX Runtime's (kind "ort") is a peer, not a Loom schedule.
+        ok = [row for row in r["rows"] if row["ok"] and row.get("kind") != "ort"]
         if ok:
             b = min(ok, key=lambda row: row["median_ms"])
             # A folder may hold a workload's per-schedule files too (run_suite's re-runs): keep the best.
