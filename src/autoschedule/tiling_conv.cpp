@@ -141,13 +141,16 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     const int B = L.conv_weight_block * (two_blocks ? 2 : 1);
     const int cvec = B / V;
     // Pixels per tile: 14 accumulators, two rows of 7, which beat one row of 14 and four rows of 7
-    // (bench/DECISIONS.md#d30-conv-channel-tiles). Rows a divisor of W wide when one is near (no
-    // tail), else ShiftInwards tails.
-    const int budget = std::max(1, std::min(14, m.vector_registers - 4) / cvec);
+    // (bench/DECISIONS.md#d30-conv-channel-tiles). With 16 registers, 8-10: LLVM keeps the inputs
+    // that the next tap reuses in registers too, and 12 accumulators spilled them
+    // (bench/DECISIONS.md#d59-avx2-conv-channel-tiles). Rows a divisor of W wide when one is near
+    // (no tail), else ShiftInwards tails.
+    const int accumulators = m.vector_registers >= 32 ? std::min(14, m.vector_registers - 4) : m.vector_registers - 6;
+    const int budget = std::max(1, accumulators / cvec);
     const int row = two_blocks ? budget : std::max(1, budget / 2);
     int NP = (int)std::min<int64_t>(W, row);
     if (W > row) {
-        for (int d = row; d >= (row + 1) / 2; d--)
+        for (int d = row; d >= std::max(std::min(row, 2), (row + 1) / 2); d--)
             if (W % d == 0) {
                 NP = d;
                 break;
