@@ -15,6 +15,7 @@ PKGS=(
   procps                                 # /bin/kill -s KILL -- -PGID in the killed-compile test
   clang libclang-rt-14-dev               # libFuzzer + sanitizer runtimes (scripts/fuzz)
   nodejs                                 # runs onnxruntime-node (bench/ort/ort_worker.js)
+  python3-distributed python3-yaml       # bench/sweep: Dask scheduler/workers, YAML sweep files
 )
 missing=()
 for p in "${PKGS[@]}"; do
