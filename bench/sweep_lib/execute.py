@@ -67,7 +67,7 @@ def slot_kinds(slots):
 
 
 def fits(slot, job):
-    if "cuda" in job["target"]:
+    if J.needs_gpu(job):
         return slot.get("cuda") is not None
     return not job["threads"] or not slot.get("cpus") or job["threads"] <= len(slot["cpus"])
 
@@ -238,7 +238,7 @@ def run_dask(plan, ctx, client, hosts, retries, report):
                     compiles[cs] = client.submit(dask_compile, job, ctx, resources={"loom": 1}, pure=False,
                                                  retries=retries, key=f"compile-{job['model_name']}-{cs[:16]}")
                 compiled = compiles[cs]
-        need = {"gpu": 1} if "cuda" in job["target"] else {"cpu": max(1, job["threads"])}
+        need = {"gpu": 1} if J.needs_gpu(job) else {"cpu": max(1, job["threads"])}
         f = client.submit(dask_run, job, ctx, compiled, resources=need, pure=False, retries=retries,
                           key=f"job-{job['model_name']}-{key_hash(key)}", **where)
         futs.append(f)

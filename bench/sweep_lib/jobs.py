@@ -32,8 +32,11 @@ def commit():
                 return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=30).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 return ""
-        c = git("rev-parse", "--short=12", "HEAD") or "unknown"
-        _commit = c + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+        c = git("rev-parse", "--short=12", "HEAD")
+        if c:
+            _commit = c + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+        else:  # a copy of the tree without .git (a GPU host): the commit it was copied from, if told
+            _commit = os.environ.get("LOOM_SWEEP_COMMIT", "unknown")
     return _commit
 
 
@@ -191,10 +194,14 @@ def _machine(slot, gpu_job):
     return f, machine.machine_id(f, gpu_job, slot.get("cuda"))
 
 
+def needs_gpu(job):
+    return job["kind"] == "compile_run" and "cuda" in job["target"]
+
+
 def run_job(job, ctx, slot, compiled=None):
     """Runs one job on this worker; returns its record (status ok or failed, with the reason)."""
     t0 = time.time()
-    gpu_job = "cuda" in job["target"]
+    gpu_job = needs_gpu(job)
     f, mid = _machine(slot, gpu_job)
     rec = {"v": 1, "key": None, "status": "failed", "reason": "", "job": {k: v for k, v in job.items() if k != "opts"},
            "opts": job["opts"], "machine": {"id": mid, "host": f["host"], "cpu": f["cpu"], "cores": f["cores"],

@@ -90,7 +90,8 @@ class Job:
         return " ".join([self.schedule] + list(self.opts.get("flags", [])))
 
     def is_gpu(self):
-        return "cuda" in self.target
+        """Runs on a GPU worker: a CUDA compile_run (a CUDA autoschedule needs no GPU)."""
+        return self.kind == "compile_run" and "cuda" in self.target
 
     def compile_spec(self):
         """What decides a compile_run job's artifact (not its timing): shared by its reruns."""
