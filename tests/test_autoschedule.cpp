@@ -461,6 +461,41 @@ TEST(Autoschedule, EveryConvOfAnEpilogueIsComputedPerTile) {
     }
 }
 
+// Output channels that end in a partial weight block (120 = 7 x 16 + 8, as MobileNetV3 and
+// EfficientNet have them): on AVX2 a channel tile through the conv's wrapper, whose last block is
+// computed whole into the rounded-up wrapper (the padded weights are zero); on AVX-512 a vector
+// would straddle two blocks, so not. Here the conv feeds a hard-swish that the depthwise conv's
+// padded input takes in, so the conv is a kernel of its own (as in MobileNetV3).
+TEST(Autoschedule, PartialChannelBlocksTileThroughTheWrapper) {
+    Builder b;
+    std::string x = b.input("x", {1, 64, 28, 28});
+    std::string conv = b.node("Conv", {x, b.random_constant("w", {120, 64, 1, 1}, 61), b.random_constant("bias", {120}, 62)},
+                              {1, 120, 28, 28}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string hs = b.node("HardSigmoid", {conv}, {1, 120, 28, 28}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}});
+    std::string act = b.node("Mul", {conv, hs}, {1, 120, 28, 28});
+    b.out("Conv", {act, b.random_constant("wdw", {120, 1, 3, 3}, 63)}, {1, 120, 28, 28},
+          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+           {"group", int64_t(120)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
+        KernelTiling t = r.tiling_of("expand");
+        if (fm.name == "avx2_2core") {
+            EXPECT_EQ(t.path, "conv.channel_tile");
+            EXPECT_TRUE(t.wrapper);
+            EXPECT_NE(text.find(".split(c, co, ci, 16, TailStrategy::RoundUp)"), std::string::npos);
+        } else {
+            EXPECT_NE(t.path, "conv.channel_tile");
+        }
+    }
+    check_auto(b.g, "partial channel block");
+    const MachineModel avx2 = machines::avx2_2core().model;
+    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "partial channel block, 8-lane vectors", 1e-5, &avx2);
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {
@@ -702,15 +737,15 @@ TEST(Autoschedule, TinyKernelsRunSerially) {
 // A conv whose rows are narrower than a vector (ResNet-18's 7x7 and 14x14 stages) computes each row
 // as one vector rounded up, not a vector plus a scalar tail; the graph output keeps its exact
 // bounds. Both convs match the reference.
-// (24 channels: not a multiple of 16, so the weights stay dense and the tile runs along rows.)
+// (20 channels: not a multiple of 8, so the weights stay dense and the tile runs along rows.)
 TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
     Builder b;
-    std::string x = b.input("x", {1, 24, 7, 7});
+    std::string x = b.input("x", {1, 20, 7, 7});
     std::map<std::string, AttrValue> attrs = {{"kernel_shape", std::vector<int64_t>{3, 3}},
                                               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
-    std::string w1 = b.random_constant("w1", {24, 24, 3, 3}, 21), w2 = b.random_constant("w2", {24, 24, 3, 3}, 22);
-    std::string c1 = b.node("Conv", {x, w1}, {1, 24, 7, 7}, attrs);
-    b.out("Conv", {c1, w2}, {1, 24, 7, 7}, attrs);
+    std::string w1 = b.random_constant("w1", {20, 20, 3, 3}, 21), w2 = b.random_constant("w2", {20, 20, 3, 3}, 22);
+    std::string c1 = b.node("Conv", {x, w1}, {1, 20, 7, 7}, attrs);
+    b.out("Conv", {c1, w2}, {1, 20, 7, 7}, attrs);
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {  // 8 and 16 lanes: both wider than 7

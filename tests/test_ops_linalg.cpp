@@ -219,6 +219,9 @@ TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
     b.out("Conv", {x, w2}, {2, 16, 9, 11}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "pointwise");
     std::string w3 = b.random_constant("w3", {24, 5, 3, 3}, 34);
     b.out("Conv", {x, w3}, {2, 24, 9, 11}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}},
+          DType::F32, "partial");
+    std::string w4 = b.random_constant("w4", {20, 5, 3, 3}, 35);
+    b.out("Conv", {x, w4}, {2, 20, 9, 11}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}},
           DType::F32, "dense");
     check(b.g, 41);
     check(b.g, 42, /*inline_pads=*/true);
@@ -228,11 +231,26 @@ TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
         LowerOptions lo;
         lo.block_conv_weights = on;
         LoweredPipeline lp = lower_graph(b.g, lo);
-        const LoweredFunc *f1 = lp.find("enc_conv1_conv"), *f2 = lp.find("pointwise"), *f3 = lp.find("dense");
-        ASSERT_TRUE(f1 && f2 && f3);
+        const LoweredFunc *f1 = lp.find("enc_conv1_conv"), *f2 = lp.find("pointwise"), *f3 = lp.find("partial"),
+                          *f4 = lp.find("dense");
+        ASSERT_TRUE(f1 && f2 && f3 && f4);
         EXPECT_EQ(f1->conv_weight_block, on ? 16 : 0);
         EXPECT_EQ(f2->conv_weight_block, on ? 16 : 0);
-        EXPECT_EQ(f3->conv_weight_block, 0);
+        EXPECT_EQ(f3->conv_weight_block, on ? 16 : 0);  // 24 = 16 + 8: a partial last block
+        EXPECT_EQ(f4->conv_weight_block, 0);            // 20: no multiple of 8
+        if (on) {
+            // The partial block's lanes past channel 24 are zeros; the others hold the weights.
+            const std::vector<double> w3v = b.g.constant(w3)->to_doubles();
+            Halide::Buffer<> pb;
+            for (auto &buf : constant_buffers(f3->func))
+                if (buf.dimensions() == 5) pb = buf;
+            ASSERT_TRUE(pb.defined());
+            EXPECT_EQ(pb.dim(4).extent(), 2);
+            Halide::Buffer<float> pf(pb);
+            for (int o : {0, 17, 23, 24, 31})
+                for (int ci : {0, 4})
+                    EXPECT_EQ(pf(o % 16, 2, 1, ci, o / 16), o < 24 ? (float)w3v[((o * 5 + ci) * 3 + 1) * 3 + 2] : 0.0f) << o;
+        }
         Halide::Buffer<> wb;
         for (auto &buf : constant_buffers(f1->func))
             if (buf.number_of_elements() == w.size()) wb = buf;

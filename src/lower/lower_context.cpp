@@ -132,8 +132,8 @@ Func LowerContext::value(const std::string &name) {
 
 Func LowerContext::blocked_constant(const std::string &name, int dim, int block) {
     const Tensor *c = graph.constant(name);
-    internal_check(c && dim < c->rank() && c->shape()[dim] % block == 0 && c->dtype() == DType::F32,
-                   "blocked_constant: '", name, "' is not a float constant whose dim ", dim, " holds blocks of ", block);
+    internal_check(c && dim < c->rank() && c->dtype() == DType::F32, "blocked_constant: '", name,
+                   "' is not a float constant with a dim ", dim);
     const Shape &s = c->shape();
     const int rank = c->rank();
     int64_t inner = 1, outer = 1;  // elements after / before dim (ONNX order, row-major)
@@ -143,9 +143,10 @@ Func LowerContext::blocked_constant(const std::string &name, int dim, int block)
     std::vector<int> sizes = {block};
     for (int d = rank - 1; d >= 0; d--)
         if (d != dim) sizes.push_back((int)s[d]);
-    sizes.push_back((int)(s[dim] / block));
+    sizes.push_back((int)((s[dim] + block - 1) / block));
     std::string fname = reserve_name("c_" + sanitize_name(name) + "_blocked");
     Halide::Buffer<float> buf(sizes, fname + "_buf");
+    buf.fill(0.0f);  // a last, partial block reads zeros past the dim's end
     const float *src = reinterpret_cast<const float *>(c->data());
     float *dst = buf.data();
     const int64_t n = s[dim], rest = outer * inner;  // elements per block lane: the other dims

@@ -34,7 +34,8 @@ public:
     /// Float constant \p name stored with its dim \p dim in blocks of \p block, the block innermost
     /// (conv weights by output channel: LowerOptions::block_conv_weights; a GEMM's B by column).
     /// The Func is called, outermost first, with (x / block, the other indices in order, x % block)
-    /// where x is the index along \p dim; like value(), it is never scheduled.
+    /// where x is the index along \p dim; like value(), it is never scheduled. A dim that is no
+    /// multiple of \p block ends in a partial block filled with zeros (in bounds up to whole blocks).
     Halide::Func blocked_constant(const std::string &name, int dim, int block);
     /// Element of \p name at \p idx (outermost first), with NumPy broadcasting to \p out_rank dims:
     /// \p idx has out_rank entries; leading dims the value lacks are dropped, size-1 dims read 0.
