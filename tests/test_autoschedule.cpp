@@ -712,6 +712,25 @@ TEST(Autoschedule, CostlyProducerWithManyConsumersIsMaterialized) {
     for (const FixedMachine &fm : both_levels()) EXPECT_EQ(plan_fusion(lc, fm.model).kernels.size(), 1u) << fm.name;
 }
 
+// With 16 threads the threshold is 8x two threads': a kernel of some tens of microseconds runs
+// serially on the 16-core machine and in parallel on the 2-core one (MobileNetV3-small ran slower
+// on 16 threads than on one, every small kernel forking every core).
+TEST(Autoschedule, SerialThresholdGrowsWithThreads) {
+    Builder b;
+    Shape s{128, 1024};
+    std::string x = b.input("x", s);
+    std::string sum = b.node("ReduceSum", {x}, {128, 1}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
+    b.out("Div", {b.node("Exp", {x}, s), sum}, s);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    AutoScheduleResult two = plan_on(lp, machines::avx512_2core()), sixteen = plan_on(lp, machines::avx512_16core());
+    std::string t2 = print_schedule(two.schedule), t16 = print_schedule(sixteen.schedule);
+    EXPECT_NE(t2.find(".parallel("), std::string::npos) << t2;
+    EXPECT_EQ(t16.find(".parallel("), std::string::npos) << t16;
+    EXPECT_NE(t16.find("less than 160 us is not worth waking the thread pool"), std::string::npos) << t16;
+    check_auto(b.g, "serial threshold", 1e-4);  // float32 sums of 1024 exponentials
+}
+
 // Waking the thread pool costs microseconds: a kernel with less work than kMinParallelMicros on one
 // core runs serially (the tiny transformer fixture: 0.070 -> 0.029 ms), a big one stays parallel.
 TEST(Autoschedule, TinyKernelsRunSerially) {

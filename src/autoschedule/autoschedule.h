@@ -52,7 +52,7 @@ struct ScheduleKnobs {
     bool gemm_prologue = true; ///< compute a GEMM's A operand (and its row statistics) per row block
     bool row_stats = true;     ///< compute row statistics per row of their consumer (else own kernel)
     int task_elems = 0;        ///< elements per parallel task of pointwise/row kernels (0: kTaskElems, 256K)
-    double min_parallel_us = 0;  ///< a kernel with less estimated one-core work runs serially (0: kMinParallelMicros)
+    double min_parallel_us = 0;  ///< a kernel with less estimated one-core work runs serially (0: kMinParallelMicros per two cores)
     /// Unroll the 3x3 taps of a channel-tiled conv (a little faster); false keeps them loops, which
     /// halves the JIT compile time of a large CNN (bench/DECISIONS.md#d30-conv-channel-tiles).
     bool conv_unroll_taps = true;

@@ -66,8 +66,9 @@ struct GemmTile {
 /// that each core streams long runs of contiguous rows (bench/DECISIONS.md#d7-task-size).
 constexpr int64_t kTaskElems = 256 << 10;
 
-/// A CPU kernel whose estimated work on one core is below this many microseconds runs serially
-/// (ScheduleKnobs::min_parallel_us overrides it): waking Halide's thread pool costs a few us.
+/// A CPU kernel whose estimated work on one core is below this many microseconds per two threads
+/// runs serially (ScheduleKnobs::min_parallel_us overrides it): waking Halide's thread pool costs a
+/// few us, and more with more threads.
 constexpr double kMinParallelMicros = 20;
 
 /// The blocking of matmul \p f (computed in an epilogue's tile when \p epilogue) for \p m.

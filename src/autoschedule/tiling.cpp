@@ -837,9 +837,11 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
     }
     c.stream_output(first);
     // A kernel with less work than waking the thread pool costs runs on one core
-    // (bench/DECISIONS.md#d6-tiny-kernels-serial).
+    // (bench/DECISIONS.md#d6-tiny-kernels-serial); waking and joining more threads costs more
+    // (bench/DECISIONS.md#d60-serial-threshold-per-thread).
     const double serial_us = k.est_ms * 1e3 * std::max(1, m.cores);
-    const double min_us = knobs.min_parallel_us > 0 ? knobs.min_parallel_us : kMinParallelMicros;
+    const double min_us = knobs.min_parallel_us > 0 ? knobs.min_parallel_us
+                                                    : kMinParallelMicros * std::max(1.0, m.cores / 2.0);
     if (m.cores <= 1 || serial_us >= min_us || first == out.size()) return;
     for (size_t q = first; q < out.size();) {
         auto &calls = out[q].calls;
