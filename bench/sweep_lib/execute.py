@@ -193,8 +193,11 @@ def open_cluster(args, slots):
     import logging
     import dask
     from distributed import Client, LocalCluster
+    # NVML diagnostics off: the sweep needs none, and distributed 2022.12 (Debian 12) breaks on
+    # newer pynvml (its GPU name is str, not bytes); the env var reaches the worker processes.
+    os.environ["DASK_DISTRIBUTED__DIAGNOSTICS__NVML"] = "False"
     dask.config.set({"distributed.scheduler.allowed-failures": args.retries_lost,
-                     "distributed.worker.daemon": False})
+                     "distributed.worker.daemon": False, "distributed.diagnostics.nvml": False})
     if args.scheduler:
         return None, Client(args.scheduler, timeout=60)
     bench = os.path.join(ROOT, "bench")

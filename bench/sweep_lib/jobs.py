@@ -334,7 +334,8 @@ def _compile_run(job, ctx, slot, rec, work, compiled):
     except (subprocess.SubprocessError, OSError) as e:
         return f"cannot build tools/loom_run on {rec['machine']['host']}: {e}"
     out = os.path.join(work, "run.json")
-    cmd = [runner, art, "--reps", str(job["opts"]["reps"]), "--warmup", str(job["opts"]["warmup"]), "--json", out]
+    cmd = [runner, art, "--reps", str(job["opts"]["reps"]), "--warmup", str(job["opts"]["warmup"]),
+           "--tol", repr(job["opts"]["tol"]), "--json", out]
     cmd += ["--mode", "device" if "cuda" in job["target"] else "host"]
     cudnn = _cudnn_dir(ctx) if "cuda" in job["target"] else None
     env = {"LD_LIBRARY_PATH": cudnn + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")} \

@@ -27,9 +27,9 @@ import re
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 KINDS = ("bench", "autoschedule", "compile_run")
-SWEEP_KEYS = {"name", "timeout_s", "retries", "budget_ms", "reps", "warmup", "data", "description"}
+SWEEP_KEYS = {"name", "timeout_s", "retries", "budget_ms", "reps", "warmup", "tol", "data", "description"}
 MATRIX_KEYS = {"kind", "models", "schedules", "targets", "threads", "flags", "inputs", "budget_ms",
-               "timeout_s", "retries", "reps", "warmup", "data", "bench", "name"}
+               "timeout_s", "retries", "reps", "warmup", "tol", "data", "bench", "name"}
 BENCH_WORDS = ("eager", "inline", "auto", "ort")
 SCHEDULE_HELP = {
     "bench": "eager, inline, auto, ort, halide:NAME (mullapudi2016, li2018, adams2019), hand "
@@ -80,7 +80,7 @@ class Job:
         if kind == "autoschedule":
             spec["bench"] = bool(opts.get("bench"))
         if kind == "compile_run":
-            spec.update(reps=opts["reps"], warmup=opts["warmup"], data=opts["data"])
+            spec.update(reps=opts["reps"], warmup=opts["warmup"], data=opts["data"], tol=opts["tol"])
         self.spec = spec
         self.spec_sha256 = sha256_text(json.dumps(spec, sort_keys=True))
 
@@ -202,6 +202,7 @@ def expand(doc, path):
         if kind == "compile_run":
             opts["reps"] = int(_num(b.get("reps", sweep.get("reps", 200)), "reps", where, path, 1))
             opts["warmup"] = int(_num(b.get("warmup", sweep.get("warmup", 20)), "warmup", where, path))
+            opts["tol"] = float(_num(b.get("tol", sweep.get("tol", 1e-5)), "tol", where, path))  # loom_run --tol
             data = b.get("data", sweep.get("data", "loom"))
             if data not in ("loom", "torch"):
                 raise SweepError(f"{path}: {where}.data: '{data}' is not 'loom' (loom compile writes inputs and "

@@ -28,7 +28,7 @@ for n in ${ORDER:-1 2 1}; do
   store="$out/run${i}_${n}gpu.jsonl"
   rm -f "$store"
   t0=$(date +%s.%N)
-  PYTHONUNBUFFERED=1 $py bench/sweep run "$sweep" --store "$store" --gpus "$n" --loom-run "$runner" \
+  PYTHONUNBUFFERED=1 ${SWEEP_TIMEOUT:+timeout $SWEEP_TIMEOUT} $py bench/sweep run "$sweep" --store "$store" --gpus "$n" --loom-run "$runner" \
     --python "$py" $SWEEP_FLAGS "$@" 2>&1 | tee "$out/run${i}_${n}gpu.log" | grep -E "^sweep|FAILED|failed " || true
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   t1=$(date +%s.%N)
