@@ -39,7 +39,20 @@ def make_plan(sweep, kinds, store_latest, retry_failed=False, force=False):
                 p.skipped.append((d, m, key, prev.get("status")))
             else:
                 p.todo.append((d, m, key))
+    p.todo = interleave(p.todo)
     return p
+
+
+def interleave(todo):
+    """Round-robin over models (each model's jobs in sweep order): workers that start together
+    take different models, so they share no per-model setup (a compile, GPU data) at the same time."""
+    by = {}
+    for t in todo:
+        by.setdefault(t[0]["model_sha256"], []).append(t)
+    groups, out = list(by.values()), []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
 
 
 def local_slots(gpus, workers, cores_per_worker, max_threads):
@@ -230,19 +243,23 @@ def run_dask(plan, ctx, client, hosts, retries, report):
     from distributed.scheduler import KilledWorker
     several = len(hosts) > 1
     futs, meta, compiles = [], {}, {}
-    for job, mid, key in plan.todo:
+    for i, (job, mid, key) in enumerate(plan.todo):
+        prio = len(plan.todo) - i  # Dask runs higher first: the plan's (interleaved) order
         where = {"workers": hosts[mid]} if several else {}  # by host address: a restarted worker still fits
         compiled = None
         if job["kind"] == "compile_run":
             compiled = _cached_compile(job, ctx)
-            if compiled is None:
+            if compiled is not None:  # the artifact travels once to the cluster, not in the task graph
+                [compiled] = client.scatter([compiled], hash=False)
+            else:
                 cs = job["compile_spec"]
                 if cs not in compiles:
                     compiles[cs] = client.submit(dask_compile, job, ctx, resources={"loom": 1}, pure=False,
+                                                 priority=prio + len(plan.todo),
                                                  retries=retries, key=f"compile-{job['model_name']}-{cs[:16]}")
                 compiled = compiles[cs]
         need = {"gpu": 1} if J.needs_gpu(job) else {"cpu": max(1, job["threads"])}
-        f = client.submit(dask_run, job, ctx, compiled, resources=need, pure=False, retries=retries,
+        f = client.submit(dask_run, job, ctx, compiled, resources=need, pure=False, retries=retries, priority=prio,
                           key=f"job-{job['model_name']}-{key_hash(key)}", **where)
         futs.append(f)
         meta[f.key] = (job, mid, key)

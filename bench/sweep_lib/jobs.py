@@ -24,8 +24,11 @@ _facts = {}
 
 
 def commit():
-    """The worker's Loom checkout: its git commit, '+dirty' when its tracked files differ."""
+    """The worker's Loom checkout: its git commit, '+dirty' when its tracked files differ;
+    $LOOM_SWEEP_COMMIT when set (a copied tree whose .git, if any, is not the one it came from)."""
     global _commit
+    if _commit is None and os.environ.get("LOOM_SWEEP_COMMIT"):
+        _commit = os.environ["LOOM_SWEEP_COMMIT"]
     if _commit is None:
         def git(*a):
             try:
@@ -33,10 +36,7 @@ def commit():
             except (OSError, subprocess.SubprocessError):
                 return ""
         c = git("rev-parse", "--short=12", "HEAD")
-        if c:
-            _commit = c + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-        else:  # a copy of the tree without .git (a GPU host): the commit it was copied from, if told
-            _commit = os.environ.get("LOOM_SWEEP_COMMIT", "unknown")
+        _commit = c + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "") if c else "unknown"
     return _commit
 
 
@@ -323,12 +323,10 @@ def _compile_run(job, ctx, slot, rec, work, compiled):
     with tarfile.open(fileobj=io.BytesIO(compiled["tar"]), mode="r:gz") as t:
         t.extractall(art)
     if job["opts"]["data"] == "torch":
-        py = ctx.get("python") or os.environ.get("LOOM_SWEEP_PYTHON") or "python3"
-        cmd = [py, os.path.join(ROOT, "bench", "sweep_lib", "gpu_data.py"), art, job["model_name"]]
-        ok, reason, _, so, se, _ = run_step(cmd, slot, 0, job["opts"]["timeout_s"], job["opts"]["retries"],
-                                            log=rec["steps"])
-        if not ok:
-            return f"inputs by PyTorch ({py}): {reason}"
+        data, reason = torch_data(job, ctx, slot, rec)
+        if reason:
+            return reason
+        os.symlink(data, os.path.join(art, "data"))
     try:
         runner = find_loom_run(ctx)
     except (subprocess.SubprocessError, OSError) as e:
@@ -352,6 +350,32 @@ def _compile_run(job, ctx, slot, rec, work, compiled):
     elif ok:
         return f"loom_run wrote no report ({out})"
     return f"loom_run: {reason}" if not ok else ""
+
+
+def torch_data(job, ctx, slot, rec):
+    """A workload's inputs and float64 reference (gpu_data.py), made once per host and sweep run:
+    every schedule of one model reads the same seeded data, so the jobs after the first share it
+    (ctx["data_cache"]; a lock per model keeps two workers of one host from making it twice)."""
+    import fcntl
+    cache = ctx.get("data_cache") or os.path.join(os.path.expanduser("~"), ".cache", "loom", "sweep", "data")
+    os.makedirs(cache, exist_ok=True)
+    d = os.path.join(cache, f"{job['model_name']}-{job['model_sha256'][:16]}")
+    with open(d + ".lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        if os.path.exists(os.path.join(d, ".complete")):
+            rec.setdefault("data", {"cached": True, "dir": d})
+            return os.path.join(d, "data"), ""
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        py = ctx.get("python") or os.environ.get("LOOM_SWEEP_PYTHON") or "python3"
+        cmd = [py, os.path.join(ROOT, "bench", "sweep_lib", "gpu_data.py"), d, job["model_name"]]
+        ok, reason, _, so, se, secs = run_step(cmd, slot, 0, job["opts"]["timeout_s"], job["opts"]["retries"],
+                                               log=rec["steps"])
+        if not ok:
+            return None, f"inputs by PyTorch ({py}): {reason}"
+        open(os.path.join(d, ".complete"), "w").close()
+        rec["data"] = {"cached": False, "dir": d, "seconds": round(secs, 3)}
+        return os.path.join(d, "data"), ""
 
 
 _cudnn = {}

@@ -26,15 +26,17 @@ i=0
 for n in ${ORDER:-1 2 1}; do
   i=$((i + 1))
   store="$out/run${i}_${n}gpu.jsonl"
-  rm -f "$store"
+  data=/tmp/gpu_scaling_data_run$i   # each run makes its own inputs: no run starts warm
+  rm -rf "$store" "$data"
   t0=$(date +%s.%N)
-  PYTHONUNBUFFERED=1 ${SWEEP_TIMEOUT:+timeout $SWEEP_TIMEOUT} $py bench/sweep run "$sweep" --store "$store" --gpus "$n" --loom-run "$runner" \
+  PYTHONUNBUFFERED=1 ${SWEEP_TIMEOUT:+timeout $SWEEP_TIMEOUT} $py bench/sweep run "$sweep" --store "$store" --gpus "$n" --loom-run "$runner" --data-cache "$data" \
     --python "$py" $SWEEP_FLAGS "$@" 2>&1 | tee "$out/run${i}_${n}gpu.log" | grep -E "^sweep|FAILED|failed " || true
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   t1=$(date +%s.%N)
   wall=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
   echo "WALL run$i gpus=$n ${wall} s"
   echo "$i $n $wall" >> "$out/walls.txt"
+  rm -rf "$data"
 done
 # results: each run against the first (same jobs, same machine kind)
 first=$(ls "$out"/run1_*.jsonl)
