@@ -14,6 +14,14 @@
     threads = [1, 2]             # HL_NUM_THREADS, and that many cores pinned (0: the worker's cores)
     flags = []                   # extra loom flags, part of the job's identity (e.g. ["--tf32"])
     inputs = []                  # --input bindings (x=1x3x224x224, batch=8)
+    budget_ms = 200              # bench, and autoschedule with bench = true (then `loom bench --schedule`)
+    timeout_s, retries           # as in [sweep]
+    reps = 200, warmup = 20, tol = 1e-5      # compile_run: tools/loom_run --reps --warmup --tol
+    data = "loom"                # compile_run: "loom" (loom compile's reference data) or "torch"
+
+Schedules per kind: bench: eager, inline, auto, ort, halide:NAME, hand, F.sched; autoschedule:
+auto, tune:N; compile_run: auto, eager, hand, F.sched. `hand` is schedules/<model>.<cpu|cuda>.sched
+(a tests/data fixture's <model>_fixture.cpu.sched first); a model without one has no such job.
 
 Paths are relative to the Loom checkout (the folder holding bench/). Every mistake is a SweepError
 naming the file, the key and the fix.
