@@ -496,6 +496,33 @@ TEST(Autoschedule, PartialChannelBlocksTileThroughTheWrapper) {
     if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "partial channel block, 8-lane vectors", 1e-5, &avx2);
 }
 
+// Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a
+// vector and no multiple of the tile are rounded up too (20 -> 24), where AVX-512 keeps the guard.
+TEST(Autoschedule, ConvRowTailsRoundUpWithoutMasks) {
+    Builder b;
+    std::string x = b.input("x", {1, 20, 20, 20});
+    std::map<std::string, AttrValue> attrs = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    std::string c1 = b.node("Conv", {x, b.random_constant("w1", {20, 20, 3, 3}, 71)}, {1, 20, 20, 20}, attrs,
+                            DType::F32, "inner");
+    b.out("Conv", {c1, b.random_constant("w2", {20, 20, 3, 3}, 72)}, {1, 20, 20, 20}, attrs, DType::F32, "outer");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
+        const bool avx2 = fm.name == "avx2_2core";
+        EXPECT_EQ(r.tiling_of("inner").path, "conv.root_tiles");
+        EXPECT_EQ(r.tiling_of("inner").round_up, avx2);
+        EXPECT_FALSE(r.tiling_of("outer").round_up);  // a graph output keeps its exact bounds
+        EXPECT_EQ(text.find("inner.update(0).split(w, wo, wi, 16, TailStrategy::RoundUp)") != std::string::npos, avx2);
+    }
+    check_auto(b.g, "conv row tails");
+    const MachineModel avx2 = machines::avx2_2core().model;
+    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "conv row tails, 8-lane vectors", 1e-5, &avx2);
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {

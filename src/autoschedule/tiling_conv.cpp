@@ -362,8 +362,11 @@ ConvPlan Ctx::choose_conv() {
         // code. Wider rows keep the guard: rounding them up too computes more padding than it
         // saves (bench/DECISIONS.md#d33-narrow-conv-rows-round-up). Only where every read past
         // the row stays in bounds (LoweredPipeline::rows_extend_safely).
-        c.round_up = !lf(F).is_output && c.vl && W < V && W % c.WT != 0 && p.rows_extend_safely(F);
-        if (c.round_up) {
+        // Without AVX-512's masks the guarded tail of a wider row runs as scalar code, so there
+        // every such row is rounded up (bench/DECISIONS.md#d61-conv-row-tails-without-masks).
+        const bool scalar_tails = m.vector_bytes < 64;
+        c.round_up = !lf(F).is_output && c.vl && (W < V || scalar_tails) && W % c.WT != 0 && p.rows_extend_safely(F);
+        if (c.round_up && W < V) {
             while (c.WT < W) c.WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
             c.vl = c.WT;
             c.nvec = 1;
