@@ -153,7 +153,11 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // that the next tap reuses in registers too, and 12 accumulators spilled them
     // (bench/DECISIONS.md#d59-avx2-conv-channel-tiles). Rows a divisor of W wide when one is near
     // (no tail), else ShiftInwards tails.
-    const int accumulators = m.vector_registers >= 32 ? std::min(14, m.vector_registers - 4) : m.vector_registers - 6;
+    // A 1x1 conv has no next tap to keep inputs for: 12 of 16 registers
+    // (bench/DECISIONS.md#d59-avx2-conv-channel-tiles).
+    const bool one_tap = re.size() >= 3 && re[0] * re[1] == 1;
+    const int accumulators = m.vector_registers >= 32 ? std::min(14, m.vector_registers - 4)
+                                                      : m.vector_registers - (one_tap ? 4 : 6);
     const int budget = std::max(1, accumulators / cvec);
     const int row = two_blocks ? budget : std::max(1, budget / 2);
     int NP = (int)std::min<int64_t>(W, row);
