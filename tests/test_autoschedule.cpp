@@ -147,6 +147,14 @@ void check_auto(const Graph &g, const std::string &what, double rel = 1e-5, cons
     for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, rel)) << what << " output " << name;
 }
 
+/// check_auto on the host's plan and, where the host's vectors are wider, on the AVX2 preset's plan
+/// too (AVX2 code runs on an AVX-512 host), so that both x86 levels' schedules are run.
+void check_auto_with_avx2(const Graph &g, const std::string &what) {
+    check_auto(g, what);
+    const MachineModel avx2 = machines::avx2_2core().model;
+    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(g, what + ", 8-lane vectors", 1e-5, &avx2);
+}
+
 TEST(Autoschedule, FixturesMatchReference) {
     for (const char *name : {"sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mlp",
                              "gelu_mlp", "cnn", "inverted_residual", "transformer"})
@@ -491,9 +499,7 @@ TEST(Autoschedule, PartialChannelBlocksTileThroughTheWrapper) {
             EXPECT_NE(t.path, "conv.channel_tile");
         }
     }
-    check_auto(b.g, "partial channel block");
-    const MachineModel avx2 = machines::avx2_2core().model;
-    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "partial channel block, 8-lane vectors", 1e-5, &avx2);
+    check_auto_with_avx2(b.g, "partial channel block");
 }
 
 // Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a
@@ -518,9 +524,7 @@ TEST(Autoschedule, ConvRowTailsRoundUpWithoutMasks) {
         EXPECT_FALSE(r.tiling_of("outer").round_up);  // a graph output keeps its exact bounds
         EXPECT_EQ(text.find("inner.update(0).split(w, wo, wi, 16, TailStrategy::RoundUp)") != std::string::npos, avx2);
     }
-    check_auto(b.g, "conv row tails");
-    const MachineModel avx2 = machines::avx2_2core().model;
-    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "conv row tails, 8-lane vectors", 1e-5, &avx2);
+    check_auto_with_avx2(b.g, "conv row tails");
 }
 
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
@@ -927,10 +931,7 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         EXPECT_NE(text.find(".in() as stem_out"), std::string::npos);  // read by two kernels
         EXPECT_EQ(text.find(".in() as head_out"), std::string::npos);  // 16 terms: row tiles
     }
-    check_auto(b.g, "blocked convs");
-    // The AVX2 plan run on this host (where the host is AVX2, check_auto just ran it).
-    const MachineModel avx2 = machines::avx2_2core().model;
-    if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(b.g, "blocked convs, 8-lane vectors", 1e-5, &avx2);
+    check_auto_with_avx2(b.g, "blocked convs");
 }
 
 // ScheduleKnobs::conv_unroll_taps: a channel-tiled 3x3 conv unrolls its taps by default and keeps
