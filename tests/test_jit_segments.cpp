@@ -168,6 +168,37 @@ TEST(JitSegments, AFuncThatComputesPastItsExtentsIsNotCutFromWhatItReads) {
     }
 }
 
+// A conv whose output channels end in a partial weight block is computed through a wrapper that
+// rounds its channels up (AVX2 plans): that reads nothing past an extent, so the conv's input still
+// crosses a cut (the text detector's JIT compile took 99 s in 5 pipelines while it did not).
+TEST(JitSegments, AChannelRoundUpKeepsTheCutBeforeIt) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {1, 64, 14, 14});
+    std::string r = b.node("Relu", {x}, {1, 64, 14, 14}, {}, DType::F32, "stem");
+    std::string conv = b.node("Conv", {r, b.random_constant("w", {120, 64, 1, 1}, 61), b.random_constant("bias", {120}, 62)},
+                              {1, 120, 14, 14}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string hs = b.node("HardSigmoid", {conv}, {1, 120, 14, 14}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}});
+    std::string act = b.node("Mul", {conv, hs}, {1, 120, 14, 14});
+    b.out("Conv", {act, b.random_constant("wdw", {120, 1, 3, 3}, 63)}, {1, 120, 14, 14},
+          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", int64_t(120)}});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    Schedule s = auto_schedule(lp, host_target(), machines::avx2_2core().model);
+    apply_schedule(s, lp, host_target());
+    CutPlan plan = plan_cuts(lp, 8, 1);
+    // The cut right after the stem (the conv's input) stays legal.
+    bool stem_cut = false;
+    for (size_t k = 1; k < plan.roots.size(); k++)
+        stem_cut |= plan.roots[k - 1] == "stem" && plan.legal_before[k];
+    EXPECT_TRUE(stem_cut) << describe_cuts(plan);
+    Graph g = b.g;
+    JitModel m(std::move(lp), host_target(), 8);
+    const int segments = m.segments();
+    EXPECT_GT(segments, 1);
+    expect_matches_reference(m, g, 31, "partial channel block across a cut");
+    EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
+}
+
 TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {
     // relu is an output and sigmoid's segment reads it: from the output tensor of this run.
     Chain c;
