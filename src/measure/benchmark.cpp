@@ -196,7 +196,7 @@ WorkloadCost workload_cost(const Graph &g) {
 }
 
 void compare_to_reference(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
-                          BenchRow &row) {
+                          double rel_tol, BenchRow &row) {
     row.rel_error = 0;
     row.max_abs = 0;
     for (const auto &[name, r] : ref) {
@@ -226,6 +226,9 @@ void compare_to_reference(const std::map<std::string, Tensor> &out, const std::m
         row.rel_error = std::max(row.rel_error, rel);
         row.max_abs = std::max(row.max_abs, maxabs);
     }
+    if (!(row.rel_error < rel_tol))
+        throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", rel_tol, " (max abs ", row.max_abs,
+                                ")"));
 }
 
 int bench_input_sets(const WorkloadCost &cost, const MachineModel &machine, int requested) {
@@ -277,10 +280,7 @@ std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant 
 
         row.stage = "validate";
         say("validating (compile took " + fmt(row.compile_s, 1) + " s)");
-        compare_to_reference(model->run(inputs[0]), ref, row);
-        if (!(row.rel_error < opts.rel_tol))
-            throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol,
-                                    " (max abs ", row.max_abs, ")"));
+        compare_to_reference(model->run(inputs[0]), ref, opts.rel_tol, row);
         row.stage = "run";
         for (int k = 0; k < opts.warmup; k++) model->time_run(inputs[(k + 1) % inputs.size()]);
         return model;
@@ -361,10 +361,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     }
     // A worker's outputs of input set 0 against the reference, as build_and_validate checks a row.
     auto check_outputs = [&](const std::string &folder, BenchRow &row) {
-        compare_to_reference(read_tensor_folder(folder), ref, row);
-        if (!(row.rel_error < opts.rel_tol))
-            throw UserError(str_cat("wrong result: rel error ", row.rel_error, " >= ", opts.rel_tol, " (max abs ",
-                                    row.max_abs, ")"));
+        compare_to_reference(read_tensor_folder(folder), ref, opts.rel_tol, row);
     };
 
     // Every schedule is compiled and validated first, then all are timed in turns (kTimingRounds

@@ -151,9 +151,9 @@ int bench_input_sets(const WorkloadCost &cost, const MachineModel &machine, int 
 
 /// Worst relative (‖out − ref‖ / ‖ref‖) and absolute error of \p out against \p ref over every
 /// output into \p row; UserError when an output is missing, misshapen or has NaN/Inf where the
-/// reference has none.
+/// reference has none, or when the relative error is not below \p rel_tol ("wrong result").
 void compare_to_reference(const std::map<std::string, Tensor> &out, const std::map<std::string, Tensor> &ref,
-                          BenchRow &row);
+                          double rel_tol, BenchRow &row);
 
 /// Sets \p row's error and fail_reason ("out_of_memory" for std::bad_alloc, else "error") from the
 /// exception being handled: call it inside a catch block.
