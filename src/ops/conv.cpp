@@ -235,14 +235,13 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     }
     Expr xv = padded ? LowerContext::call(xin, ix) : LowerContext::cast_to(dt, ctx.at(x, ix));
     const Tensor *cw = ctx.constant(w);
-    const int block = kConvWeightBlock;
-    // Output channels a multiple of 8 (an AVX2 vector) block too, the last block padded with zero
-    // weights, so a schedule may compute whole blocks (tiling_conv.cpp's channel tiles).
+    // Output channels a multiple of 8 but not of 16 block by 24 (24, 72, 120: three AVX2 vectors)
+    // or 8 (40, 200), so a channel tile computes no padding channels.
+    const int block = sw[0] % kConvWeightBlock == 0 ? kConvWeightBlock : sw[0] % 24 == 0 ? 24 : 8;
     const bool blocked = ctx.options.block_conv_weights && p.sp == 2 && p.group == 1 && cw &&
-                         cw->dtype() == DType::F32 && dt == DType::F32 &&
-                         (sw[0] % block == 0 || (sw[0] % 8 == 0 && sw[0] > block));
+                         cw->dtype() == DType::F32 && dt == DType::F32 && sw[0] % block == 0;
     Expr wv;
-    if (blocked) {  // [C_out / 16][C_in][kH][kW][16]: LowerOptions::block_conv_weights
+    if (blocked) {  // [C_out / block][C_in][kH][kW][block]: LowerOptions::block_conv_weights
         std::vector<Expr> ib = {m / block, rc};
         ib.insert(ib.end(), iw.begin() + 2, iw.end());
         ib.push_back(m % block);
@@ -251,9 +250,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         wv = LowerContext::cast_to(dt, ctx.at(w, iw));
     }
 
-    // Channels past the last in a padded weight block read the last bias (their weights are zero).
-    Expr mb = blocked && sw[0] % block != 0 ? Halide::min(m, (int)sw[0] - 1) : Expr(m);
-    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {mb}))
+    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
                                   : LowerContext::literal(dt, 0);
     ctx.define(f, v, init);
     ref(f, exprs(v)) += xv * wv;
