@@ -507,6 +507,27 @@ TEST(Autoschedule, ChannelsNotAMultipleOf16TileInBlocksOf24Or8) {
     }
 }
 
+// A learned 2x upsampling (ConvTranspose, kernel = stride = 2) reduces over input channels only,
+// and the cost model's schedules of it, with its BatchNorm/ReLU epilogue and a 2x3 variant, match
+// the reference on both x86 levels.
+TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 20, 20});
+    std::string up = b.node("ConvTranspose", {x, b.random_constant("w", {24, 24, 2, 2}, 81), b.random_constant("bias", {24}, 82)},
+                            {1, 24, 40, 40}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}},
+                            DType::F32, "up");
+    std::string r = b.node("Relu", {up}, {1, 24, 40, 40});
+    b.out("ConvTranspose", {r, b.random_constant("w2", {24, 1, 2, 3}, 83)}, {1, 1, 80, 120},
+          {{"kernel_shape", std::vector<int64_t>{2, 3}}, {"strides", std::vector<int64_t>{2, 3}}}, DType::F32, "up23");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        LoweredPipeline lp = lower_graph(b.g);
+        AutoScheduleResult res = plan_on(lp, fm);
+        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
+    }
+    check_auto_with_avx2(b.g, "upsampling ConvTranspose");
+}
+
 // Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a
 // vector and no multiple of the tile are rounded up too (20 -> 24), where AVX-512 keeps the guard.
 TEST(Autoschedule, ConvRowTailsRoundUpWithoutMasks) {

@@ -363,7 +363,22 @@ TEST(OpsLinalg, ConvTranspose) {
     b.out("ConvTranspose", {x1, w3}, {1, 5, convt_out(7, 4, 2, 1, 1, 2, 1)},
            {{"kernel_shape", Ints{4}}, {"strides", Ints{2}}, {"dilations", Ints{1}},
             {"pads", Ints{1, 2}}, {"output_padding", Ints{1}}, {"group", int64_t(1)}});
+    // Kernel = stride (a learned upsampling, 2x2 stride 2 and 2x3 stride (2, 3)): one tap per
+    // output, the reduction over input channels only.
+    std::string w5 = b.random_constant("w5", {4, 3, 2, 2}, 64), b5 = b.random_constant("b5", {3}, 65);
+    b.out("ConvTranspose", {x, w5, b5}, {2, 3, 10, 12}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}},
+          DType::F32, "up2");
+    std::string w6 = b.random_constant("w6", {4, 2, 2, 3}, 66);
+    b.out("ConvTranspose", {x, w6}, {2, 2, 10, 18}, {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 3}}},
+          DType::F32, "up23");
     check(b.g, 71);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const char *name : {"up2", "up23"}) {
+        const LoweredFunc *f = lp.find(name);
+        ASSERT_TRUE(f) << name;
+        ASSERT_EQ(f->update_rvars.size(), 1u);
+        EXPECT_EQ(f->update_rvars[0].size(), 1u) << name << ": the taps are no reduction";
+    }
 }
 
 }  // namespace
