@@ -106,6 +106,13 @@ void grad(const GradOptions &o) {
         eliminate_dead_code(loss_graph);
     }
     bool ok = true;
+    std::filesystem::path torch_loss = std::filesystem::path(o.input_dir) / "loss.npy";
+    if (o.check && !o.input_dir.empty() && std::filesystem::exists(torch_loss)) {
+        double want = read_npy(torch_loss.string()).get(0), got = outs.at(m.grad.loss).get(0);
+        double rel = std::abs(got - want) / std::max(1e-12, std::abs(want));
+        std::cout << "loss vs torch: rel error " << sci(rel) << (rel < o.rtol ? "  ok\n" : "  FAILED\n");
+        ok = ok && rel < o.rtol;
+    }
     std::cout << std::left << std::setw(28) << "parameter" << std::setw(14) << "shape" << std::setw(11) << "max |grad|";
     if (o.check) std::cout << std::setw(13) << "vs reference" << std::setw(13) << "vs fin.diff" << std::setw(11) << "vs torch";
     std::cout << "\n";
