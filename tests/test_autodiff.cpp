@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <dlfcn.h>
 #include <filesystem>
 
 #include "autodiff/autodiff.h"
@@ -327,7 +329,7 @@ void check_fixture(const std::string &name, const std::string &loss) {
     for (const auto &e : std::filesystem::directory_iterator(grad_fixture(name)))
         params += e.path().filename().string().rfind("grad_", 0) == 0;
     EXPECT_GT(params, 0u);
-    EXPECT_EQ(count_of(r.out, "  ok"), params) << r.out;
+    EXPECT_EQ(count_of(r.out, "  ok"), params + 1) << r.out;  // and the loss
     EXPECT_NE(r.out.find("loss vs torch"), std::string::npos) << r.out;
 }
 
@@ -352,6 +354,107 @@ TEST(LoomGrad, UserErrors) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("target class 10 at [7] is out of range: the output has 10 classes"), std::string::npos) << r.out;
     std::filesystem::remove_all(dir);
+}
+
+// --- loom compile --train ----------------------------------------------------------------------
+
+// The trainer's C API, opened as an application would.
+struct Trainer {
+    void *lib = nullptr, *t = nullptr;
+    void *(*create)();
+    int (*step)(void *, const void *const *, const void *, float *);
+    int (*num_parameters)();
+    const char *(*parameter_name)(int);
+    int64_t (*parameter_size)(int);
+    float *(*parameter)(void *, int);
+    int (*num_state)();
+    int64_t (*steps)(void *);
+    void (*destroy)(void *);
+    template <typename F>
+    void sym(F &f, const std::string &n) {
+        f = reinterpret_cast<F>(dlsym(lib, n.c_str()));
+        ASSERT_NE((void *)f, nullptr) << n;
+    }
+    Trainer(const std::string &dir, const std::string &name) {
+        lib = dlopen((dir + "/lib" + name + "_train.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+        EXPECT_NE(lib, nullptr) << dlerror();
+        if (!lib) return;
+        sym(create, name + "_train_create");
+        sym(step, name + "_train_step");
+        sym(num_parameters, name + "_train_num_parameters");
+        sym(parameter_name, name + "_train_parameter_name");
+        sym(parameter_size, name + "_train_parameter_size");
+        sym(parameter, name + "_train_parameter");
+        sym(num_state, name + "_train_num_state");
+        sym(steps, name + "_train_steps");
+        sym(destroy, name + "_train_destroy");
+        t = create();
+    }
+    ~Trainer() {
+        if (t) destroy(t);
+        if (lib) dlclose(lib);
+    }
+    Tensor param(int k) {
+        Tensor p(DType::F32, {parameter_size(k)});
+        std::memcpy(p.data(), parameter(t, k), p.bytes().size());
+        return p;
+    }
+};
+
+// One step of the compiled training step of the MLP fixture (cross entropy) against PyTorch:
+// the loss is torch's, and the update is p - lr * torch's gradient (sgd) or Adam's first step.
+void check_first_step(const std::string &optimizer) {
+    std::string dir = temp_path("train_" + optimizer);
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --loss cross_entropy --optimizer " + optimizer +
+                 " --lr 0.05 --force --name mlp_" + optimizer + " -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    Trainer tr(dir, "mlp_" + optimizer);
+    ASSERT_NE(tr.t, nullptr);
+    ASSERT_EQ(tr.num_parameters(), 6);
+    EXPECT_EQ(tr.num_state(), optimizer == "adam" ? 12 : 0);
+    std::vector<Tensor> before;
+    for (int k = 0; k < 6; k++) before.push_back(tr.param(k));
+    Tensor x = read_npy(grad_fixture("mlp/x.npy")), target = read_npy(grad_fixture("mlp/target.npy")).cast(DType::I64);
+    const void *inputs[] = {x.data()};
+    float loss = -1;
+    ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+    EXPECT_NEAR(loss, read_npy(grad_fixture("mlp/loss.npy")).get(0), 1e-5);
+    EXPECT_EQ(tr.steps(tr.t), 1);
+    for (int k = 0; k < 6; k++) {
+        Tensor g = read_npy(grad_fixture(std::string("mlp/grad_") + tr.parameter_name(k) + ".npy"));
+        Tensor want(DType::F32, {tr.parameter_size(k)});
+        for (int64_t i = 0; i < want.numel(); i++) {
+            double gi = g.get(i), step = optimizer == "sgd" ? gi : gi / (std::abs(gi) + 1e-8);
+            want.set(i, before[k].get(i) - 0.05 * step);
+        }
+        Tensor delta_got(DType::F64, {want.numel()}), delta_want(DType::F64, {want.numel()});
+        Tensor now = tr.param(k);
+        for (int64_t i = 0; i < want.numel(); i++) {
+            delta_got.set(i, now.get(i) - before[k].get(i));
+            delta_want.set(i, want.get(i) - before[k].get(i));
+        }
+        // Adam's first step is lr * sign(g): a gradient within float noise of 0 may flip it.
+        EXPECT_TRUE(close(delta_got, delta_want, optimizer == "sgd" ? 1e-4 : 2e-2)) << tr.parameter_name(k);
+    }
+    // Training on one batch: the loss falls.
+    float first = loss;
+    for (int s = 0; s < 30; s++) ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+    EXPECT_LT(loss, 0.7 * first) << optimizer;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(TrainStep, SgdStepMatchesTorch) { check_first_step("sgd"); }
+TEST(TrainStep, AdamStepMatchesTorch) { check_first_step("adam"); }
+
+TEST(TrainStep, UserErrors) {
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --optimizer adamw -o " + temp_path("bad_opt"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("unknown optimizer 'adamw'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sgd or adam"), std::string::npos) << r.out;
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --lr -1 -o " + temp_path("bad_lr"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
 }
 
 }  // namespace
