@@ -11,21 +11,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static long rss_kib(void) {
+/* A "VmRSS:" or "VmHWM:" line of /proc/self/status, in KiB. */
+static long status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long v = -1;
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
-    if (f) fclose(f);
-    return v;
-}
-static long hwm_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) v = atol(line + 6);
+        if (!strncmp(line, key, strlen(key))) v = atol(line + strlen(key));
     if (f) fclose(f);
     return v;
 }
@@ -52,7 +44,7 @@ int main(int argc, char **argv) {
     for (long i = 0; i < out_n; i++) y[i] = rand() / (float)RAND_MAX * 2 - 1;
     for (long i = 0; i < rows; i++) cls[i] = rand() % classes;
     void *t = create();
-    long base = rss_kib();
+    long base = status_kib("VmRSS:");
     const void *inputs[1] = {x};
     float loss;
     for (int i = 0; i < 5; i++) step(t, inputs, ce ? (void *)cls : (void *)y, &loss);
@@ -65,7 +57,7 @@ int main(int argc, char **argv) {
         ms[i] = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     }
     qsort(ms, reps, sizeof(double), cmp);
-    printf("median_ms %.4f min_ms %.4f peak_rss_kib %ld step_kib %ld loss %.5f\n", ms[reps / 2], ms[0], hwm_kib(),
-           hwm_kib() - base, loss);
+    printf("median_ms %.4f min_ms %.4f peak_rss_kib %ld step_kib %ld loss %.5f\n", ms[reps / 2], ms[0], status_kib("VmHWM:"),
+           status_kib("VmHWM:") - base, loss);
     return 0;
 }
