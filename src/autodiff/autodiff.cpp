@@ -46,7 +46,8 @@ std::vector<std::string> differentiable_ops() {
     return ops;
 }
 
-GradientGraph differentiate(const Graph &forward, const std::vector<std::string> &parameters, const std::string &loss) {
+GradientGraph differentiate(const Graph &forward, const std::vector<std::string> &parameters, const std::string &loss,
+                            const NodeEvaluator &evaluate) {
     GradientGraph out;
     out.graph = autodiff::rewrite_norms_for_training(forward);
     Graph &g = out.graph;
@@ -95,7 +96,7 @@ GradientGraph differentiate(const Graph &forward, const std::vector<std::string>
             throw UserError(str_cat(n.describe(), ": Loom has no gradient rule for ", n.op, ", and a parameter reaches ",
                                     "the loss through it; keep it out of the trained part of the model (export it after ",
                                     "the loss or give its inputs no weights), or ask for a rule (ops with one: loom grad --help)"));
-        autodiff::VjpArgs args{e, n, {}, {}};
+        autodiff::VjpArgs args{e, n, {}, {}, &evaluate};
         for (const auto &o : n.outputs) {
             std::string d = o.empty() ? "" : total(o);
             if (d.empty() && !o.empty()) d = zeros(e, g.value(o).shape);

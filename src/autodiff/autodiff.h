@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 namespace loom {
 
@@ -30,8 +31,10 @@ struct GradientGraph {
 /// loss \p loss ("mse", "cross_entropy" or "output": see loss.h). Norms are rewritten to training
 /// mode first (batch statistics; norm_training.h). UserError naming the op and node for an op with
 /// no rule on a path from a parameter to the loss, and saying what to do; UserError for an unknown
-/// loss or a forward graph the loss does not fit.
-GradientGraph differentiate(const Graph &forward, const std::vector<std::string> &parameters, const std::string &loss);
+/// loss or a forward graph the loss does not fit. \p evaluate (reference/folding.h's
+/// reference_evaluator) computes constant tables some rules need (Resize's interpolation matrices).
+GradientGraph differentiate(const Graph &forward, const std::vector<std::string> &parameters, const std::string &loss,
+                            const NodeEvaluator &evaluate = nullptr);
 
 /// The ops with a vector-Jacobian rule, and the ones no gradient flows through (comparisons,
 /// ArgMax, Floor, …), sorted.

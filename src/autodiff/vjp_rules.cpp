@@ -471,8 +471,50 @@ Grads gather(VjpArgs &a) {
 // --- Resize ------------------------------------------------------------------------------------
 
 Grads resize(VjpArgs &a) {
-    throw UserError(str_cat(a.node.describe(), ": no gradient rule for Resize yet; use ConvTranspose for learned "
-                                               "upsampling, or a nearest Resize with integer scales written as Expand"));
+    GraphEmitter &e = a.e;
+    user_check(a.evaluate && *a.evaluate, a.node.describe(), ": the Resize rule needs a node evaluator (pass ",
+               "reference_evaluator() to differentiate)");
+    const Shape xs = a.xs(0), ys = a.ys();
+    int r = (int)xs.size();
+    std::vector<double> scales = a.node.get_floats("scales");
+    // Resize is separable: per resized axis d, dX = dY · R_d with R_d the [out, in] interpolation
+    // matrix, found by resizing the unit vectors of that axis with the node's own attributes.
+    std::string g = a.dy[0];
+    Shape cur = ys;
+    for (int d = 0; d < r; d++) {
+        if (xs[d] == ys[d] && (scales.empty() || scales[d] == 1.0)) continue;
+        Node one = a.node;
+        one.inputs = {"unit"};
+        one.outputs = {"resized"};
+        std::vector<double> s1(r, 1.0);
+        if (!scales.empty()) s1[d] = scales[d];
+        one.attrs["scales"] = s1;
+        Shape in1(r, 1), out1(r, 1);
+        in1[d] = xs[d];
+        out1[d] = ys[d];
+        ValueInfo oi{"resized", DType::F32, out1, {}, true};
+        Tensor m(DType::F32, {ys[d], xs[d]});
+        for (int64_t i = 0; i < xs[d]; i++) {
+            Tensor unit(DType::F32, in1);
+            unit.set(i, 1.0);
+            std::vector<Tensor> res = (*a.evaluate)(one, {&unit}, {oi});
+            internal_check(res.size() == 1 && res[0].numel() == ys[d], "Resize rule: unit resize gave ", res.size(), " outputs");
+            for (int64_t o = 0; o < ys[d]; o++) m.set(o * xs[d] + i, res[0].get(o));
+        }
+        std::vector<int64_t> perm;
+        for (int k = 0; k < r; k++)
+            if (k != d) perm.push_back(k);
+        perm.push_back(d);
+        std::vector<int64_t> inv(r);
+        for (int k = 0; k < r; k++) inv[perm[k]] = k;
+        std::string t = e.transpose(g, perm);
+        Shape ts = e.shape(t);
+        ts.back() = xs[d];
+        t = e.op("MatMul", {t, e.constant(m, "resize_matrix")}, ts);
+        g = e.transpose(t, inv);
+        cur[d] = xs[d];
+    }
+    return {g};
 }
 
 // --- Pointwise ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autodiff/graph_emitter.h"
+#include "graph/passes.h"
 
 namespace loom::autodiff {
 
@@ -24,6 +25,9 @@ struct VjpArgs {
     std::vector<std::string> dy;
     /// Whether each input needs a gradient (a parameter reaches it).
     std::vector<bool> wanted;
+    /// Evaluates a node on constants (the reference interpreter, given from above): Resize's rule
+    /// finds its interpolation matrices with it. May be empty.
+    const NodeEvaluator *evaluate = nullptr;
 
     const std::string &x(int i) const { return node.inputs[i]; }
     const std::string &y(int k = 0) const { return node.outputs[k]; }

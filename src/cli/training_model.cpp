@@ -5,6 +5,7 @@
 #include "cli/model_loading.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/npy.h"
+#include "reference/folding.h"
 #include "reference/reference.h"
 #include "support/error.h"
 
@@ -18,7 +19,7 @@ TrainingModel load_training_model(const std::string &path, const std::vector<std
         m.data_inputs = g.inputs;
         m.params = promote_parameters(g);
         m.forward = prepare_model(std::move(g), input_flags, false, inputs_dir);
-        m.grad = differentiate(m.forward, m.params.names, loss);
+        m.grad = differentiate(m.forward, m.params.names, loss, reference_evaluator());
     } catch (const UserError &e) {
         std::string msg = e.what();
         if (msg.rfind(path, 0) == 0) throw;
