@@ -171,54 +171,76 @@ std::vector<int64_t> pooling_end_pads(const Window &w, const Shape &in, const Sh
     return pe;
 }
 
+// The weight gradient of a convolution of \p x by window \p w whose output gradient is \p g:
+// dW[o, c, k] = sum over n and output positions p of g[n, o, p] * x[n, c, p*s + k*d - pad], as a
+// conv of x (channels as batch) with g (batch as channels) as its weights, whose stride is the
+// forward dilation and whose dilation the forward stride; for groups, only the pairs of one group
+// are kept. Shape [g's channels, x's channels / group, kernel...] (a ConvTranspose's weight layout
+// when x is its output gradient and g its input).
+std::string conv_weight_grad(GraphEmitter &e, const std::string &x, const std::string &g, const Window &w, int64_t group) {
+    const Shape xs = e.shape(x), gs = e.shape(g);
+    int sp = w.sp;
+    std::vector<int64_t> swap01 = concat({1, 0}, iota(2, 2 + sp));
+    std::string xt = e.transpose(x, swap01), gt = e.transpose(g, swap01);
+    Shape rs = {xs[1], gs[1]};
+    bool crop = false;
+    for (int d = 0; d < sp; d++) {
+        int64_t q = (xs[2 + d] + w.pb[d] + w.pe[d] - (w.strides[d] * (gs[2 + d] - 1) + 1)) / w.dilations[d] + 1;
+        rs.push_back(q);
+        crop = crop || q != w.kernel[d];
+    }
+    std::string r = e.op("Conv", {xt, gt}, rs,
+                         {{"kernel_shape", Shape(gs.begin() + 2, gs.end())}, {"strides", w.dilations},
+                          {"dilations", w.strides}, {"pads", concat(w.pb, w.pe)}, {"group", int64_t(1)}});
+    if (crop) {
+        Shape cs = concat({xs[1], gs[1]}, w.kernel);
+        r = e.op("Slice", {r}, cs, {{"starts", std::vector<int64_t>(2 + sp, 0)}, {"steps", std::vector<int64_t>(2 + sp, 1)}});
+    }
+    if (group == 1) return e.transpose(r, swap01);
+    int64_t cg = xs[1] / group, og = gs[1] / group;
+    r = e.reshape(r, concat({group, cg, group, og}, w.kernel));
+    Shape ms = concat({group, 1, group, 1}, std::vector<int64_t>(sp, 1));
+    Tensor eye(DType::F32, ms);
+    for (int64_t k = 0; k < group; k++) eye.set(k * group + k, 1.0);
+    r = e.reduce_sum(e.mul(r, e.constant(eye, "group_mask")), {0}, false);
+    r = e.transpose(r, concat({1, 2, 0}, iota(3, 3 + sp)));
+    return e.reshape(r, concat({gs[1], cg}, w.kernel));
+}
+
 Grads conv(VjpArgs &a) {
     GraphEmitter &e = a.e;
-    const Shape &xs = a.xs(0), &ws = a.xs(1), &ys = a.ys();
+    const Shape &xs = a.xs(0), &ys = a.ys();
     int sp = (int)xs.size() - 2;
     Window w = window_of(a.node, sp);
     int64_t group = a.node.get_int("group", 1);
     const std::string &G = a.dy[0];
     Grads out(3);
-    if (a.want(0)) {
+    if (a.want(0))
         out[0] = e.op("ConvTranspose", {G, a.x(1)}, xs,
                       {{"kernel_shape", w.kernel}, {"strides", w.strides}, {"dilations", w.dilations},
                        {"pads", concat(w.pb, w.pe)}, {"group", group},
                        {"output_padding", output_padding(w, xs, ys, w.pe)}});
-    }
-    if (a.want(1)) {
-        // dW[o, c, k] = sum over n and output positions of dY[n, o, p] * X[n, c, p*s + k*d - pad]: a
-        // conv of X (channels as batch) with dY (batch as channels) as its weights, whose stride is
-        // the forward dilation and whose dilation the forward stride.
-        std::vector<int64_t> swap01 = concat({1, 0}, iota(2, 2 + sp));
-        std::string xt = e.transpose(a.x(0), swap01), gt = e.transpose(G, swap01);
-        Shape rs = {xs[1], ys[1]};
-        bool crop = false;
-        for (int d = 0; d < sp; d++) {
-            int64_t q = (xs[2 + d] + w.pb[d] + w.pe[d] - (w.strides[d] * (ys[2 + d] - 1) + 1)) / w.dilations[d] + 1;
-            rs.push_back(q);
-            crop = crop || q != w.kernel[d];
-        }
-        std::string r = e.op("Conv", {xt, gt}, rs,
-                             {{"kernel_shape", Shape(ys.begin() + 2, ys.end())}, {"strides", w.dilations},
-                              {"dilations", w.strides}, {"pads", concat(w.pb, w.pe)}, {"group", int64_t(1)}});
-        if (crop) {
-            Shape cs = concat({xs[1], ys[1]}, w.kernel);
-            r = e.op("Slice", {r}, cs, {{"starts", std::vector<int64_t>(2 + sp, 0)}, {"steps", std::vector<int64_t>(2 + sp, 1)}});
-        }
-        if (group == 1) {
-            out[1] = e.transpose(r, swap01);
-        } else {
-            // Only the pairs of one group are weights: mask the others out of the all-pairs result.
-            int64_t cg = xs[1] / group, og = ys[1] / group;
-            r = e.reshape(r, concat({group, cg, group, og}, w.kernel));
-            Shape ms = concat({group, 1, group, 1}, std::vector<int64_t>(sp, 1));
-            Tensor eye(DType::F32, ms);
-            for (int64_t g = 0; g < group; g++) eye.set(g * group + g, 1.0);
-            r = e.reduce_sum(e.mul(r, e.constant(eye, "group_mask")), {0}, false);
-            r = e.transpose(r, concat({1, 2, 0}, iota(3, 3 + sp)));
-            out[1] = e.reshape(r, ws);
-        }
-    }
+    if (a.want(1)) out[1] = conv_weight_grad(e, a.x(0), G, w, group);
+    if (a.node.has_input(2) && a.want(2)) out[2] = e.reduce_sum(G, concat({0}, iota(2, 2 + sp)), false);
+    return out;
+}
+
+// ConvTranspose is the adjoint of a Conv with the same window: its input gradient is that Conv
+// (the weight [C_in, C_out / group, k] is already in Conv's layout for the reverse direction), and
+// its weight gradient the conv weight gradient with the roles of input and output swapped.
+Grads conv_transpose(VjpArgs &a) {
+    GraphEmitter &e = a.e;
+    const Shape &xs = a.xs(0);
+    int sp = (int)xs.size() - 2;
+    Window w = window_of(a.node, sp);
+    int64_t group = a.node.get_int("group", 1);
+    const std::string &G = a.dy[0];
+    Grads out(3);
+    if (a.want(0))
+        out[0] = e.op("Conv", {G, a.x(1)}, xs,
+                      {{"kernel_shape", w.kernel}, {"strides", w.strides}, {"dilations", w.dilations},
+                       {"pads", concat(w.pb, w.pe)}, {"group", group}});
+    if (a.want(1)) out[1] = conv_weight_grad(e, G, a.x(0), w, group);
     if (a.node.has_input(2) && a.want(2)) out[2] = e.reduce_sum(G, concat({0}, iota(2, 2 + sp)), false);
     return out;
 }
@@ -662,6 +684,7 @@ std::map<std::string, VjpRule> make_rules() {
     r["MatMul"] = matmul;
     r["Gemm"] = gemm;
     r["Conv"] = conv;
+    r["ConvTranspose"] = conv_transpose;
     r["MaxPool"] = max_pool;
     r["AveragePool"] = average_pool;
     r["GlobalAveragePool"] = global_average_pool;
