@@ -492,6 +492,9 @@ TEST(TrainStep, UserErrors) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --target cuda -o " + temp_path("bad_target"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("CPU training steps only; drop --target cuda"), std::string::npos) << r.out;
 }
 
 }  // namespace

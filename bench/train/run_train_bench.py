@@ -106,6 +106,7 @@ def main():
     driver = os.path.join(work, "driver")
     subprocess.run(["cc", "-O2", "-o", driver, os.path.join(HERE, "train_step_driver.c"), "-ldl"], check=True)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    load_at_start = " ".join(open("/proc/loadavg").read().split()[:3])
     rows = []
     for name in names:
         factory, shape, loss, opset = table[name]
@@ -138,15 +139,17 @@ def main():
         f.write("# Training step: Loom vs PyTorch eager (CPU)\n\n")
         f.write(f"- machine: {machine()}\n- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n- commit: {commit}\n")
         f.write(f"- command: `bench/train/run_train_bench.py {' '.join(sys.argv[1:])}`\n")
+        f.write(f"- load average when it started: {load_at_start} (a shared machine: other jobs ran beside it)\n")
         f.write(f"- PyTorch {torch.__version__} eager, torch.optim.SGD; Loom `loom compile --train --optimizer sgd` (auto "
                 "schedule), driven from C (`train_step_driver.c`); both: one fixed batch, 5 warm-up steps, median of "
                 f"{args.reps}; threads = HL_NUM_THREADS / torch.set_num_threads\n")
         f.write("- memory: peak RSS of the process (VmHWM), and its rise above the RSS before the first step\n\n")
-        f.write("| model | input | loss | threads | Loom ms | torch ms | Loom vs torch | Loom peak MiB | torch peak MiB "
-                "| Loom step MiB | torch step MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("| model | input | loss | threads | Loom ms (min) | torch ms (min) | Loom vs torch (median / min) "
+                "| Loom peak MiB | torch peak MiB | Loom step MiB | torch step MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
         for name, shape, loss, t, lo, to in rows:
-            f.write(f"| {name} | {shape} | {loss} | {t} | {lo['median_ms']:.3f} | {to['median_ms']:.3f} | "
-                    f"{to['median_ms'] / lo['median_ms']:.2f}x | {lo['peak_rss_kib'] / 1024:.1f} | {to['peak_rss_kib'] / 1024:.1f} | "
+            f.write(f"| {name} | {shape} | {loss} | {t} | {lo['median_ms']:.3f} ({lo['min_ms']:.3f}) | "
+                    f"{to['median_ms']:.3f} ({to['min_ms']:.3f}) | "
+                    f"{to['median_ms'] / lo['median_ms']:.2f}x / {to['min_ms'] / lo['min_ms']:.2f}x | {lo['peak_rss_kib'] / 1024:.1f} | {to['peak_rss_kib'] / 1024:.1f} | "
                     f"{lo['step_kib'] / 1024:.1f} | {to['step_kib'] / 1024:.1f} |\n")
     print("wrote", args.results)
 

@@ -51,7 +51,7 @@ std::map<std::string, Tensor> gradient_inputs(const TrainingModel &m, const std:
                    ti.dtype == DType::I64 ? " class indices (cross_entropy)" : " values (mse)");
         t = f.cast(ti.dtype);
     } else if (ti.dtype == DType::I64) {
-        fill_random(t, seed + 7, 0, (double)g.value(g.value(m.grad.forward_outputs[0]).name).shape[1]);
+        fill_random(t, seed + 7, 0, (double)g.value(m.grad.forward_outputs[0]).shape[1]);
     } else {
         fill_random(t, seed + 7);
     }
