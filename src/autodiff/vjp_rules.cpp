@@ -171,6 +171,44 @@ std::vector<int64_t> pooling_end_pads(const Window &w, const Shape &in, const Sh
     return pe;
 }
 
+// The weight gradient of a depthwise convolution (one input channel per group, \p g's channels a
+// multiple m of \p x's): per tap, the input at that tap's offset (a strided Slice of the padded
+// input) times the output gradient, summed over batch and positions; the taps joined by a Concat.
+// No work on the pairs of channels a grouped all-pairs conv would compute and mask out.
+std::string depthwise_weight_grad(GraphEmitter &e, const std::string &x, const std::string &g, const Window &w) {
+    const Shape xs = e.shape(x), gs = e.shape(g);
+    int sp = w.sp;
+    int64_t c = xs[1], mult = gs[1] / c;
+    Shape os(gs.begin() + 2, gs.end());
+    std::vector<int64_t> pe = pooling_end_pads(w, xs, gs);
+    Shape padded = xs;
+    for (int d = 0; d < sp; d++) padded[2 + d] += w.pb[d] + pe[d];
+    std::string xp = x;
+    if (padded != xs)
+        xp = e.op("Pad", {xp}, padded,
+                  {{"pads", concat(concat({0, 0}, w.pb), concat({0, 0}, pe))}, {"mode", std::string("constant")}, {"value", 0.0}});
+    // dY as [N, C, m, positions...]; each tap's input slice as [N, C, 1, positions...].
+    std::string gv = e.reshape(g, concat({gs[0], c, mult}, os));
+    int64_t taps = 1;
+    for (auto k : w.kernel) taps *= k;
+    std::vector<int64_t> reduce = {0};
+    for (int d = 0; d < sp; d++) reduce.push_back(3 + d);
+    std::vector<std::string> per_tap;
+    for (int64_t t = 0; t < taps; t++) {
+        std::vector<int64_t> starts(2 + sp, 0), steps = concat({1, 1}, w.strides);
+        int64_t rest = t;
+        for (int d = sp - 1; d >= 0; d--) {
+            starts[2 + d] = (rest % w.kernel[d]) * w.dilations[d];
+            rest /= w.kernel[d];
+        }
+        std::string xt = e.op("Slice", {xp}, concat({xs[0], c}, os), {{"starts", starts}, {"steps", steps}});
+        xt = e.reshape(xt, concat({xs[0], c, 1}, os));
+        per_tap.push_back(e.reshape(e.reduce_sum(e.mul(gv, xt), reduce, false), {c, mult, 1}));  // [C, m, 1]
+    }
+    std::string joined = taps == 1 ? per_tap[0] : e.op("Concat", per_tap, {c, mult, taps}, {{"axis", int64_t(2)}});
+    return e.reshape(joined, concat({c * mult, 1}, w.kernel));
+}
+
 // The weight gradient of a convolution of \p x by window \p w whose output gradient is \p g:
 // dW[o, c, k] = sum over n and output positions p of g[n, o, p] * x[n, c, p*s + k*d - pad], as a
 // conv of x (channels as batch) with g (batch as channels) as its weights, whose stride is the
@@ -180,6 +218,7 @@ std::vector<int64_t> pooling_end_pads(const Window &w, const Shape &in, const Sh
 std::string conv_weight_grad(GraphEmitter &e, const std::string &x, const std::string &g, const Window &w, int64_t group) {
     const Shape xs = e.shape(x), gs = e.shape(g);
     int sp = w.sp;
+    if (group > 1 && group == xs[1]) return depthwise_weight_grad(e, x, g, w);
     std::vector<int64_t> swap01 = concat({1, 0}, iota(2, 2 + sp));
     std::string xt = e.transpose(x, swap01), gt = e.transpose(g, swap01);
     Shape rs = {xs[1], gs[1]};
