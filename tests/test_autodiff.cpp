@@ -375,6 +375,9 @@ TEST(LoomGrad, TransformerBlockMatchesTorchAndFiniteDifferences) { check_fixture
 TEST(LoomGrad, SmallCnnMatchesTorchAndFiniteDifferences) { check_fixture("cnn", "mse"); }
 
 TEST(LoomGrad, UserErrors) {
+    Cli h = loom("grad --help");
+    EXPECT_NE(h.out.find("Ops with a gradient rule"), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find(" MaxPool "), std::string::npos) << h.out;
     Cli r = loom("grad " + grad_fixture("mlp.onnx") + " --loss crossentropy");
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("unknown loss 'crossentropy'; did you mean 'cross_entropy'"), std::string::npos) << r.out;

@@ -176,6 +176,9 @@ void add_grad_command(CLI::App &app) {
     c->add_option("--seed", o->seed, "Seed of random inputs and target")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write loss.npy and grad_<parameter>.npy");
     c->add_option("--print-graph", o->print_graph, "Write the gradient graph (forward, loss, backward) to this file");
+    std::string ops;
+    for (const auto &op : differentiable_ops()) ops += (ops.empty() ? "" : " ") + op;
+    c->footer("Ops with a gradient rule (or through which no gradient flows): " + ops);
     c->callback([o] { grad(*o); });
 }
 
