@@ -295,8 +295,10 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         // tap and discards all but one per dim (4 of 4 taps computed for 1 kept at 2x2 stride 2).
         // Along the innermost dim the tap alternates from one output to the next, so its weight is
         // a select of the stride's weights, a blend of broadcasts when vectorized.
+        // One input channel is no reduction (Halide drops an RVar of extent 1): a pure Func.
         RDom rc(0, (int)cg, "r");
-        std::vector<Expr> ix = {n, rc}, iw = {rc, m};
+        Expr c0 = cg == 1 ? Expr(0) : Expr(rc);
+        std::vector<Expr> ix = {n, c0}, iw = {c0, m};
         for (int d = 0; d < p.sp; d++) {
             const int s = (int)p.strides[d];
             ix.push_back(v[2 + d] / s);
@@ -310,9 +312,14 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
             Expr wk = LowerContext::cast_to(dt, ctx.at(w, iwk));
             wv = k == inner - 1 ? wk : Halide::select(v.back() % inner == k, wk, wv);
         }
-        ctx.define(f, v, init);
-        ref(f, exprs(v)) += LowerContext::cast_to(dt, ctx.at(x, ix)) * wv;
-        ctx.note_update(f, rvar_names(rc));
+        Expr term = LowerContext::cast_to(dt, ctx.at(x, ix)) * wv;
+        if (cg == 1) {
+            ctx.define(f, v, init + term);
+        } else {
+            ctx.define(f, v, init);
+            ref(f, exprs(v)) += term;
+            ctx.note_update(f, rvar_names(rc));
+        }
         ctx.note_cost(f, false, 2.0 * cg + inner);
         ctx.bind_output(y, f);
         return;
