@@ -14,10 +14,8 @@ export it, see CMakeLists.txt)
 Usage: frontends/torch/export_grad_fixtures.py [--out DIR] [NAME ...]
 Runs under Debian's /usr/bin/python3 (python3-torch, python3-onnx).
 """
-import argparse
 import os
 import sys
-import warnings
 
 import numpy as np
 import onnx
@@ -25,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_fixtures import CNN, randomize_batchnorm  # noqa: E402
+from export_fixtures import CNN, fixture_main, randomize_batchnorm  # noqa: E402
 from models import MLP, EncoderLayer  # noqa: E402
 
 
@@ -76,20 +74,7 @@ def export(name, factory, input_shapes, loss, opset, out_dir):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "data", "grad"))
-    ap.add_argument("names", nargs="*", help="fixtures to export (default: all)")
-    args = ap.parse_args()
-    table = fixtures()
-    for n in args.names:
-        if n not in table:
-            sys.exit(f"unknown fixture '{n}'; known: {' '.join(table)}")
-    os.makedirs(args.out, exist_ok=True)
-    torch.use_deterministic_algorithms(True)
-    warnings.filterwarnings("ignore")
-    for name in args.names or table:
-        export(name, *table[name], args.out)
+    fixture_main(__doc__.splitlines()[0], os.path.join("data", "grad"), fixtures(), export)
 
 
 if __name__ == "__main__":
