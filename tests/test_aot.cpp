@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -300,7 +301,7 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     EXPECT_NE(object.find("loom_cublaslt_bias_act"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
-    EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasLtMatmul"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
 }
@@ -400,7 +401,7 @@ TEST(Aot, CudaPointwiseConvCallsCublas) {
     EXPECT_NE(object.find("loom_cublas_conv1x1"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_conv1x1"), std::string::npos) << output;
     EXPECT_EQ(output.find("libcudnn.so"), std::string::npos) << "no cuDNN call left: " << output;
-    EXPECT_NE(output.find("cublasSgemmStridedBatched"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
 }
 
@@ -986,6 +987,23 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
     EXPECT_TRUE(gelu_ext);
     auto [object, output] = cuda_artifact(p, "gelu_mlp");
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
+}
+
+// Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are
+// cuBLAS batched GEMMs on CUDA (loom_cublas_batched), the weight GEMMs cuBLASLt; the artifact links.
+TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
+    Graph g = import_onnx(loom::testing::data_path("transformer.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    int batched = 0;
+    for (const auto &f : p.funcs) batched += f.is_extern && f.name.find("_cublas_batched") != std::string::npos;
+    EXPECT_EQ(batched, 2) << "Q K^T and P V";
+    EXPECT_NE(std::find(p.extern_calls.begin(), p.extern_calls.end(), "loom_cublas_batched"), p.extern_calls.end());
+    auto [object, output] = cuda_artifact(p, "transformer_batched");
+    EXPECT_NE(output.find("T loom_cublas_batched"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
 }
 
 TEST(Aot, UnfusedEpiloguesKeepBiasAndActivationInHalide) {
