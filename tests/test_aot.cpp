@@ -998,7 +998,7 @@ TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
     lo.gemm_extern = true;
     LoweredPipeline p = lower_graph(g, lo);
     int batched = 0;
-    for (const auto &f : p.funcs) batched += f.is_extern && f.name.find("_cublas_batched") != std::string::npos;
+    for (const auto &[name, shape] : p.extern_shapes) batched += name.find("_cublas_batched") != std::string::npos;
     EXPECT_EQ(batched, 2) << "Q K^T and P V";
     EXPECT_NE(std::find(p.extern_calls.begin(), p.extern_calls.end(), "loom_cublas_batched"), p.extern_calls.end());
     auto [object, output] = cuda_artifact(p, "transformer_batched");
