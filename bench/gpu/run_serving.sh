@@ -19,7 +19,7 @@ for d in fx/*/; do
 done 2>&1 | tee "$out/fixtures.log"
 grep -q FAIL "$out/fixtures.log" && status=1
 nets=()
-for t in net/*.tar.xz; do
+for t in ${NETS:-net/*.tar.xz}; do  # NETS: the archives in the order to run them
   [ -f "$t" ] || continue
   tar -xJf "$t" -C net && nets+=("net/$(basename "$t" .tar.xz)")
 done

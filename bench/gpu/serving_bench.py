@@ -86,17 +86,19 @@ def main():
             model, x = serving_models.build(name, batch)
             want = open(os.path.join(args.models, f"{name}_b{batch}.fingerprint")).read().strip()
             got = serving_models.fingerprint(model)
-            if got != want:
-                sys.exit(f"{name} b{batch}: weights differ from the export's (fingerprint {got[:12]} != {want[:12]})")
+            if got != want:  # the timings still stand; the checks then compare different functions
+                print(f"WARNING {name} b{batch}: weights differ from the export's (fingerprint {got[:12]} != "
+                      f"{want[:12]}): outputs will not match", flush=True)
             model = model.cuda()
             x = x.cuda()
             with torch.no_grad():
                 ref = model.double()(x.double())
             model = model.float()
-            modules[key] = (model, x, ref, {})
-        model, x, ref, compiled = modules[key]
+            modules[key] = (model, x, ref, got == want)
+        model, x, ref, weights_match = modules[key]
         tol = tolerance(folder)
-        row = {"model": name, "batch": batch, "precision": prec, "tolerance": tol, "device": dev}
+        row = {"model": name, "batch": batch, "precision": prec, "tolerance": tol, "device": dev,
+               "weights_match": weights_match}
         set_precision(prec)
 
         t0 = time.time()
