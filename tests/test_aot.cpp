@@ -454,6 +454,30 @@ TEST(Aot, CudaModelsAreCutWithLibraryStagesAcrossCuts) {
 // [B, 256] kernel): computed per block of that kernel in 8-element pieces (one fused thread dim;
 // each thread's piece of the row is contiguous, 32 threads for the 256-wide row),
 // and of costly Concat inputs: computed per row over their own slice. The CUDA code compiles.
+// A pointwise kernel whose fused outer vars pass gridDim.z's limit of 65535 ([32, 2048, 7, 7]:
+// ResNet-50's last stage at batch 32) puts them on blockIdx.x; a smaller one keeps them on z.
+TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
+    using loom::testing::GraphBuilder;
+    Halide::Target t = aot_target("cuda");
+    auto schedule_of = [&](int64_t n) {
+        GraphBuilder b;
+        b.out("Relu", {b.input("x", {n, 2048, 7, 7})}, {n, 2048, 7, 7});
+        LoweredPipeline p = lower_graph(b.g);
+        return print_schedule(gpu_auto_schedule(p, t));
+    };
+    std::string big = schedule_of(32), small = schedule_of(8);
+    EXPECT_NE(big.find(".reorder(c_n, io, i_1o)"), std::string::npos) << big;
+    EXPECT_NE(big.find(".gpu_blocks(c_n, io, i_1o)"), std::string::npos) << big;
+    EXPECT_NE(small.find(".gpu_blocks(io, i_1o, c_n)"), std::string::npos) << small;
+    // The default mapping (a global average pool, which no kernel rule claims) likewise.
+    GraphBuilder b;
+    b.out("GlobalAveragePool", {b.input("x", {32, 2048, 7, 7})}, {32, 2048, 1, 1});
+    LoweredPipeline p = lower_graph(b.g);
+    std::string pool = print_schedule(gpu_auto_schedule(p, t));
+    EXPECT_NE(pool.find(".gpu_blocks(c_n, wo, ho)"), std::string::npos) << pool;
+    EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
+}
+
 TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using loom::testing::GraphBuilder;
     using Ints = std::vector<int64_t>;
