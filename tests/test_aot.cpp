@@ -996,12 +996,17 @@ TEST(Aot, KilledCompileLeavesThePreviousArtifactIntact) {
 // A Gemm whose only consumer is a tanh-form GELU (gelu_mlp: PyTorch's decomposed export,
 // recognised by prepare_graph) is one cuBLASLt call with the GELU_BIAS epilogue, which computes
 // that form; no Halide Func is left for the GELU. fc2 (no activation) stays cublasSgemm.
-TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
-    Graph g = import_onnx(loom::testing::data_path("gelu_mlp.onnx"));
+// Fixture \p name imported, prepared and lowered with cuBLAS extern stages, as for CUDA.
+LoweredPipeline lowered_with_cublas(const std::string &name) {
+    Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
     LowerOptions lo;
     lo.gemm_extern = true;
-    LoweredPipeline p = lower_graph(g, lo);
+    return lower_graph(g, lo);
+}
+
+TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
+    LoweredPipeline p = lowered_with_cublas("gelu_mlp");
     EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_act", "loom_cublas_sgemm"}));
     bool gelu_ext = false;
     for (const auto &f : p.funcs) {
@@ -1016,11 +1021,7 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
 // Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are
 // cuBLAS batched GEMMs on CUDA (loom_cublas_batched), the weight GEMMs cuBLASLt; the artifact links.
 TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
-    Graph g = import_onnx(loom::testing::data_path("transformer.onnx"));
-    prepare_graph(g);
-    LowerOptions lo;
-    lo.gemm_extern = true;
-    LoweredPipeline p = lower_graph(g, lo);
+    LoweredPipeline p = lowered_with_cublas("transformer");
     int batched = 0;
     for (const auto &[name, shape] : p.extern_shapes) batched += name.find("_cublas_batched") != std::string::npos;
     EXPECT_EQ(batched, 2) << "Q K^T and P V";
