@@ -459,22 +459,32 @@ TEST(Aot, CudaModelsAreCutWithLibraryStagesAcrossCuts) {
 TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
     using loom::testing::GraphBuilder;
     Halide::Target t = aot_target("cuda");
-    auto schedule_of = [&](int64_t n) {
+    // The arguments of the last `.<call>(...)` in a schedule's text.
+    auto last_args = [](const std::string &text, const std::string &call) {
+        size_t a = text.rfind("." + call + "(");
+        if (a == std::string::npos) return std::string();
+        a += call.size() + 2;
+        return text.substr(a, text.find(')', a) - a);
+    };
+    auto fused_var = [&](const std::string &text) {  // what the last fuse() makes
+        std::string args = last_args(text, "fuse");
+        return args.substr(args.rfind(", ") + 2);
+    };
+    auto schedule_of = [&](const std::string &op, int64_t n, int64_t hw) {
         GraphBuilder b;
-        b.out("Relu", {b.input("x", {n, 2048, 7, 7})}, {n, 2048, 7, 7});
+        b.out(op, {b.input("x", {n, 2048, 7, 7})}, {n, 2048, hw, hw});
         LoweredPipeline p = lower_graph(b.g);
         return print_schedule(gpu_auto_schedule(p, t));
     };
-    std::string big = schedule_of(32), small = schedule_of(8);
-    EXPECT_NE(big.find(".reorder(c_n, io, i_1o)"), std::string::npos) << big;
-    EXPECT_NE(big.find(".gpu_blocks(c_n, io, i_1o)"), std::string::npos) << big;
-    EXPECT_NE(small.find(".gpu_blocks(io, i_1o, c_n)"), std::string::npos) << small;
+    std::string big = schedule_of("Relu", 32, 7), small = schedule_of("Relu", 8, 7);
+    std::string fb = fused_var(big), fs = fused_var(small);
+    ASSERT_FALSE(fb.empty()) << big;
+    EXPECT_EQ(last_args(big, "gpu_blocks").rfind(fb + ", ", 0), 0u) << big;  // blockIdx.x
+    std::string sb = last_args(small, "gpu_blocks");
+    EXPECT_EQ(sb.substr(sb.size() - fs.size()), fs) << small;  // blockIdx.z
     // The default mapping (a global average pool, which no kernel rule claims) likewise.
-    GraphBuilder b;
-    b.out("GlobalAveragePool", {b.input("x", {32, 2048, 7, 7})}, {32, 2048, 1, 1});
-    LoweredPipeline p = lower_graph(b.g);
-    std::string pool = print_schedule(gpu_auto_schedule(p, t));
-    EXPECT_NE(pool.find(".gpu_blocks(c_n, wo, ho)"), std::string::npos) << pool;
+    std::string pool = schedule_of("GlobalAveragePool", 32, 1);
+    EXPECT_EQ(last_args(pool, "gpu_blocks").rfind(fused_var(pool) + ", ", 0), 0u) << pool;
     EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
 }
 
