@@ -84,7 +84,7 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
 // consumer is a Relu (LowerOptions::fuse_activation_epilogue), cuDNN applies the bias and the ReLU too and
 // \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
 // Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
-// groups, mode (0: conv, 1: conv + bias + ReLU), tf32, then y.
+// groups, mode (0: conv, 1: conv + bias + ReLU), precision, then y.
 Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &fused_relu) {
     fused_relu = false;
     if (!ctx.options.conv_extern || p.sp != 2) return Func();
@@ -121,7 +121,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb), Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
-                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
+                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)ctx.options.gemm_precision})
         args.push_back(Expr((int)e));
     ext.define_extern(kCudnnConv, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
@@ -140,7 +140,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // cuDNN's legacy API runs such convs as implicit GEMMs well below cuBLAS on small channel counts
 // (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm). A conv that cuDNN can fuse with its bias and a
 // sole ReLU keeps that one call (cudnn_conv). Arguments of loom_cublas_conv1x1: x, w as a
-// [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
+// [C_out, C_in] matrix, N, C, H, W, C_out, precision, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
     for (int d = 0; d < 2; d++)
@@ -165,7 +165,7 @@ Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams
     std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb)};
     for (auto d : sx) args.push_back(Expr((int)d));
     args.push_back(Expr((int)sw[0]));
-    args.push_back(Expr(ctx.options.gemm_tf32 ? 1 : 0));
+    args.push_back(Expr((int)ctx.options.gemm_precision));
     ext.define_extern(kCublasConv1x1, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
