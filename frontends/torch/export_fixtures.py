@@ -116,14 +116,20 @@ def fixtures():
     }
 
 
-def export(name, factory, input_shapes, output_names, options, out_dir):
+def seeded_model_and_inputs(factory, input_shapes, seed):
+    """The model (torch seed 0, BatchNorm statistics randomized) in eval mode, one random input per
+    shape, and the generator (seeded with `seed`) they were drawn from, for what comes next."""
     torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(seed)
     model = factory()
     with torch.no_grad():
         randomize_batchnorm(model, gen)
     model.eval()
-    inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    return model, tuple(torch.randn(*s, generator=gen) for s in input_shapes.values()), gen
+
+
+def export(name, factory, input_shapes, output_names, options, out_dir):
+    model, inputs, _ = seeded_model_and_inputs(factory, input_shapes, 1234)
     with torch.no_grad():
         outputs = model(*inputs)
     if isinstance(outputs, torch.Tensor):

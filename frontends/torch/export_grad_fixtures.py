@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_fixtures import CNN, fixture_main, randomize_batchnorm  # noqa: E402
+from export_fixtures import CNN, fixture_main, seeded_model_and_inputs  # noqa: E402
 from models import MLP, EncoderLayer  # noqa: E402
 
 
@@ -37,14 +37,8 @@ def fixtures():
 
 
 def export(name, factory, input_shapes, loss, opset, out_dir):
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(4321)
-    model = factory()
-    with torch.no_grad():
-        randomize_batchnorm(model, gen)
-    inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    model, inputs, gen = seeded_model_and_inputs(factory, input_shapes, 4321)
     path = os.path.join(out_dir, name + ".onnx")
-    model.eval()
     torch.onnx.export(model, inputs, path, input_names=list(input_shapes), output_names=["y"],
                       opset_version=opset, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.PRESERVE)

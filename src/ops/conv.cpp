@@ -5,7 +5,8 @@
 // plus one update over the RDom "r" spanning (input channel of the group, kernel taps). As
 // everywhere in Loom, r.x is the innermost axis in memory: for a 2-D conv r.x = kw, r.y = kh,
 // r.z = input channel (a schedule reorders them freely). On the CPU a 2-D conv's constant float
-// weights are read from a copy blocked by 16 output channels (LowerOptions::block_conv_weights), so
+// weights are read from a copy blocked by 16, 24 or 8 output channels
+// (LowerOptions::block_conv_weights), so
 // a schedule that vectorizes over output channels loads each weight vector densely.
 //
 // On CUDA (LowerOptions::conv_extern, gemm_extern) a 2-D conv with constant weights is an extern
