@@ -532,6 +532,27 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
     check_auto_with_avx2(b.g, "upsampling ConvTranspose");
 }
 
+// An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
+// it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
+// model's schedules of them apply and match the reference on both x86 levels.
+TEST(Autoschedule, OuterProductsWithInnerDimOneMatchTheReference) {
+    Builder b;
+    std::string a = b.input("a", {8, 1});
+    std::string mm = b.node("MatMul", {a, b.random_constant("b", {1, 48}, 91)}, {8, 48}, {}, DType::F32, "outer");
+    std::string gm = b.node("Gemm", {mm, b.random_constant("g", {48, 1}, 92)}, {8, 1}, {}, DType::F32, "squeeze");
+    b.out("Gemm", {gm, b.random_constant("h", {1, 20}, 93), b.random_constant("c", {20}, 94)}, {8, 20},
+          {{"alpha", 0.5f}}, DType::F32, "outer_bias");
+    std::string q = b.input("q", {3, 7, 1});
+    b.out("MatMul", {q, b.input("k", {3, 1, 5})}, {3, 7, 5}, {}, DType::F32, "batched");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        LoweredPipeline lp = lower_graph(b.g);
+        AutoScheduleResult res = plan_on(lp, fm);
+        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
+    }
+    check_auto_with_avx2(b.g, "outer products");
+}
+
 // Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a
 // vector and no multiple of the tile are rounded up too (20 -> 24), where AVX-512 keeps the guard.
 TEST(Autoschedule, ConvRowTailsRoundUpWithoutMasks) {
