@@ -532,6 +532,43 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
     check_auto_with_avx2(b.g, "upsampling ConvTranspose");
 }
 
+// A 1x1 conv over many input channels at a small image (ResNet-50's 7x7 bottleneck) reads its input
+// from a channels-innermost copy (`in`, stored (c, w, h, n)) on both x86 levels; one over 64
+// channels at 56x56, or to 64 channels (few FMAs per copied input), reads the NCHW producer; the
+// knob (--nchw-conv-inputs) turns the copy off. Every schedule matches the reference.
+TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
+    Builder b;
+    std::string x = b.input("x", {1, 1024, 7, 7});
+    std::string stem = b.node("Relu", {x}, {1, 1024, 7, 7}, {}, DType::F32, "stem");
+    std::string c1 = b.node("Conv", {stem, b.random_constant("w1", {256, 1024, 1, 1}, 95), b.random_constant("b1", {256}, 96)},
+                            {1, 256, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "bottleneck");
+    b.out("Relu", {c1}, {1, 256, 7, 7});
+    std::string y = b.input("y", {1, 64, 56, 56});
+    std::string ry = b.node("Relu", {y}, {1, 64, 56, 56}, {}, DType::F32, "wide");
+    std::string up = b.node("Conv", {ry, b.random_constant("w2", {256, 64, 1, 1}, 97)}, {1, 256, 56, 56},
+                            {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string ru = b.node("Relu", {up}, {1, 256, 56, 56});
+    b.out("Conv", {ru, b.random_constant("w3", {64, 256, 1, 1}, 98)}, {1, 64, 56, 56},
+          {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "reduce");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        for (bool stage : {true, false}) {
+            LoweredPipeline lp = lower_graph(b.g);
+            ScheduleKnobs knobs;
+            knobs.stage_conv_inputs = stage;
+            Schedule s = plan_on(lp, fm, knobs).schedule;
+            std::string text = print_schedule(s);
+            SCOPED_TRACE(fm.name + (stage ? " staged" : " unstaged") + "\n" + text);
+            EXPECT_EQ(text.find("stem.in(bottleneck) as bottleneck_in;") != std::string::npos, stage);
+            if (stage) EXPECT_NE(text.find("bottleneck_in.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos);
+            EXPECT_EQ(text.find(".in(expand)"), std::string::npos) << "64 input channels: the tile's lines fit L1";
+            EXPECT_EQ(text.find(".in(reduce)"), std::string::npos) << "64 output channels: the copy does not pay";
+            EXPECT_NO_THROW(apply_schedule(s, lp, host_target()));
+        }
+    }
+    check_auto_with_avx2(b.g, "channels-innermost 1x1 conv inputs");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.
