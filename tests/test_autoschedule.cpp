@@ -569,6 +569,41 @@ TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
     check_auto_with_avx2(b.g, "channels-innermost 1x1 conv inputs");
 }
 
+// AVX2's channel tile at 7x7 is 4 (w) x 1 (rows): two rows of 2 or 3 pixels would recompute a third
+// to a half of the image (ShiftInwards tiles); at 14x14 the two-row tile divides the image and
+// stays; AVX-512's 7 x 2 tile is unchanged. Both schedules match the reference.
+TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
+    Builder b;
+    std::string x = b.input("x", {1, 512, 7, 7});
+    std::string r = b.node("Relu", {x}, {1, 512, 7, 7});
+    std::string c7 = b.node("Conv", {r, b.random_constant("w7", {512, 512, 3, 3}, 101)}, {1, 512, 7, 7},
+                            {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+                            DType::F32, "small");
+    b.out("Relu", {c7}, {1, 512, 7, 7});
+    std::string y = b.input("y", {1, 256, 14, 14});
+    std::string ry = b.node("Relu", {y}, {1, 256, 14, 14});
+    std::string c14 = b.node("Conv", {ry, b.random_constant("w14", {256, 256, 3, 3}, 102)}, {1, 256, 14, 14},
+                             {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+                             DType::F32, "mid");
+    b.out("Relu", {c14}, {1, 256, 14, 14});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult res = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + tilings(res));
+        KernelTiling t7, t14;
+        for (const auto &[root, t] : res.tiling)
+            if (t.path == "conv.channel_tile") (t.tile_channels && res.plan.decision("small")->kernel == root ? t7 : t14) = t;
+        if (fm.name == "avx2_2core") {
+            EXPECT_EQ(std::make_pair(t7.tile_w, t7.tile_rows), std::make_pair(4, 1));
+            EXPECT_EQ(std::make_pair(t14.tile_w, t14.tile_rows), std::make_pair(2, 2));
+        } else {
+            EXPECT_EQ(std::make_pair(t7.tile_w, t7.tile_rows), std::make_pair(7, 2));
+        }
+    }
+    check_auto_with_avx2(b.g, "7x7 channel tiles");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.
@@ -1001,8 +1036,10 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         if (fm.name == "avx512_2core") {  // one vector per channel block
             EXPECT_GE(channel_tiles(r, 7, 2, 16), 1);
             EXPECT_GE(channel_tiles(r, 6, 2, 16), 1);
-        } else {  // two vectors per channel block, unrolled, 2x2 pixels (8 accumulators of 16 registers)
-            EXPECT_GE(channel_tiles(r, 2, 2, 16), 1);
+        } else {  // two vectors per channel block, unrolled; at 7x7, 4x1 pixels (8 accumulators of 16
+                  // registers) recompute least (D75), and the 30-wide rows take 5x1
+            EXPECT_GE(channel_tiles(r, 4, 1, 16), 1);
+            EXPECT_GE(channel_tiles(r, 5, 1, 16), 1);
             EXPECT_EQ(channel_tiles(r, 3, 2, 16), 0);
         }
         ASSERT_NE(r.plan.decision("short"), nullptr);

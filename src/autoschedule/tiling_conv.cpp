@@ -124,6 +124,32 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 // row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
 // from L2. Vectorizing over channels keeps every vector full where the rows are short
 // (bench/DECISIONS.md#d30-conv-channel-tiles).
+// Useful FMAs per load of a channel tile NP (w) x NH (rows) x cvec vectors: each reduction step
+// loads cvec weight vectors and broadcasts NP * NH inputs into NP * NH * cvec FMAs, of which the
+// part past a W x H image that the tile does not divide is recomputed (ShiftInwards tiles).
+static double channel_tile_score(int64_t W, int64_t H, int cvec, int NP, int NH) {
+    const double waste = (double)((W + NP - 1) / NP * NP) / (double)W * (double)((H + NH - 1) / NH * NH) / (double)H;
+    return (double)(NP * NH * cvec) / ((double)(cvec + NP * NH) * waste);
+}
+
+// With 16 registers a tile of two rows of 2 or 3 pixels leaves a 7x7 image a third to a half
+// recomputed (8 or 9 of 7 columns, 8 of 7 rows); a tile that scores more than 5% better
+// (channel_tile_score), with at least 8 accumulators to cover the FMA latency, replaces it
+// (4 x 1 at 7x7; bench/DECISIONS.md#d75-avx2-channel-tiles-without-waste).
+static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, int &NP, int &NH) {
+    double best = channel_tile_score(W, H, cvec, NP, NH) * 1.05;
+    for (int np = (int)std::min<int64_t>(W, budget); np >= 1; np--)  // ties: the wider row (NCHW lines)
+        for (int nh = 1; nh <= std::min<int64_t>(H, budget / np); nh++) {
+            if (np * nh * cvec < 8) continue;
+            const double s = channel_tile_score(W, H, cvec, np, nh);
+            if (s > best) {
+                best = s;
+                NP = np;
+                NH = nh;
+            }
+        }
+}
+
 void Ctx::choose_channel_tile(ConvPlan &c) {
     const std::string &R = k.root, &F = c.F;
     const LoweredFunc &L = lf(F);
@@ -159,7 +185,8 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
                 break;
             }
     }
-    const int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
+    int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
+    if (m.vector_registers < 32) better_avx2_tile(W, H, cvec, budget, NP, NH);
     c.path = ConvPlan::Path::ChannelTile;
     c.wrap = R == F;
     c.T = c.wrap ? fresh(func_names, F + "_out") : R;
