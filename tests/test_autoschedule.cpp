@@ -1037,7 +1037,7 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
             EXPECT_GE(channel_tiles(r, 7, 2, 16), 1);
             EXPECT_GE(channel_tiles(r, 6, 2, 16), 1);
         } else {  // two vectors per channel block, unrolled; at 7x7, 4x1 pixels (8 accumulators of 16
-                  // registers) recompute least (D75), and the 30-wide rows take 5x1
+                  // registers) recompute least (D81), and the 30-wide rows take 5x1
             EXPECT_GE(channel_tiles(r, 4, 1, 16), 1);
             EXPECT_GE(channel_tiles(r, 5, 1, 16), 1);
             EXPECT_EQ(channel_tiles(r, 3, 2, 16), 0);

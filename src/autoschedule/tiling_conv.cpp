@@ -135,7 +135,7 @@ static double channel_tile_score(int64_t W, int64_t H, int cvec, int NP, int NH)
 // With 16 registers a tile of two rows of 2 or 3 pixels leaves a 7x7 image a third to a half
 // recomputed (8 or 9 of 7 columns, 8 of 7 rows); a tile that scores more than 5% better
 // (channel_tile_score), with at least 8 accumulators to cover the FMA latency, replaces it
-// (4 x 1 at 7x7; bench/DECISIONS.md#d75-avx2-channel-tiles-without-waste).
+// (4 x 1 at 7x7; bench/DECISIONS.md#d81-avx2-channel-tiles-without-waste).
 static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, int &NP, int &NH) {
     double best = channel_tile_score(W, H, cvec, NP, NH) * 1.05;
     for (int np = (int)std::min<int64_t>(W, budget); np >= 1; np--)  // ties: the wider row (NCHW lines)
@@ -279,12 +279,12 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
 // one cache line serves 16 steps. The copy is a pass over the input, so it is made only where each
 // input element feeds many FMAs (output channels x the outputs per input pixel, at least
 // kStagedFlopsPerInput): 7x7 and 14x14 ResNet bottlenecks and the strided downsamples, not a
-// 56x56 conv to 64 channels (bench/DECISIONS.md#d74-channels-innermost-1x1-inputs).
+// 56x56 conv to 64 channels (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
 constexpr int64_t kStagedFlopsPerInput = 128;
 
 // Whether 1x1 conv \p X, tiled \p rows rows high over its NCHW input \p P, reads P faster from a
 // channels-innermost copy: the rule above. A 3x3 conv's padded input stored so gained nothing at
-// 7x7 and 14x14 and lost at stride 2 (bench/DECISIONS.md#d74-channels-innermost-1x1-inputs).
+// 7x7 and 14x14 and lost at stride 2 (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
 static bool channels_innermost_pays(const LoweredFunc &X, const FuncInfo &xi, const LoweredFunc &P, int64_t rows,
                                     int lanes, const MachineModel &m) {
     const auto &re = xi.rvar_extents;
