@@ -113,6 +113,9 @@ void add_compile_command(CLI::App &app) {
     c->add_option("--loss", o->training.loss, "--train: mse | cross_entropy | output")->default_val("mse");
     c->add_option("--optimizer", o->training.optimizer, "--train: sgd | adam")->default_val("sgd");
     c->add_option("--lr", o->training.lr, "--train: initial learning rate")->default_val(0.01);
+    c->add_option("--recompute", o->training.recompute,
+                  "--train: min-cut (save the cheapest cut, recompute cheap ops in the backward) | save-all")
+        ->default_val("min-cut");
     c->add_option("--report", o->training.report, "--train: write the step's fusion report and save-or-recompute table here");
     c->callback([o] { compile(*o); });
 }

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "autodiff/recompute_partition.h"
 #include "autodiff/training_step.h"
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/machine_model.h"
@@ -181,7 +182,7 @@ void compile_training(const TrainCompileOptions &o) {
     OptimizerSpec opt;
     opt.name = o.optimizer;
     opt.lr = o.lr;
-    TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "");
+    TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "", o.recompute);
     TrainingStepGraph step = make_training_step(m.grad, opt);
     std::string spec = o.schedule.empty() ? "auto" : o.schedule;
     ScheduledModel sm = schedule_model(step.graph, spec, target, o.model);
@@ -191,14 +192,14 @@ void compile_training(const TrainCompileOptions &o) {
 
     std::set<std::string> forward;
     for (const Node &n : step.graph.nodes)
-        if (n.name.rfind("grad_", 0) != 0 && n.name.rfind("update_", 0) != 0) forward.insert(n.name);
+        if (!is_backward_node(n)) forward.insert(n.name);
     if (!o.report.empty()) {
         LoweredPipeline lp = lower_graph(step.graph);
         MachineModel mm = detect_machine(target);
         AutoScheduleResult r = auto_schedule_with_plan(lp, target, mm);
         std::ofstream f(o.report);
         user_check((bool)f, "--report: cannot write ", o.report);
-        f << format_report(lp, r, mm) << "\n" << save_or_recompute(lp, r, forward).table;
+        f << format_report(lp, r, mm) << "\n" << m.recompute.describe() << "\n" << save_or_recompute(lp, r, forward).table;
     }
 
     AotOptions ao;
@@ -242,7 +243,8 @@ void compile_training(const TrainCompileOptions &o) {
               << "; " << step.parameters.size() << " parameters, " << params << " values) for " << target.to_string()
               << " (" << spec << " schedule) in " << a.halide_seconds << " s into " << a.dir << ":\n  " << a.dir << "/lib"
               << name << "_train.so\n  " << a.dir << "/" << name << "_train.h\n"
-              << "  data/: seeded inputs and target\n";
+              << "  data/: seeded inputs and target\n"
+              << m.recompute.summary();
 }
 
 }  // namespace loom::cli

@@ -32,6 +32,7 @@ struct TrainCompileOptions {
     std::vector<std::string> inputs;
     double lr = 0.01;
     bool force = false, print_schedule = false;
+    std::string recompute = "min-cut";  ///< the save-or-recompute partition (training_model.h)
     std::string report;  ///< write the fusion report of the step's schedule here ("" none)
 };
 
