@@ -418,6 +418,10 @@ struct Trainer {
     int64_t (*parameter_size)(int);
     float *(*parameter)(void *, int);
     int (*num_state)();
+    int (*num_buffers)();
+    const char *(*buffer_name)(int);
+    int64_t (*buffer_size)(int);
+    float *(*buffer)(void *, int);
     int64_t (*steps)(void *);
     void (*destroy)(void *);
     template <typename F>
@@ -436,6 +440,10 @@ struct Trainer {
         sym(parameter_size, name + "_train_parameter_size");
         sym(parameter, name + "_train_parameter");
         sym(num_state, name + "_train_num_state");
+        sym(num_buffers, name + "_train_num_buffers");
+        sym(buffer_name, name + "_train_buffer_name");
+        sym(buffer_size, name + "_train_buffer_size");
+        sym(buffer, name + "_train_buffer");
         sym(steps, name + "_train_steps");
         sym(destroy, name + "_train_destroy");
         t = create();
@@ -447,6 +455,11 @@ struct Trainer {
     Tensor param(int k) {
         Tensor p(DType::F32, {parameter_size(k)});
         std::memcpy(p.data(), parameter(t, k), p.bytes().size());
+        return p;
+    }
+    Tensor buf(int k) {
+        Tensor p(DType::F32, {buffer_size(k)});
+        std::memcpy(p.data(), buffer(t, k), p.bytes().size());
         return p;
     }
 };
@@ -618,6 +631,33 @@ TEST(RecomputePartition, TrainingStepUnchangedWhateverThePartition) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("unknown --recompute 'mincut'; did you mean 'min-cut'?"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_recompute")));
+}
+
+// BatchNorm in training mode: a step updates each running mean and var as PyTorch's train-mode
+// forward does (ONNX momentum 0.9, torch's 0.1; the variance unbiased), readable through the C API.
+TEST(TrainStep, BatchNormRunningStatisticsMatchTorch) {
+    std::string dir = temp_path("train_cnn_bn");
+    Cli r = loom("compile " + grad_fixture("cnn.onnx") + " --train --loss mse --force --name cnn_bn -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    Trainer tr(dir, "cnn_bn");
+    ASSERT_NE(tr.t, nullptr);
+    ASSERT_EQ(tr.num_buffers(), 6);
+    std::vector<Tensor> before;
+    for (int k = 0; k < 6; k++) before.push_back(tr.buf(k));
+    Tensor x = read_npy(grad_fixture("cnn/x.npy")), target = read_npy(grad_fixture("cnn/target.npy"));
+    const void *inputs[] = {x.data()};
+    ASSERT_EQ(tr.step(tr.t, inputs, target.data(), nullptr), 0);
+    for (int k = 0; k < 6; k++) {
+        std::string name = tr.buffer_name(k);
+        EXPECT_NE(name.find("running_"), std::string::npos) << name;
+        Tensor want = read_npy(grad_fixture("cnn/buffer_" + name + ".npy"));
+        Tensor got = tr.buf(k);
+        EXPECT_TRUE(close(got, want.reshaped({got.numel()}), 1e-5)) << name;
+        EXPECT_FALSE(close(got, before[k], 1e-3)) << name << " did not move";
+    }
+    EXPECT_EQ(tr.buffer(tr.t, 6), nullptr);
+    EXPECT_EQ(tr.buffer_size(-1), -1);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

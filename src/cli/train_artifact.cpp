@@ -53,6 +53,11 @@ std::string train_header(const std::string &n) {
       << "const char *" << n << "_train_state_name(int k);\n"
       << "int64_t " << n << "_train_state_size(int k);\n"
       << "float *" << n << "_train_state(void *trainer, int k);\n"
+      << "/* BatchNorm running statistics, updated by each step (momentum as in the model) */\n"
+      << "int " << n << "_train_num_buffers(void);\n"
+      << "const char *" << n << "_train_buffer_name(int k);\n"
+      << "int64_t " << n << "_train_buffer_size(int k);\n"
+      << "float *" << n << "_train_buffer(void *trainer, int k);\n"
       << "void " << n << "_train_set_learning_rate(void *trainer, float lr);\n"
       << "float " << n << "_train_learning_rate(void *trainer);\n"
       << "int64_t " << n << "_train_steps(void *trainer);\n"
@@ -83,13 +88,14 @@ std::string train_source(const std::string &n, const TrainingStepGraph &s, const
     };
     list("Parameter", s.parameters);
     list("State", s.state);
+    list("Buffer", s.buffers);
     c << "const int kData = " << s.data_inputs.size() << ";\nconst bool kHasTarget = " << (s.target.empty() ? "false" : "true")
       << ";\nconst bool kAdam = " << (s.optimizer.name == "adam" ? "true" : "false") << ";\n"
       << "const double kBeta1 = " << s.optimizer.beta1 << ", kBeta2 = " << s.optimizer.beta2 << ";\n"
       << R"(thread_local char last_error[512];
 struct Trainer {
     void *model = nullptr;
-    std::vector<float *> cur, next;  // parameters then state
+    std::vector<float *> cur, next;  // parameters, state, then buffers
     float lr = 0;
     int64_t steps = 0;
 };
@@ -104,10 +110,13 @@ extern "C" {
     if (!t->model) { delete t; return nullptr; }
     t->lr = )" << s.optimizer.lr << R"(f;
     const float *init = )" << n << R"(_initial_parameters;
-    for (int k = 0; k < kNumParameter + kNumState; k++) {
-        int64_t size = k < kNumParameter ? kParameterSizes[k] : kStateSizes[k - kNumParameter];
+    for (int k = 0; k < kNumParameter + kNumState + kNumBuffer; k++) {
+        bool state = k >= kNumParameter && k < kNumParameter + kNumState;
+        int64_t size = k < kNumParameter ? kParameterSizes[k]
+                       : state           ? kStateSizes[k - kNumParameter]
+                                         : kBufferSizes[k - kNumParameter - kNumState];
         float *a = alloc_floats(size), *b = alloc_floats(size);
-        if (k < kNumParameter) { std::memcpy(a, init, sizeof(float) * size); init += size; }
+        if (!state) { std::memcpy(a, init, sizeof(float) * size); init += size; }
         else std::memset(a, 0, sizeof(float) * size);
         t->cur.push_back(a);
         t->next.push_back(b);
@@ -151,6 +160,10 @@ int )" << n << R"(_train_num_state(void) { return kNumState; }
 const char *)" << n << R"(_train_state_name(int k) { return k >= 0 && k < kNumState ? kStateNames[k] : nullptr; }
 int64_t )" << n << R"(_train_state_size(int k) { return k >= 0 && k < kNumState ? kStateSizes[k] : -1; }
 float *)" << n << R"(_train_state(void *h, int k) { return k >= 0 && k < kNumState ? static_cast<Trainer *>(h)->cur[kNumParameter + k] : nullptr; }
+int )" << n << R"(_train_num_buffers(void) { return kNumBuffer; }
+const char *)" << n << R"(_train_buffer_name(int k) { return k >= 0 && k < kNumBuffer ? kBufferNames[k] : nullptr; }
+int64_t )" << n << R"(_train_buffer_size(int k) { return k >= 0 && k < kNumBuffer ? kBufferSizes[k] : -1; }
+float *)" << n << R"(_train_buffer(void *h, int k) { return k >= 0 && k < kNumBuffer ? static_cast<Trainer *>(h)->cur[kNumParameter + kNumState + k] : nullptr; }
 void )" << n << R"(_train_set_learning_rate(void *h, float lr) { static_cast<Trainer *>(h)->lr = lr; }
 float )" << n << R"(_train_learning_rate(void *h) { return static_cast<Trainer *>(h)->lr; }
 int64_t )" << n << R"(_train_steps(void *h) { return static_cast<Trainer *>(h)->steps; }
@@ -220,6 +233,10 @@ void compile_training(const TrainCompileOptions &o) {
             std::ofstream blob(d / "params.bin", std::ios::binary);
             for (const auto &p : step.parameters) {
                 Tensor t = m.params.initial.at(p).cast(DType::F32);
+                blob.write(reinterpret_cast<const char *>(t.data()), (std::streamsize)t.bytes().size());
+            }
+            for (const auto &b : step.buffers) {
+                const Tensor &t = step.buffer_initial.at(b);
                 blob.write(reinterpret_cast<const char *>(t.data()), (std::streamsize)t.bytes().size());
             }
         }

@@ -13,6 +13,8 @@
 ///   int64_t N_train_parameter_size(int k);  float *N_train_parameter(void *t, int k);
 ///   int   N_train_num_state(void);  const char *N_train_state_name(int k);
 ///   int64_t N_train_state_size(int k);  float *N_train_state(void *t, int k);
+///   int   N_train_num_buffers(void);  const char *N_train_buffer_name(int k);   // BatchNorm running
+///   int64_t N_train_buffer_size(int k);  float *N_train_buffer(void *t, int k);  // mean and var
 ///   void  N_train_set_learning_rate(void *t, float lr);  float N_train_learning_rate(void *t);
 ///   int64_t N_train_steps(void *t);  const char *N_train_last_error(void);  void N_train_destroy(void *t);
 ///
