@@ -82,7 +82,7 @@ print("median_ms %.4f min_ms %.4f peak_rss_kib %d step_kib %d loss %.5f" % (ms[l
 
 
 def compile_model(loom, work, name, factory, shape, loss, opset, target="host"):
-    """Exports model \p name and compiles its training step into work/<name>_step; its output shape."""
+    """Exports model `name` and compiles its training step into work/<name>_step; its output shape."""
     import torch
     torch.manual_seed(0)
     model = factory().eval()

@@ -20,7 +20,8 @@
 ///
 /// `step` runs forward, backward and the update; the new values are written into a second set of
 /// buffers that then become the current set, so a pointer from N_train_parameter is valid (read
-/// and write) until the next step. CPU targets only.
+/// and write) until the next step. On CUDA targets the trainer keeps them on the device
+/// (N_train_step_device, N_train_synchronize; N_train_parameter copies one to the host).
 #pragma once
 
 #include <string>
@@ -38,8 +39,8 @@ struct TrainCompileOptions {
     std::string report;  ///< write the fusion report of the step's schedule here ("" none)
 };
 
-/// Builds the training artifact. UserError for a CUDA target, an unknown loss or optimizer, and
-/// every error `loom compile` gives.
+/// Builds the training artifact (CPU or CUDA). UserError for an unknown loss, optimizer or
+/// --recompute, and every error `loom compile` gives.
 void compile_training(const TrainCompileOptions &o);
 
 }  // namespace loom::cli
