@@ -604,6 +604,31 @@ TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
     check_auto_with_avx2(b.g, "7x7 channel tiles");
 }
 
+// On AVX2 a 1x1 conv of 64 input channels over 56-wide rows is tiled along its rows (the channel
+// tile's NCHW stores weigh too much on so short a reduction); 256 input channels keep the channel
+// tile, and AVX-512 keeps it for both. Both match the reference.
+TEST(Autoschedule, Avx2ShortReductionsAlongWideRowsTileRows) {
+    Builder b;
+    std::string x = b.input("x", {1, 64, 56, 56});
+    std::string r = b.node("Relu", {x}, {1, 64, 56, 56});
+    std::string up = b.node("Conv", {r, b.random_constant("w1", {256, 64, 1, 1}, 111), b.random_constant("b1", {256}, 112)},
+                            {1, 256, 56, 56}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string ru = b.node("Relu", {up}, {1, 256, 56, 56}, {}, DType::F32, "expand_relu");
+    std::string down = b.node("Conv", {ru, b.random_constant("w2", {64, 256, 1, 1}, 113)}, {1, 64, 56, 56},
+                              {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "reduce");
+    b.out("Relu", {down}, {1, 64, 56, 56}, {}, DType::F32, "reduce_relu");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult res = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + tilings(res));
+        const bool avx2 = fm.name == "avx2_2core";
+        EXPECT_EQ(res.tiling_of("expand_relu").path, avx2 ? "conv.row_blocks" : "conv.channel_tile");
+        EXPECT_EQ(res.tiling_of("reduce_relu").path, "conv.channel_tile");
+    }
+    check_auto_with_avx2(b.g, "short reductions along wide rows");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.

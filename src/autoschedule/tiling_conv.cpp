@@ -38,7 +38,12 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
         return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant, and tiles along rows are faster.
-    return reduction_terms(f) >= kMinChannelTileTerms;
+    const int64_t terms = reduction_terms(f);
+    if (terms < kMinChannelTileTerms) return false;
+    // With 16 registers, rows of 4 vectors or more keep tiles along rows full, and there a reduction
+    // of under 128 terms still leaves those stores too large a share (64 -> 256 channels at 56x56;
+    // bench/DECISIONS.md#d82-avx2-short-reductions-along-wide-rows).
+    return !(m.vector_registers < 32 && terms < 2 * kMinChannelTileTerms && L.extents[3] >= 4 * V);
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
