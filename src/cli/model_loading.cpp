@@ -53,9 +53,10 @@ void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
 }  // namespace
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
-                    const std::string &inputs_dir) {
+                    const std::string &inputs_dir, AttentionFusion attention) {
     PrepareOptions opts;
     opts.dump = dump_passes;
+    opts.attention = attention;
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
@@ -63,11 +64,11 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
 }
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
-                 const std::string &inputs_dir) {
+                 const std::string &inputs_dir, AttentionFusion attention) {
     Graph g = import_onnx(path);
     // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
     try {
-        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir);
+        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, attention);
     } catch (const UserError &e) {
         std::string m = e.what();
         if (m.rfind(path, 0) == 0) throw;
