@@ -488,6 +488,20 @@ TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
     EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
 }
 
+// A softmax over rank-4 rows long enough for two-level block partials ([2, 12, 8, 512]: attention's
+// scores) names the partials' thread vars apart from its own pure var w: the schedule applies.
+TEST(Aot, GpuBlockPartialsOfRank4RowsApply) {
+    using loom::testing::GraphBuilder;
+    Halide::Target t = aot_target("cuda");
+    GraphBuilder b;
+    b.out("Softmax", {b.input("x", {2, 12, 8, 512})}, {2, 12, 8, 512}, {{"axis", int64_t(3)}});
+    LoweredPipeline p = lower_graph(b.g);
+    Schedule s = gpu_auto_schedule(p, t);
+    std::string text = print_schedule(s);
+    EXPECT_NE(text.find("w_"), std::string::npos) << text;
+    EXPECT_NO_THROW(apply_schedule(s, p, t)) << text;
+}
+
 TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using loom::testing::GraphBuilder;
     using Ints = std::vector<int64_t>;

@@ -15,6 +15,8 @@
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
+#include "autoschedule/autoschedule.h"
+#include "autoschedule/machine_model.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_parser.h"
 #include "graph_builder.h"
@@ -84,7 +86,7 @@ std::map<std::string, Tensor> inputs_of(const Graph &g, uint64_t seed) {
 
 /// Prepares a copy of \p g (attention fused), lowers it, applies \p schedule (empty: every Func
 /// at root), runs it and compares with the reference of the unfused graph.
-void check_fused(const Graph &unfused, const std::string &schedule, uint64_t seed = 3) {
+void check_fused(const Graph &unfused, const std::string &schedule, uint64_t seed = 3, bool autoschedule = false) {
     auto in = inputs_of(unfused, seed);
     auto want = run_reference(unfused, in);
     Graph g = unfused;
@@ -93,7 +95,20 @@ void check_fused(const Graph &unfused, const std::string &schedule, uint64_t see
     ASSERT_EQ(count_op(g, "Softmax"), 0);
     auto fused_ref = run_reference(g, in);
     LoweredPipeline lp = lower_graph(g);
-    if (schedule.empty()) {
+    if (autoschedule) {
+        AutoScheduleResult r = auto_schedule_with_plan(lp, host_target(), reference_machine(host_target(), 2));
+        int attention_kernels = 0;
+        for (const auto &k : r.plan.kernels) attention_kernels += k.name == "fused_attention";
+        EXPECT_EQ(attention_kernels, 1);
+        for (const auto &f : lp.funcs)
+            if (f.op == "FusedAttention" && f.name.size() > 3 && f.name.compare(f.name.size() - 3, 3, "_qk") == 0) {
+                auto stmts = r.schedule.statements_for(f.name);
+                ASSERT_FALSE(stmts.empty());
+                EXPECT_NE(stmts.front()->calls.front().name.find("compute_at"), std::string::npos)
+                    << "the scores are computed per key tile, never at root";
+            }
+        apply_schedule(r.schedule, lp, host_target());
+    } else if (schedule.empty()) {
         for (auto &f : lp.funcs) f.func.compute_root();
     } else {
         apply_schedule(parse_schedule(schedule), lp, host_target());
@@ -106,9 +121,9 @@ void check_fused(const Graph &unfused, const std::string &schedule, uint64_t see
     }
 }
 
-// The query tile (8 rows of h) computes its key tiles' statistics; each key tile's scores, max and
-// probabilities are computed inside it (rank-4 names: n, c, h = query, w; rank-5 d = query,
-// h = key tile, w = column or key in the tile).
+// The query tile (8 rows of h) computes its key tiles' statistics; each key tile's keys, values,
+// scores, max and probabilities are computed inside it (rank-4 names: n, c, h = query, w; rank-5
+// d = query or key tile, h = key tile or d, w = column or key in the tile).
 const char *kFlashSchedule = R"(
 attn_softmax.split(h, ho, hi, 8, GuardWithIf).reorder(w, hi, ho, c, n).parallel(c);
 attn_softmax.update(0).split(h, ho, hi, 8, GuardWithIf).reorder(w, hi, t, ho, c, n).parallel(c);
@@ -121,7 +136,9 @@ attn_softmax_tile_stats.update(0).reorder(w, r, d, h, c, n);
 attn_softmax_prob.compute_at(attn_softmax_tile_stats, h);
 attn_softmax_tile_max.compute_at(attn_softmax_tile_stats, h);
 attn_softmax_qk.compute_at(attn_softmax_tile_stats, h);
-attn_softmax_qk.update(0).reorder(w, k, h).vectorize(w, 8, GuardWithIf);
+attn_softmax_qk.update(0).reorder(w, k, d, h, c, n).vectorize(w, 8, GuardWithIf);
+attn_softmax_keys.compute_at(attn_softmax_tile_stats, h);
+attn_softmax_values.compute_at(attn_softmax_tile_stats, h);
 )";
 
 TEST(Attention, ExportedPatternsBecomeOneNode) {
@@ -179,6 +196,12 @@ TEST(Attention, FlashScheduleMatchesReference) {
     check_fused(AttentionGraph({2, 3}, 37, 131, 16, 16, {2, 1, 1, 131}).b.g, kFlashSchedule);
     check_fused(AttentionGraph({1, 2}, 1, 1, 8, 8).b.g, kFlashSchedule);
     check_fused(AttentionGraph({1, 4}, 64, 64, 64, 64, {1, 1, 64, 64}).b.g, kFlashSchedule);
+}
+
+TEST(Attention, AutoScheduleIsOneFlashKernelAndMatchesReference) {
+    check_fused(AttentionGraph({2, 3}, 37, 131, 16, 16).b.g, "", 5, true);
+    check_fused(AttentionGraph({2, 3}, 13, 67, 7, 5, {2, 1, 1, 67}).b.g, "", 5, true);
+    check_fused(AttentionGraph({3}, 1, 1, 3, 2).b.g, "", 5, true);
 }
 
 }  // namespace

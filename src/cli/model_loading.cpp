@@ -1,6 +1,8 @@
 #include "cli/input_binding.h"
 #include "cli/model_loading.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -57,6 +59,8 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     PrepareOptions opts;
     opts.dump = dump_passes;
     opts.attention = attention;
+    if (const char *env = std::getenv("LOOM_FUSE_ATTENTION"); env && std::string(env) == "0")
+        opts.attention = AttentionFusion::Off;  // for comparisons with the unfused ops
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);

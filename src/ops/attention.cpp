@@ -4,16 +4,18 @@
 // with v, all three in one Func, `<node>_tile_stats`; the tiles are then merged by rescaling each
 // with exp(tile max − row max) (FlashAttention's online softmax, merged after the key loop as
 // flash-decoding merges its splits). Funcs (outermost dims first; batch dims … of q):
-//   <node>_qk[…, Sq, Sk]                  q·kᵀ, update over "k" (d)
+//   <node>_keys[…, nT, d, T]              key tile t's keys (kᵀ's columns tT … tT + T − 1)
+//   <node>_values[…, nT, T, C]            its values, then the columns 1 and 0 (C: dv + 2 padded)
+//   <node>_qk[…, Sq, nT, T]               q·kᵀ, update over "k" (d)
 //   <node>_tile_max[…, Sq, nT]            scale · qk + mask, max over the tile, update over "r"
 //   <node>_prob[…, Sq, nT, T]             exp(logit − tile max), 0 past Sk
-//   <node>_tile_stats[…, Sq, nT, dv + 2]  Σ prob·v (dv columns), Σ prob, the tile max; update "r"
+//   <node>_tile_stats[…, Sq, nT, C]       Σ prob·v (dv columns), Σ prob, the tile max; update "r"
 //   <node>_max[…, Sq]                     max over tiles, update over "t"
 //   <node>_rescale[…, Sq, nT]             exp(tile max − max)
 //   <node>_sum[…, Sq]                     Σ rescale · tile sum, update over "t"
 //   <node>_weight[…, Sq, nT]              rescale / sum
 //   <node>[…, Sq, dv]                     Σ weight · tile product, update over "t"
-// A schedule computes qk, tile_max and prob at tile_stats' key tile and tile_stats at the
+// A schedule computes keys, values, qk, tile_max and prob at tile_stats' key tile and tile_stats at the
 // output's query tile, so that only a query tile × key tile block of scores exists at a time
 // (the eager schedule computes every Func at root, as the unfused ops would).
 #include <algorithm>
@@ -53,28 +55,44 @@ void lower_attention(LowerContext &ctx, const Node &node) {
     const int64_t Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1], dv = sv[r - 1];
     const int64_t T = std::min<int64_t>(kAttentionKeyTile, Sk), nT = (Sk + T - 1) / T;
     const Shape batch(sq.begin(), sq.begin() + nb);
+    // dv products, the sum and the max, padded with zero columns to a multiple of 16 so that whole
+    // vectors cover a row.
+    const int64_t cols = (dv + 2 + 15) / 16 * 16;
     const Expr scale = Expr((float)node.get_float("scale", 1.0));
     const Expr neg_inf = Expr(-std::numeric_limits<float>::infinity());
     auto at = [&](const std::string &value, const std::vector<Expr> &idx) {
         return LowerContext::cast_to(DType::F32, ctx.at(value, idx));
     };
 
-    // qk[…, i, j] = Σ_k q[…, i, k] kᵀ[…, k, j]
-    Func qk = ctx.make_func(node, "qk", with(batch, {Sq, Sk}));
-    std::vector<Var> vq = ctx.vars(r);
+    // Key tile t's keys and values, copied once per tile for the dense loads of the products:
+    // keys[…, t, k, r] = kᵀ[…, k, tT + r], values[…, t, r, c] = v[…, tT + r, c] with two more
+    // columns, 1 (the tile's sum of probabilities) and 0 (the slot of its max); rows past Sk repeat
+    // the last key (their probabilities are 0).
+    std::vector<Var> vp = ctx.vars(nb + 3);
+    const std::vector<Expr> bp(vp.begin(), vp.begin() + nb);
+    const Var p0 = vp[nb], p1 = vp[nb + 1], p2 = vp[nb + 2];
+    Func keys = ctx.make_func(node, "keys", with(batch, {nT, d, T}));
+    ctx.define(keys, vp, at(kt, cat(bp, {p1, Halide::min(p0 * (int)T + p2, (int)Sk - 1)})));
+    ctx.note_cost(keys, true, 0);
+    Func values = ctx.make_func(node, "values", with(batch, {nT, T, cols}));
+    ctx.define(values, vp,
+               Halide::select(p2 < (int)dv, at(v, cat(bp, {Halide::min(p0 * (int)T + p1, (int)Sk - 1), Halide::min(p2, (int)dv - 1)})),
+                              Halide::select(p2 == (int)dv, 1.0f, 0.0f)));
+    ctx.note_cost(values, true, 0);
+
+    // qk[…, i, t, r] = Σ_k q[…, i, k] keys[…, t, k, r]
+    Func qk = ctx.make_func(node, "qk", with(batch, {Sq, nT, T}));
     {
         RDom k({{0, (int)d}}, "k");
-        std::vector<Expr> b(vq.begin(), vq.begin() + nb);
-        ctx.define(qk, vq, Expr(0.0f));
-        ref(qk, exprs(vq)) += at(q, cat(b, {vq[nb], k.x})) * at(kt, cat(b, {k.x, vq[nb + 1]}));
+        ctx.define(qk, vp, Expr(0.0f));
+        ref(qk, exprs(vp)) += at(q, cat(bp, {p0, k.x})) * LowerContext::call(keys, cat(bp, {p1, k.x, p2}));
         ctx.note_update(qk, {"k"});
         ctx.note_cost(qk, false, 2.0 * d);
     }
-    // The logit of query i and key j (j clamped into range: callers mask what lies past Sk).
-    auto logit = [&](const std::vector<Expr> &b, Expr i, Expr j) {
-        Expr jc = Halide::min(j, (int)Sk - 1);
-        Expr e = LowerContext::call(qk, cat(b, {i, jc})) * scale;
-        if (!mask.empty()) e = e + at(mask, cat(b, {i, jc}));
+    // The logit of query i and key tT + r (masked by the caller past Sk).
+    auto logit = [&](const std::vector<Expr> &b, Expr i, Expr t, Expr rk) {
+        Expr e = LowerContext::call(qk, cat(b, {i, t, rk})) * scale;
+        if (!mask.empty()) e = e + at(mask, cat(b, {i, Halide::min(t * (int)T + rk, (int)Sk - 1)}));
         return e;
     };
 
@@ -85,33 +103,30 @@ void lower_attention(LowerContext &ctx, const Node &node) {
     Func tile_max = ctx.make_func(node, "tile_max", with(batch, {Sq, nT}));
     {
         RDom rr({{0, (int)T}}, "r");
-        Expr j = tt * (int)T + rr.x;
         ctx.define(tile_max, vt, neg_inf);
         ref(tile_max, exprs(vt)) = Halide::max(LowerContext::call(tile_max, exprs(vt)),
-                                               Halide::select(j < (int)Sk, logit(bt, ti, j), neg_inf));
+                                               Halide::select(tt * (int)T + rr.x < (int)Sk, logit(bt, ti, tt, rr.x), neg_inf));
         ctx.note_update(tile_max, {"r"});
         ctx.note_cost(tile_max, false, 3.0 * T);
     }
     // prob[…, i, t, r] = exp(logit − tile max); 0 past Sk and in a tile the mask hides entirely
-    std::vector<Var> vp = ctx.vars(nb + 3);
-    const std::vector<Expr> bp(vp.begin(), vp.begin() + nb);
     Func prob = ctx.make_func(node, "prob", with(batch, {Sq, nT, T}));
     {
-        Var i = vp[nb], t = vp[nb + 1], rk = vp[nb + 2];
-        Expr j = t * (int)T + rk, m = LowerContext::call(tile_max, cat(bp, {i, t}));
-        ctx.define(prob, vp, Halide::select(j < (int)Sk && m > neg_inf, Halide::exp(logit(bp, i, j) - m), 0.0f));
+        Expr m = LowerContext::call(tile_max, cat(bp, {p0, p1}));
+        ctx.define(prob, vp, Halide::select(p1 * (int)T + p2 < (int)Sk && m > neg_inf, Halide::exp(logit(bp, p0, p1, p2) - m), 0.0f));
         ctx.note_cost(prob, true, 20);
     }
-    // tile_stats[…, i, t, c]: c < dv Σ prob·v[…, j, c], c == dv Σ prob, c == dv + 1 the tile max
-    Func stats = ctx.make_func(node, "tile_stats", with(batch, {Sq, nT, dv + 2}));
+    // tile_stats[…, i, t, c]: c < dv Σ prob·v[…, j, c], c == dv Σ prob, c == dv + 1 the tile max, then 0
+    Func stats = ctx.make_func(node, "tile_stats", with(batch, {Sq, nT, cols}));
     {
-        Var i = vp[nb], t = vp[nb + 1], c = vp[nb + 2];
         RDom rr({{0, (int)T}}, "r");
-        Expr j = Halide::min(t * (int)T + rr.x, (int)Sk - 1);
-        Expr p = LowerContext::call(prob, cat(bp, {i, t, rr.x}));
-        Expr vj = at(v, cat(bp, {j, Halide::min(c, (int)dv - 1)}));
-        ctx.define(stats, vp, Halide::select(c == (int)dv + 1, LowerContext::call(tile_max, cat(bp, {i, t})), 0.0f));
-        ref(stats, exprs(vp)) += Halide::select(c < (int)dv, p * vj, c == (int)dv, p, 0.0f);
+        // The max column is written by the update, not the init, so that the init reads nothing a
+        // schedule computes per key tile.
+        ctx.define(stats, vp, Expr(0.0f));
+        ref(stats, exprs(vp)) = Halide::select(p2 == (int)dv + 1, LowerContext::call(tile_max, cat(bp, {p0, p1})),
+                                               LowerContext::call(stats, exprs(vp)) +
+                                                   LowerContext::call(prob, cat(bp, {p0, p1, rr.x})) *
+                                                       LowerContext::call(values, cat(bp, {p1, rr.x, p2})));
         ctx.note_update(stats, {"r"});
         ctx.note_cost(stats, false, 2.0 * T);
     }
