@@ -1,10 +1,9 @@
 #include "cli/input_binding.h"
 #include "cli/model_loading.h"
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -58,9 +57,11 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
                     const std::string &inputs_dir, AttentionFusion attention) {
     PrepareOptions opts;
     opts.dump = dump_passes;
-    opts.attention = attention;
-    if (const char *env = std::getenv("LOOM_FUSE_ATTENTION"); env && std::string(env) == "0")
-        opts.attention = AttentionFusion::Off;  // for comparisons with the unfused ops
+    // Loom's own fused attention (CPU) is opt-in: on the 2-core build machine it ran slower than the
+    // unfused ops (bench/DECISIONS.md#d82-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
+    const char *env = std::getenv("LOOM_FUSE_ATTENTION");
+    const std::string fuse = env ? env : "";
+    opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);

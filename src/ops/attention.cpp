@@ -18,8 +18,13 @@
 // A schedule computes keys, values, qk, tile_max and prob at tile_stats' key tile and tile_stats at the
 // output's query tile, so that only a query tile × key tile block of scores exists at a time
 // (the eager schedule computes every Func at root, as the unfused ops would).
+// With LowerOptions::attention_extern (CUDA, BF16) the node is instead one cuDNN fused-attention
+// extern stage (codegen/cudnn_attention.h) on BF16 copies of q, k (kᵀ transposed back) and v,
+// `<node>_q_bf16`, `<node>_k_bf16`, `<node>_v_bf16`, its BF16 output widened by the node's Func.
 #include <algorithm>
 #include <limits>
+
+#include "lower/extern_stages.h"
 
 #include "ops/ops_internal.h"
 #include "support/error.h"
@@ -44,9 +49,62 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
     return s;
 }
 
+// BF16 bits of a float (round to nearest even), as uint16: Halide 14 has no BF16 arithmetic on CUDA.
+Expr bf16_bits(Expr x) {
+    Expr u = Halide::reinterpret(Halide::UInt(32), x);
+    return Halide::cast(Halide::UInt(16), (u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+Expr from_bf16_bits(Expr b) { return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), b) << 16); }
+
+// The cuDNN extern of a FusedAttention (LowerOptions::attention_extern): rank 3 runs as one batch
+// of heads.
+void lower_attention_extern(LowerContext &ctx, const Node &node) {
+    const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
+    const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt);
+    const int r = (int)sq.size();
+    const int64_t B = r == 4 ? sq[0] : 1, H = sq[r - 3], Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1];
+    std::vector<Var> v4 = ctx.vars(4);
+    const Var b = v4[0], h = v4[1], s = v4[2], c = v4[3];
+    auto copy = [&](const char *suffix, int64_t S, Expr value) {
+        Func f = ctx.make_func(node, suffix, Shape{B, H, S, d});
+        ctx.define(f, v4, bf16_bits(value));
+        ctx.note_cost(f, true, 4);
+        LoweredFunc &rec = ctx.record(f);
+        rec.dtype = DType::I16;
+        rec.feeds_extern = true;
+        const int64_t ext[] = {B, H, S, d};
+        for (int k = 0; k < 4; k++) f.bound(v4[k], 0, (int)ext[k]);
+        return f;
+    };
+    auto at = [&](const std::string &value, std::vector<Expr> idx) {  // rank 3 drops b
+        return LowerContext::cast_to(DType::F32, ctx.at(value, idx));
+    };
+    Func q16 = copy("q_bf16", Sq, at(q, {b, h, s, c}));
+    Func k16 = copy("k_bf16", Sk, at(kt, {b, h, c, s}));
+    Func v16 = copy("v_bf16", Sk, at(v, {b, h, s, c}));
+    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn_attention"));
+    std::vector<Halide::ExternFuncArgument> args = {q16, k16, v16};
+    for (Expr e : {Expr((int)B), Expr((int)H), Expr((int)Sq), Expr((int)Sk), Expr((int)d),
+                   Expr((float)node.get_float("scale", 1.0))})
+        args.push_back(e);
+    ext.define_extern(kCudnnAttention, args, Halide::UInt(16), {c, s, h, b}, Halide::NameMangling::C,
+                      Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // an extern: no schedule touches it
+    ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
+    Func f = ctx.make_func(node, "", r);
+    std::vector<Var> vo = ctx.vars(r);
+    std::vector<Expr> idx = exprs(vo);
+    if (r == 3) idx.insert(idx.begin(), Expr(0));
+    ctx.define(f, vo, from_bf16_bits(LowerContext::call(ext, idx)));
+    ctx.note_cost(f, true, 2);
+    ctx.bind_output(y, f);
+}
+
 }  // namespace
 
 void lower_attention(LowerContext &ctx, const Node &node) {
+    if (ctx.options.attention_extern) return lower_attention_extern(ctx, node);
     const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
     const std::string mask = node.has_input(3) ? node.inputs[3] : std::string();
     const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt), &sv = ctx.shape(v);
