@@ -62,6 +62,13 @@ struct AttentionGraph {
     }
 };
 
+/// prepare_graph with attention fusion in \p mode.
+void prepare(Graph &g, AttentionFusion mode = AttentionFusion::Halide) {
+    PrepareOptions o;
+    o.attention = mode;
+    prepare_graph(g, o);
+}
+
 int count_op(const Graph &g, const std::string &op) {
     int n = 0;
     for (const auto &node : g.nodes) n += node.op == op;
@@ -90,7 +97,7 @@ void check_fused(const Graph &unfused, const std::string &schedule, uint64_t see
     auto in = inputs_of(unfused, seed);
     auto want = run_reference(unfused, in);
     Graph g = unfused;
-    prepare_graph(g);
+    prepare(g);
     ASSERT_EQ(count_op(g, "FusedAttention"), 1);
     ASSERT_EQ(count_op(g, "Softmax"), 0);
     auto fused_ref = run_reference(g, in);
@@ -145,7 +152,7 @@ TEST(Attention, ExportedPatternsBecomeOneNode) {
     for (ScaleAt where : {ScaleAt::Product, ScaleAt::Operands, ScaleAt::None}) {
         AttentionGraph a({2, 3}, 5, 7, 4, 6, {2, 1, 1, 7}, where);
         Graph g = a.b.g;
-        prepare_graph(g);
+        prepare(g);
         EXPECT_EQ(count_op(g, "FusedAttention"), 1);
         EXPECT_EQ(count_op(g, "MatMul"), 0);
         EXPECT_EQ(count_op(g, "Mul") + count_op(g, "Div"), 0) << "the scale is the node's attribute";
@@ -160,24 +167,20 @@ TEST(Attention, NearMissesAreLeftAlone) {
         AttentionGraph a({2}, 5, 7, 4, 6);
         a.b.output(a.b.g.nodes[a.b.g.producer(a.b.g.nodes[a.b.g.producer(a.out)].inputs[0])].inputs[0]);
         Graph g = a.b.g;
-        prepare_graph(g);
+        prepare(g);
         EXPECT_EQ(count_op(g, "FusedAttention"), 0);
     }
-    {  // training keeps the ops autodiff knows
+    {  // off by default (training, and the CPU unless LOOM_FUSE_ATTENTION=1)
         AttentionGraph a({2}, 5, 7, 4, 6);
         Graph g = a.b.g;
-        PrepareOptions o;
-        o.attention = AttentionFusion::Off;
-        prepare_graph(g, o);
+        prepare_graph(g);
         EXPECT_EQ(count_op(g, "FusedAttention"), 0);
     }
     {  // cuDNN takes no mask and no head size that is not a multiple of 8
         AttentionGraph masked({2, 3}, 5, 7, 8, 8, {2, 1, 1, 7}), odd({2, 3}, 5, 7, 4, 4), fits({2, 3}, 5, 7, 64, 64);
-        PrepareOptions o;
-        o.attention = AttentionFusion::Cudnn;
         for (auto *a : {&masked, &odd, &fits}) {
             Graph g = a->b.g;
-            prepare_graph(g, o);
+            prepare(g, AttentionFusion::Cudnn);
             EXPECT_EQ(count_op(g, "FusedAttention"), a == &fits ? 1 : 0);
         }
     }

@@ -39,7 +39,8 @@ struct PrepareOptions {
     bool cse = true;           ///< merge identical nodes
     bool horizontal_fusion = true;  ///< fuse_horizontal_slices
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
-    AttentionFusion attention = AttentionFusion::Halide;  ///< recognize_attention's mode
+    /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d82-cpu-fused-attention)
+    AttentionFusion attention = AttentionFusion::Off;
 };
 
 /// Binds every graph input's symbolic/unknown dims. UserError naming an unbound dim and showing
