@@ -58,7 +58,7 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     PrepareOptions opts;
     opts.dump = dump_passes;
     // Loom's own fused attention (CPU) is opt-in: on the 2-core build machine it ran slower than the
-    // unfused ops (bench/DECISIONS.md#d82-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
+    // unfused ops (bench/DECISIONS.md#d88-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
     const char *env = std::getenv("LOOM_FUSE_ATTENTION");
     const std::string fuse = env ? env : "";
     opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;

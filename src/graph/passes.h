@@ -39,7 +39,7 @@ struct PrepareOptions {
     bool cse = true;           ///< merge identical nodes
     bool horizontal_fusion = true;  ///< fuse_horizontal_slices
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
-    /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d82-cpu-fused-attention)
+    /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d88-cpu-fused-attention)
     AttentionFusion attention = AttentionFusion::Off;
 };
 
