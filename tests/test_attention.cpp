@@ -156,9 +156,11 @@ TEST(Attention, ExportedPatternsBecomeOneNode) {
         EXPECT_EQ(count_op(g, "FusedAttention"), 1);
         EXPECT_EQ(count_op(g, "MatMul"), 0);
         EXPECT_EQ(count_op(g, "Mul") + count_op(g, "Div"), 0) << "the scale is the node's attribute";
-        for (const auto &n : g.nodes)
-            if (n.op == "FusedAttention")
+        for (const auto &n : g.nodes) {
+            if (n.op == "FusedAttention") {
                 EXPECT_NEAR(n.get_float("scale", 0), where == ScaleAt::None ? 1.0 : 0.125, 1e-7);
+            }
+        }
     }
 }
 
