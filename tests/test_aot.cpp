@@ -23,6 +23,7 @@
 #include "frontends/onnx/onnx_import.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
+#include "lower/extern_stages.h"
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
@@ -486,6 +487,61 @@ TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
     std::string pool = schedule_of("GlobalAveragePool", 32, 1);
     EXPECT_EQ(last_args(pool, "gpu_blocks").rfind(fused_var(pool) + ", ", 0), 0u) << pool;
     EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
+}
+
+// Attention in BF16 on CUDA: recognised for cuDNN, lowered to one loom_cudnn_attention extern on
+// BF16 copies of q, k and v (Halide Funcs the GPU schedule computes at root), compiled in and
+// linked against cuDNN; rank 3 ([heads, S, d]) runs as one batch.
+TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
+    using loom::testing::GraphBuilder;
+    for (bool rank4 : {true, false}) {
+        GraphBuilder b;
+        Shape batch = rank4 ? Shape{2, 3} : Shape{6};
+        auto sh = [&](int64_t x, int64_t y) {
+            Shape s = batch;
+            s.push_back(x);
+            s.push_back(y);
+            return s;
+        };
+        const int r = (int)batch.size() + 2;
+        std::vector<int64_t> perm;
+        for (int i = 0; i < r - 2; i++) perm.push_back(i);
+        perm.push_back(r - 1);
+        perm.push_back(r - 2);
+        std::string kt = b.node("Transpose", {b.input("k", sh(37, 64))}, sh(64, 37), {{"perm", perm}});
+        std::string s = b.node("MatMul", {b.input("q", sh(11, 64)), kt}, sh(11, 37));
+        s = b.node("Mul", {s, b.scalar(0.125)}, sh(11, 37));
+        std::string p = b.node("Softmax", {s}, sh(11, 37), {{"axis", int64_t(r - 1)}});
+        b.out("MatMul", {p, b.input("v", sh(37, 64))}, sh(11, 64));
+        PrepareOptions po;
+        po.attention = AttentionFusion::Cudnn;
+        prepare_graph(b.g, po);
+        LowerOptions lo;
+        lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
+        lo.gemm_precision = Precision::BF16;
+        LoweredPipeline lp = lower_graph(b.g, lo);
+        ASSERT_EQ(lp.extern_calls, std::vector<std::string>{kCudnnAttention});
+        int copies = 0;
+        for (const auto &f : lp.funcs) copies += f.feeds_extern && ends_with(f.name, "_bf16");
+        EXPECT_EQ(copies, 3);
+        auto [object, symbols] = cuda_artifact(lp, rank4 ? "attention4" : "attention3");
+        EXPECT_NE(symbols.find("T loom_cudnn_attention"), std::string::npos) << symbols;
+        EXPECT_NE(symbols.find("libcudnn.so"), std::string::npos) << symbols;
+    }
+}
+
+// A softmax over rank-4 rows long enough for two-level block partials ([2, 12, 8, 512]: attention's
+// scores) names the partials' thread vars apart from its own pure var w: the schedule applies.
+TEST(Aot, GpuBlockPartialsOfRank4RowsApply) {
+    using loom::testing::GraphBuilder;
+    Halide::Target t = aot_target("cuda");
+    GraphBuilder b;
+    b.out("Softmax", {b.input("x", {2, 12, 8, 512})}, {2, 12, 8, 512}, {{"axis", int64_t(3)}});
+    LoweredPipeline p = lower_graph(b.g);
+    Schedule s = gpu_auto_schedule(p, t);
+    std::string text = print_schedule(s);
+    EXPECT_NE(text.find("w_"), std::string::npos) << text;
+    EXPECT_NO_THROW(apply_schedule(s, p, t)) << text;
 }
 
 TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {

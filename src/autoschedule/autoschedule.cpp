@@ -56,6 +56,7 @@ AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halid
         if (t.path.empty()) t.path = kernel_kind_name(k.kind);
         r.tiling[k.root] = t;
     }
+    schedule_attention_kernels(p, m, r);
     return r;
 }
 

@@ -111,6 +111,12 @@ struct FusionPlan {
     const FuncDecision *decision(const std::string &func) const;
 };
 
+struct AutoScheduleResult;
+/// Replaces the planned kernels of each FusedAttention (ops/attention.cpp) by one flash-style
+/// kernel (autoschedule/attention_kernel.cpp): the statements for its Funcs, its plan entry and
+/// its decisions; producers the plan inlined into them stay inlined.
+void schedule_attention_kernels(const LoweredPipeline &p, const MachineModel &m, AutoScheduleResult &r);
+
 /// Groups the Funcs of \p p into kernels (no tiling yet).
 FusionPlan plan_fusion(const LoweredPipeline &p, const MachineModel &m, const ScheduleKnobs &knobs = {});
 

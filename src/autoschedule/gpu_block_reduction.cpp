@@ -40,6 +40,8 @@ void GpuCtx::block_partials(const LoweredFunc &r, const std::string &f, const st
                             int threads, const std::string &at, const std::string &var, const std::string &part,
                             const std::string &part2, const std::vector<ScheduleStatement> &after_rfactor,
                             BlockCombine how) {
+    // The partials' thread vars, renamed where \p r has a pure var of that name (a rank-4 row's w).
+    const std::string tu = ident(r, "u"), tw = ident(r, "w"), tv = ident(r, "v"), tuw = ident(r, tu + tw);
     std::string ro = ident(r, rv + "o"), ri = ident(r, rv + "i");
     std::string rw = ident(r, rv + "w"), ru = ident(r, rv + "u");
     bool two_levels = threads > 32;
@@ -49,40 +51,40 @@ void GpuCtx::block_partials(const LoweredFunc &r, const std::string &f, const st
     if (vec) up.add("split", {rv, rq, rvv, how.width, rtail(true)});
     up.add("split", {vec ? rq : rv, ro, ri, threads, rtail(k % threads == 0)});
     if (two_levels) up.add("split", {ri, rw, ru, 32, rtail(true)});
-    up.add("rfactor", {two_levels ? ru : ri, "u"}, part);
+    up.add("rfactor", {two_levels ? ru : ri, tu}, part);
     s.statements.push_back(up);
     s.statements.insert(s.statements.end(), after_rfactor.begin(), after_rfactor.end());
     if (how.registers) {
-        s.statements[in_registers(part, at, var, "u")].add("gpu_threads", {"u"});
+        s.statements[in_registers(part, at, var, tu)].add("gpu_threads", {tu});
     } else {
         ScheduleStatement ps(part);
-        ps.add("compute_at", {at, var}).add("gpu_threads", {"u"});
+        ps.add("compute_at", {at, var}).add("gpu_threads", {tu});
         s.statements.push_back(ps);
     }
     if (two_levels) {
         ScheduleStatement pu(part, 0);
-        pu.add("rfactor", {rw, "w"}, part2);
+        pu.add("rfactor", {rw, tw}, part2);
         s.statements.push_back(pu);
     }
     // rfactor leaves the new thread var where the RVar was, innermost: a serial loop around a
     // thread loop, which Halide synchronises with a block barrier per iteration. Threads outermost.
     ScheduleStatement pu2(part, 0);
-    pu2.add("reorder", {two_levels ? rw : ro, "u"});
+    pu2.add("reorder", {two_levels ? rw : ro, tu});
     // (In registers, the stage runs inside the wrapper's thread loop.)
-    auto threads_over = [&](ScheduleStatement &st, const char *tv) {
-        if (!how.registers) st.add("gpu_threads", {tv});
+    auto threads_over = [&](ScheduleStatement &st, const std::string &thread_var) {
+        if (!how.registers) st.add("gpu_threads", {thread_var});
     };
-    threads_over(pu2, "u");
+    threads_over(pu2, tu);
     s.statements.push_back(pu2);
     if (!two_levels) return;
     // (u, w) fused into one thread dim: the kernel's block stays 1-D (threads ≤ 1024), u innermost.
     if (how.registers) {
-        size_t w = in_registers(part2, at, var, "uw");
-        s.statements[w].add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
-        s.statements[w + 1].add("fuse", {"u", "w", "uw"});
+        size_t w = in_registers(part2, at, var, tuw);
+        s.statements[w].add("fuse", {tu, tw, tuw}).add("gpu_threads", {tuw});
+        s.statements[w + 1].add("fuse", {tu, tw, tuw});
     } else {
         ScheduleStatement qs(part2);
-        qs.add("compute_at", {at, var}).add("fuse", {"u", "w", "uw"}).add("gpu_threads", {"uw"});
+        qs.add("compute_at", {at, var}).add("fuse", {tu, tw, tuw}).add("gpu_threads", {tuw});
         s.statements.push_back(qs);
     }
     // The serial loads of one thread: unrolled, so that several are in flight at once.
@@ -98,25 +100,25 @@ void GpuCtx::block_partials(const LoweredFunc &r, const std::string &f, const st
     ScheduleStatement qu(part2, 0);
     if (vec) {
         std::string part3 = part2 + "_vec";
-        qu.add("rfactor", {rvv, "v"}, part3);
+        qu.add("rfactor", {rvv, tv}, part3);
         s.statements.push_back(qu);
         ScheduleStatement qu2(part2, 0);
-        qu2.add("fuse", {"u", "w", "uw"}).add("reorder", {rvv, "uw"}).add("unroll", {rvv});
-        threads_over(qu2, "uw");
+        qu2.add("fuse", {tu, tw, tuw}).add("reorder", {rvv, tuw}).add("unroll", {rvv});
+        threads_over(qu2, tuw);
         s.statements.push_back(qu2);
         ScheduleStatement vs(part3);
-        vs.add("compute_at", {part2, "uw"}).add("vectorize", {"v"});
+        vs.add("compute_at", {part2, tuw}).add("vectorize", {tv});
         s.statements.push_back(vs);
         ScheduleStatement vu(part3, 0);
-        vu.add("reorder", {"v", ro, "u", "w"}).add("vectorize", {"v"});
+        vu.add("reorder", {tv, ro, tu, tw}).add("vectorize", {tv});
         unroll_loads(vu);
         s.statements.push_back(vu);
         return;
     }
     unroll_loads(qu);
-    order.push_back("uw");
-    qu.add("fuse", {"u", "w", "uw"}).add("reorder", order);
-    threads_over(qu, "uw");
+    order.push_back(tuw);
+    qu.add("fuse", {tu, tw, tuw}).add("reorder", order);
+    threads_over(qu, tuw);
     s.statements.push_back(qu);
 }
 

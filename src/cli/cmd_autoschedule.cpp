@@ -135,10 +135,11 @@ void autoschedule(const AutoscheduleOptions &o) {
         user_check(!o.report && !o.profile && o.dot.empty() && o.machine.empty(), "loom autoschedule --target ",
                    o.target, ": --report, --profile, --dot and --machine describe the CPU cost model; drop them for "
                    "a GPU target");
-        Graph g = load_model(o.model, o.inputs);
+        LowerOptions lo = library_lowering(target, o.libs, "loom autoschedule");
+        Graph g = load_model(o.model, o.inputs, false, "", attention_fusion(target, lo));
         // Lowered as `loom compile` will lower it (cuBLAS/cuDNN extern stages unless turned off), so
         // that the file names the Funcs that compile finds.
-        LoweredPipeline p = lower_graph(g, library_lowering(target, o.libs, "loom autoschedule"));
+        LoweredPipeline p = lower_graph(g, lo);
         Schedule s = autoscheduler_for(target)(p, target);
         s.model = std::filesystem::path(o.model).filename().string();
         s.sha256 = file_sha256(o.model);

@@ -42,11 +42,11 @@ void compile(const CompileOptions &o) {
                "loom compile: give at most one of --schedule, --auto, --eager");
     Halide::Target target = aot_target(o.target);
     bool gpu = target.has_gpu_feature();
-    Graph g = load_model(o.model, o.inputs);
-    std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
     // CUDA: float GEMMs with constant weights go to cuBLAS, 2-D convs to cuDNN (extern stages,
-    // lower/lowered.h).
+    // lower/lowered.h), attention in BF16 to cuDNN's fused attention.
     LowerOptions lo = library_lowering(target, o.libs, "loom compile");
+    Graph g = load_model(o.model, o.inputs, false, "", attention_fusion(target, lo));
+    std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
     ScheduledModel sm = schedule_model(g, spec, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     LoweredPipeline &p = sm.pipeline;

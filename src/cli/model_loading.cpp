@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -53,9 +54,14 @@ void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
 }  // namespace
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
-                    const std::string &inputs_dir) {
+                    const std::string &inputs_dir, AttentionFusion attention) {
     PrepareOptions opts;
     opts.dump = dump_passes;
+    // Loom's own fused attention (CPU) is opt-in: on the 2-core build machine it ran slower than the
+    // unfused ops (bench/DECISIONS.md#d88-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
+    const char *env = std::getenv("LOOM_FUSE_ATTENTION");
+    const std::string fuse = env ? env : "";
+    opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
@@ -63,11 +69,11 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
 }
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
-                 const std::string &inputs_dir) {
+                 const std::string &inputs_dir, AttentionFusion attention) {
     Graph g = import_onnx(path);
     // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
     try {
-        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir);
+        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, attention);
     } catch (const UserError &e) {
         std::string m = e.what();
         if (m.rfind(path, 0) == 0) throw;

@@ -16,12 +16,15 @@ namespace loom::cli {
 /// \p inputs_dir (`loom run --inputs DIR`), an input that has unbound dims and no `--input` flag of
 /// its own takes its shape from `<inputs_dir>/<input>.npy`. UserError naming the file when its rank
 /// differs from the input's, or when two files give one symbolic dim two sizes.
+/// \p attention: recognize_attention's mode (Off for training and for CUDA artifacts, whose
+/// attention stays batched cuBLAS products around a softmax kernel).
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags,
-                 bool dump_passes = false, const std::string &inputs_dir = "");
+                 bool dump_passes = false, const std::string &inputs_dir = "",
+                 AttentionFusion attention = AttentionFusion::Halide);
 
 /// prepare_graph on an imported graph \p g with the `--input` bindings given as text.
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes = false,
-                    const std::string &inputs_dir = "");
+                    const std::string &inputs_dir = "", AttentionFusion attention = AttentionFusion::Halide);
 
 /// Inputs for a run: `<dir>/<input name>.npy` for every graph input when \p dir is given,
 /// else random from \p seed. UserError naming a missing file or a shape mismatch.

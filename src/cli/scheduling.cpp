@@ -51,12 +51,18 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
                precision_name(precision), " sets the math of the cuBLAS/cuDNN stages, and --no-cublas --no-cudnn "
                "leaves none (Halide's kernels compute in FP32); drop --precision or one of them");
     lo.gemm_precision = (lo.gemm_extern || lo.conv_extern) ? precision : Precision::FP32;
+    lo.attention_extern = cuda && !flags.no_cudnn && precision == Precision::BF16;
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
     lo.block_conv_weights = !cuda;
     lo.block_matmul_weights = !cuda;
     return lo;
+}
+
+AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo) {
+    if (!target.has_gpu_feature()) return AttentionFusion::Halide;
+    return lo.attention_extern ? AttentionFusion::Cudnn : AttentionFusion::Off;
 }
 
 Precision library_precision(const LibraryFlags &flags, const std::string &command) {

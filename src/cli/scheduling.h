@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/passes.h"
 #include "lower/lowered.h"
 #include "ops/lower_graph.h"
 #include "schedule/schedule_apply.h"
@@ -36,6 +37,10 @@ struct LibraryFlags {
 /// convs cuDNN unless \p flags turn them off; elsewhere none (a --tf32 there is a UserError
 /// naming \p command).
 LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &flags, const std::string &command);
+/// How prepare_graph fuses attention for \p target lowered with \p lo: Loom's Funcs on the CPU,
+/// cuDNN's fused attention on CUDA in BF16 (LowerOptions::attention_extern), else none (CUDA keeps
+/// the batched cuBLAS products around a softmax kernel).
+AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo);
 
 /// The precision \p flags ask for: --precision, else tf32 with --tf32, else fp32; UserError for an
 /// unknown name or a --tf32 that contradicts --precision.

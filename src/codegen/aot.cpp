@@ -17,6 +17,7 @@
 
 #include "codegen/aot_segments.h"
 #include "codegen/cublas_gemm.h"
+#include "codegen/cudnn_attention.h"
 #include "codegen/cudnn_conv.h"
 #include "codegen/jit.h"
 #include "codegen/ptx_register_caps.h"
@@ -209,6 +210,8 @@ ToolBuild tool_sources(const LoweredPipeline &lowered, const SegmentedPipeline &
         {{kCublasSgemm, kCublasLtBiasAct, kCublasConv1x1, kCublasBatched}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
          "--no-cublas", cublas_gemm_source},
         {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn", cudnn_conv_source},
+        {{kCudnnAttention}, "_cudnn_attention", "the cuDNN attention extern stage", " -lcudnn -lcudart", "--no-cudnn",
+         cudnn_attention_source},
     };
     for (const auto &e : externs) {
         bool called = false;

@@ -17,7 +17,7 @@ const std::map<std::string, OpKind> &catalog() {
               "HardSwish", "Tanh", "Erf", "Gelu", "Softplus", "Clip", "Min", "Max", "Sum", "Mean",
               "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Sin", "Cos"})
             r[op] = OpKind::Elementwise;
-        for (const char *op : {"MatMul", "Gemm"}) r[op] = OpKind::MatMul;
+        for (const char *op : {"MatMul", "Gemm", "FusedAttention"}) r[op] = OpKind::MatMul;
         for (const char *op : {"Conv", "ConvTranspose"}) r[op] = OpKind::Conv;
         for (const char *op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
             r[op] = OpKind::Pool;
@@ -42,16 +42,19 @@ const std::map<std::string, OpKind> &catalog() {
 }
 }  // namespace
 
+bool is_internal_op(const std::string &op) { return op == "FusedAttention"; }
+
 const std::vector<std::string> &supported_ops() {
     static const std::vector<std::string> v = [] {
         std::vector<std::string> r;
-        for (const auto &kv : catalog()) r.push_back(kv.first);
+        for (const auto &kv : catalog())
+            if (!is_internal_op(kv.first)) r.push_back(kv.first);
         return r;
     }();
     return v;
 }
 
-bool is_supported_op(const std::string &op) { return catalog().count(op) > 0; }
+bool is_supported_op(const std::string &op) { return catalog().count(op) > 0 && !is_internal_op(op); }
 
 OpKind op_kind(const std::string &op) {
     auto it = catalog().find(op);

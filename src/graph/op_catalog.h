@@ -45,6 +45,7 @@
 /// | Expand | X | shape (the resolved output shape) |
 /// | Tile | X | repeats (one per dim) |
 /// | Pad | X | pads (begins then ends, 2×rank), mode ("constant", "reflect", "edge"), value |
+/// | FusedAttention (made by recognize_attention, never imported) | q [..., Sq, d], kt [..., d, Sk], v [..., Sk, dv], [mask broadcast to [..., Sq, Sk]] (equal batch dims) | scale: softmax(scale · q·kt + mask) · v |
 /// | Resize | X | scales (per dim, output/input), mode ("nearest", "linear", "cubic"), coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside |
 #pragma once
 
@@ -56,6 +57,9 @@ namespace loom {
 /// Coarse families of ops, used to group lowering code, tests and cost-model decisions.
 enum class OpKind { Elementwise, Reduce, MatMul, Conv, Pool, Norm, Layout, Gather, Resize, Folded };
 
+/// True for ops that only Loom's passes make (FusedAttention): they have a family but the ONNX
+/// frontend refuses them.
+bool is_internal_op(const std::string &op);
 /// Every op the ONNX frontend accepts (including the ones folded away before lowering), sorted.
 const std::vector<std::string> &supported_ops();
 /// True if \p op is in supported_ops().

@@ -296,6 +296,7 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });
     step("recognize_group_norm", [&] { recognize_group_norm(g); });
+    step("recognize_attention", [&] { recognize_attention(g, opts.attention); });
     if (opts.horizontal_fusion) step("fuse_horizontal_slices", [&] { fuse_horizontal_slices(g); });
     if (opts.cse) step("eliminate_common_subexpressions", [&] { eliminate_common_subexpressions(g); });
     step("eliminate_dead_code", [&] { eliminate_dead_code(g); });

@@ -25,6 +25,13 @@ using InputBindings = std::map<std::string, Shape>;
 using NodeEvaluator = std::function<std::vector<Tensor>(const Node &node, const std::vector<const Tensor *> &inputs,
                                                         const std::vector<ValueInfo> &outputs)>;
 
+/// Whether and for which code recognize_attention fuses scaled-dot-product attention.
+enum class AttentionFusion {
+    Off,     ///< leave MatMul → Softmax → MatMul alone (training: autodiff has no rule for the fused op)
+    Halide,  ///< every match (Loom's own Funcs, any target)
+    Cudnn,   ///< only matches cuDNN's fused attention takes (fits_cudnn_attention)
+};
+
 /// Options of prepare_graph.
 struct PrepareOptions {
     InputBindings bindings;
@@ -32,6 +39,8 @@ struct PrepareOptions {
     bool cse = true;           ///< merge identical nodes
     bool horizontal_fusion = true;  ///< fuse_horizontal_slices
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
+    /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d88-cpu-fused-attention)
+    AttentionFusion attention = AttentionFusion::Off;
 };
 
 /// Binds every graph input's symbolic/unknown dims. UserError naming an unbound dim and showing
@@ -76,9 +85,20 @@ int recognize_gelu(Graph &g);
 /// constant per-group scale and bias → Reshape back, by one GroupNormalization node (opset 18's
 /// per-group scale and bias). Returns how many were replaced.
 int recognize_group_norm(Graph &g);
+/// Replaces scaled-dot-product attention as exporters write it, MatMul(q, kᵀ) → optional scalar
+/// Mul or Div (or scalar Muls on q and kᵀ) → optional Add of a mask that broadcasts to the scores →
+/// Softmax over the last axis → MatMul with v, every intermediate read once and no graph output,
+/// float32, q/kᵀ/v with equal batch dims, by one FusedAttention node (q, kᵀ, v, [mask]; attribute
+/// scale). \p mode Cudnn takes only what fits_cudnn_attention accepts. Returns how many were replaced.
+int recognize_attention(Graph &g, AttentionFusion mode);
+/// True when cuDNN's fused attention computes a FusedAttention of these operand shapes
+/// (q [..., Sq, d], kᵀ [..., d, Sk], v [..., Sk, dv]): rank 3 or 4, d == dv, d a multiple of 8 up
+/// to 128, no mask.
+bool fits_cudnn_attention(const Shape &q, const Shape &kt, const Shape &v, bool masked);
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
-/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition, horizontal fusion of slices, CSE, dead-code elimination, final
+/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition,
+/// attention recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation. \p evaluate computes folded nodes (reference/folding.h's prepare_graph passes the
 /// reference interpreter).
 void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions &opts = {});

@@ -1,8 +1,8 @@
 /// \file
-/// The C functions that extern stages call (LowerOptions::gemm_extern and conv_extern): their names
+/// The C functions that extern stages call (LowerOptions::gemm_extern, conv_extern and attention_extern): their names
 /// and argument codes, shared by the op lowerings that define the stages (src/ops) and by the code
 /// generator that compiles the functions into a CUDA artifact (codegen/cublas_gemm.h,
-/// codegen/cudnn_conv.h, which document each function's arguments).
+/// codegen/cudnn_conv.h, codegen/cudnn_attention.h, which document each function's arguments).
 #pragma once
 
 namespace loom {
@@ -12,6 +12,7 @@ inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
 inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
 inline constexpr const char *kCublasBatched = "loom_cublas_batched";
 inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
+inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
 /// loom_cublaslt_bias_act's activations.
 inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
 

@@ -71,6 +71,10 @@ struct LowerOptions {
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
+    /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
+    /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`
+    /// (codegen/cudnn_attention.h) on BF16 copies of q, k and v made by Halide Funcs.
+    bool attention_extern = false;
     /// With conv_extern / gemm_extern: a Conv or a Gemm with a constant row bias whose only consumer
     /// is its activation (and whose output is not a graph output) has its bias and activation
     /// applied by the library: a Relu after a Conv (cudnnConvolutionBiasActivationForward), a Relu

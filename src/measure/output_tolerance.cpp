@@ -32,6 +32,12 @@ bool accumulates(const Node &n) {
     }
 }
 
+// Accumulating steps of a node: the rounding it adds to its output.
+int accumulations(const Node &n) {
+    if (n.op == "FusedAttention") return 3;  // the product, the softmax and the product it fused
+    return accumulates(n) ? 1 : 0;
+}
+
 double base_rtol(Precision p) { return p == Precision::FP32 ? kFp32Base : kLowPrecisionUlps * unit_roundoff(p); }
 
 }  // namespace
@@ -66,7 +72,7 @@ int accumulation_depth(const Graph &g, const std::string &value) {
                 auto it = depth.find(in);
                 if (it != depth.end()) d = std::max(d, it->second);
             }
-        d += accumulates(n) ? 1 : 0;
+        d += accumulations(n);
         for (const auto &out : n.outputs) depth[out] = d;
     }
     auto it = depth.find(value);

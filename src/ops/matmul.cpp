@@ -255,6 +255,7 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
 void lower_matmul(LowerContext &ctx, const Node &node) {
     if (node.op == "MatMul") return lower_numpy_matmul(ctx, node);
     if (node.op == "Gemm") return lower_gemm(ctx, node);
+    if (node.op == "FusedAttention") return lower_attention(ctx, node);
     throw InternalError("lower_matmul: unexpected op " + node.op);
 }
 

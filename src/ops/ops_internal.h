@@ -13,6 +13,11 @@ namespace loom {
 void lower_elementwise(LowerContext &ctx, const Node &node);
 void lower_reduce(LowerContext &ctx, const Node &node);
 void lower_matmul(LowerContext &ctx, const Node &node);
+/// FusedAttention (called by lower_matmul; src/ops/attention.cpp).
+void lower_attention(LowerContext &ctx, const Node &node);
+/// Keys per tile of a FusedAttention's online softmax (the tile's scores block is what a
+/// schedule keeps in cache).
+inline constexpr int kAttentionKeyTile = 64;
 void lower_conv(LowerContext &ctx, const Node &node);
 void lower_pool(LowerContext &ctx, const Node &node);
 void lower_norm(LowerContext &ctx, const Node &node);

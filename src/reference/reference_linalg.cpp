@@ -1,5 +1,8 @@
-// MatMul (NumPy semantics), Gemm, Conv and ConvTranspose (1-D/2-D/3-D, groups, dilations).
+// MatMul (NumPy semantics), Gemm, Conv and ConvTranspose (1-D/2-D/3-D, groups, dilations), and
+// FusedAttention (recognize_attention's node) computed the unfused way: scores, softmax, product.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <memory>
 
 #include "reference/reference_internal.h"
@@ -43,6 +46,54 @@ std::vector<Tensor> op_matmul(const OpArgs &a) {
             double acc = 0;
             for (int64_t k = 0; k < K; k++) acc += pa[k] * pb[k * N + j];
             out[r * N + j] = acc;
+        }
+    }
+    return {output_from(a, out)};
+}
+
+std::vector<Tensor> op_fused_attention(const OpArgs &a) {
+    const Tensor &Q = a.input(0), &KT = a.input(1), &V = a.input(2);
+    const Tensor *mask = a.optional(3);
+    const Shape &sq = Q.shape(), &sk = KT.shape(), &sv = V.shape();
+    const size_t r = sq.size();
+    a.check(r >= 2 && sk.size() == r && sv.size() == r, "q, kt and v must have one rank >= 2, got ", shape_str(sq),
+            ", ", shape_str(sk), " and ", shape_str(sv));
+    const int64_t Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1], dv = sv[r - 1];
+    a.check(sk[r - 2] == d && sv[r - 2] == Sk && Shape(sq.begin(), sq.end() - 2) == Shape(sk.begin(), sk.end() - 2) &&
+                Shape(sq.begin(), sq.end() - 2) == Shape(sv.begin(), sv.end() - 2),
+            "q ", shape_str(sq), ", kt ", shape_str(sk), " and v ", shape_str(sv), " do not fit [..., Sq, d], [..., d, Sk], [..., Sk, dv]");
+    Shape scores(sq.begin(), sq.end() - 1);
+    scores.push_back(Sk);
+    Shape os(sq.begin(), sq.end() - 1);
+    os.push_back(dv);
+    check_declared(a, os);
+    if (mask)
+        a.check(broadcast_shapes(a, {mask->shape(), scores}) == scores, "mask ", shape_str(mask->shape()),
+                " does not broadcast to the scores ", shape_str(scores));
+    Broadcaster bc(scores, {mask ? mask->shape() : Shape{}});
+    const double scale = a.node.get_float("scale", 1.0);
+    const std::vector<double> q = to_f64(Q), kt = to_f64(KT), v = to_f64(V);
+    const std::vector<double> m = mask ? to_f64(*mask) : std::vector<double>{0.0};
+    const int64_t rows = shape_numel(os) / std::max<int64_t>(dv, 1);
+    std::vector<double> out(shape_numel(os));
+#pragma omp parallel for if (rows * Sk * (d + dv) > kParallelMin)
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t b = row / Sq;
+        const double *pq = q.data() + row * d, *pk = kt.data() + b * d * Sk, *pv = v.data() + b * Sk * dv;
+        std::vector<double> s(Sk);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Sk; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < d; k++) acc += pq[k] * pk[k * Sk + j];
+            s[j] = scale * acc + m[bc.offset(0, row * Sk + j)];
+            mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < Sk; j++) sum += (s[j] = std::exp(s[j] - mx));
+        for (int64_t c = 0; c < dv; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < Sk; j++) acc += s[j] * pv[j * dv + c];
+            out[row * dv + c] = acc / sum;
         }
     }
     return {output_from(a, out)};
@@ -234,6 +285,7 @@ std::vector<Tensor> op_conv_transpose(const OpArgs &a) {
 void register_linalg_ops(OpTable &t) {
     t["MatMul"] = op_matmul;
     t["Gemm"] = op_gemm;
+    t["FusedAttention"] = op_fused_attention;
     t["Conv"] = op_conv;
     t["ConvTranspose"] = op_conv_transpose;
 }

@@ -1,0 +1,235 @@
+// FusedAttention (recognize_attention's node): softmax(scale · q·kᵀ + mask) · v without the S×S
+// scores. Keys are cut into tiles of kAttentionKeyTile; each (query, key tile) pair yields its
+// softmax statistics, the tile's max and its sum of exponentials, and its unnormalized product
+// with v, all three in one Func, `<node>_tile_stats`; the tiles are then merged by rescaling each
+// with exp(tile max − row max) (FlashAttention's online softmax, merged after the key loop as
+// flash-decoding merges its splits). Funcs (outermost dims first; batch dims … of q):
+//   <node>_keys[…, nT, d, T]              key tile t's keys (kᵀ's columns tT … tT + T − 1)
+//   <node>_values[…, nT, T, C]            its values, then the columns 1 and 0 (C: dv + 2 padded)
+//   <node>_qk[…, Sq, nT, T]               q·kᵀ, update over "k" (d)
+//   <node>_tile_max[…, Sq, nT]            scale · qk + mask, max over the tile, update over "r"
+//   <node>_prob[…, Sq, nT, T]             exp(logit − tile max), 0 past Sk
+//   <node>_tile_stats[…, Sq, nT, C]       Σ prob·v (dv columns), Σ prob, the tile max; update "r"
+//   <node>_max[…, Sq]                     max over tiles, update over "t"
+//   <node>_rescale[…, Sq, nT]             exp(tile max − max)
+//   <node>_sum[…, Sq]                     Σ rescale · tile sum, update over "t"
+//   <node>_weight[…, Sq, nT]              rescale / sum
+//   <node>[…, Sq, dv]                     Σ weight · tile product, update over "t"
+// A schedule computes keys, values, qk, tile_max and prob at tile_stats' key tile and tile_stats at the
+// output's query tile, so that only a query tile × key tile block of scores exists at a time
+// (the eager schedule computes every Func at root, as the unfused ops would).
+// With LowerOptions::attention_extern (CUDA, BF16) the node is instead one cuDNN fused-attention
+// extern stage (codegen/cudnn_attention.h) on BF16 copies of q, k (kᵀ transposed back) and v,
+// `<node>_q_bf16`, `<node>_k_bf16`, `<node>_v_bf16`, its BF16 output widened by the node's Func.
+#include <algorithm>
+#include <limits>
+
+#include "lower/extern_stages.h"
+
+#include "ops/ops_internal.h"
+#include "support/error.h"
+
+namespace loom {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+namespace {
+
+template <typename T>
+std::vector<T> cat(std::vector<T> a, const std::vector<T> &b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+Shape with(Shape s, std::initializer_list<int64_t> tail) {
+    s.insert(s.end(), tail);
+    return s;
+}
+
+// BF16 bits of a float (round to nearest even), as uint16: Halide 14 has no BF16 arithmetic on CUDA.
+Expr bf16_bits(Expr x) {
+    Expr u = Halide::reinterpret(Halide::UInt(32), x);
+    return Halide::cast(Halide::UInt(16), (u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+Expr from_bf16_bits(Expr b) { return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), b) << 16); }
+
+// The cuDNN extern of a FusedAttention (LowerOptions::attention_extern): rank 3 runs as one batch
+// of heads.
+void lower_attention_extern(LowerContext &ctx, const Node &node) {
+    const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
+    const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt);
+    const int r = (int)sq.size();
+    const int64_t B = r == 4 ? sq[0] : 1, H = sq[r - 3], Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1];
+    std::vector<Var> v4 = ctx.vars(4);
+    const Var b = v4[0], h = v4[1], s = v4[2], c = v4[3];
+    auto copy = [&](const char *suffix, int64_t S, Expr value) {
+        Func f = ctx.make_func(node, suffix, Shape{B, H, S, d});
+        ctx.define(f, v4, bf16_bits(value));
+        ctx.note_cost(f, true, 4);
+        LoweredFunc &rec = ctx.record(f);
+        rec.dtype = DType::I16;
+        rec.feeds_extern = true;
+        const int64_t ext[] = {B, H, S, d};
+        for (int k = 0; k < 4; k++) f.bound(v4[k], 0, (int)ext[k]);
+        return f;
+    };
+    auto at = [&](const std::string &value, std::vector<Expr> idx) {  // rank 3 drops b
+        return LowerContext::cast_to(DType::F32, ctx.at(value, idx));
+    };
+    Func q16 = copy("q_bf16", Sq, at(q, {b, h, s, c}));
+    Func k16 = copy("k_bf16", Sk, at(kt, {b, h, c, s}));
+    Func v16 = copy("v_bf16", Sk, at(v, {b, h, s, c}));
+    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn_attention"));
+    std::vector<Halide::ExternFuncArgument> args = {q16, k16, v16};
+    for (Expr e : {Expr((int)B), Expr((int)H), Expr((int)Sq), Expr((int)Sk), Expr((int)d),
+                   Expr((float)node.get_float("scale", 1.0))})
+        args.push_back(e);
+    ext.define_extern(kCudnnAttention, args, Halide::UInt(16), {c, s, h, b}, Halide::NameMangling::C,
+                      Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // an extern: no schedule touches it
+    ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
+    Func f = ctx.make_func(node, "", r);
+    std::vector<Var> vo = ctx.vars(r);
+    std::vector<Expr> idx = exprs(vo);
+    if (r == 3) idx.insert(idx.begin(), Expr(0));
+    ctx.define(f, vo, from_bf16_bits(LowerContext::call(ext, idx)));
+    ctx.note_cost(f, true, 2);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace
+
+void lower_attention(LowerContext &ctx, const Node &node) {
+    if (ctx.options.attention_extern) return lower_attention_extern(ctx, node);
+    const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
+    const std::string mask = node.has_input(3) ? node.inputs[3] : std::string();
+    const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt), &sv = ctx.shape(v);
+    const int r = (int)sq.size(), nb = r - 2;
+    internal_check(r >= 2 && (int)sk.size() == r && (int)sv.size() == r, node.describe(), ": operand ranks differ");
+    const int64_t Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1], dv = sv[r - 1];
+    const int64_t T = std::min<int64_t>(kAttentionKeyTile, Sk), nT = (Sk + T - 1) / T;
+    const Shape batch(sq.begin(), sq.begin() + nb);
+    // dv products, the sum and the max, padded with zero columns to a multiple of 16 so that whole
+    // vectors cover a row.
+    const int64_t cols = (dv + 2 + 15) / 16 * 16;
+    const Expr scale = Expr((float)node.get_float("scale", 1.0));
+    const Expr neg_inf = Expr(-std::numeric_limits<float>::infinity());
+    auto at = [&](const std::string &value, const std::vector<Expr> &idx) {
+        return LowerContext::cast_to(DType::F32, ctx.at(value, idx));
+    };
+
+    // Key tile t's keys and values, copied once per tile for the dense loads of the products:
+    // keys[…, t, k, r] = kᵀ[…, k, tT + r], values[…, t, r, c] = v[…, tT + r, c] with two more
+    // columns, 1 (the tile's sum of probabilities) and 0 (the slot of its max); rows past Sk repeat
+    // the last key (their probabilities are 0).
+    std::vector<Var> vp = ctx.vars(nb + 3);
+    const std::vector<Expr> bp(vp.begin(), vp.begin() + nb);
+    const Var p0 = vp[nb], p1 = vp[nb + 1], p2 = vp[nb + 2];
+    Func keys = ctx.make_func(node, "keys", with(batch, {nT, d, T}));
+    ctx.define(keys, vp, at(kt, cat(bp, {p1, Halide::min(p0 * (int)T + p2, (int)Sk - 1)})));
+    ctx.note_cost(keys, true, 0);
+    Func values = ctx.make_func(node, "values", with(batch, {nT, T, cols}));
+    ctx.define(values, vp,
+               Halide::select(p2 < (int)dv, at(v, cat(bp, {Halide::min(p0 * (int)T + p1, (int)Sk - 1), Halide::min(p2, (int)dv - 1)})),
+                              Halide::select(p2 == (int)dv, 1.0f, 0.0f)));
+    ctx.note_cost(values, true, 0);
+
+    // qk[…, i, t, r] = Σ_k q[…, i, k] keys[…, t, k, r]
+    Func qk = ctx.make_func(node, "qk", with(batch, {Sq, nT, T}));
+    {
+        RDom k({{0, (int)d}}, "k");
+        ctx.define(qk, vp, Expr(0.0f));
+        ref(qk, exprs(vp)) += at(q, cat(bp, {p0, k.x})) * LowerContext::call(keys, cat(bp, {p1, k.x, p2}));
+        ctx.note_update(qk, {"k"});
+        ctx.note_cost(qk, false, 2.0 * d);
+    }
+    // The logit of query i and key tT + r (masked by the caller past Sk).
+    auto logit = [&](const std::vector<Expr> &b, Expr i, Expr t, Expr rk) {
+        Expr e = LowerContext::call(qk, cat(b, {i, t, rk})) * scale;
+        if (!mask.empty()) e = e + at(mask, cat(b, {i, Halide::min(t * (int)T + rk, (int)Sk - 1)}));
+        return e;
+    };
+
+    // tile_max[…, i, t] = max over the tile's keys
+    std::vector<Var> vt = ctx.vars(nb + 2);
+    const std::vector<Expr> bt(vt.begin(), vt.begin() + nb);
+    const Var ti = vt[nb], tt = vt[nb + 1];
+    Func tile_max = ctx.make_func(node, "tile_max", with(batch, {Sq, nT}));
+    {
+        RDom rr({{0, (int)T}}, "r");
+        ctx.define(tile_max, vt, neg_inf);
+        ref(tile_max, exprs(vt)) = Halide::max(LowerContext::call(tile_max, exprs(vt)),
+                                               Halide::select(tt * (int)T + rr.x < (int)Sk, logit(bt, ti, tt, rr.x), neg_inf));
+        ctx.note_update(tile_max, {"r"});
+        ctx.note_cost(tile_max, false, 3.0 * T);
+    }
+    // prob[…, i, t, r] = exp(logit − tile max); 0 past Sk and in a tile the mask hides entirely
+    Func prob = ctx.make_func(node, "prob", with(batch, {Sq, nT, T}));
+    {
+        Expr m = LowerContext::call(tile_max, cat(bp, {p0, p1}));
+        ctx.define(prob, vp, Halide::select(p1 * (int)T + p2 < (int)Sk && m > neg_inf, Halide::exp(logit(bp, p0, p1, p2) - m), 0.0f));
+        ctx.note_cost(prob, true, 20);
+    }
+    // tile_stats[…, i, t, c]: c < dv Σ prob·v[…, j, c], c == dv Σ prob, c == dv + 1 the tile max, then 0
+    Func stats = ctx.make_func(node, "tile_stats", with(batch, {Sq, nT, cols}));
+    {
+        RDom rr({{0, (int)T}}, "r");
+        // The max column is written by the update, not the init, so that the init reads nothing a
+        // schedule computes per key tile.
+        ctx.define(stats, vp, Expr(0.0f));
+        ref(stats, exprs(vp)) = Halide::select(p2 == (int)dv + 1, LowerContext::call(tile_max, cat(bp, {p0, p1})),
+                                               LowerContext::call(stats, exprs(vp)) +
+                                                   LowerContext::call(prob, cat(bp, {p0, p1, rr.x})) *
+                                                       LowerContext::call(values, cat(bp, {p1, rr.x, p2})));
+        ctx.note_update(stats, {"r"});
+        ctx.note_cost(stats, false, 2.0 * T);
+    }
+    auto stat = [&](const std::vector<Expr> &b, Expr i, Expr t, Expr c) {
+        return LowerContext::call(stats, cat(b, {i, t, c}));
+    };
+    // The merge over key tiles.
+    std::vector<Var> vr = ctx.vars(nb + 1);
+    const std::vector<Expr> br(vr.begin(), vr.begin() + nb);
+    Func row_max = ctx.make_func(node, "max", with(batch, {Sq}));
+    {
+        RDom rt({{0, (int)nT}}, "t");
+        ctx.define(row_max, vr, neg_inf);
+        ref(row_max, exprs(vr)) = Halide::max(LowerContext::call(row_max, exprs(vr)),
+                                              stat(br, vr[nb], rt.x, (int)dv + 1));
+        ctx.note_update(row_max, {"t"});
+        ctx.note_cost(row_max, false, (double)nT);
+    }
+    Func rescale = ctx.make_func(node, "rescale", with(batch, {Sq, nT}));
+    {
+        Expr m = stat(bt, ti, tt, (int)dv + 1);
+        ctx.define(rescale, vt, Halide::select(m > neg_inf, Halide::exp(m - LowerContext::call(row_max, cat(bt, {ti}))), 0.0f));
+        ctx.note_cost(rescale, true, 20);
+    }
+    Func sum = ctx.make_func(node, "sum", with(batch, {Sq}));
+    {
+        RDom rt({{0, (int)nT}}, "t");
+        ctx.define(sum, vr, Expr(0.0f));
+        ref(sum, exprs(vr)) += LowerContext::call(rescale, cat(br, {vr[nb], rt.x})) * stat(br, vr[nb], rt.x, (int)dv);
+        ctx.note_update(sum, {"t"});
+        ctx.note_cost(sum, false, 2.0 * nT);
+    }
+    Func weight = ctx.make_func(node, "weight", with(batch, {Sq, nT}));
+    ctx.define(weight, vt, LowerContext::call(rescale, exprs(vt)) / LowerContext::call(sum, cat(bt, {ti})));
+    ctx.note_cost(weight, true, 1);
+
+    Func f = ctx.make_func(node, "", r);
+    std::vector<Var> vo = ctx.vars(r);
+    const std::vector<Expr> bo(vo.begin(), vo.begin() + nb);
+    RDom rt({{0, (int)nT}}, "t");
+    ctx.define(f, vo, Expr(0.0f));
+    ref(f, exprs(vo)) += LowerContext::call(weight, cat(bo, {vo[nb], rt.x})) * stat(bo, vo[nb], rt.x, vo[nb + 1]);
+    ctx.note_update(f, {"t"});
+    ctx.note_cost(f, false, 2.0 * nT);
+    ctx.bind_output(y, f);
+}
+
+}  // namespace loom
