@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
@@ -36,6 +37,8 @@ struct RunOptions {
     double rtol = 1e-5;
     int repeats = 5;
     std::string threading = "halide";
+    std::vector<std::string> dims;  ///< --dim NAME=LO..HI
+    bool dynamic = false;           ///< --dynamic
 };
 
 // Compares each output with the reference; prints a line per output and returns false past tolerance.
@@ -67,6 +70,52 @@ bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std
     return ok;
 }
 
+/// `loom run` with dynamic shapes: one compile, run (and checked) at each --input set.
+void run_dynamic(const RunOptions &o, const std::string &spec) {
+    std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
+    DynamicRequest req;
+    for (const auto &d : o.dims) parse_dim_range(d, req.dims);
+    req.all = req.dims.empty();
+    user_check(o.input_dir.empty(), "loom run: --inputs DIR gives one size; with several --input sets, --dim or "
+               "--dynamic the inputs are random (drop --inputs)");
+    user_check(o.save_dir.empty() && !o.profile, "loom run: --save and --profile take one size; drop them, or "
+               "give one --input set without --dim/--dynamic");
+    if (sets.empty()) sets.emplace_back();
+    Graph g = load_model(o.model, sets[0], false, "", req);
+    std::cout << "dynamic shapes of " << o.model << (g.dynamic.active() ? "" : " (no dim left open: static)")
+              << ":\n" << describe_dynamic(g);
+    Halide::Target target = host_target();
+    ScheduledModel sm = schedule_model(g, spec, target, o.model);
+    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+    JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
+    JitModel &m = jit_cache_get(key, [&] {
+        return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
+    });
+    std::cout << "compiled once with schedule '" << spec << "' for " << target.to_string() << ": compile "
+              << std::fixed << std::setprecision(2) << m.compile_seconds() << " s" << std::defaultfloat;
+    if (sm.applied.guarded_for_sizes)
+        std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
+    std::cout << "\n";
+    bool ok = true;
+    for (const auto &set : sets) {
+        // The reference runs the model prepared for this size alone.
+        Graph gs = load_model(o.model, set);
+        auto ins = make_inputs(gs, "", o.seed);
+        std::string sizes;
+        for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
+        auto outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
+        std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
+        std::sort(times.begin(), times.end());
+        std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
+                  << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
+        if (o.check) ok &= check_outputs(outs, run_reference(gs, ins), o.rtol);
+    }
+    if (!ok)
+        throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond rel. error ", o.rtol,
+                                " under schedule '", spec, "' compiled for every size; compare with --schedule eager "
+                                "to tell a lowering bug from a schedule bug, or bind the dims with one --input"));
+}
+
 void run(const RunOptions &o) {
     user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
     std::string spec = o.autosched ? "auto" : o.schedule;
@@ -74,6 +123,11 @@ void run(const RunOptions &o) {
     user_check(!o.profile || !spec.empty(), "loom run: --profile times a compiled model's kernels; give it a schedule "
                "(--auto, or --schedule eager|inline|FILE)");
     set_jit_threading(parse_threading(o.threading));
+    if (input_sets(o.inputs).size() > 1 || !o.dims.empty() || o.dynamic) {
+        user_check(!spec.empty(), "loom run: several --input sets, --dim and --dynamic compile one model for every "
+                   "size; give a schedule (--auto, or --schedule eager|inline|FILE)");
+        return run_dynamic(o, spec);
+    }
     Graph g = load_model(o.model, o.inputs, false, o.input_dir);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
@@ -130,7 +184,12 @@ void add_run_command(CLI::App &app) {
                 "Then profile the compiled model: its time kernel by kernel (Halide's sampling profiler)");
     c->add_option("--rtol", o->rtol, "Tolerance of --check on ‖out−ref‖/‖ref‖")->default_val(1e-5);
     c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
-    c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
+    c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8; "
+                  "repeated for one input, several sizes run on one compile (dynamic shapes)");
+    c->add_option("--dim", o->dims, "Keep a symbolic dim open, with its range: H=32..2048 (dynamic shapes: one "
+                  "compile for every size; --input then gives the size it is planned for)");
+    c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
+                "size it is planned for)");
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input; their shapes bind the inputs' unbound dims");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");

@@ -32,6 +32,11 @@ struct PrepareOptions {
     bool cse = true;           ///< merge identical nodes
     bool horizontal_fusion = true;  ///< fuse_horizontal_slices
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
+    /// Dynamic shapes (graph/symbolic_shapes.h): symbolic dims kept open, with their declared
+    /// ranges (`--dim H=32..2048`); a binding in \p bindings is then the representative size.
+    std::map<std::string, DimRange> dynamic_dims;
+    bool dynamic_all = false;  ///< keep every symbolic input dim open (`--dynamic`)
+    bool dynamic() const { return dynamic_all || !dynamic_dims.empty(); }
 };
 
 /// Binds every graph input's symbolic/unknown dims. UserError naming an unbound dim and showing

@@ -108,7 +108,7 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
         ctx.bind_output(y, f);
         return;
     }
-    RDom k({{0, (int)K}}, "k");
+    RDom k({{0, ctx.extent(a, ra - 1)}}, "k");
 
     std::vector<Expr> bidx(v.begin(), v.begin() + batch);
     Expr i = ra >= 2 ? Expr(v[batch]) : Expr();
@@ -169,7 +169,7 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     Func f = ctx.make_func(node, "", 2);
     std::vector<Var> v = ctx.vars(2);
     Var i = v[0], j = v[1];
-    RDom k({{0, (int)K}}, "k");
+    RDom k({{0, ctx.extent(a, ta ? 0 : 1)}}, "k");
 
     Expr init = LowerContext::literal(dt, 0);
     if (node.has_input(2) && beta != 0) {

@@ -93,6 +93,8 @@ public:
     Halide::VarOrRVar var(size_t i) const;
     /// Argument \p i as a TailStrategy (Auto when there is no argument \p i).
     Halide::TailStrategy tail(size_t i) const;
+    /// Whether argument \p k names a loop whose extent moves with the input sizes (dynamic shapes).
+    bool moves(size_t k) const;
     /// Argument \p i, an integer, as an Expr.
     Halide::Expr expr(size_t i) const;
     /// The LoopLevel of Func \p g at \p var (a var of any stage of g in the final model).
