@@ -129,9 +129,9 @@ TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
              return b.node("MaxPool", {x}, {}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
                                                  {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t(1)}});
          })},
-        {"avgpool_pads", image([](GraphBuilder &b, const std::string &x) {
-             return b.node("AveragePool", {x}, {}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                                                     {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+        {"avgpool", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("AveragePool", {x}, {}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
+                                                     {"strides", std::vector<int64_t>{1, 2}}});
          })},
         {"global_average_pool", image([](GraphBuilder &b, const std::string &x) {
              return b.node("GlobalAveragePool", {x}, {});
@@ -173,7 +173,7 @@ TEST(DynamicShapes, StaticGraphIsUnchanged) {
     // A model with no dim left open prepares exactly as before: no symbols, no requirements.
     Graph g = import_onnx(testing::data_path("transformer.onnx"));
     Graph a = g, b = g;
-    prepare_graph(a, {});
+    prepare_graph(a, PrepareOptions{});
     PrepareOptions opts;
     opts.dynamic_all = true;
     prepare_graph(b, opts);
@@ -225,6 +225,22 @@ TEST(DynamicShapesErrors, OpThatCannotMoveNamesItAndTheFix) {
     std::string e = testing::user_error_of([&] { prepare_graph(b.g, opts); });
     EXPECT_NE(e.find("Split 'halves'"), std::string::npos) << e;
     EXPECT_NE(e.find("with --input"), std::string::npos) << e;
+}
+
+TEST(DynamicShapesErrors, PaddedAveragePoolOverAMovingDimNamesItAndTheFix) {
+    // Its window count near the padded border depends on the size: not generic yet.
+    GraphBuilder b;
+    symbolic_input(b, "x", {1, 2, -1, -1}, {"", "", "H", "W"});
+    b.out("AveragePool", {"x"}, {}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+          DType::F32, "smooth");
+    PrepareOptions opts;
+    opts.bindings = {{"x", {1, 2, 16, 16}}};
+    opts.dynamic_all = true;
+    prepare_graph(b.g, opts);
+    Halide::Target t = host_target();
+    std::string e = testing::user_error_of([&] { cli::schedule_model(b.g, "eager", t, "m.onnx"); });
+    EXPECT_NE(e.find("AveragePool 'smooth' needs dim 2 of 'x' as a fixed size"), std::string::npos) << e;
+    EXPECT_NE(e.find("bind it with --input"), std::string::npos) << e;
 }
 
 TEST(DynamicShapesErrors, SizesTheModelDoesNotAcceptNameTheNode) {

@@ -426,7 +426,8 @@ void prepare_graph_dynamic(Graph &g, const NodeEvaluator &evaluate, const Prepar
             dyn.representative[o.symbol] = hint;
         }
         int64_t rep = dyn.representative.at(o.symbol);
-        int64_t check = rep + kCheckStep * (int64_t)dyn.symbols.size();
+        int64_t index = std::find(dyn.symbols.begin(), dyn.symbols.end(), o.symbol) - dyn.symbols.begin();
+        int64_t check = rep + kCheckStep * (index + 1);
         for (auto *b : {&b1, &b2}) {
             if (!b->count(o.input)) {
                 Shape s = g.value(o.input).shape;  // other open dims: from their symbol's binding
