@@ -342,9 +342,11 @@ TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndIsParallelOverColumns) {
         ASSERT_EQ(r.plan.kernels.size(), 1u);
         EXPECT_GE(r.plan.kernels[0].bytes_read, 1000.0 * 512 * 4);
         EXPECT_FALSE(r.tiling_of(r.plan.kernels[0].root).serial_kernel) << tilings(r);
-        // (AVX2: 1000 = 125 x 8, whole vectors, the same loop order.)
-        EXPECT_NE(text.find(".reorder(ji, ii, k, io, jo)"), std::string::npos);
-        EXPECT_NE(text.find(".parallel(jo)"), std::string::npos);
+        // k outside the column vectors, each core streaming its half of every row of B in order
+        // (AVX-512: 1000 = 2 x 500 rounded to 512 columns; AVX2 to 504).
+        EXPECT_NE(text.find(".reorder(ji, jo, k, i, jt)"), std::string::npos);
+        EXPECT_NE(text.find(fm.name == "avx2_2core" ? ".split(j, jt, jr, 504" : ".split(j, jt, jr, 512"), std::string::npos);
+        EXPECT_NE(text.find(".parallel(jt)"), std::string::npos);
     }
     check_auto(b.g, "ragged one-row gemm");
 }
@@ -469,37 +471,61 @@ TEST(Autoschedule, EveryConvOfAnEpilogueIsComputedPerTile) {
     }
 }
 
-// Output channels that end in a partial weight block (120 = 7 x 16 + 8, as MobileNetV3 and
-// EfficientNet have them): on AVX2 a channel tile through the conv's wrapper, whose last block is
-// computed whole into the rounded-up wrapper (the padded weights are zero); on AVX-512 a vector
-// would straddle two blocks, so not. Here the conv feeds a hard-swish that the depthwise conv's
-// padded input takes in, so the conv is a kernel of its own (as in MobileNetV3).
-TEST(Autoschedule, PartialChannelBlocksTileThroughTheWrapper) {
-    Builder b;
-    std::string x = b.input("x", {1, 64, 28, 28});
-    std::string conv = b.node("Conv", {x, b.random_constant("w", {120, 64, 1, 1}, 61), b.random_constant("bias", {120}, 62)},
-                              {1, 120, 28, 28}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
-    std::string hs = b.node("HardSigmoid", {conv}, {1, 120, 28, 28}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}});
-    std::string act = b.node("Mul", {conv, hs}, {1, 120, 28, 28});
-    b.out("Conv", {act, b.random_constant("wdw", {120, 1, 3, 3}, 63)}, {1, 120, 28, 28},
-          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
-           {"group", int64_t(120)}});
-    prepare_graph(b.g);
-    LoweredPipeline lp = lower_graph(b.g);
-    for (const FixedMachine &fm : both_levels()) {
-        AutoScheduleResult r = plan_on(lp, fm);
-        std::string text = print_schedule(r.schedule);
-        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
-        KernelTiling t = r.tiling_of("expand");
-        if (fm.name == "avx2_2core") {
-            EXPECT_EQ(t.path, "conv.channel_tile");
-            EXPECT_TRUE(t.wrapper);
-            EXPECT_NE(text.find(".split(c, co, ci, 16, TailStrategy::RoundUp)"), std::string::npos);
-        } else {
-            EXPECT_NE(t.path, "conv.channel_tile");
+// Output channels a multiple of 8 but not of 16 (120 and 40, as MobileNetV3 and EfficientNet have
+// them): lowering blocks the weights by 24 or 8, and on AVX2 the conv is channel-tiled by whole
+// blocks, no channel computed past the last; on AVX-512 a vector would straddle two blocks, so not.
+// Here the conv feeds a hard-swish that the depthwise conv's padded input takes in, so the conv is
+// a kernel of its own (as in MobileNetV3).
+TEST(Autoschedule, ChannelsNotAMultipleOf16TileInBlocksOf24Or8) {
+    for (int64_t C : {120, 40}) {
+        Builder b;
+        std::string x = b.input("x", {1, 64, 28, 28});
+        std::string conv = b.node("Conv", {x, b.random_constant("w", {C, 64, 1, 1}, 61), b.random_constant("bias", {C}, 62)},
+                                  {1, C, 28, 28}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+        std::string hs = b.node("HardSigmoid", {conv}, {1, C, 28, 28}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}});
+        std::string act = b.node("Mul", {conv, hs}, {1, C, 28, 28});
+        b.out("Conv", {act, b.random_constant("wdw", {C, 1, 3, 3}, 63)}, {1, C, 28, 28},
+              {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+               {"group", C}});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult r = plan_on(lp, fm);
+            std::string text = print_schedule(r.schedule);
+            SCOPED_TRACE(fm.name + " C=" + std::to_string(C) + "\n" + text + tilings(r));
+            KernelTiling t = r.tiling_of("expand");
+            if (fm.name == "avx2_2core") {
+                EXPECT_EQ(t.path, "conv.channel_tile");
+                EXPECT_EQ(t.tile_channels, C == 120 ? 24 : 8);
+                const std::string csplit = str_cat(".split(c, co, ci, ", C == 120 ? 24 : 8, ")");
+                EXPECT_NE(text.find(csplit), std::string::npos) << "whole blocks, no padding channels: " << csplit;
+            } else {
+                EXPECT_NE(t.path, "conv.channel_tile");  // a 16-lane vector spans two blocks
+            }
         }
+        check_auto_with_avx2(b.g, "channels in blocks of 24 or 8");
     }
-    check_auto_with_avx2(b.g, "partial channel block");
+}
+
+// A learned 2x upsampling (ConvTranspose, kernel = stride = 2) reduces over input channels only,
+// and the cost model's schedules of it, with its BatchNorm/ReLU epilogue and a 2x3 variant, match
+// the reference on both x86 levels.
+TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 20, 20});
+    std::string up = b.node("ConvTranspose", {x, b.random_constant("w", {24, 24, 2, 2}, 81), b.random_constant("bias", {24}, 82)},
+                            {1, 24, 40, 40}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}},
+                            DType::F32, "up");
+    std::string r = b.node("Relu", {up}, {1, 24, 40, 40});
+    b.out("ConvTranspose", {r, b.random_constant("w2", {24, 1, 2, 3}, 83)}, {1, 1, 80, 120},
+          {{"kernel_shape", std::vector<int64_t>{2, 3}}, {"strides", std::vector<int64_t>{2, 3}}}, DType::F32, "up23");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        LoweredPipeline lp = lower_graph(b.g);
+        AutoScheduleResult res = plan_on(lp, fm);
+        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
+    }
+    check_auto_with_avx2(b.g, "upsampling ConvTranspose");
 }
 
 // Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a

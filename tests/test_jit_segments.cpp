@@ -168,10 +168,10 @@ TEST(JitSegments, AFuncThatComputesPastItsExtentsIsNotCutFromWhatItReads) {
     }
 }
 
-// A conv whose output channels end in a partial weight block is computed through a wrapper that
-// rounds its channels up (AVX2 plans): that reads nothing past an extent, so the conv's input still
-// crosses a cut (the text detector's JIT compile took 99 s in 5 pipelines while it did not).
-TEST(JitSegments, AChannelRoundUpKeepsTheCutBeforeIt) {
+// A 120-channel conv, channel-tiled through its wrapper in blocks of 24 (AVX2 plans), computes
+// nothing past an extent, so the conv's input still crosses a cut (the text detector's JIT compile
+// took 99 s in 5 pipelines while channel tiles rounded such convs up to whole 16-channel blocks).
+TEST(JitSegments, AChannelTiledConvKeepsTheCutBeforeIt) {
     loom::testing::GraphBuilder b;
     std::string x = b.input("x", {1, 64, 14, 14});
     std::string r = b.node("Relu", {x}, {1, 64, 14, 14}, {}, DType::F32, "stem");
@@ -195,7 +195,7 @@ TEST(JitSegments, AChannelRoundUpKeepsTheCutBeforeIt) {
     JitModel m(std::move(lp), host_target(), 8);
     const int segments = m.segments();
     EXPECT_GT(segments, 1);
-    expect_matches_reference(m, g, 31, "partial channel block across a cut");
+    expect_matches_reference(m, g, 31, "120-channel conv across a cut");
     EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
 }
 

@@ -201,13 +201,14 @@ TEST(OpsLinalg, GemmWeightsAreStoredInColumnPanels) {
     }
 }
 
-// On the CPU a 2-D conv of one group with constant float weights and a multiple of 16 output
-// channels reads them blocked by 16 channels ([C_out/16][C_in][kH][kW][16]), so that a tile
-// vectorized over channels loads each weight vector densely: the blocked convs (strided, dilated,
-// asymmetric pads, bias; 1x1) match the reference, the buffer holds the graph's weights in that
-// order, a 24-channel conv keeps dense weights, and without the option (CUDA, or the eager and
-// inline baselines: lowering_for_schedule) none is blocked.
-TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
+// On the CPU a 2-D conv of one group with constant float weights reads them blocked by output
+// channels ([C_out/B][C_in][kH][kW][B]): B = 16 for a multiple of 16, else 24 (three AVX2 vectors)
+// or 8 for a multiple of those, so that a tile vectorized over channels loads each weight vector
+// densely and computes no padding channels. The blocked convs (strided, dilated, asymmetric pads,
+// bias; 1x1) match the reference, the buffer holds the graph's weights in that order, a
+// 20-channel conv keeps dense weights, and without the option (CUDA, or the eager and inline
+// baselines: lowering_for_schedule) none is blocked.
+TEST(OpsLinalg, ConvWeightsAreBlockedByOutputChannelsOffCuda) {
     Builder b;
     std::string x = b.input("x", {2, 5, 9, 11});
     std::string w1 = b.random_constant("w1", {32, 5, 3, 3}, 31), b1 = b.random_constant("b1", {32}, 32);
@@ -219,7 +220,9 @@ TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
     b.out("Conv", {x, w2}, {2, 16, 9, 11}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "pointwise");
     std::string w3 = b.random_constant("w3", {24, 5, 3, 3}, 34);
     b.out("Conv", {x, w3}, {2, 24, 9, 11}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}},
-          DType::F32, "partial");
+          DType::F32, "by24");
+    std::string w5 = b.random_constant("w5", {40, 5, 1, 1}, 36);
+    b.out("Conv", {x, w5}, {2, 40, 9, 11}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "by8");
     std::string w4 = b.random_constant("w4", {20, 5, 3, 3}, 35);
     b.out("Conv", {x, w4}, {2, 20, 9, 11}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}},
           DType::F32, "dense");
@@ -231,25 +234,27 @@ TEST(OpsLinalg, ConvWeightsAreBlockedBy16ChannelsOffCuda) {
         LowerOptions lo;
         lo.block_conv_weights = on;
         LoweredPipeline lp = lower_graph(b.g, lo);
-        const LoweredFunc *f1 = lp.find("enc_conv1_conv"), *f2 = lp.find("pointwise"), *f3 = lp.find("partial"),
-                          *f4 = lp.find("dense");
-        ASSERT_TRUE(f1 && f2 && f3 && f4);
+        const LoweredFunc *f1 = lp.find("enc_conv1_conv"), *f2 = lp.find("pointwise"), *f3 = lp.find("by24"),
+                          *f4 = lp.find("dense"), *f5 = lp.find("by8");
+        ASSERT_TRUE(f1 && f2 && f3 && f4 && f5);
         EXPECT_EQ(f1->conv_weight_block, on ? 16 : 0);
         EXPECT_EQ(f2->conv_weight_block, on ? 16 : 0);
-        EXPECT_EQ(f3->conv_weight_block, on ? 16 : 0);  // 24 = 16 + 8: a partial last block
+        EXPECT_EQ(f3->conv_weight_block, on ? 24 : 0);  // 24 channels: one block of three AVX2 vectors
+        EXPECT_EQ(f5->conv_weight_block, on ? 8 : 0);   // 40: five blocks of one
         EXPECT_EQ(f4->conv_weight_block, 0);            // 20: no multiple of 8
         if (on) {
-            // The partial block's lanes past channel 24 are zeros; the others hold the weights.
+            // [C_out / 24][C_in][kH][kW][24]: every lane holds its channel's weight (no padding).
             const std::vector<double> w3v = b.g.constant(w3)->to_doubles();
             Halide::Buffer<> pb;
             for (auto &buf : constant_buffers(f3->func))
                 if (buf.dimensions() == 5) pb = buf;
             ASSERT_TRUE(pb.defined());
-            EXPECT_EQ(pb.dim(4).extent(), 2);
+            EXPECT_EQ(pb.dim(4).extent(), 1);
+            EXPECT_EQ(pb.dim(0).extent(), 24);
             Halide::Buffer<float> pf(pb);
-            for (int o : {0, 17, 23, 24, 31})
+            for (int o : {0, 17, 23})
                 for (int ci : {0, 4})
-                    EXPECT_EQ(pf(o % 16, 2, 1, ci, o / 16), o < 24 ? (float)w3v[((o * 5 + ci) * 3 + 1) * 3 + 2] : 0.0f) << o;
+                    EXPECT_EQ(pf(o, 2, 1, ci, 0), (float)w3v[((o * 5 + ci) * 3 + 1) * 3 + 2]) << o;
         }
         Halide::Buffer<> wb;
         for (auto &buf : constant_buffers(f1->func))
@@ -358,7 +363,22 @@ TEST(OpsLinalg, ConvTranspose) {
     b.out("ConvTranspose", {x1, w3}, {1, 5, convt_out(7, 4, 2, 1, 1, 2, 1)},
            {{"kernel_shape", Ints{4}}, {"strides", Ints{2}}, {"dilations", Ints{1}},
             {"pads", Ints{1, 2}}, {"output_padding", Ints{1}}, {"group", int64_t(1)}});
+    // Kernel = stride (a learned upsampling, 2x2 stride 2 and 2x3 stride (2, 3)): one tap per
+    // output, the reduction over input channels only.
+    std::string w5 = b.random_constant("w5", {4, 3, 2, 2}, 64), b5 = b.random_constant("b5", {3}, 65);
+    b.out("ConvTranspose", {x, w5, b5}, {2, 3, 10, 12}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}},
+          DType::F32, "up2");
+    std::string w6 = b.random_constant("w6", {4, 2, 2, 3}, 66);
+    b.out("ConvTranspose", {x, w6}, {2, 2, 10, 18}, {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 3}}},
+          DType::F32, "up23");
     check(b.g, 71);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const char *name : {"up2", "up23"}) {
+        const LoweredFunc *f = lp.find(name);
+        ASSERT_TRUE(f) << name;
+        ASSERT_EQ(f->update_rvars.size(), 1u);
+        EXPECT_EQ(f->update_rvars[0].size(), 1u) << name << ": the taps are no reduction";
+    }
 }
 
 }  // namespace

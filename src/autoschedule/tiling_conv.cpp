@@ -28,23 +28,14 @@ int64_t reduction_terms(const FuncInfo &f) {
     return k;
 }
 
-// Output channels that end in a partial weight block (LoweredFunc::conv_weight_block: 200 = 12 x 16
-// + 8): a channel tile computes the last block whole, into its wrapper's rounded-up allocation.
-bool partial_channel_block(const FuncInfo &f) {
-    return f.lf->conv_weight_block > 0 && f.lf->extents.size() == 4 && f.lf->extents[1] % f.lf->conv_weight_block != 0;
-}
-
 // A conv that Ctx::channel_tile vectorizes over output channels: weights blocked by lowering
-// (LoweredFunc::conv_weight_block), NCHW 2-D, channels a multiple of the block, the vector a
-// divisor of it; or channels a multiple of the vector ending in a partial block where the conv is
-// no graph output (its wrapper, rounded up, holds the last block; with an epilogue see
-// partial_channel_block's callers).
+// (LoweredFunc::conv_weight_block, which divides the channels), NCHW 2-D, the vector a divisor of
+// the block.
 bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
     const LoweredFunc &L = *f.lf;
     const int B = L.conv_weight_block, V = m.lanes(L.dtype);
     if (B == 0 || L.vars.size() != 4 || V < 4 || B % V != 0 || L.update_rvars.size() != 1 || f.rvar_extents.empty())
         return false;
-    if (L.extents[1] % B != 0 && (L.extents[1] % V != 0 || L.is_output)) return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant, and tiles along rows are faster.
     return reduction_terms(f) >= kMinChannelTileTerms;
@@ -98,7 +89,7 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         // last path): a block reads only its own input channels, so their padded planes are
         // computed there (in L2) instead of in a pass of their own.
         if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
-        if (channel_tiled(c, m) && (k.root == conv || !partial_channel_block(c)))  // channel_tile: under an epilogue, or through a wrapper
+        if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper
             return channel_tile_rows_outer(c, m) && (epilogue || k.root == conv) ? conv : "";
         const int V = m.lanes(c.lf->dtype);  // conv()'s row blocks: only under an epilogue
         return epilogue && c.lf->extents[3] >= V && V >= 4 ? conv : "";
@@ -198,9 +189,7 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
     std::vector<std::string> tused = names_of(k.root);
     std::string co = fresh(tused, cv + "o"), ci = fresh(tused, cv + "i"), wo = fresh(tused, w + "o"),
                 wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
-    Args csplit = {cv, co, ci, B};
-    if (e[1] % B != 0) csplit.push_back(ScheduleArg::tail("RoundUp"));  // the wrapper's last block, whole
-    st.add("split", csplit).add("split", {w, wo, wi, NP});
+    st.add("split", {cv, co, ci, B}).add("split", {w, wo, wi, NP});
     std::string hv = h;
     if (NH > 1) {
         st.add("split", {h, ho, hi, NH});
@@ -310,9 +299,7 @@ ConvPlan Ctx::choose_conv() {
     const std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
     if (F.empty() || lf(F).vars.size() < 3 || fi(F).rvar_extents.empty()) return c;
     c.F = F;
-    // A partial last channel block only through the conv's own wrapper: an epilogue's other
-    // inputs end at the real channels.
-    if (channel_tiled(fi(F), m) && (R == F || !partial_channel_block(fi(F)))) {
+    if (channel_tiled(fi(F), m)) {
         choose_channel_tile(c);
         return c;
     }

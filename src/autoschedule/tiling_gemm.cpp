@@ -355,6 +355,20 @@ void Ctx::gemm_root_ragged(ScheduleStatement &st, const GemmPlan &g) {
     ScheduleStatement &u = add(F, 0);
     std::vector<std::string> uused = names_of(F);
     std::string jo = fresh(uused, "jo"), ji = fresh(uused, "ji"), io = fresh(uused, "io"), ii = fresh(uused, "ii");
+    if (g.by_cols && g.M == 1 && r == 2) {
+        // One row (a batch-1 classifier): k outside the column vectors, so each task streams its
+        // part of every row of B in order. With k inside, a task read one vector per row, 4 KB and
+        // more apart, which the prefetcher loses (bench/DECISIONS.md#d62-batch-1-gemv).
+        const int tasks = std::max(1, m.cores);
+        const int64_t chunk = ((g.N + tasks - 1) / tasks + g.V - 1) / g.V * g.V;
+        std::string jt = fresh(uused, "jt"), jr = fresh(uused, "jr");
+        u.add("split", {j, jt, jr, chunk, ScheduleArg::tail("GuardWithIf")})
+            .add("split", {jr, jo, ji, g.V, ScheduleArg::tail("GuardWithIf")})
+            .add("reorder", {ji, jo, kv, i, jt})
+            .add("vectorize", {ji});
+        if (tasks > 1) u.add("parallel", {jt});
+        return;
+    }
     u.add("split", {j, jo, ji, g.V, ScheduleArg::tail("GuardWithIf")})
         .add("split", {i, io, ii, g.gt.MR, ScheduleArg::tail("GuardWithIf")});
     if (g.by_cols) u.add("reorder", {ji, ii, kv, io, jo});

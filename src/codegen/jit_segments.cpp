@@ -113,9 +113,8 @@ std::vector<int> storage_order(const Function &f, bool &plain) {
 /// of a pure var whose tail rounds the loop up (RoundUp, a predicated tail, or Auto on an update's
 /// pure var) by a factor that does not divide what it splits. Such a Func reads its inputs, and
 /// fills its own buffer, past their extents; in one pipeline Halide grows those realizations, but
-/// a buffer that crosses a cut has the Func's exact shape. A split of the Halide dimension
-/// \p ignore_dim (when >= 0) is not counted.
-bool computes_past_extents(const Function &f, const LoweredFunc *lf, int ignore_dim = -1) {
+/// a buffer that crosses a cut has the Func's exact shape.
+bool computes_past_extents(const Function &f, const LoweredFunc *lf) {
     std::map<std::string, int64_t> extent;  // pure vars and what splits make of them; -1: unknown
     const auto &args = f.args();             // Halide order, innermost first
     for (size_t d = 0; d < args.size(); d++)
@@ -139,8 +138,7 @@ bool computes_past_extents(const Function &f, const LoweredFunc *lf, int ignore_
                 using TS = Halide::TailStrategy;
                 bool rounds = sp.tail == TS::RoundUp || sp.tail == TS::PredicateLoads ||
                               sp.tail == TS::PredicateStores || (sp.tail == TS::Auto && k > 0);
-                const bool ignored = ignore_dim >= 0 && sp.old_var == args[(size_t)ignore_dim];
-                if (rounds && !ignored && (!factor || e < 0 || e % *factor != 0)) return true;
+                if (rounds && (!factor || e < 0 || e % *factor != 0)) return true;
                 ext[sp.outer] = factor && e >= 0 ? (e + *factor - 1) / *factor : -1;
                 ext[sp.inner] = factor ? *factor : -1;
             }
@@ -229,14 +227,9 @@ RootGraph analyze(const LoweredPipeline &p) {
     for (const auto &[name, f] : g.env) {
         const std::string &o = g.owner[name];
         const LoweredFunc *lf = p.find_realized(name);
-        const LoweredFunc *conv = nullptr;
         if (!lf)
-            if (auto w = wrapped.find(name); w != wrapped.end()) lf = conv = w->second;
+            if (auto w = wrapped.find(name); w != wrapped.end()) lf = w->second;
         if (o.empty() || !computes_past_extents(f, lf)) continue;
-        // A blocked conv's wrapper whose only round-up is its output channels (a partial last
-        // weight block) reads nothing past an extent: the output channel indexes only the
-        // zero-padded weights and the clamped bias. Neither it nor the conv crosses a cut anyway.
-        if (conv && conv->conv_weight_block > 0 && f.args().size() == 4 && !computes_past_extents(f, lf, 2)) continue;
         g.whole_buffer.erase(o);
         for (const auto &read : deps[o]) g.whole_buffer.erase(read);
     }

@@ -93,7 +93,8 @@ struct LowerOptions {
     bool pad_constant_rows = true;
     /// A 2-D Conv of one group with constant float weights and a multiple of
     /// kConvWeightBlock output channels stores them as [C_out / 16][C_in][kH][kW][16] (oneDNN's
-    /// OIhw16o): a tile of output channels, vectorized over them, then streams its weights
+    /// OIhw16o); other multiples of 8 by 24 or 8 (three or one AVX2 vectors), so no block is
+    /// partial: a tile of output channels, vectorized over them, then streams its weights
     /// sequentially. Stored [C_out][C_in][kH][kW], a 16-channel vector is 16 loads 4.6 KB apart
     /// (512x512 3x3); transposed, each step of the reduction jumps 2 KB and the prefetcher loses the
     /// stream (bench/DECISIONS.md#d30-conv-channel-tiles). Off for CUDA (cuDNN and the device

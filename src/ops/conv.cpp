@@ -235,14 +235,13 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     }
     Expr xv = padded ? LowerContext::call(xin, ix) : LowerContext::cast_to(dt, ctx.at(x, ix));
     const Tensor *cw = ctx.constant(w);
-    const int block = kConvWeightBlock;
-    // Output channels a multiple of 8 (an AVX2 vector) block too, the last block padded with zero
-    // weights, so a schedule may compute whole blocks (tiling_conv.cpp's channel tiles).
+    // Output channels a multiple of 8 but not of 16 block by 24 (24, 72, 120: three AVX2 vectors)
+    // or 8 (40, 200), so a channel tile computes no padding channels.
+    const int block = sw[0] % kConvWeightBlock == 0 ? kConvWeightBlock : sw[0] % 24 == 0 ? 24 : 8;
     const bool blocked = ctx.options.block_conv_weights && p.sp == 2 && p.group == 1 && cw &&
-                         cw->dtype() == DType::F32 && dt == DType::F32 &&
-                         (sw[0] % block == 0 || (sw[0] % 8 == 0 && sw[0] > block));
+                         cw->dtype() == DType::F32 && dt == DType::F32 && sw[0] % block == 0;
     Expr wv;
-    if (blocked) {  // [C_out / 16][C_in][kH][kW][16]: LowerOptions::block_conv_weights
+    if (blocked) {  // [C_out / block][C_in][kH][kW][block]: LowerOptions::block_conv_weights
         std::vector<Expr> ib = {m / block, rc};
         ib.insert(ib.end(), iw.begin() + 2, iw.end());
         ib.push_back(m % block);
@@ -251,9 +250,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         wv = LowerContext::cast_to(dt, ctx.at(w, iw));
     }
 
-    // Channels past the last in a padded weight block read the last bias (their weights are zero).
-    Expr mb = blocked && sw[0] % block != 0 ? Halide::min(m, (int)sw[0] - 1) : Expr(m);
-    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {mb}))
+    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
                                   : LowerContext::literal(dt, 0);
     ctx.define(f, v, init);
     ref(f, exprs(v)) += xv * wv;
@@ -264,6 +261,19 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     ctx.bind_output(y, f);
     if (blocked) ctx.record(f).conv_weight_block = block;
     (void)sy;
+}
+
+// A ConvTranspose whose kernel equals its stride in every dim (at most 4), with no dilation, pads
+// or output padding: every output is one tap of one input pixel (the usual learned 2x upsampling).
+bool non_overlapping_upsample(const ConvParams &p, const Shape &sx, const Shape &sy) {
+    bool strided = false;
+    for (int d = 0; d < p.sp; d++) {
+        if (p.kernel[d] != p.strides[d] || p.strides[d] > 4 || p.dilations[d] != 1 || p.pad_begin[d] != 0 ||
+            p.pad_end[d] != 0 || sy[2 + d] != sx[2 + d] * p.strides[d])
+            return false;
+        strided |= p.strides[d] > 1;
+    }
+    return strided;
 }
 
 void lower_conv_transpose(LowerContext &ctx, const Node &node) {
@@ -277,6 +287,36 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
     Func f = ctx.make_func(node, "", rank);
     std::vector<Var> v = ctx.vars(rank);
     Var n = v[0], m = v[1];
+    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
+                                  : LowerContext::literal(dt, 0);
+    if (non_overlapping_upsample(p, sx, ctx.shape(y)) && p.group == 1) {
+        // Each output receives exactly one tap per dim, k = o % stride, from input o / stride: the
+        // reduction runs over the input channels only, where the general form below visits every
+        // tap and discards all but one per dim (4 of 4 taps computed for 1 kept at 2x2 stride 2).
+        // Along the innermost dim the tap alternates from one output to the next, so its weight is
+        // a select of the stride's weights, a blend of broadcasts when vectorized.
+        RDom rc(0, (int)cg, "r");
+        std::vector<Expr> ix = {n, rc}, iw = {rc, m};
+        for (int d = 0; d < p.sp; d++) {
+            const int s = (int)p.strides[d];
+            ix.push_back(v[2 + d] / s);
+            iw.push_back(v[2 + d] % s);
+        }
+        const int inner = (int)p.strides[p.sp - 1];
+        Expr wv;
+        for (int k = inner - 1; k >= 0; k--) {
+            std::vector<Expr> iwk = iw;
+            iwk.back() = k;
+            Expr wk = LowerContext::cast_to(dt, ctx.at(w, iwk));
+            wv = k == inner - 1 ? wk : Halide::select(v.back() % inner == k, wk, wv);
+        }
+        ctx.define(f, v, init);
+        ref(f, exprs(v)) += LowerContext::cast_to(dt, ctx.at(x, ix)) * wv;
+        ctx.note_update(f, rvar_names(rc));
+        ctx.note_cost(f, false, 2.0 * cg + inner);
+        ctx.bind_output(y, f);
+        return;
+    }
     RDom r = conv_rdom(p, cg);
     Expr rc = r[p.sp];
     Expr ch = p.group == 1 ? rc : (m / (int)mg) * (int)cg + rc;
@@ -295,9 +335,6 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         iw.push_back(tap);
     }
     Expr term = LowerContext::cast_to(dt, ctx.at(x, ix)) * LowerContext::cast_to(dt, ctx.at(w, iw));
-
-    Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
-                                  : LowerContext::literal(dt, 0);
     ctx.define(f, v, init);
     ref(f, exprs(v)) += Halide::select(valid, term, LowerContext::literal(dt, 0));
     ctx.note_update(f, rvar_names(r));
