@@ -149,8 +149,10 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
             if (std::find(lf.input_reads.begin(), lf.input_reads.end(), p.input_names[k]) != lf.input_reads.end())
                 fm.consumers.push_back(lf.name);
         StageModel pure;
-        for (int d = (int)fm.vars.size() - 1; d >= 0; d--)
+        for (int d = (int)fm.vars.size() - 1; d >= 0; d--) {
             pure.dims.push_back({fm.vars[d], fm.vars[d], false, true, p.input_shapes[k][d]});
+            pure.dims.back().moves = k < p.input_syms.size() && !p.input_syms[k].empty() && !p.input_syms[k][d].is_static();
+        }
         fm.stages.push_back(pure);
         if (!m.funcs.count(fm.name)) m.funcs[fm.name] = fm;
     }

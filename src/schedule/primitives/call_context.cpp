@@ -107,6 +107,12 @@ void split_dims(StageModel &s, int d, const std::string &outer, const std::strin
     s.dims.insert(s.dims.begin() + d + 1, out);
 }
 
+bool any_moves(const StageModel &s) {
+    for (const auto &d : s.dims)
+        if (d.moves) return true;
+    return false;
+}
+
 const DimModel *find_dim(const StageModel &s, const std::string &n) {
     int d = s.find(n);
     return d < 0 ? nullptr : &s.dims[d];

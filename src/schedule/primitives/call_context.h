@@ -65,6 +65,9 @@ public:
 /// Splits dim \p d of \p s into \p inner (at d) and \p outer (at d + 1), as Halide's split does.
 void split_dims(StageModel &s, int d, const std::string &outer, const std::string &inner);
 
+/// Whether a loop of \p s moves with the input sizes (dynamic shapes): what a var split away
+/// from its name is taken to do.
+bool any_moves(const StageModel &s);
 /// The dim of \p s named \p n, or nullptr.
 const DimModel *find_dim(const StageModel &s, const std::string &n);
 /// The Halide Var or RVar that \p d names.
