@@ -70,6 +70,15 @@ bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std
     return ok;
 }
 
+/// The JIT model of \p g under \p sm (its warnings printed), from the cache or compiled.
+JitModel &compile_scheduled(const Graph &g, ScheduledModel &sm, const Halide::Target &target) {
+    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+    JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
+    return jit_cache_get(key, [&] {
+        return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
+    });
+}
+
 /// `loom run` with dynamic shapes: one compile, run (and checked) at each --input set.
 void run_dynamic(const RunOptions &o, const std::string &spec) {
     std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
@@ -86,11 +95,7 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
               << ":\n" << describe_dynamic(g);
     Halide::Target target = host_target();
     ScheduledModel sm = schedule_model(g, spec, target, o.model);
-    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
-    JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
-    JitModel &m = jit_cache_get(key, [&] {
-        return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
-    });
+    JitModel &m = compile_scheduled(g, sm, target);
     std::cout << "compiled once with schedule '" << spec << "' for " << target.to_string() << ": compile "
               << std::fixed << std::setprecision(2) << m.compile_seconds() << " s" << std::defaultfloat;
     if (sm.applied.guarded_for_sizes)
@@ -143,11 +148,7 @@ void run(const RunOptions &o) {
     if (!spec.empty()) {
         Halide::Target target = host_target();
         ScheduledModel sm = schedule_model(g, spec, target, o.model);
-        for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
-        JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
-        JitModel &m = jit_cache_get(key, [&] {
-            return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
-        });
+        JitModel &m = compile_scheduled(g, sm, target);
         outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
         std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
         std::sort(times.begin(), times.end());
