@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/train_artifact.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
@@ -23,9 +24,18 @@ struct CompileOptions {
     bool autosched = false, eager = false, force = false, no_reference = false, print_schedule = false;
     LibraryFlags libs;
     uint64_t seed = 1;
+    bool train = false;      ///< a training step instead (train_artifact.h)
+    TrainCompileOptions training;
 };
 
 void compile(const CompileOptions &o) {
+    if (o.train) {
+        TrainCompileOptions t = o.training;
+        t.model = o.model, t.target = o.target, t.out = o.out, t.name = o.name, t.inputs = o.inputs;
+        t.force = o.force, t.print_schedule = o.print_schedule;
+        t.schedule = !o.schedule.empty() ? o.schedule : o.eager ? "eager" : "auto";
+        return compile_training(t);
+    }
     user_check(int(!o.schedule.empty()) + int(o.autosched) + int(o.eager) <= 1,
                "loom compile: give at most one of --schedule, --auto, --eager");
     Halide::Target target = aot_target(o.target);
@@ -84,6 +94,11 @@ void add_compile_command(CLI::App &app) {
     c->add_flag("--no-reference", o->no_reference, "Do not write data/ (inputs and reference outputs)");
     c->add_flag("--print-schedule", o->print_schedule, "Print the schedule used");
     add_library_flags(c, o->libs);
+    c->add_flag("--train", o->train, "Compile a training step: forward, backward and update (train_artifact.h; CPU)");
+    c->add_option("--loss", o->training.loss, "--train: mse | cross_entropy | output")->default_val("mse");
+    c->add_option("--optimizer", o->training.optimizer, "--train: sgd | adam")->default_val("sgd");
+    c->add_option("--lr", o->training.lr, "--train: initial learning rate")->default_val(0.01);
+    c->add_option("--report", o->training.report, "--train: write the step's fusion report and save-or-recompute table here");
     c->callback([o] { compile(*o); });
 }
 

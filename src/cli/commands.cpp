@@ -9,6 +9,7 @@ void add_commands(CLI::App &app) {
     add_autoschedule_command(app);
     add_compile_command(app);
     add_bench_command(app);
+    add_grad_command(app);
     add_bench_peer_command(app);
 }
 

@@ -16,6 +16,8 @@ void add_schedule_command(CLI::App &app);
 void add_autoschedule_command(CLI::App &app);
 void add_compile_command(CLI::App &app);
 void add_bench_command(CLI::App &app);
+/// `loom grad`: gradients through a loss (cmd_grad.cpp).
+void add_grad_command(CLI::App &app);
 /// `loom bench-peer`: hidden; the worker process of a `loom bench --halide` row.
 void add_bench_peer_command(CLI::App &app);
 

@@ -1,0 +1,63 @@
+/* Times a `loom compile --train` artifact's step: N warm-up steps, then R timed steps (median,
+ * min), and the peak RSS the process reached (whole process, and above its RSS right after the
+ * trainer was created: the step's own working memory). Inputs and target are random (classes for
+ * cross_entropy), fixed across steps.
+ * usage: train_step_driver LIB NAME LOSS(mse|cross_entropy) REPS IN_NUMEL OUT_NUMEL ROWS CLASSES */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+/* A "VmRSS:" or "VmHWM:" line of /proc/self/status, in KiB. */
+static long status_kib(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, strlen(key))) v = atol(line + strlen(key));
+    if (f) fclose(f);
+    return v;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+int main(int argc, char **argv) {
+    if (argc != 9) { fprintf(stderr, "usage: %s LIB NAME LOSS REPS IN_NUMEL OUT_NUMEL ROWS CLASSES\n", argv[0]); return 2; }
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    char sym[256];
+    snprintf(sym, sizeof sym, "%s_train_create", argv[2]);
+    void *(*create)(void) = (void *(*)(void))dlsym(lib, sym);
+    snprintf(sym, sizeof sym, "%s_train_step", argv[2]);
+    int (*step)(void *, const void *const *, const void *, float *) = (int (*)(void *, const void *const *, const void *, float *))dlsym(lib, sym);
+    if (!create || !step) { fprintf(stderr, "missing symbols\n"); return 1; }
+    int reps = atoi(argv[4]), ce = !strcmp(argv[3], "cross_entropy");
+    long in_n = atol(argv[5]), out_n = atol(argv[6]), rows = atol(argv[7]), classes = atol(argv[8]);
+    float *x = malloc(sizeof(float) * in_n), *y = malloc(sizeof(float) * out_n);
+    int64_t *cls = malloc(sizeof(int64_t) * rows);
+    srand(1);
+    for (long i = 0; i < in_n; i++) x[i] = rand() / (float)RAND_MAX * 2 - 1;
+    for (long i = 0; i < out_n; i++) y[i] = rand() / (float)RAND_MAX * 2 - 1;
+    for (long i = 0; i < rows; i++) cls[i] = rand() % classes;
+    void *t = create();
+    long base = status_kib("VmRSS:");
+    const void *inputs[1] = {x};
+    float loss;
+    for (int i = 0; i < 5; i++) step(t, inputs, ce ? (void *)cls : (void *)y, &loss);
+    double *ms = malloc(sizeof(double) * reps);
+    for (int i = 0; i < reps; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        if (step(t, inputs, ce ? (void *)cls : (void *)y, &loss)) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        ms[i] = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+    }
+    qsort(ms, reps, sizeof(double), cmp);
+    printf("median_ms %.4f min_ms %.4f peak_rss_kib %ld step_kib %ld loss %.5f\n", ms[reps / 2], ms[0], status_kib("VmHWM:"),
+           status_kib("VmHWM:") - base, loss);
+    return 0;
+}

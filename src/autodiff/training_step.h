@@ -1,0 +1,43 @@
+/// \file
+/// A whole training step as one graph: forward, loss, backward (autodiff.h) and the optimizer's
+/// update of every parameter, so the step is lowered, scheduled and compiled like any other graph
+/// (`loom compile --train`). The graph reads the parameters and the optimizer state as inputs and
+/// writes their next values as outputs; the artifact's glue swaps the two sets of buffers after
+/// each step, so to its caller the update is in place.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+
+namespace loom {
+
+/// The optimizer and its hyperparameters (PyTorch's defaults and update formulas).
+struct OptimizerSpec {
+    std::string name = "sgd";  ///< "sgd" (p -= lr g) or "adam" (torch.optim.Adam, no weight decay)
+    double lr = 0.01;          ///< initial learning rate (the artifact can change it between steps)
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+/// The optimizer names `--optimizer` accepts.
+const std::vector<std::string> &optimizer_names();
+
+/// The step's graph and how its inputs and outputs pair up.
+struct TrainingStepGraph {
+    Graph graph;  ///< inputs: data inputs, target, parameters, state, scalars; outputs: loss, next parameters, next state
+    std::string loss, target;
+    std::vector<std::string> data_inputs, parameters, state;
+    /// Per-step scalar inputs ([1] f32) the caller computes: `lr` for sgd; `adam_step` (lr / (1 -
+    /// beta1^t)) and `adam_rsqrt_bias` (1 / sqrt(1 - beta2^t)) for adam.
+    std::vector<std::string> scalars;
+    std::map<std::string, std::string> next_of;  ///< parameter or state input -> output of its next value
+    OptimizerSpec optimizer;
+};
+
+/// Appends \p opt's update to \p gg. UserError for an unknown optimizer (listing the valid ones)
+/// or a learning rate that is not positive.
+TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt);
+
+}  // namespace loom

@@ -1,0 +1,42 @@
+/// \file
+/// `loom compile M --train`: a training step (autodiff/training_step.h) compiled ahead of time
+/// into an artifact that owns the parameters and the optimizer state. Beside the usual
+/// `lib<name>.a/.so` (the step's pipeline with its plain C API, runtime_glue.h) the folder holds
+///
+///     lib<name>_train.so   the trainer: the pipeline plus the glue below, parameters' initial
+///                          values embedded (.incbin of params.bin)
+///     <name>_train.h       its C API:
+///
+///   void *N_train_create(void);     // parameters at the model file's values, state zero; NULL on failure
+///   int   N_train_step(void *t, const void *const *inputs, const void *target, float *loss);
+///   int   N_train_num_parameters(void);  const char *N_train_parameter_name(int k);
+///   int64_t N_train_parameter_size(int k);  float *N_train_parameter(void *t, int k);
+///   int   N_train_num_state(void);  const char *N_train_state_name(int k);
+///   int64_t N_train_state_size(int k);  float *N_train_state(void *t, int k);
+///   void  N_train_set_learning_rate(void *t, float lr);  float N_train_learning_rate(void *t);
+///   int64_t N_train_steps(void *t);  const char *N_train_last_error(void);  void N_train_destroy(void *t);
+///
+/// `step` runs forward, backward and the update; the new values are written into a second set of
+/// buffers that then become the current set, so a pointer from N_train_parameter is valid (read
+/// and write) until the next step. CPU targets only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom::cli {
+
+/// What `loom compile --train` was given.
+struct TrainCompileOptions {
+    std::string model, target = "host", schedule, out, name, loss = "mse", optimizer = "sgd";
+    std::vector<std::string> inputs;
+    double lr = 0.01;
+    bool force = false, print_schedule = false;
+    std::string report;  ///< write the fusion report of the step's schedule here ("" none)
+};
+
+/// Builds the training artifact. UserError for a CUDA target, an unknown loss or optimizer, and
+/// every error `loom compile` gives.
+void compile_training(const TrainCompileOptions &o);
+
+}  // namespace loom::cli

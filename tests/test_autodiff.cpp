@@ -1,0 +1,504 @@
+// Graph-level autodiff (src/autodiff): every vector-Jacobian rule against central finite
+// differences of the loss on the reference interpreter (double), the gradient graph compiled by the
+// JIT against the interpreter, `loom grad --check` against PyTorch autograd on the fixtures
+// frontends/torch/export_grad_fixtures.py exports, and the user errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <dlfcn.h>
+#include <filesystem>
+
+#include "autodiff/autodiff.h"
+#include "autodiff/loss.h"
+#include "autodiff/parameters.h"
+#include "codegen/jit.h"
+#include "graph/npy.h"
+#include "graph/passes.h"
+#include "graph_builder.h"
+#include "ops/lower_graph.h"
+#include "reference/folding.h"
+#include "reference/reference.h"
+#include "test_util.h"
+
+namespace loom::testing {
+namespace {
+
+// The largest |fd - grad| over every element of every parameter, relative to max |grad| of that
+// parameter, with the loss computed by the interpreter in double.
+double worst_fd_error(const GradientGraph &gg, const std::map<std::string, Tensor> &inputs) {
+    auto ref = run_reference(gg.graph, inputs);
+    Graph loss_graph = gg.graph;
+    loss_graph.outputs = {gg.loss};
+    eliminate_dead_code(loss_graph);
+    double worst = 0;
+    for (const auto &p : gg.parameters) {
+        const Tensor &grad = ref.at(gg.gradient_of.at(p));
+        double scale = 1e-6;
+        for (int64_t i = 0; i < grad.numel(); i++) scale = std::max(scale, std::abs(grad.get(i)));
+        Graph lg = loss_graph;
+        lg.value(p).dtype = DType::F64;
+        auto in = inputs;
+        Tensor &w = in[p];
+        w = w.cast(DType::F64);
+        for (int64_t i = 0; i < w.numel(); i++) {
+            double v = w.get(i), h = 1e-6;
+            w.set(i, v + h);
+            double up = run_reference(lg, in).at(gg.loss).get(0);
+            w.set(i, v - h);
+            double down = run_reference(lg, in).at(gg.loss).get(0);
+            w.set(i, v);
+            double err = std::abs((up - down) / (2 * h) - grad.get(i)) / scale;
+            EXPECT_TRUE(std::isfinite(grad.get(i))) << p << "[" << i << "]";
+            if (!(err < 1e-5)) ADD_FAILURE() << p << "[" << i << "]: fd " << (up - down) / (2 * h) << ", grad " << grad.get(i);
+            worst = std::max(worst, err);
+        }
+    }
+    return worst;
+}
+
+// Differentiates \p b's graph through mse against a random target, with every float input a
+// parameter, and checks every gradient element against finite differences.
+void check_rule(GraphBuilder b, const std::string &what, uint64_t seed = 3) {
+    std::vector<std::string> params;
+    for (const auto &i : b.g.inputs)
+        if (dtype_is_float(b.g.value(i).dtype)) params.push_back(i);
+    GradientGraph gg = differentiate(b.g, params, "mse", reference_evaluator());
+    auto in = random_inputs(gg.graph, seed);
+    for (auto &[name, t] : in)  // integer inputs: valid indices
+        if (t.dtype() == DType::I64) fill_random(t, seed, -2, 3);
+    double err = worst_fd_error(gg, in);
+    EXPECT_LT(err, 1e-5) << what;
+}
+
+GraphBuilder unary(const std::string &op, std::map<std::string, AttrValue> attrs = {}, double offset = 0) {
+    GraphBuilder b;
+    std::string x = b.input("x", {3, 5});
+    if (offset != 0) x = b.node("Add", {b.node("Mul", {x, x}, {3, 5}), b.scalar(offset)}, {3, 5});
+    b.out(op, {x}, {3, 5}, attrs);
+    return b;
+}
+
+TEST(AutodiffRules, Pointwise) {
+    for (const char *op : {"Neg", "Exp", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Softplus", "Sin", "Cos", "HardSwish"})
+        check_rule(unary(op), op);
+    check_rule(unary("Sqrt", {}, 0.5), "Sqrt");
+    check_rule(unary("Log", {}, 0.5), "Log");
+    check_rule(unary("Reciprocal", {}, 0.5), "Reciprocal");
+    check_rule(unary("LeakyRelu", {{"alpha", 0.1}}), "LeakyRelu");
+    check_rule(unary("Elu", {{"alpha", 0.7}}), "Elu");
+    check_rule(unary("HardSigmoid", {{"alpha", 0.6}, {"beta", 0.5}}), "HardSigmoid");
+    check_rule(unary("Gelu", {{"approximate", std::string("none")}}), "Gelu");
+    check_rule(unary("Gelu", {{"approximate", std::string("tanh")}}), "Gelu tanh");
+    check_rule(unary("Clip", {{"min", -0.5}, {"max", 0.4}}), "Clip");
+}
+
+TEST(AutodiffRules, BroadcastBinary) {
+    for (const char *op : {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Sum", "Mean"}) {
+        GraphBuilder b;
+        std::string x = b.input("x", {2, 3, 4}), w = b.input("w", {3, 1});
+        if (std::string(op) == "Div") w = b.node("Add", {b.node("Mul", {w, w}, {3, 1}), b.scalar(0.5)}, {3, 1});
+        b.out(op, {x, w}, {2, 3, 4});
+        check_rule(b, op);
+    }
+    GraphBuilder p;
+    std::string x = p.node("Add", {p.node("Mul", {p.input("x", {4}), p.input("x2", {4})}, {4}), p.scalar(1.5)}, {4});
+    p.out("Pow", {x, p.scalar(3)}, {4});
+    check_rule(p, "Pow");
+    GraphBuilder wh;
+    std::string c = wh.node("Greater", {wh.input("c", {3, 4}), wh.scalar(0)}, {3, 4}, {}, DType::Bool);
+    wh.out("Where", {c, wh.input("a", {3, 4}), wh.input("b", {4})}, {3, 4});
+    check_rule(wh, "Where");
+}
+
+TEST(AutodiffRules, MatMulAndGemm) {
+    GraphBuilder b;
+    b.out("MatMul", {b.input("a", {2, 3, 4}), b.input("w", {4, 5})}, {2, 3, 5});
+    check_rule(b, "MatMul batched x matrix");
+    GraphBuilder v;
+    v.out("MatMul", {v.input("a", {4}), v.input("w", {2, 4, 3})}, {2, 3});
+    check_rule(v, "MatMul vector x batched");
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            GraphBuilder g;
+            Shape sa = ta ? Shape{4, 3} : Shape{3, 4}, sb = tb ? Shape{5, 4} : Shape{4, 5};
+            g.out("Gemm", {g.input("a", sa), g.input("b", sb), g.input("c", {5})}, {3, 5},
+                  {{"alpha", 0.7}, {"beta", 1.3}, {"transA", int64_t(ta)}, {"transB", int64_t(tb)}});
+            check_rule(g, "Gemm transA=" + std::to_string(ta) + " transB=" + std::to_string(tb));
+        }
+}
+
+std::map<std::string, AttrValue> window(std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> pads,
+                                        std::vector<int64_t> d = {1, 1}) {
+    return {{"kernel_shape", k}, {"strides", s}, {"pads", pads}, {"dilations", d}};
+}
+
+int64_t k_of(const std::map<std::string, AttrValue> &attrs, int d) {
+    return std::get<std::vector<int64_t>>(attrs.at("kernel_shape"))[d];
+}
+
+TEST(AutodiffRules, Conv) {
+    struct Case {
+        std::string what;
+        int64_t group, cin, cout;
+        std::map<std::string, AttrValue> attrs;
+        Shape y;
+    };
+    std::vector<Case> cases = {
+        {"3x3 pad 1", 1, 3, 4, window({3, 3}, {1, 1}, {1, 1, 1, 1}), {2, 4, 6, 7}},
+        {"stride 2, uneven pads", 1, 3, 4, window({3, 2}, {2, 2}, {1, 0, 0, 1}), {2, 4, 3, 4}},
+        {"dilation 2", 1, 2, 3, window({3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}), {2, 3, 6, 7}},
+        {"2 groups", 2, 4, 6, window({3, 3}, {2, 1}, {1, 1, 1, 1}), {2, 6, 3, 7}},
+        {"depthwise", 4, 4, 4, window({3, 3}, {1, 1}, {1, 1, 1, 1}), {2, 4, 6, 7}},
+    };
+    for (auto &c : cases) {
+        GraphBuilder b;
+        auto attrs = c.attrs;
+        attrs["group"] = c.group;
+        auto k = std::get<std::vector<int64_t>>(attrs["kernel_shape"]);
+        b.out("Conv", {b.input("x", {2, c.cin, 6, 7}), b.input("w", {c.cout, c.cin / c.group, k[0], k[1]}), b.input("bias", {c.cout})},
+              c.y, attrs);
+        check_rule(b, "Conv " + c.what);
+        // The same window transposed: [2, cout, 6, 7] back to the conv's input shape.
+        GraphBuilder t;
+        auto ta = c.attrs;
+        ta["group"] = c.group;
+        ta["output_padding"] = std::vector<int64_t>(2, 0);
+        Shape xin = {2, c.cin, 6, 7};
+        // output_padding that maps y back to exactly x's shape
+        auto s = std::get<std::vector<int64_t>>(ta["strides"]), d = std::get<std::vector<int64_t>>(ta["dilations"]),
+             pads = std::get<std::vector<int64_t>>(ta["pads"]);
+        std::vector<int64_t> op(2);
+        for (int k = 0; k < 2; k++) op[k] = xin[2 + k] - ((c.y[2 + k] - 1) * s[k] - pads[k] - pads[2 + k] + d[k] * (k_of(ta, k) - 1) + 1);
+        ta["output_padding"] = op;
+        t.out("ConvTranspose", {t.input("y", c.y), t.input("w", {c.cout, c.cin / c.group, k[0], k[1]}), t.input("bias", {c.cin})},
+              xin, ta);
+        check_rule(t, "ConvTranspose " + c.what);
+    }
+}
+
+TEST(AutodiffRules, Pooling) {
+    GraphBuilder m;
+    auto a = window({3, 3}, {2, 2}, {1, 1, 1, 1});
+    a["ceil_mode"] = int64_t(1);
+    m.out("MaxPool", {m.input("x", {2, 3, 7, 6})}, {2, 3, 4, 4}, a);
+    check_rule(m, "MaxPool 3x3/2 pad 1 ceil");
+    GraphBuilder m2;
+    m2.out("MaxPool", {m2.input("x", {1, 2, 6, 6})}, {1, 2, 3, 3}, window({2, 2}, {2, 2}, {0, 0, 0, 0}));
+    check_rule(m2, "MaxPool 2x2/2");
+    for (int64_t include : {0, 1}) {
+        GraphBuilder p;
+        auto w = window({3, 3}, {2, 2}, {1, 1, 1, 1});
+        w["count_include_pad"] = include;
+        w["ceil_mode"] = int64_t(0);
+        p.out("AveragePool", {p.input("x", {2, 3, 7, 6})}, {2, 3, 4, 3}, w);
+        check_rule(p, "AveragePool count_include_pad=" + std::to_string(include));
+    }
+    GraphBuilder g;
+    g.out("GlobalAveragePool", {g.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
+    check_rule(g, "GlobalAveragePool");
+    GraphBuilder gm;
+    gm.out("GlobalMaxPool", {gm.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
+    check_rule(gm, "GlobalMaxPool");
+}
+
+TEST(AutodiffRules, ReductionsAndSoftmax) {
+    for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceProd"}) {
+        GraphBuilder b;
+        b.out(op, {b.input("x", {3, 4, 5})}, {3, 1, 5}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}});
+        check_rule(b, op);
+        GraphBuilder c;
+        c.out(op, {c.input("x", {3, 4, 5})}, {4}, {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", int64_t(0)}});
+        check_rule(c, std::string(op) + " two axes");
+    }
+    for (const char *op : {"Softmax", "LogSoftmax"}) {
+        GraphBuilder b;
+        b.out(op, {b.input("x", {3, 4, 5})}, {3, 4, 5}, {{"axis", int64_t(1)}});
+        check_rule(b, op);
+    }
+}
+
+TEST(AutodiffRules, Layout) {
+    GraphBuilder b;
+    std::string x = b.input("x", {2, 3, 4});
+    std::string t = b.node("Transpose", {x}, {4, 2, 3}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+    std::string r = b.node("Reshape", {t}, {8, 3}, {{"shape", std::vector<int64_t>{8, 3}}});
+    std::string e = b.node("Expand", {b.node("Reshape", {b.input("v", {3})}, {1, 3}, {{"shape", std::vector<int64_t>{1, 3}}})},
+                           {8, 3}, {{"shape", std::vector<int64_t>{8, 3}}});
+    b.out("Mul", {r, e}, {8, 3});
+    check_rule(b, "Transpose, Reshape, Expand");
+
+    GraphBuilder s;
+    std::string xs = s.input("x", {4, 6});
+    Node split;
+    split.op = "Split";
+    split.name = "split";
+    split.inputs = {xs};
+    split.outputs = {"s0", "s1"};
+    split.attrs = {{"axis", int64_t(1)}, {"split", std::vector<int64_t>{2, 4}}};
+    s.g.values["s0"] = ValueInfo{"s0", DType::F32, {4, 2}, {}, true};
+    s.g.values["s1"] = ValueInfo{"s1", DType::F32, {4, 4}, {}, true};
+    s.g.nodes.push_back(split);
+    std::string cat = s.node("Concat", {s.node("Tanh", {"s1"}, {4, 4}), "s0", s.input("z", {4, 1})}, {4, 7}, {{"axis", int64_t(1)}});
+    s.out("Slice", {cat}, {2, 3}, {{"starts", std::vector<int64_t>{1, 0}}, {"steps", std::vector<int64_t>{2, 3}}});
+    check_rule(s, "Split, Concat, Slice with steps");
+
+    GraphBuilder p;
+    p.out("Pad", {p.input("x", {2, 3})}, {5, 4},
+          {{"pads", std::vector<int64_t>{1, 0, 2, 1}}, {"mode", std::string("constant")}, {"value", 0.5}});
+    check_rule(p, "Pad");
+    GraphBuilder tl;
+    tl.out("Tile", {tl.input("x", {2, 3})}, {4, 9}, {{"repeats", std::vector<int64_t>{2, 3}}});
+    check_rule(tl, "Tile");
+    GraphBuilder ga;
+    ga.out("Gather", {ga.input("table", {5, 3}), ga.input("idx", {2, 4}, DType::I64)}, {2, 4, 3}, {{"axis", int64_t(0)}});
+    check_rule(ga, "Gather (embedding)");
+}
+
+TEST(AutodiffRules, Resize) {
+    struct Case {
+        std::string mode, ctm;
+        std::vector<double> scales;
+        Shape y;
+    };
+    for (const Case &c : {Case{"nearest", "asymmetric", {1, 1, 2, 3}, {1, 2, 6, 12}},
+                          Case{"linear", "half_pixel", {1, 1, 2, 1.5}, {1, 2, 6, 6}},
+                          Case{"linear", "align_corners", {1, 1, 0.5, 2}, {1, 2, 1, 8}},
+                          Case{"cubic", "half_pixel", {1, 1, 2, 2}, {1, 2, 6, 8}}}) {
+        GraphBuilder b;
+        b.out("Resize", {b.input("x", {1, 2, 3, 4})}, c.y,
+              {{"scales", c.scales}, {"mode", c.mode}, {"coordinate_transformation_mode", c.ctm},
+               {"nearest_mode", std::string("round_prefer_floor")}, {"cubic_coeff_a", -0.75}, {"exclude_outside", int64_t(0)}});
+        check_rule(b, "Resize " + c.mode + " " + c.ctm);
+    }
+}
+
+TEST(AutodiffRules, NormsInTrainingMode) {
+    GraphBuilder bn;
+    bn.out("BatchNormalization", {bn.input("x", {3, 2, 3, 2}), bn.input("s", {2}), bn.input("b", {2}),
+                                   bn.constant("mean", Tensor::from_doubles(DType::F32, {2}, {0.3, -0.2})),
+                                   bn.constant("var", Tensor::from_doubles(DType::F32, {2}, {1.5, 0.7}))},
+           {3, 2, 3, 2}, {{"epsilon", 1e-5}});
+    check_rule(bn, "BatchNormalization");
+    GraphBuilder ln;
+    ln.out("LayerNormalization", {ln.input("x", {3, 6}), ln.input("s", {6}), ln.input("b", {6})}, {3, 6},
+           {{"axis", int64_t(1)}, {"epsilon", 1e-5}});
+    check_rule(ln, "LayerNormalization");
+    GraphBuilder in;
+    in.out("InstanceNormalization", {in.input("x", {2, 3, 4}), in.input("s", {3}), in.input("b", {3})}, {2, 3, 4},
+           {{"epsilon", 1e-5}});
+    check_rule(in, "InstanceNormalization");
+    GraphBuilder gn;
+    gn.out("GroupNormalization", {gn.input("x", {2, 4, 3}), gn.input("s", {4}), gn.input("b", {4})}, {2, 4, 3},
+           {{"num_groups", int64_t(2)}, {"epsilon", 1e-5}});
+    check_rule(gn, "GroupNormalization");
+}
+
+TEST(AutodiffRules, CrossEntropyLoss) {
+    GraphBuilder b;
+    b.out("MatMul", {b.input("x", {4, 3}), b.input("w", {3, 5})}, {4, 5});
+    GradientGraph gg = differentiate(b.g, {"w"}, "cross_entropy");
+    auto in = random_inputs(gg.graph, 5);
+    in[gg.target] = Tensor::from_ints(DType::I64, {4}, {0, 4, 2, 2});
+    EXPECT_LT(worst_fd_error(gg, in), 1e-5);
+}
+
+// The gradient graph is an ordinary graph: lowered, compute_root'ed and JIT-compiled, it matches
+// the interpreter running the same graph.
+TEST(AutodiffJit, GradientGraphCompilesAndMatchesTheReference) {
+    GraphBuilder b;
+    std::string h = b.node("Relu", {b.node("Gemm", {b.input("x", {8, 16}), b.input("w1", {16, 32}), b.input("b1", {32})}, {8, 32})}, {8, 32});
+    b.out("Softmax", {b.node("MatMul", {h, b.input("w2", {32, 10})}, {8, 10})}, {8, 10}, {{"axis", int64_t(1)}});
+    GradientGraph gg = differentiate(b.g, {"w1", "b1", "w2"}, "mse");
+    auto in = random_inputs(gg.graph, 9);
+    LoweredPipeline lp = lower_graph(gg.graph);
+    for (auto &f : lp.funcs) f.func.compute_root();
+    JitModel m(std::move(lp));
+    auto outs = m.run(in);
+    auto ref = run_reference(gg.graph, in);
+    for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, 1e-5)) << name;
+}
+
+TEST(AutodiffErrors, NameTheCulpritAndTheFix) {
+    GraphBuilder b;
+    b.out("Relu", {b.input("x", {2, 3})}, {2, 3});
+    std::string m = user_error_of([&] { differentiate(b.g, {"x"}, "msa"); });
+    EXPECT_NE(m.find("unknown loss 'msa'"), std::string::npos) << m;
+    EXPECT_NE(m.find("did you mean 'mse'"), std::string::npos) << m;
+
+    m = user_error_of([&] { differentiate(b.g, {"x"}, "output"); });
+    EXPECT_NE(m.find("not one element"), std::string::npos) << m;
+    EXPECT_NE(m.find("--loss mse"), std::string::npos) << m;
+
+    GraphBuilder r;  // an op with no rule (a future op; every canonical op has one today)
+    r.out("Upsample", {r.input("x", {1, 1, 2, 2})}, {1, 1, 4, 4}, {}, DType::F32, "up");
+    m = user_error_of([&] { differentiate(r.g, {"x"}, "mse"); });
+    EXPECT_NE(m.find("Upsample 'up': Loom has no gradient rule for Upsample"), std::string::npos) << m;
+    EXPECT_NE(m.find("keep it out of the trained part"), std::string::npos) << m;
+
+    GraphBuilder c;
+    c.out("Relu", {c.input("x", {2, 3, 4})}, {2, 3, 4});
+    m = user_error_of([&] { differentiate(c.g, {"x"}, "cross_entropy"); });
+    EXPECT_NE(m.find("logits [N, C]"), std::string::npos) << m;
+    EXPECT_NE(m.find("2x3x4"), std::string::npos) << m;
+}
+
+// --- loom grad on the PyTorch fixtures ---------------------------------------------------------
+
+struct Cli {
+    int rc;
+    std::string out;
+};
+Cli loom(const std::string &args) {
+    Cli r;
+    r.rc = run_command(loom_binary() + " " + args, r.out);
+    return r;
+}
+
+std::string grad_fixture(const std::string &name) { return data_path("grad/" + name); }
+
+void check_fixture(const std::string &name, const std::string &loss) {
+    Cli r = loom("grad " + grad_fixture(name + ".onnx") + " --loss " + loss + " --inputs " + grad_fixture(name) + " --check");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "FAILED"), 0u) << r.out;
+    // Every parameter was compared with PyTorch's gradient (a number in the torch column).
+    size_t params = 0;
+    for (const auto &e : std::filesystem::directory_iterator(grad_fixture(name)))
+        params += e.path().filename().string().rfind("grad_", 0) == 0;
+    EXPECT_GT(params, 0u);
+    EXPECT_EQ(count_of(r.out, "  ok"), params + 1) << r.out;  // and the loss
+    EXPECT_NE(r.out.find("loss vs torch"), std::string::npos) << r.out;
+}
+
+TEST(LoomGrad, MlpMatchesTorchAndFiniteDifferences) { check_fixture("mlp", "cross_entropy"); }
+TEST(LoomGrad, TransformerBlockMatchesTorchAndFiniteDifferences) { check_fixture("transformer", "mse"); }
+TEST(LoomGrad, SmallCnnMatchesTorchAndFiniteDifferences) { check_fixture("cnn", "mse"); }
+
+TEST(LoomGrad, UserErrors) {
+    Cli h = loom("grad --help");
+    EXPECT_NE(h.out.find("Ops with a gradient rule"), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find(" MaxPool "), std::string::npos) << h.out;
+    Cli r = loom("grad " + grad_fixture("mlp.onnx") + " --loss crossentropy");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("unknown loss 'crossentropy'; did you mean 'cross_entropy'"), std::string::npos) << r.out;
+
+    std::string dir = temp_path("grad_bad_target");
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(grad_fixture("mlp/x.npy"), dir + "/x.npy", std::filesystem::copy_options::overwrite_existing);
+    write_npy(dir + "/target.npy", Tensor(DType::I64, {3}));
+    r = loom("grad " + grad_fixture("mlp.onnx") + " --loss cross_entropy --inputs " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("target.npy: the target is 3 but the loss needs 8"), std::string::npos) << r.out;
+    write_npy(dir + "/target.npy", Tensor::from_ints(DType::I64, {8}, {0, 1, 2, 3, 4, 5, 6, 10}));
+    r = loom("grad " + grad_fixture("mlp.onnx") + " --loss cross_entropy --inputs " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("target class 10 at [7] is out of range: the output has 10 classes"), std::string::npos) << r.out;
+    std::filesystem::remove_all(dir);
+}
+
+// --- loom compile --train ----------------------------------------------------------------------
+
+// The trainer's C API, opened as an application would.
+struct Trainer {
+    void *lib = nullptr, *t = nullptr;
+    void *(*create)();
+    int (*step)(void *, const void *const *, const void *, float *);
+    int (*num_parameters)();
+    const char *(*parameter_name)(int);
+    int64_t (*parameter_size)(int);
+    float *(*parameter)(void *, int);
+    int (*num_state)();
+    int64_t (*steps)(void *);
+    void (*destroy)(void *);
+    template <typename F>
+    void sym(F &f, const std::string &n) {
+        f = reinterpret_cast<F>(dlsym(lib, n.c_str()));
+        ASSERT_NE((void *)f, nullptr) << n;
+    }
+    Trainer(const std::string &dir, const std::string &name) {
+        lib = dlopen((dir + "/lib" + name + "_train.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+        EXPECT_NE(lib, nullptr) << dlerror();
+        if (!lib) return;
+        sym(create, name + "_train_create");
+        sym(step, name + "_train_step");
+        sym(num_parameters, name + "_train_num_parameters");
+        sym(parameter_name, name + "_train_parameter_name");
+        sym(parameter_size, name + "_train_parameter_size");
+        sym(parameter, name + "_train_parameter");
+        sym(num_state, name + "_train_num_state");
+        sym(steps, name + "_train_steps");
+        sym(destroy, name + "_train_destroy");
+        t = create();
+    }
+    ~Trainer() {
+        if (t) destroy(t);
+        if (lib) dlclose(lib);
+    }
+    Tensor param(int k) {
+        Tensor p(DType::F32, {parameter_size(k)});
+        std::memcpy(p.data(), parameter(t, k), p.bytes().size());
+        return p;
+    }
+};
+
+// One step of the compiled training step of the MLP fixture (cross entropy) against PyTorch:
+// the loss is torch's, and the update is p - lr * torch's gradient (sgd) or Adam's first step.
+void check_first_step(const std::string &optimizer) {
+    std::string dir = temp_path("train_" + optimizer);
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --loss cross_entropy --optimizer " + optimizer +
+                 " --lr 0.05 --force --name mlp_" + optimizer + " -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    Trainer tr(dir, "mlp_" + optimizer);
+    ASSERT_NE(tr.t, nullptr);
+    ASSERT_EQ(tr.num_parameters(), 6);
+    EXPECT_EQ(tr.num_state(), optimizer == "adam" ? 12 : 0);
+    std::vector<Tensor> before;
+    for (int k = 0; k < 6; k++) before.push_back(tr.param(k));
+    Tensor x = read_npy(grad_fixture("mlp/x.npy")), target = read_npy(grad_fixture("mlp/target.npy")).cast(DType::I64);
+    const void *inputs[] = {x.data()};
+    float loss = -1;
+    ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+    EXPECT_NEAR(loss, read_npy(grad_fixture("mlp/loss.npy")).get(0), 1e-5);
+    EXPECT_EQ(tr.steps(tr.t), 1);
+    for (int k = 0; k < 6; k++) {
+        Tensor g = read_npy(grad_fixture(std::string("mlp/grad_") + tr.parameter_name(k) + ".npy"));
+        Tensor want(DType::F32, {tr.parameter_size(k)});
+        for (int64_t i = 0; i < want.numel(); i++) {
+            double gi = g.get(i), step = optimizer == "sgd" ? gi : gi / (std::abs(gi) + 1e-8);
+            want.set(i, before[k].get(i) - 0.05 * step);
+        }
+        Tensor delta_got(DType::F64, {want.numel()}), delta_want(DType::F64, {want.numel()});
+        Tensor now = tr.param(k);
+        for (int64_t i = 0; i < want.numel(); i++) {
+            delta_got.set(i, now.get(i) - before[k].get(i));
+            delta_want.set(i, want.get(i) - before[k].get(i));
+        }
+        // Adam's first step is lr * sign(g): a gradient within float noise of 0 may flip it.
+        EXPECT_TRUE(close(delta_got, delta_want, optimizer == "sgd" ? 1e-4 : 2e-2)) << tr.parameter_name(k);
+    }
+    // Training on one batch: the loss falls.
+    float first = loss;
+    for (int s = 0; s < 30; s++) ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+    EXPECT_LT(loss, 0.7 * first) << optimizer;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(TrainStep, SgdStepMatchesTorch) { check_first_step("sgd"); }
+TEST(TrainStep, AdamStepMatchesTorch) { check_first_step("adam"); }
+
+TEST(TrainStep, UserErrors) {
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --optimizer adamw -o " + temp_path("bad_opt"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("unknown optimizer 'adamw'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sgd or adam"), std::string::npos) << r.out;
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --lr -1 -o " + temp_path("bad_lr"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --target cuda -o " + temp_path("bad_target"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("CPU training steps only; drop --target cuda"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace loom::testing
