@@ -120,10 +120,12 @@ TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
     };
     std::vector<Case> cases = {
         {"resize_nearest", image([](GraphBuilder &b, const std::string &x) {
-             return b.node("Resize", {x}, {}, {{"scales", std::vector<double>{1, 1, 2, 2}}, {"mode", std::string("nearest")}});
+             std::string scales = b.constant(Tensor::from_doubles(DType::F32, {4}, {1, 1, 2, 2}));
+             return b.node("Resize", {x, "", scales}, {}, {{"mode", std::string("nearest")}});
          })},
         {"resize_linear", image([](GraphBuilder &b, const std::string &x) {
-             return b.node("Resize", {x}, {}, {{"scales", std::vector<double>{1, 1, 2, 2}}, {"mode", std::string("linear")}});
+             std::string scales = b.constant(Tensor::from_doubles(DType::F32, {4}, {1, 1, 2, 2}));
+             return b.node("Resize", {x, "", scales}, {}, {{"mode", std::string("linear")}});
          })},
         {"maxpool_ceil", image([](GraphBuilder &b, const std::string &x) {
              return b.node("MaxPool", {x}, {}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
