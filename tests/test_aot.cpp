@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -300,7 +301,7 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     EXPECT_NE(object.find("loom_cublaslt_bias_act"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
-    EXPECT_NE(output.find("cublasSgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasLtMatmul"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
 }
@@ -400,7 +401,7 @@ TEST(Aot, CudaPointwiseConvCallsCublas) {
     EXPECT_NE(object.find("loom_cublas_conv1x1"), std::string::npos);
     EXPECT_NE(output.find("T loom_cublas_conv1x1"), std::string::npos) << output;
     EXPECT_EQ(output.find("libcudnn.so"), std::string::npos) << "no cuDNN call left: " << output;
-    EXPECT_NE(output.find("cublasSgemmStridedBatched"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublas.so"), std::string::npos) << output;
 }
 
@@ -453,6 +454,40 @@ TEST(Aot, CudaModelsAreCutWithLibraryStagesAcrossCuts) {
 // [B, 256] kernel): computed per block of that kernel in 8-element pieces (one fused thread dim;
 // each thread's piece of the row is contiguous, 32 threads for the 256-wide row),
 // and of costly Concat inputs: computed per row over their own slice. The CUDA code compiles.
+// A pointwise kernel whose fused outer vars pass gridDim.z's limit of 65535 ([32, 2048, 7, 7]:
+// ResNet-50's last stage at batch 32) puts them on blockIdx.x; a smaller one keeps them on z.
+TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
+    using loom::testing::GraphBuilder;
+    Halide::Target t = aot_target("cuda");
+    // The arguments of the last `.<call>(...)` in a schedule's text.
+    auto last_args = [](const std::string &text, const std::string &call) {
+        size_t a = text.rfind("." + call + "(");
+        if (a == std::string::npos) return std::string();
+        a += call.size() + 2;
+        return text.substr(a, text.find(')', a) - a);
+    };
+    auto fused_var = [&](const std::string &text) {  // what the last fuse() makes
+        std::string args = last_args(text, "fuse");
+        return args.substr(args.rfind(", ") + 2);
+    };
+    auto schedule_of = [&](const std::string &op, int64_t n, int64_t hw) {
+        GraphBuilder b;
+        b.out(op, {b.input("x", {n, 2048, 7, 7})}, {n, 2048, hw, hw});
+        LoweredPipeline p = lower_graph(b.g);
+        return print_schedule(gpu_auto_schedule(p, t));
+    };
+    std::string big = schedule_of("Relu", 32, 7), small = schedule_of("Relu", 8, 7);
+    std::string fb = fused_var(big), fs = fused_var(small);
+    ASSERT_FALSE(fb.empty()) << big;
+    EXPECT_EQ(last_args(big, "gpu_blocks").rfind(fb + ", ", 0), 0u) << big;  // blockIdx.x
+    std::string sb = last_args(small, "gpu_blocks");
+    EXPECT_EQ(sb.substr(sb.size() - fs.size()), fs) << small;  // blockIdx.z
+    // The default mapping (a global average pool, which no kernel rule claims) likewise.
+    std::string pool = schedule_of("GlobalAveragePool", 32, 1);
+    EXPECT_EQ(last_args(pool, "gpu_blocks").rfind(fused_var(pool) + ", ", 0), 0u) << pool;
+    EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
+}
+
 TEST(Aot, GpuScheduleSegmentsAndConcatInputs) {
     using loom::testing::GraphBuilder;
     using Ints = std::vector<int64_t>;
@@ -971,12 +1006,17 @@ TEST(Aot, KilledCompileLeavesThePreviousArtifactIntact) {
 // A Gemm whose only consumer is a tanh-form GELU (gelu_mlp: PyTorch's decomposed export,
 // recognised by prepare_graph) is one cuBLASLt call with the GELU_BIAS epilogue, which computes
 // that form; no Halide Func is left for the GELU. fc2 (no activation) stays cublasSgemm.
-TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
-    Graph g = import_onnx(loom::testing::data_path("gelu_mlp.onnx"));
+// Fixture \p name imported, prepared and lowered with cuBLAS extern stages, as for CUDA.
+LoweredPipeline lowered_with_cublas(const std::string &name) {
+    Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
     LowerOptions lo;
     lo.gemm_extern = true;
-    LoweredPipeline p = lower_graph(g, lo);
+    return lower_graph(g, lo);
+}
+
+TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
+    LoweredPipeline p = lowered_with_cublas("gelu_mlp");
     EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_act", "loom_cublas_sgemm"}));
     bool gelu_ext = false;
     for (const auto &f : p.funcs) {
@@ -986,6 +1026,19 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
     EXPECT_TRUE(gelu_ext);
     auto [object, output] = cuda_artifact(p, "gelu_mlp");
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
+}
+
+// Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are
+// cuBLAS batched GEMMs on CUDA (loom_cublas_batched), the weight GEMMs cuBLASLt; the artifact links.
+TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
+    LoweredPipeline p = lowered_with_cublas("transformer");
+    int batched = 0;
+    for (const auto &[name, shape] : p.extern_shapes) batched += name.find("_cublas_batched") != std::string::npos;
+    EXPECT_EQ(batched, 2) << "Q K^T and P V";
+    EXPECT_NE(std::find(p.extern_calls.begin(), p.extern_calls.end(), "loom_cublas_batched"), p.extern_calls.end());
+    auto [object, output] = cuda_artifact(p, "transformer_batched");
+    EXPECT_NE(output.find("T loom_cublas_batched"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
 }
 
 TEST(Aot, UnfusedEpiloguesKeepBiasAndActivationInHalide) {

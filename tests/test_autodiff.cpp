@@ -194,6 +194,12 @@ TEST(AutodiffRules, Pooling) {
         p.out("AveragePool", {p.input("x", {2, 3, 7, 6})}, {2, 3, 4, 3}, w);
         check_rule(p, "AveragePool count_include_pad=" + std::to_string(include));
     }
+    GraphBuilder tiled;  // kernel = stride: the broadcast path
+    auto tw = window({2, 2}, {2, 2}, {0, 0, 0, 0});
+    tw["count_include_pad"] = int64_t(0);
+    tw["ceil_mode"] = int64_t(0);
+    tiled.out("AveragePool", {tiled.input("x", {2, 3, 4, 6})}, {2, 3, 2, 3}, tw);
+    check_rule(tiled, "AveragePool 2x2/2");
     GraphBuilder g;
     g.out("GlobalAveragePool", {g.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
     check_rule(g, "GlobalAveragePool");

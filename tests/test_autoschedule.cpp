@@ -507,9 +507,9 @@ TEST(Autoschedule, ChannelsNotAMultipleOf16TileInBlocksOf24Or8) {
     }
 }
 
-// A learned 2x upsampling (ConvTranspose, kernel = stride = 2) reduces over input channels only,
-// and the cost model's schedules of it, with its BatchNorm/ReLU epilogue and a 2x3 variant, match
-// the reference on both x86 levels.
+// A learned 2x upsampling (ConvTranspose, kernel = stride = 2) reduces over input channels only
+// (one input channel: none), and the cost model's schedules of it, with a ReLU epilogue, a 2x3
+// variant and a one-channel one, match the reference on both x86 levels.
 TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
     Builder b;
     std::string x = b.input("x", {1, 24, 20, 20});
@@ -517,8 +517,12 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
                             {1, 24, 40, 40}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}},
                             DType::F32, "up");
     std::string r = b.node("Relu", {up}, {1, 24, 40, 40});
-    b.out("ConvTranspose", {r, b.random_constant("w2", {24, 1, 2, 3}, 83)}, {1, 1, 80, 120},
-          {{"kernel_shape", std::vector<int64_t>{2, 3}}, {"strides", std::vector<int64_t>{2, 3}}}, DType::F32, "up23");
+    std::string up23 = b.node("ConvTranspose", {r, b.random_constant("w2", {24, 1, 2, 3}, 83)}, {1, 1, 80, 120},
+                              {{"kernel_shape", std::vector<int64_t>{2, 3}}, {"strides", std::vector<int64_t>{2, 3}}},
+                              DType::F32, "up23");
+    // One input channel (a pooling gradient's scatter): no reduction at all.
+    b.out("ConvTranspose", {up23, b.random_constant("w3", {1, 1, 2, 2}, 84)}, {1, 1, 160, 240},
+          {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}, DType::F32, "up1");
     prepare_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
         LoweredPipeline lp = lower_graph(b.g);

@@ -120,14 +120,20 @@ def fixtures():
     }
 
 
-def export(name, factory, input_shapes, output_names, options, out_dir):
+def seeded_model_and_inputs(factory, input_shapes, seed):
+    """The model (torch seed 0, BatchNorm statistics randomized) in eval mode, one random input per
+    shape, and the generator (seeded with `seed`) they were drawn from, for what comes next."""
     torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(seed)
     model = factory()
     with torch.no_grad():
         randomize_batchnorm(model, gen)
     model.eval()
-    inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    return model, tuple(torch.randn(*s, generator=gen) for s in input_shapes.values()), gen
+
+
+def export(name, factory, input_shapes, output_names, options, out_dir):
+    model, inputs, _ = seeded_model_and_inputs(factory, input_shapes, 1234)
     with torch.no_grad():
         outputs = model(*inputs)
     if isinstance(outputs, torch.Tensor):
@@ -163,23 +169,30 @@ def export(name, factory, input_shapes, output_names, options, out_dir):
           f"{len(m.graph.initializer)} initializers, ops {dict(sorted(ops.items()))}")
 
 
-def main():
+def fixture_main(description, out_below_tests, table, export_one, ignore_warning=""):
+    """The command line of a fixture exporter: `[--out DIR] [names...]`, each fixture of `table`
+    (name -> export_one's further arguments) exported by `export_one(name, *args, out)`, into
+    tests/<out_below_tests> by default; warnings matching `ignore_warning` are not shown."""
     here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "data"))
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", out_below_tests))
     ap.add_argument("names", nargs="*", help="fixtures to export (default: all)")
     args = ap.parse_args()
-    table = fixtures()
     for n in args.names:
         if n not in table:
             sys.exit(f"unknown fixture '{n}'; known: {' '.join(table)}")
     os.makedirs(args.out, exist_ok=True)
     torch.use_deterministic_algorithms(True)
+    warnings.filterwarnings("ignore", message=ignore_warning)
+    for name in args.names or table:
+        export_one(name, *table[name], args.out)
+
+
+def main():
     # The exporter warns that constant folding may alter trainable parameters under PRESERVE; the
     # models are in eval mode, so nothing trainable is folded.
-    warnings.filterwarnings("ignore", message="It is recommended that constant folding")
-    for name in args.names or table:
-        export(name, *table[name], args.out)
+    fixture_main(__doc__.splitlines()[0], "data", fixtures(), export,
+                 ignore_warning="It is recommended that constant folding")
 
 
 if __name__ == "__main__":

@@ -14,10 +14,8 @@ export it, see CMakeLists.txt)
 Usage: frontends/torch/export_grad_fixtures.py [--out DIR] [NAME ...]
 Runs under Debian's /usr/bin/python3 (python3-torch, python3-onnx).
 """
-import argparse
 import os
 import sys
-import warnings
 
 import numpy as np
 import onnx
@@ -25,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_fixtures import CNN, randomize_batchnorm  # noqa: E402
+from export_fixtures import CNN, fixture_main, seeded_model_and_inputs  # noqa: E402
 from models import MLP, EncoderLayer  # noqa: E402
 
 
@@ -39,14 +37,8 @@ def fixtures():
 
 
 def export(name, factory, input_shapes, loss, opset, out_dir):
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(4321)
-    model = factory()
-    with torch.no_grad():
-        randomize_batchnorm(model, gen)
-    inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    model, inputs, gen = seeded_model_and_inputs(factory, input_shapes, 4321)
     path = os.path.join(out_dir, name + ".onnx")
-    model.eval()
     torch.onnx.export(model, inputs, path, input_names=list(input_shapes), output_names=["y"],
                       opset_version=opset, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.PRESERVE)
@@ -76,20 +68,7 @@ def export(name, factory, input_shapes, loss, opset, out_dir):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "data", "grad"))
-    ap.add_argument("names", nargs="*", help="fixtures to export (default: all)")
-    args = ap.parse_args()
-    table = fixtures()
-    for n in args.names:
-        if n not in table:
-            sys.exit(f"unknown fixture '{n}'; known: {' '.join(table)}")
-    os.makedirs(args.out, exist_ok=True)
-    torch.use_deterministic_algorithms(True)
-    warnings.filterwarnings("ignore")
-    for name in args.names or table:
-        export(name, *table[name], args.out)
+    fixture_main(__doc__.splitlines()[0], os.path.join("data", "grad"), fixtures(), export)
 
 
 if __name__ == "__main__":

@@ -171,6 +171,26 @@ std::vector<int64_t> pooling_end_pads(const Window &w, const Shape &in, const Sh
     return pe;
 }
 
+// \p x padded for window \p w (begin pads, end pads \p pe) with \p value.
+std::string pad_window(GraphEmitter &e, const std::string &x, const Window &w, const std::vector<int64_t> &pe, double value) {
+    Shape padded = e.shape(x);
+    for (int d = 0; d < w.sp; d++) padded[2 + d] += w.pb[d] + pe[d];
+    if (padded == e.shape(x)) return x;
+    return e.op("Pad", {x}, padded,
+                {{"pads", concat(concat({0, 0}, w.pb), concat({0, 0}, pe))}, {"mode", std::string("constant")}, {"value", value}});
+}
+
+// What tap \p t (row-major over the kernel) of window \p w reads of the padded input \p xp at
+// every output position: a strided Slice of shape \p out.
+std::string tap_slice(GraphEmitter &e, const std::string &xp, const Window &w, int64_t t, const Shape &out) {
+    std::vector<int64_t> starts(2 + w.sp, 0), steps = concat({1, 1}, w.strides);
+    for (int d = w.sp - 1; d >= 0; d--) {
+        starts[2 + d] = (t % w.kernel[d]) * w.dilations[d];
+        t /= w.kernel[d];
+    }
+    return e.op("Slice", {xp}, out, {{"starts", starts}, {"steps", steps}});
+}
+
 // The weight gradient of a depthwise convolution (one input channel per group, \p g's channels a
 // multiple m of \p x's): per tap, the input at that tap's offset (a strided Slice of the padded
 // input) times the output gradient, summed over batch and positions; the taps joined by a Concat.
@@ -180,13 +200,7 @@ std::string depthwise_weight_grad(GraphEmitter &e, const std::string &x, const s
     int sp = w.sp;
     int64_t c = xs[1], mult = gs[1] / c;
     Shape os(gs.begin() + 2, gs.end());
-    std::vector<int64_t> pe = pooling_end_pads(w, xs, gs);
-    Shape padded = xs;
-    for (int d = 0; d < sp; d++) padded[2 + d] += w.pb[d] + pe[d];
-    std::string xp = x;
-    if (padded != xs)
-        xp = e.op("Pad", {xp}, padded,
-                  {{"pads", concat(concat({0, 0}, w.pb), concat({0, 0}, pe))}, {"mode", std::string("constant")}, {"value", 0.0}});
+    std::string xp = pad_window(e, x, w, pooling_end_pads(w, xs, gs), 0.0);
     // dY as [N, C, m, positions...]; each tap's input slice as [N, C, 1, positions...].
     std::string gv = e.reshape(g, concat({gs[0], c, mult}, os));
     int64_t taps = 1;
@@ -195,14 +209,7 @@ std::string depthwise_weight_grad(GraphEmitter &e, const std::string &x, const s
     for (int d = 0; d < sp; d++) reduce.push_back(3 + d);
     std::vector<std::string> per_tap;
     for (int64_t t = 0; t < taps; t++) {
-        std::vector<int64_t> starts(2 + sp, 0), steps = concat({1, 1}, w.strides);
-        int64_t rest = t;
-        for (int d = sp - 1; d >= 0; d--) {
-            starts[2 + d] = (rest % w.kernel[d]) * w.dilations[d];
-            rest /= w.kernel[d];
-        }
-        std::string xt = e.op("Slice", {xp}, concat({xs[0], c}, os), {{"starts", starts}, {"steps", steps}});
-        xt = e.reshape(xt, concat({xs[0], c, 1}, os));
+        std::string xt = e.reshape(tap_slice(e, xp, w, t, concat({xs[0], c}, os)), concat({xs[0], c, 1}, os));
         per_tap.push_back(e.reshape(e.reduce_sum(e.mul(gv, xt), reduce, false), {c, mult, 1}));  // [C, m, 1]
     }
     std::string joined = taps == 1 ? per_tap[0] : e.op("Concat", per_tap, {c, mult, taps}, {{"axis", int64_t(2)}});
@@ -246,40 +253,25 @@ std::string conv_weight_grad(GraphEmitter &e, const std::string &x, const std::s
     return e.reshape(r, concat({gs[1], cg}, w.kernel));
 }
 
-Grads conv(VjpArgs &a) {
+// Conv, and ConvTranspose (\p transposed), the adjoint of a Conv with the same window: a Conv's
+// input gradient is that ConvTranspose and a ConvTranspose's that Conv (the weight [C_in,
+// C_out / group, k] is already in Conv's layout for the reverse direction); a ConvTranspose's
+// weight gradient is the conv weight gradient with the roles of input and output swapped.
+Grads conv_family(VjpArgs &a, bool transposed) {
     GraphEmitter &e = a.e;
     const Shape &xs = a.xs(0), &ys = a.ys();
     int sp = (int)xs.size() - 2;
     Window w = window_of(a.node, sp);
     int64_t group = a.node.get_int("group", 1);
     const std::string &G = a.dy[0];
+    std::map<std::string, AttrValue> attrs = {{"kernel_shape", w.kernel}, {"strides", w.strides},
+                                              {"dilations", w.dilations}, {"pads", concat(w.pb, w.pe)}, {"group", group}};
     Grads out(3);
-    if (a.want(0))
-        out[0] = e.op("ConvTranspose", {G, a.x(1)}, xs,
-                      {{"kernel_shape", w.kernel}, {"strides", w.strides}, {"dilations", w.dilations},
-                       {"pads", concat(w.pb, w.pe)}, {"group", group},
-                       {"output_padding", output_padding(w, xs, ys, w.pe)}});
-    if (a.want(1)) out[1] = conv_weight_grad(e, a.x(0), G, w, group);
-    if (a.node.has_input(2) && a.want(2)) out[2] = e.reduce_sum(G, concat({0}, iota(2, 2 + sp)), false);
-    return out;
-}
-
-// ConvTranspose is the adjoint of a Conv with the same window: its input gradient is that Conv
-// (the weight [C_in, C_out / group, k] is already in Conv's layout for the reverse direction), and
-// its weight gradient the conv weight gradient with the roles of input and output swapped.
-Grads conv_transpose(VjpArgs &a) {
-    GraphEmitter &e = a.e;
-    const Shape &xs = a.xs(0);
-    int sp = (int)xs.size() - 2;
-    Window w = window_of(a.node, sp);
-    int64_t group = a.node.get_int("group", 1);
-    const std::string &G = a.dy[0];
-    Grads out(3);
-    if (a.want(0))
-        out[0] = e.op("Conv", {G, a.x(1)}, xs,
-                      {{"kernel_shape", w.kernel}, {"strides", w.strides}, {"dilations", w.dilations},
-                       {"pads", concat(w.pb, w.pe)}, {"group", group}});
-    if (a.want(1)) out[1] = conv_weight_grad(e, G, a.x(0), w, group);
+    if (a.want(0)) {
+        if (!transposed) attrs["output_padding"] = output_padding(w, xs, ys, w.pe);
+        out[0] = e.op(transposed ? "Conv" : "ConvTranspose", {G, a.x(1)}, xs, attrs);
+    }
+    if (a.want(1)) out[1] = transposed ? conv_weight_grad(e, G, a.x(0), w, group) : conv_weight_grad(e, a.x(0), G, w, group);
     if (a.node.has_input(2) && a.want(2)) out[2] = e.reduce_sum(G, concat({0}, iota(2, 2 + sp)), false);
     return out;
 }
@@ -292,13 +284,7 @@ Grads max_pool(VjpArgs &a) {
     user_check(a.node.outputs.size() == 1 || a.node.outputs[1].empty(), a.node.describe(),
                ": no gradient rule for MaxPool's Indices output; export the model without return_indices");
     std::vector<int64_t> pe = pooling_end_pads(w, xs, ys);
-    Shape padded = xs;
-    for (int d = 0; d < sp; d++) padded[2 + d] += w.pb[d] + pe[d];
-    std::string xp = a.x(0);
-    if (padded != xs)
-        xp = e.op("Pad", {xp}, padded,
-                  {{"pads", concat(concat({0, 0}, w.pb), concat({0, 0}, pe))}, {"mode", std::string("constant")},
-                   {"value", -3.4e38}});
+    std::string xp = pad_window(e, a.x(0), w, pe, -3.4e38);
     // Each output's gradient goes to the first tap (in row-major order) that holds the maximum,
     // as PyTorch's does.
     int64_t taps = 1;
@@ -307,13 +293,7 @@ Grads max_pool(VjpArgs &a) {
     std::string taken, y = a.y(), dy = a.dy[0];
     std::vector<std::string> parts;
     for (int64_t t = 0; t < taps; t++) {
-        std::vector<int64_t> starts(2 + sp, 0), steps = concat({1, 1}, w.strides);
-        int64_t rest = t;
-        for (int d = sp - 1; d >= 0; d--) {
-            starts[2 + d] = (rest % w.kernel[d]) * w.dilations[d];
-            rest /= w.kernel[d];
-        }
-        std::string xt = e.op("Slice", {xp}, ys, {{"starts", starts}, {"steps", steps}});
+        std::string xt = tap_slice(e, xp, w, t, ys);
         std::string m = as_f32(e, e.binary("Equal", xt, y));
         if (!taken.empty()) m = e.mul(m, e.sub(e.scalar(1), taken));
         taken = taken.empty() ? m : e.add(taken, m);
@@ -349,6 +329,20 @@ Grads average_pool(VjpArgs &a) {
         div.set(i, 1.0 / (double)std::max<int64_t>(count, 1));
     }
     std::string scaled = e.mul(a.dy[0], e.constant(div, "pool_divisor"));
+    // Windows that tile the input exactly (kernel = stride, no pads or dilation): each input
+    // element's gradient is its window's, a broadcast (dY as [.., o, 1, ..] expanded to [.., o, s, ..]).
+    bool tiles = true;
+    for (int d = 0; d < sp; d++)
+        tiles = tiles && w.kernel[d] == w.strides[d] && w.dilations[d] == 1 && w.pb[d] == 0 && w.pe[d] == 0 &&
+                os[d] * w.strides[d] == xs[2 + d];
+    if (tiles) {
+        Shape split = {xs[0], xs[1]}, wide = split;
+        for (int d = 0; d < sp; d++) {
+            split.push_back(os[d]), split.push_back(1);
+            wide.push_back(os[d]), wide.push_back(w.strides[d]);
+        }
+        return {e.reshape(e.expand(e.reshape(scaled, split), wide), xs)};
+    }
     Shape flat = concat({xs[0] * xs[1], 1}, os);
     return {scatter_taps(e, e.reshape(scaled, flat), w, xs, ys, pooling_end_pads(w, xs, ys), true)};
 }
@@ -722,8 +716,8 @@ std::map<std::string, VjpRule> make_rules() {
     };
     r["MatMul"] = matmul;
     r["Gemm"] = gemm;
-    r["Conv"] = conv;
-    r["ConvTranspose"] = conv_transpose;
+    r["Conv"] = [](VjpArgs &a) { return conv_family(a, false); };
+    r["ConvTranspose"] = [](VjpArgs &a) { return conv_family(a, true); };
     r["MaxPool"] = max_pool;
     r["AveragePool"] = average_pool;
     r["GlobalAveragePool"] = global_average_pool;

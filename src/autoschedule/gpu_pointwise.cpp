@@ -50,9 +50,23 @@ void GpuCtx::pointwise_kernel(const LoweredFunc &f) {
     st.add("reorder", order);
     st.add("gpu_threads", {xt, yt});
     std::vector<ScheduleArg> blocks = {xo, yo};
-    if (rank >= 3) blocks.push_back(fuse_outer(st, f, rank - 2));
+    if (rank >= 3) {
+        std::string outer = fuse_outer(st, f, rank - 2);
+        if (outer_extent(f, rank - 2) > kMaxGridYZ) {  // past gridDim.z's limit: make it blockIdx.x
+            st.add("reorder", {outer, xo, yo});
+            blocks.insert(blocks.begin(), outer);
+        } else {
+            blocks.push_back(outer);
+        }
+    }
     st.add("gpu_blocks", blocks);
     s.statements.push_back(st);
+}
+
+int64_t outer_extent(const LoweredFunc &f, int n) {
+    int64_t e = 1;
+    for (int k = 0; k < n; k++) e *= f.extents[k];
+    return e;
 }
 
 std::string fuse_outer(ScheduleStatement &st, const LoweredFunc &f, int n) {

@@ -64,11 +64,12 @@ void GpuCtx::short_reduction(const LoweredFunc &r) {
         threads.push_back(yt);
         blocks.push_back(yo);
     }
-    for (auto &b : blocks) order.push_back(b);
     if (r.vars.size() >= 3) {
-        blocks.push_back(fuse_outer(up, r, (int)r.vars.size() - 2));
-        order.push_back(blocks.back());
+        std::string outer = fuse_outer(up, r, (int)r.vars.size() - 2);
+        // Past gridDim.z's limit the fused outer var is blockIdx.x instead.
+        blocks.insert(outer_extent(r, (int)r.vars.size() - 2) > kMaxGridYZ ? blocks.begin() : blocks.end(), outer);
     }
+    for (auto &b : blocks) order.push_back(b);
     up.add("reorder", order).add("gpu_threads", threads).add("gpu_blocks", blocks);
     s.statements.push_back(up);
 }

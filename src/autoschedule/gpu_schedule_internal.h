@@ -30,6 +30,10 @@ namespace loom::gpu_autosched {
 
 constexpr int kVec = 4;             ///< floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128;  ///< threads per block of a pointwise kernel
+constexpr int64_t kMaxGridYZ = 65535;  ///< CUDA's limit on gridDim.y and .z (gridDim.x: 2^31 - 1)
+
+/// Product of the extents of \p f's outermost \p n vars (what fuse_outer makes one var of).
+int64_t outer_extent(const LoweredFunc &f, int n);
 constexpr int kRowThreads = 256;    ///< threads per row in a row kernel / block reduction
 /// Floats per thread access in a plain row kernel (softmax, LayerNorm): 8 bytes. Halide's PTX backend
 /// caps store alignment at 8 bytes, so a 16-byte vector store becomes two 8-byte stores of packed

@@ -112,7 +112,7 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 }
 
 // Output channels vectorized, for a conv whose weights lowering blocked by channel
-// (LoweredFunc::conv_weight_block, [C_out/16][C_in][kH][kW][16]): a tile of NP (w) x NH (rows)
+// (LoweredFunc::conv_weight_block B, [C_out/B][C_in][kH][kW][B]): a tile of NP (w) x NH (rows)
 // pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
 // block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
 // computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph

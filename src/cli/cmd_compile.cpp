@@ -1,6 +1,7 @@
 // `loom compile model.onnx --target cuda|host -o out/`: an ahead-of-time artifact (codegen/aot.h)
 // with the model's C API, plus seeded inputs and the reference interpreter's outputs for checking.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -9,6 +10,7 @@
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
 #include "graph/npy.h"
+#include "measure/output_tolerance.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
@@ -59,12 +61,21 @@ void compile(const CompileOptions &o) {
     ao.max_registers = applied.max_registers;
     ao.raise_spilling_budgets = spec == "auto";  // the cost model's budgets are a rule; a hand-written one is the user's
     auto write_data = [&](const std::string &dir) {
-        if (o.no_reference) return;
+        if (o.no_reference) {  // the rule without the output-scale term, which needs the reference's values
+            std::map<std::string, OutputTolerance> tolerances;
+            for (const auto &out : g.outputs) tolerances[out] = output_tolerance(g, out, lo.gemm_precision, nullptr);
+            std::filesystem::create_directories(dir + "/data");
+            std::ofstream(dir + "/data/tolerance.txt") << tolerance_file_text(tolerances);
+            return;
+        }
         auto ins = make_inputs(g, "", o.seed);
-        auto ref = run_reference(g, ins);
+        std::map<std::string, OutputTolerance> tolerances;
+        auto ref = run_reference_with_tolerances(g, ins, lo.gemm_precision, tolerances);
         std::filesystem::create_directories(dir + "/data");
         for (const auto &[n, t] : ins) write_npy(dir + "/data/" + n + ".npy", t);
         for (const auto &[n, t] : ref) write_npy(dir + "/data/expected_" + n + ".npy", t);
+        // Each output's tolerance for tools/loom_run (measure/output_tolerance.h states the rule).
+        std::ofstream(dir + "/data/tolerance.txt") << tolerance_file_text(tolerances);
     };
     AotArtifact a = with_schedule_errors(applied, [&] { return compile_aot(p, target, o.out, ao, write_data); });
     for (const auto &w : a.warnings) std::cerr << "warning: " << w << "\n";
@@ -73,7 +84,9 @@ void compile(const CompileOptions &o) {
               << (a.pipelines > 1 ? " (" + std::to_string(a.pipelines) + " pipelines)" : std::string()) << " into "
               << a.dir << ":\n  " << a.static_lib << "\n  " << a.shared_lib << "\n  " << a.header << "\n  "
               << a.manifest << "\n";
-    if (!o.no_reference) std::cout << "  data/: seeded inputs (seed " << o.seed << ") and reference outputs\n";
+    if (!o.no_reference)
+        std::cout << "  data/: seeded inputs (seed " << o.seed << "), reference outputs and their tolerances ("
+                  << precision_name(lo.gemm_precision) << ")\n";
 }
 }  // namespace
 
@@ -91,7 +104,9 @@ void add_compile_command(CLI::App &app) {
     c->add_option("--name", o->name, "C name of the model (default: the model file's stem)");
     c->add_option("--seed", o->seed, "Seed of the saved inputs")->default_val(1);
     c->add_flag("--force", o->force, "Replace an existing output folder");
-    c->add_flag("--no-reference", o->no_reference, "Do not write data/ (inputs and reference outputs)");
+    c->add_flag("--no-reference", o->no_reference,
+                "Write no inputs and reference outputs under data/, only tolerance.txt (each output's tolerance "
+                "without the output-scale term)");
     c->add_flag("--print-schedule", o->print_schedule, "Print the schedule used");
     add_library_flags(c, o->libs);
     c->add_flag("--train", o->train, "Compile a training step: forward, backward and update (train_artifact.h; CPU)");

@@ -11,6 +11,7 @@
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
 #include "codegen/openmp_threading.h"
+#include "measure/output_tolerance.h"
 #include "measure/profile.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
@@ -34,38 +35,31 @@ struct RunOptions {
     bool autosched = false;
     bool check = false;
     bool profile = false;
-    double rtol = 1e-5;
+    double rtol = 0;  ///< 0: each output's tolerance by the rule of measure/output_tolerance.h
     int repeats = 5;
     std::string threading = "halide";
     std::vector<std::string> dims;  ///< --dim NAME=LO..HI
     bool dynamic = false;           ///< --dynamic
 };
 
-// Compares each output with the reference; prints a line per output and returns false past tolerance.
+// Compares each output with the reference; prints a line per output and returns false past its tolerance.
 bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std::string, Tensor> &ref,
-                   double rtol) {
+                   const std::map<std::string, OutputTolerance> &tolerances) {
     bool ok = true;
     for (const auto &[name, r] : ref) {
         const Tensor &o = outs.at(name);
-        double num = 0, den = 0, max_abs = 0;
-        int64_t worst = 0, bad = 0;
-        for (int64_t i = 0; i < r.numel(); i++) {
-            double a = o.get(i), b = r.get(i), d = std::abs(a - b);
-            if (!std::isfinite(a) && std::isfinite(b)) d = INFINITY, bad++;
-            num += d * d, den += b * b;
-            if (d > max_abs || i == 0) max_abs = d, worst = i;
-        }
-        double rel = std::sqrt(num / (den > 0 ? den : 1));
-        bool pass = bad == 0 && rel < rtol && std::isfinite(rel);
+        const OutputTolerance &tol = tolerances.at(name);
+        OutputError e = output_error(o, r);
+        bool pass = e.passes(tol.rtol);
         ok &= pass;
         std::vector<int64_t> idx(r.rank());
-        for (int d = r.rank() - 1, w = worst; d >= 0; d--) idx[d] = w % r.shape()[d], w /= r.shape()[d];
-        std::cout << "  check " << name << ": rel error " << std::scientific << std::setprecision(2) << rel
-                  << ", max abs " << max_abs << std::defaultfloat << " at [";
+        for (int64_t d = r.rank() - 1, w = e.worst; d >= 0; d--) idx[d] = w % r.shape()[d], w /= r.shape()[d];
+        std::cout << "  check " << name << ": rel error " << std::scientific << std::setprecision(2) << e.rel
+                  << ", max abs " << e.max_abs << std::defaultfloat << " at [";
         for (size_t d = 0; d < idx.size(); d++) std::cout << (d ? "," : "") << idx[d];
-        std::cout << "] (got " << o.get(worst) << ", want " << r.get(worst) << ")";
-        if (bad) std::cout << ", " << bad << " non-finite";
-        std::cout << (pass ? "  ok\n" : "  FAILED\n");
+        std::cout << "] (got " << o.get(e.worst) << ", want " << r.get(e.worst) << ")";
+        if (e.non_finite) std::cout << ", " << e.non_finite << " non-finite";
+        std::cout << (pass ? "  ok" : "  FAILED") << ", tolerance " << tol.describe() << "\n";
     }
     return ok;
 }
@@ -136,9 +130,15 @@ void run(const RunOptions &o) {
     Graph g = load_model(o.model, o.inputs, false, o.input_dir);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
+    std::map<std::string, OutputTolerance> tolerances;
     if (spec.empty() || o.check) {
         auto t0 = std::chrono::steady_clock::now();
-        ref = run_reference(g, ins);
+        ref = run_reference_with_tolerances(g, ins, Precision::FP32, tolerances);
+        if (o.rtol > 0)
+            for (auto &[name, t] : tolerances) {
+                t.rtol = o.rtol;
+                t.fixed = true;
+            }
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (spec.empty()) {
             std::cout << "reference run of " << o.model << ": " << ms << " ms\n" << summarize(ref);
@@ -159,9 +159,9 @@ void run(const RunOptions &o) {
                   << ", run "
                   << std::setprecision(3) << times[times.size() / 2] << " ms (median of " << times.size()
                   << ")\n" << std::defaultfloat << summarize(outs);
-        if (o.check && !check_outputs(outs, ref, o.rtol))
-            throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond rel. error ",
-                                    o.rtol, " under schedule '", spec,
+        if (o.check && !check_outputs(outs, ref, tolerances))
+            throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond their tolerance",
+                                    o.rtol > 0 ? str_cat(" (--rtol ", o.rtol, ")") : std::string(), " under schedule '", spec,
                                     "'; compare with --schedule eager to tell a lowering bug from a schedule bug"));
         if (o.profile)
             std::cout << "\n" << format_profile(profile_model(sm.pipeline, target, {ins}, kRunProfileBudgetMs), spec);
@@ -183,7 +183,10 @@ void add_run_command(CLI::App &app) {
     c->add_flag("--check", o->check, "Compare every output with the reference interpreter; fail past --rtol");
     c->add_flag("--profile", o->profile,
                 "Then profile the compiled model: its time kernel by kernel (Halide's sampling profiler)");
-    c->add_option("--rtol", o->rtol, "Tolerance of --check on ‖out−ref‖/‖ref‖")->default_val(1e-5);
+    c->add_option("--rtol", o->rtol,
+                  "Tolerance of --check on ‖out−ref‖/‖ref‖ (default: per output, from the model's depth and output "
+                  "scale, as printed)")
+        ->check(CLI::NonNegativeNumber);
     c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8; "
                   "repeated for one input, several sizes run on one compile (dynamic shapes)");

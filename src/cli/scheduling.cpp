@@ -41,9 +41,16 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     bool cuda = target.has_feature(Halide::Target::CUDA);
     user_check(cuda || !flags.tf32, command, ": --tf32 applies to cuBLAS/cuDNN on --target cuda only; drop it for ",
                target.to_string());
+    Precision precision = library_precision(flags, command);
+    user_check(cuda || precision == Precision::FP32, command, ": --precision ", precision_name(precision),
+               " applies to cuBLAS/cuDNN on --target cuda only (CPU kernels compute in the model's type); drop it for ",
+               target.to_string());
     lo.gemm_extern = cuda && !flags.no_cublas;
     lo.conv_extern = cuda && !flags.no_cudnn;
-    lo.gemm_tf32 = (lo.gemm_extern || lo.conv_extern) && flags.tf32;
+    user_check(precision == Precision::FP32 || lo.gemm_extern || lo.conv_extern, command, ": --precision ",
+               precision_name(precision), " sets the math of the cuBLAS/cuDNN stages, and --no-cublas --no-cudnn "
+               "leaves none (Halide's kernels compute in FP32); drop --precision or one of them");
+    lo.gemm_precision = (lo.gemm_extern || lo.conv_extern) ? precision : Precision::FP32;
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
@@ -52,12 +59,28 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     return lo;
 }
 
+Precision library_precision(const LibraryFlags &flags, const std::string &command) {
+    if (flags.precision.empty()) return flags.tf32 ? Precision::TF32 : Precision::FP32;
+    Precision p;
+    try {
+        p = parse_precision(flags.precision);
+    } catch (const UserError &e) {
+        throw UserError(command + ": --precision: " + e.what());
+    }
+    user_check(!flags.tf32 || p == Precision::TF32, command, ": --tf32 is --precision tf32, and --precision ",
+               flags.precision, " asks for another; give one of them");
+    return p;
+}
+
 void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
     cmd->add_flag("--no-cublas", flags.no_cublas, "cuda: lower GEMMs in Halide instead of calling cuBLAS");
     cmd->add_flag("--no-cudnn", flags.no_cudnn, "cuda: lower 2-D convolutions in Halide instead of calling cuDNN");
     cmd->add_flag("--unfused-epilogues", flags.unfused_epilogues,
                   "cuda: keep a GEMM's or conv's bias and activation in a Halide kernel instead of the library's fused epilogue");
-    cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (faster, ~1e-3 relative error)");
+    cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (same as --precision tf32)");
+    cmd->add_option("--precision", flags.precision,
+                    "cuda: fp32 | tf32 | bf16 | fp16: GEMMs and convs (cuBLAS/cuDNN) on tensor cores with operands in "
+                    "that precision and FP32 accumulation, as autocast; everything else and the outputs stay FP32");
 }
 
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,

@@ -28,6 +28,7 @@ AutoscheduleFn autoscheduler_for(const Halide::Target &target);
 /// that a schedule written by one names the Funcs the other lowers.
 struct LibraryFlags {
     bool no_cublas = false, no_cudnn = false, tf32 = false;
+    std::string precision;           ///< --precision fp32|tf32|bf16|fp16 ("": fp32, or tf32 with --tf32)
     bool unfused_epilogues = false;  ///< LowerOptions::fuse_activation_epilogue off
 };
 
@@ -36,7 +37,11 @@ struct LibraryFlags {
 /// naming \p command).
 LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &flags, const std::string &command);
 
-/// Adds --no-cublas, --no-cudnn and --tf32 to \p cmd.
+/// The precision \p flags ask for: --precision, else tf32 with --tf32, else fp32; UserError for an
+/// unknown name or a --tf32 that contradicts --precision.
+Precision library_precision(const LibraryFlags &flags, const std::string &command);
+
+/// Adds --no-cublas, --no-cudnn, --tf32 and --precision to \p cmd.
 void add_library_flags(CLI::App *cmd, LibraryFlags &flags);
 
 /// A lowered, scheduled model, ready to compile.

@@ -41,24 +41,47 @@ int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias
     return 0;
 }
 
-// g_handle created (once), its math mode set for \p tf32 and its stream to Halide's (g_lock held).
-int prepare_handle(int32_t tf32) {
+// The compute type of a stage's precision argument (lower/precision.h: 0 FP32, 1 TF32, 2 BF16,
+// 3 FP16): FP32 operands and results, products on tensor cores from operands rounded to the low
+// precision, accumulated in FP32 (the FAST types), or full FP32 math.
+cublasComputeType_t compute_type(int32_t precision) {
+    switch (precision) {
+    case 1: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case 2: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case 3: return CUBLAS_COMPUTE_32F_FAST_16F;
+    default: return CUBLAS_COMPUTE_32F;
+    }
+}
+
+// g_handle created (once), in the default math mode (the compute type of each call decides) with
+// its stream Halide's (g_lock held).
+int prepare_handle() {
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_handle && (s = cublasCreate(&g_handle)) != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", (int)s);
-    s = cublasSetMathMode(g_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    s = cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g_handle, (cudaStream_t)stage_stream());
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSetMathMode/SetStream", (int)s);
     return 0;
 }
 
+// Column-major y = alpha op(a) op(b) for \p batch FP32 GEMMs in \p precision's compute type.
+cublasStatus_t gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
+                            const void *a, int lda, long long sa, const void *b, int ldb, long long sb, void *y,
+                            int ldy, long long sy, int batch, int32_t precision) {
+    const float zero = 0.0f;
+    return cublasGemmStridedBatchedEx(g_handle, opa, opb, m, n, k, &alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb,
+                                      sb, &zero, y, CUDA_R_32F, ldy, sy, batch, compute_type(precision),
+                                      CUBLAS_GEMM_DEFAULT);
+}
+
 // Below: one GEMM through cuBLASLt, its algorithm picked by GPU time.
-int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int act, const void *pbias,
+int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
               const void *pa, int lda, const void *pb, int ldb, void *py, int ldy);
 
 }  // namespace
 
 extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K,
-                                 int32_t ta, int32_t tb, float alpha, int32_t tf32, halide_buffer_t *y) {
+                                 int32_t ta, int32_t tb, float alpha, int32_t precision, halide_buffer_t *y) {
     int rank = y->dimensions;  // 2, or 3 (batch outermost)
     int j0 = y->dim[0].min, nj = y->dim[0].extent, i0 = y->dim[1].min, ni = y->dim[1].extent;
     int b0 = rank == 3 ? y->dim[2].min : 0, nb = rank == 3 ? y->dim[2].extent : 1;
@@ -100,18 +123,17 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
         // One GEMM: cuBLASLt, its candidates picked by GPU time (lt_matmul), as the epilogue and
         // 1x1-conv stages do; cublasSgemm's heuristic alone can be far off
         // (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm).
-        if (int r = lt_matmul(fold ? ni * nb : ni, nj, K, ta, tb, alpha, tf32, 0, nullptr, pa, lda, pb, ldb, py, ldy))
+        if (int r = lt_matmul(fold ? ni * nb : ni, nj, K, ta, tb, alpha, precision, 0, nullptr, pa, lda, pb, ldb, py, ldy))
             return r;
         y->set_device_dirty(true);
         return 0;
     }
     // Several GEMMs over a batch that does not fold into one: the cuBLAS handle, only here.
-    if (int r = prepare_handle(tf32)) return r;
+    if (int r = prepare_handle()) return r;
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const float zero = 0.0f;
-    cublasStatus_t s = cublasSgemmStridedBatched(g_handle, opb, opa, nj, ni, K, &alpha, pb, ldb, 0, pa, lda,
-                                                 a->dim[2].stride, &zero, py, ldy, y->dim[2].stride, nb);
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasSgemmStridedBatched", (int)s);
+    cublasStatus_t s = gemm_batched(opb, opa, nj, ni, K, alpha, pb, ldb, 0, pa, lda, a->dim[2].stride, py, ldy,
+                                    y->dim[2].stride, nb, precision);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasGemmStridedBatchedEx", (int)s);
     y->set_device_dirty(true);
     return 0;
 }
@@ -182,14 +204,14 @@ std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPla
 // (lt_enumerate) by their GPU time (gpu_time_ms) on the real operands once, and keeps the fastest:
 // the first choice can be far off (16384x1024x256: 1.4x slower than cublasSgemm's kernel). g_lock
 // held. 0, or fail()'s -1.
-int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int act, const void *pbias,
+int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
               const void *pa, int lda, const void *pb, int ldb, void *py, int ldy) {
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
     if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
         return fail("allocating the cuBLASLt workspace", 0);
     const float zero = 0.0f;
-    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, tf32, lda, ldb, ldy, pbias);
+    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, precision, lda, ldb, ldy, pbias);
     auto it = g_lt_plans.find(key);
     if (it == g_lt_plans.end()) {
         LtPlan p;
@@ -197,7 +219,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
         cublasLtEpilogue_t epi = act == 1   ? CUBLASLT_EPILOGUE_RELU_BIAS
                                  : act == 2 ? CUBLASLT_EPILOGUE_GELU_BIAS
                                             : CUBLASLT_EPILOGUE_DEFAULT;
-        s = cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        s = cublasLtMatmulDescCreate(&p.op, compute_type(precision), CUDA_R_32F);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
         if (s == CUBLAS_STATUS_SUCCESS)
@@ -245,7 +267,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
         // Timing a candidate costs milliseconds of host time (gpu_time_ms's holds): only a GEMM long
         // enough for a few percent to matter is worth the enumeration's dozens more.
         if (best / kGpuTimeCalls >= kLtEnumerateMinMs)  // gpu_time_ms: the total of its calls
-            time_all(lt_enumerate(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, p.op, p.a, p.b, p.y));
+            time_all(lt_enumerate(compute_type(precision), p.op, p.a, p.b, p.y));
         if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }
@@ -262,7 +284,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int tf32, int ac
 // a bias per output column, in one cublasLtMatmul with the RELU_BIAS (act 1) or GELU_BIAS (act 2,
 // the tanh form) epilogue (lt_matmul).
 extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias, int32_t M,
-                                      int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t tf32,
+                                      int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t precision,
                                       int32_t act, halide_buffer_t *y) {
     if (act != 1 && act != 2) return fail("unknown activation code (1: ReLU, 2: tanh GELU)", act);
     if (a->is_bounds_query()) {  // all of A: the epilogue call computes the whole output
@@ -275,7 +297,7 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
     if (int r = stage_operands(a, b, bias, y)) return r;
     std::lock_guard<std::mutex> guard(g_lock);
     const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
-    if (int r = lt_matmul(M, N, K, ta, tb, alpha, tf32, act, (const void *)(uintptr_t)bias->device, pa,
+    if (int r = lt_matmul(M, N, K, ta, tb, alpha, precision, act, (const void *)(uintptr_t)bias->device, pa,
                           a->dim[1].stride, pb, b->dim[1].stride, (void *)(uintptr_t)y->device, y->dim[1].stride))
         return r;
     y->set_device_dirty(true);
@@ -287,7 +309,7 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
 // column-major y^T (P × Co, ld = y's channel stride) = x^T (P × C, ld = x's channel stride) ·
 // w^T (C × Co, ld = C). One cublasSgemm, or a strided batch over the images (w's stride 0).
 extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t N, int32_t C, int32_t H,
-                                   int32_t W, int32_t Co, int32_t tf32, halide_buffer_t *y) {
+                                   int32_t W, int32_t Co, int32_t precision, halide_buffer_t *y) {
     int n0 = y->dim[3].min, nb = y->dim[3].extent;
     if (x->is_bounds_query()) {  // Halide dims (w, h, c, n): every pixel and channel of the images asked for
         set_dim(x, 0, 0, W);
@@ -319,15 +341,49 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
         // One image: row-major y [Co, P] = w [Co, C] · x [C, P] through cuBLASLt, its algorithm picked
         // by GPU time (cublasSgemm's heuristic gave 1x1 GEMMs a split-K reduce kernel:
         // bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm).
-        if (int r = lt_matmul(Co, P, C, 0, 0, 1.0f, tf32, 0, nullptr, pw, ldw, px, ldx, py, ldy)) return r;
+        if (int r = lt_matmul(Co, P, C, 0, 0, 1.0f, precision, 0, nullptr, pw, ldw, px, ldx, py, ldy)) return r;
         y->set_device_dirty(true);
         return 0;
     }
-    if (int r = prepare_handle(tf32)) return r;
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasSgemmStridedBatched(g_handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, &one, px, ldx,
-                                                 x->dim[3].stride, pw, ldw, 0, &zero, py, ldy, y->dim[3].stride, nb);
-    if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasSgemmStridedBatched", (int)s);
+    if (int r = prepare_handle()) return r;
+    cublasStatus_t s = gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, P, Co, C, 1.0f, px, ldx, x->dim[3].stride, pw, ldw, 0,
+                                    py, ldy, y->dim[3].stride, nb, precision);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("1x1 conv: cublasGemmStridedBatchedEx", (int)s);
+    y->set_device_dirty(true);
+    return 0;
+}
+
+// Batched products of two computed operands (attention's Q K^T and P V): y[b] = a[b] b[b].
+// Rank 3 ([inner, M, K] and so on) or 4 ([outer, inner, M, K]); the batch dims must be dense, one
+// stride apart, to be one dim of cuBLAS's.
+extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32_t inner, int32_t outer, int32_t M,
+                                   int32_t N, int32_t K, int32_t precision, halide_buffer_t *y) {
+    const int batch = inner * outer, rank = y->dimensions;
+    auto whole = [&](halide_buffer_t *t, int cols, int rows) {
+        set_dim(t, 0, 0, cols);
+        set_dim(t, 1, 0, rows);
+        set_dim(t, 2, 0, inner);
+        if (rank == 4) set_dim(t, 3, 0, outer);
+    };
+    bool query = false;
+    if (a->is_bounds_query()) query = true, whole(a, K, M);  // all of a and b, whatever part of y is asked for
+    if (b->is_bounds_query()) query = true, whole(b, N, K);
+    if (query || y->is_bounds_query()) return 0;
+    for (int d = 0; d < rank; d++)
+        if (y->dim[d].min != 0 || y->dim[d].extent != (d == 0 ? N : d == 1 ? M : d == 2 ? inner : outer))
+            return fail("the output region must be the whole product (compute the extern at root)", d);
+    if (int r = stage_operands(a, b, nullptr, y)) return r;
+    for (halide_buffer_t *t : {a, b, y})
+        if (rank == 4 && t->dim[3].stride != t->dim[2].stride * t->dim[2].extent)
+            return fail("batched product: the batch dims must be dense", 3);
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (int r = prepare_handle()) return r;
+    // Row-major y = a b is column-major y^T = b^T a^T, as in loom_cublas_sgemm.
+    cublasStatus_t s = gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, 1.0f, (const void *)(uintptr_t)b->device,
+                                    b->dim[1].stride, b->dim[2].stride, (const void *)(uintptr_t)a->device,
+                                    a->dim[1].stride, a->dim[2].stride, (void *)(uintptr_t)y->device,
+                                    y->dim[1].stride, y->dim[2].stride, batch, precision);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail("batched product: cublasGemmStridedBatchedEx", (int)s);
     y->set_device_dirty(true);
     return 0;
 }

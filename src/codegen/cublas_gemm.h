@@ -4,27 +4,36 @@
 /// \code
 ///   extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t m, int32_t n,
 ///                                    int32_t k, int32_t trans_a, int32_t trans_b, float alpha,
-///                                    int32_t tf32, halide_buffer_t *y);
+///                                    int32_t precision, halide_buffer_t *y);
 ///   extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b,
 ///                                         halide_buffer_t *bias, int32_t m, int32_t n, int32_t k,
 ///                                         int32_t trans_a, int32_t trans_b, float alpha,
-///                                         int32_t tf32, int32_t act, halide_buffer_t *y);
+///                                         int32_t precision, int32_t act, halide_buffer_t *y);
+///   extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32_t inner,
+///                                      int32_t outer, int32_t m, int32_t n, int32_t k,
+///                                      int32_t precision, halide_buffer_t *y);
 ///   extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
-///                                      int32_t h, int32_t w_, int32_t co, int32_t tf32,
+///                                      int32_t h, int32_t w_, int32_t co, int32_t precision,
 ///                                      halide_buffer_t *y);
 /// \endcode
 /// y = alpha · op(a) op(b) in row-major terms (a: [M, K] or [K, M], or [batch, M, K]; b: [K, N] or
-/// [N, K]); one cublasSgemm on the device pointers (batched a folded into M when dense, else
-/// cublasSgemmStridedBatched with b's stride 0). Bounds queries fill in a's rows of the requested
+/// [N, K]); one cuBLASLt GEMM on the device pointers (batched a folded into M when dense, else
+/// cublasGemmStridedBatchedEx with b's stride 0). Bounds queries fill in a's rows of the requested
 /// output region and all of b. Inputs are copied to the device through Halide's CUDA device
 /// interface when needed (the constant b once: Halide keeps its device copy), y is device-malloc'd
-/// when Halide gave it none and marked device-dirty. Math mode CUBLAS_DEFAULT_MATH (full FP32)
-/// unless tf32 != 0 (CUBLAS_TF32_TENSOR_OP_MATH). The stream is the legacy default stream, the one
+/// when Halide gave it none and marked device-dirty. Operands and y are FP32 whatever the
+/// precision (lower/precision.h: 0 FP32, 1 TF32, 2 BF16, 3 FP16), which picks the compute type:
+/// CUBLAS_COMPUTE_32F (full FP32), or _32F_FAST_TF32 / _FAST_16BF / _FAST_16F (tensor cores on
+/// operands rounded to that precision, FP32 accumulation). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
+///
+/// loom_cublas_batched: y[b] = a[b] b[b] for a [(outer,) inner, M, K] and b [(outer,) inner, K, N]
+/// that are both computed (attention's Q K^T and P V; the dense batch dims are one to cuBLAS), one cublasGemmStridedBatchedEx in the
+/// precision's compute type; the whole of a, b and y (the extern is compute_root).
 ///
 /// loom_cublas_conv1x1: a 2-D Conv with a 1x1 kernel, stride 1, no pads and one group is a GEMM per
 /// image, y[co, h·W + w] = Σ_c w[co, c] x[c, h·W + w]: one cublasLtMatmul on the channel planes,
-/// its algorithm picked by GPU time (several images: one cublasSgemmStridedBatched with the weights'
+/// its algorithm picked by GPU time (several images: one cublasGemmStridedBatchedEx with the weights'
 /// stride 0), no bias (that stays a Halide Func). It needs
 /// whole images of y (the extern is compute_root) and planes dense in H·W.
 ///
@@ -35,7 +44,7 @@
 /// fuse_activation_epilogue: the Gemm's only consumer is that activation); the whole output at
 /// once, the plan (descriptors and the fastest of the heuristic's first 8 algorithms, each timed
 /// once on the real operands at the first call) kept per shape, a 32 MB workspace kept between
-/// calls; CUBLAS_COMPUTE_32F, or _FAST_TF32 with tf32 != 0.
+/// calls; the compute type of the precision, as above.
 #pragma once
 
 #include <string>

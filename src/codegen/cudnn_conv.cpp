@@ -143,7 +143,7 @@ cudnnStatus_t replay(Plan &p, const void *const ptrs[5], Call call) {
 extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *bias, int32_t N, int32_t C,
                                int32_t H, int32_t W, int32_t pad_h, int32_t pad_w, int32_t stride_h,
                                int32_t stride_w, int32_t dil_h, int32_t dil_w, int32_t groups, int32_t mode,
-                               int32_t tf32, halide_buffer_t *y) {
+                               int32_t precision, halide_buffer_t *y) {
     // Halide order: dims (w, h, c, n) for x and y, (s, r, c/g, k) for the filter.
     if (x->is_bounds_query()) {  // the whole input, whatever part of the output is asked for
         set_dim(x, 0, 0, W);
@@ -165,7 +165,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
     if (!ok(cudnnSetStream(g_handle, nullptr))) return fail("cudnnSetStream", 0);
-    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 4 + mode * 2 + (tf32 ? 1 : 0)};
+    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 8 + mode * 4 + precision};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
         Plan p;
@@ -187,8 +187,13 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
             if (ok(s)) s = cudnnCreateActivationDescriptor(&p.relu);
             if (ok(s)) s = cudnnSetActivationDescriptor(p.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
         }
-        // FMA math: no tensor-core down-conversion (TF32), so float32 results hold 1e-5.
-        if (ok(s)) s = cudnnSetConvolutionMathType(p.conv, tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH);
+        // The precision (lower/precision.h) sets the math Find may use: FP32 FMA only, so float32
+        // results hold 1e-5; tensor ops on FP32 data (TF32); or down-conversion of the FP32
+        // operands to a 16-bit type (BF16, FP16: cuDNN's legacy API converts to half for both).
+        const cudnnMathType_t math = precision == 0   ? CUDNN_FMA_MATH
+                                     : precision == 1 ? CUDNN_TENSOR_OP_MATH
+                                                      : CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        if (ok(s)) s = cudnnSetConvolutionMathType(p.conv, math);
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
         int en = 0, on = 0, ok_n = 0, ow_n = 0;
         s = cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &ok_n, &on, &en, &ow_n);
@@ -211,9 +216,10 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         const char *debug_env = getenv("LOOM_DEBUG");
         const bool debug = debug_env && strcmp(debug_env, "0") != 0;
         for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
-            // Skip failures and, without tf32, tensor-op algorithms.
+            // Skip failures and math the precision does not allow.
             if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (!tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+            if (precision == 0 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+            if (precision == 1 && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
             // Run it in the math mode it was timed in (cuDNN's advice for Find results).
             if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
             if (int r = reserve_workspace(perf[i].memory)) return r;

@@ -5,7 +5,7 @@
 ///   extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *bias,
 ///                                  int32_t n, int32_t c, int32_t h, int32_t w, int32_t pad_h,
 ///                                  int32_t pad_w, int32_t stride_h, int32_t stride_w, int32_t dil_h,
-///                                  int32_t dil_w, int32_t groups, int32_t mode, int32_t tf32,
+///                                  int32_t dil_w, int32_t groups, int32_t mode, int32_t precision,
 ///                                  halide_buffer_t *y);
 /// \endcode
 /// mode 0: y = conv2d(x, w) (cross-correlation, NCHW float32; the bias and everything after stay
@@ -15,7 +15,9 @@
 /// bias the constant [K] bias (mode 1; a 1-element placeholder in mode 0); the output region Halide asks for must be the whole output (the
 /// extern is compute_root). The algorithm is
 /// chosen once per shape by cudnnFindConvolutionForwardAlgorithm (timed on the device, as
-/// PyTorch's `cudnn.benchmark`), restricted to CUDNN_FMA_MATH (full FP32) unless tf32 != 0; the
+/// PyTorch's `cudnn.benchmark`), its math set by the precision (lower/precision.h): CUDNN_FMA_MATH
+/// (full FP32) for 0, CUDNN_TENSOR_OP_MATH (TF32) for 1, _ALLOW_CONVERSION (tensor cores on
+/// operands converted to 16 bits) for 2 (BF16) and 3 (FP16); the
 /// workspace is kept between calls. Stream: the legacy default stream (Halide's); context: the
 /// calling thread's (runtime_glue.h).
 ///

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "lower/precision.h"
 
 namespace loom {
 
@@ -64,9 +65,10 @@ struct LowerOptions {
     /// Conv with a constant 1x1 filter, stride 1, no pads and one group is such a GEMM too
     /// (`loom_cublas_conv1x1`), unless conv_extern fuses it with a sole ReLU in one cuDNN call.
     bool gemm_extern = false;
-    /// Let cuBLAS and cuDNN use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH,
-    /// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION): faster, ~1e-3 relative error. Off: full FP32.
-    bool gemm_tf32 = false;
+    /// The precision cuBLAS and cuDNN compute in (lower/precision.h): FP32 math, or tensor cores
+    /// on operands rounded to TF32, BF16 or FP16 with FP32 accumulation; passed to each library
+    /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says.
+    Precision gemm_precision = Precision::FP32;
     /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
     /// depthwise one: Halide's fused conv is faster there) becomes a
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling

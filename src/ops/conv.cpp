@@ -5,7 +5,8 @@
 // plus one update over the RDom "r" spanning (input channel of the group, kernel taps). As
 // everywhere in Loom, r.x is the innermost axis in memory: for a 2-D conv r.x = kw, r.y = kh,
 // r.z = input channel (a schedule reorders them freely). On the CPU a 2-D conv's constant float
-// weights are read from a copy blocked by 16 output channels (LowerOptions::block_conv_weights), so
+// weights are read from a copy blocked by 16, 24 or 8 output channels
+// (LowerOptions::block_conv_weights), so
 // a schedule that vectorizes over output channels loads each weight vector densely.
 //
 // On CUDA (LowerOptions::conv_extern, gemm_extern) a 2-D conv with constant weights is an extern
@@ -84,7 +85,7 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
 // consumer is a Relu (LowerOptions::fuse_activation_epilogue), cuDNN applies the bias and the ReLU too and
 // \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
 // Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
-// groups, mode (0: conv, 1: conv + bias + ReLU), tf32, then y.
+// groups, mode (0: conv, 1: conv + bias + ReLU), precision, then y.
 Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &fused_relu) {
     fused_relu = false;
     if (!ctx.options.conv_extern || p.sp != 2) return Func();
@@ -121,7 +122,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb), Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
-                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)(ctx.options.gemm_tf32 ? 1 : 0)})
+                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)ctx.options.gemm_precision})
         args.push_back(Expr((int)e));
     ext.define_extern(kCudnnConv, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
@@ -140,7 +141,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // cuDNN's legacy API runs such convs as implicit GEMMs well below cuBLAS on small channel counts
 // (bench/DECISIONS.md#d48-cuda-1x1-conv-as-gemm). A conv that cuDNN can fuse with its bias and a
 // sole ReLU keeps that one call (cudnn_conv). Arguments of loom_cublas_conv1x1: x, w as a
-// [C_out, C_in] matrix, N, C, H, W, C_out, tf32, then y.
+// [C_out, C_in] matrix, N, C, H, W, C_out, precision, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
     for (int d = 0; d < 2; d++)
@@ -165,7 +166,7 @@ Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams
     std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb)};
     for (auto d : sx) args.push_back(Expr((int)d));
     args.push_back(Expr((int)sw[0]));
-    args.push_back(Expr(ctx.options.gemm_tf32 ? 1 : 0));
+    args.push_back(Expr((int)ctx.options.gemm_precision));
     ext.define_extern(kCublasConv1x1, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
                       Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
@@ -295,8 +296,10 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         // tap and discards all but one per dim (4 of 4 taps computed for 1 kept at 2x2 stride 2).
         // Along the innermost dim the tap alternates from one output to the next, so its weight is
         // a select of the stride's weights, a blend of broadcasts when vectorized.
+        // One input channel is no reduction (Halide drops an RVar of extent 1): a pure Func.
         RDom rc(0, (int)cg, "r");
-        std::vector<Expr> ix = {n, rc}, iw = {rc, m};
+        Expr c0 = cg == 1 ? Expr(0) : Expr(rc);
+        std::vector<Expr> ix = {n, c0}, iw = {c0, m};
         for (int d = 0; d < p.sp; d++) {
             const int s = (int)p.strides[d];
             ix.push_back(v[2 + d] / s);
@@ -310,9 +313,14 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
             Expr wk = LowerContext::cast_to(dt, ctx.at(w, iwk));
             wv = k == inner - 1 ? wk : Halide::select(v.back() % inner == k, wk, wv);
         }
-        ctx.define(f, v, init);
-        ref(f, exprs(v)) += LowerContext::cast_to(dt, ctx.at(x, ix)) * wv;
-        ctx.note_update(f, rvar_names(rc));
+        Expr term = LowerContext::cast_to(dt, ctx.at(x, ix)) * wv;
+        if (cg == 1) {
+            ctx.define(f, v, init + term);
+        } else {
+            ctx.define(f, v, init);
+            ref(f, exprs(v)) += term;
+            ctx.note_update(f, rvar_names(rc));
+        }
         ctx.note_cost(f, false, 2.0 * cg + inner);
         ctx.bind_output(y, f);
         return;

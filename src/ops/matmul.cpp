@@ -3,6 +3,7 @@
 // With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
 // an extern stage calling cuBLAS (codegen/cublas_gemm.h; names in lower/extern_stages.h) and the node's Func a pointwise read of it.
 // On the CPU such a B is read from column panels of 16 (LowerOptions::block_matmul_weights).
+#include <algorithm>
 #include <cstring>
 
 #include "lower/extern_stages.h"
@@ -20,7 +21,7 @@ namespace {
 
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
-// Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, tf32, then the output.
+// Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, precision (lower/precision.h), then the output.
 // With \p bias (N values, one per output column) and \p act (a Relu, or a Gelu of the tanh form),
 // the product instead calls loom_cublaslt_bias_act (cuBLASLt, RELU_BIAS or GELU_BIAS epilogue; A,
 // B, bias, then the same scalars and the activation): the extern is registered as the activation
@@ -60,7 +61,7 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         args.push_back(Halide::ExternFuncArgument(bb));
     }
     for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
-                   Expr(ctx.options.gemm_tf32 ? 1 : 0)})
+                   Expr((int)ctx.options.gemm_precision)})
         args.push_back(e);
     if (fused) args.push_back(Expr(act_code));
     const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
@@ -71,6 +72,45 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         ctx.register_extern(ext, node, sy);
         ctx.fuse_node_into(act->name, ext);
     }
+    return ext;
+}
+
+// The extern stage `<node>_cublas_batched` computing a batched product of two computed float
+// operands of equal batch dims (one or two of them: attention's [B, H, S, d] x [B, H, d, S]), or an
+// undefined Func when the product does not fit. Arguments of loom_cublas_batched: A, B, the inner and
+// outer batch sizes (outer 1 for rank 3), M, N, K, precision, then the output; the batch dims are
+// one dim to cuBLAS (the operands are compute_root and dense).
+Func cublas_batched_product(LowerContext &ctx, const Node &node) {
+    if (!ctx.options.gemm_extern) return Func();
+    const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
+    const Shape &sa = ctx.shape(a), &sb = ctx.shape(b), &sy = ctx.shape(y);
+    int r = (int)sy.size();
+    if (r < 3 || r > 4 || (int)sa.size() != r || (int)sb.size() != r || ctx.constant(a) || ctx.constant(b) ||
+        ctx.dtype(a) != DType::F32 || ctx.dtype(b) != DType::F32 || ctx.dtype(y) != DType::F32)
+        return Func();
+    int64_t batch = 1;
+    for (int d = 0; d < r - 2; d++) {
+        if (sa[d] != sy[d] || sb[d] != sy[d]) return Func();  // broadcast batch: not here
+        batch *= sy[d];
+    }
+    int64_t M = sy[r - 2], N = sy[r - 1], K = sa[r - 1];
+    const int64_t limit = 1LL << 31;  // cuBLAS takes int strides
+    if (M <= 0 || N <= 0 || K <= 0 || batch * M * K >= limit || batch * K * N >= limit || batch * M * N >= limit)
+        return Func();
+    const int64_t inner = sy[r - 3], outer = r == 4 ? sy[0] : 1;
+    Halide::ExternFuncArgument arg_a, arg_b;
+    if (!ctx.extern_operand(a, arg_a) || !ctx.extern_operand(b, arg_b)) return Func();
+    Func ext(ctx.reserve_name(ctx.func_base(node) + "_cublas_batched"));
+    std::vector<Var> v = ctx.vars(r);
+    std::vector<Var> halide_order(v.rbegin(), v.rend());
+    std::vector<Halide::ExternFuncArgument> args = {arg_a, arg_b};
+    for (Expr e : {Expr((int)inner), Expr((int)outer), Expr((int)M), Expr((int)N), Expr((int)K),
+                   Expr((int)ctx.options.gemm_precision)})
+        args.push_back(e);
+    ext.define_extern(kCublasBatched, args, Halide::Float(32), halide_order, Halide::NameMangling::C,
+                      Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // an extern: no schedule touches it
+    ctx.note_extern_call(kCublasBatched, ext, sy);
     return ext;
 }
 
@@ -102,7 +142,9 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     DType dt = ctx.dtype(y);
     Func f = ctx.make_func(node, "", ry);
     std::vector<Var> v = ctx.vars(ry);
-    if (Func ext = cublas_product(ctx, node, false, false, 1.0); ext.defined()) {
+    Func ext = cublas_product(ctx, node, false, false, 1.0);
+    if (!ext.defined()) ext = cublas_batched_product(ctx, node);
+    if (ext.defined()) {
         ctx.define(f, v, LowerContext::call(ext, exprs(v)));
         ctx.note_cost(f, true, 0);
         ctx.bind_output(y, f);

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "schedule/schedule_header.h"
 #include "schedule/schedule_parser.h"
@@ -134,9 +135,31 @@ void gpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
     } else {
         const std::string &x = pure[0], &y = pure[1];
         int tx = tile_for(f, x, 32), ty = tile_for(f, y, 8);
-        std::vector<ScheduleArg> args = {x, y, fresh_name(f, x + "o"), fresh_name(f, y + "o"), fresh_name(f, x + "i"),
-                                         fresh_name(f, y + "i"), tx, ty};
-        if (update && update_needs_guard(f, {{x, tx}, {y, ty}})) args.push_back(ScheduleArg::tail("GuardWithIf"));
+        const std::string xo = fresh_name(f, x + "o"), yo = fresh_name(f, y + "o"), xi = fresh_name(f, x + "i"),
+                          yi = fresh_name(f, y + "i");
+        const bool guard = update && update_needs_guard(f, {{x, tx}, {y, ty}});
+        // gridDim.z stops at 65535 (a global pool over [32, 2048, H, W] fuses to 65536): past it the
+        // outer vars are blockIdx.x, the tile's blocks y and z.
+        int64_t outer_extent = 1;
+        for (size_t k = 2; k < pure.size(); k++) outer_extent *= std::max<int64_t>(1, extent_of(f, pure[k]));
+        if (pure.size() > 2 && outer_extent > 65535) {
+            for (auto [v, o, i, t] : {std::tuple{x, xo, xi, tx}, std::tuple{y, yo, yi, ty}}) {
+                std::vector<ScheduleArg> split = {v, o, i, t};
+                if (guard) split.push_back(ScheduleArg::tail("GuardWithIf"));
+                st.add("split", split);
+            }
+            std::string outer = pure[2];
+            for (size_t k = 3; k < pure.size(); k++) {
+                std::string fused = fresh_name(f, outer + "_" + pure[k]);
+                st.add("fuse", {outer, pure[k], fused});
+                outer = fused;
+            }
+            st.add("reorder", {xi, yi, outer, xo, yo});
+            st.add("gpu_threads", {xi, yi}).add("gpu_blocks", {outer, xo, yo});
+            return;
+        }
+        std::vector<ScheduleArg> args = {x, y, xo, yo, xi, yi, tx, ty};
+        if (guard) args.push_back(ScheduleArg::tail("GuardWithIf"));
         st.add("gpu_tile", args);
         // The outer vars (an NCHW pool's c and n) become the grid's z: left as host loops around
         // the kernel, they launched it once per channel (ResNet-18: ~1100 launches a run).

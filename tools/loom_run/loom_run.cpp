@@ -10,7 +10,9 @@
 // (the artifact's Halide runtime uses that same context; the run checks it); each timed call is
 // bracketed by CUDA events on the default stream, with the L2 flushed before it by writing a
 // 256 MB buffer (as triton.testing.do_bench does); the median is reported. Outputs are poisoned
-// (NaN bytes) before every checked run; the check is ||out - ref|| / ||ref|| < tol and no NaN.
+// (NaN bytes) before every checked run; the check is ||out - ref|| / ||ref|| < tol and no NaN, where
+// tol is each output's line of data/tolerance.txt (written by `loom compile` by the rule of
+// src/measure/output_tolerance.h: precision, depth, output scale), or --tol, or 1e-5 without either.
 // From the second call with the same pointers on, a CUDA artifact replays its run as a CUDA graph
 // (codegen/cuda_graph_glue.h): the run after timing, outputs poisoned again, checks the replay;
 // --no-graphs times direct runs instead.
@@ -217,7 +219,7 @@ int main(int argc, char **argv) {
     std::string dir = argv[1], mode, json;
     int reps = 100, warmup = 10;
     bool graphs = true;
-    double tol = 1e-5;
+    double tol = -1;  // --tol; else data/tolerance.txt, else 1e-5
     for (int i = 2; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -290,16 +292,34 @@ int main(int argc, char **argv) {
     for (const auto &p : m.inputs) bytes += p.bytes();
     for (const auto &p : m.outputs) bytes += p.bytes();
 
+    // Each output's tolerance: --tol, else its line of data/tolerance.txt, else 1e-5.
+    std::vector<double> tols(m.outputs.size(), tol > 0 ? tol : 1e-5);
+    std::vector<std::string> tol_rules(m.outputs.size(), tol > 0 ? "--tol" : "default");
+    if (tol <= 0) {
+        std::ifstream tf(dir + "/data/tolerance.txt");
+        std::string line;
+        while (std::getline(tf, line)) {
+            std::istringstream is(line);
+            std::string name;
+            double t;
+            if (!(is >> name >> t) || !(t > 0)) die("data/tolerance.txt: bad line '" + line + "' (want: <output> <rtol> [rule])");
+            std::string rule;
+            std::getline(is, rule);
+            for (size_t k = 0; k < m.outputs.size(); k++)
+                if (m.outputs[k].name == name) tols[k] = t, tol_rules[k] = rule.empty() ? "data/tolerance.txt" : rule.substr(1);
+        }
+    }
+
     std::vector<double> times;
     std::string context_note = "n/a";
     auto check_all = [&](const char *what) {
         bool ok = true;
         for (size_t k = 0; k < m.outputs.size(); k++) {
             Check c = compare(outs[k].data(), m.outputs[k], ref_data[k], ref_descr[k]);
-            bool pass = c.nan == 0 && c.rel < tol;
+            bool pass = c.nan == 0 && c.rel < tols[k];
             ok = ok && pass;
-            printf("check %s %s: rel %.3e max_abs %.3e nan %zu -> %s\n", what, m.outputs[k].name.c_str(), c.rel,
-                   c.max_abs, c.nan, pass ? "ok" : "FAIL");
+            printf("check %s %s: rel %.3e max_abs %.3e nan %zu -> %s (tolerance %s)\n", what, m.outputs[k].name.c_str(),
+                   c.rel, c.max_abs, c.nan, pass ? "ok" : "FAIL", tol_rules[k].c_str());
         }
         return ok;
     };
