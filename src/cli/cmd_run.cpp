@@ -64,6 +64,19 @@ bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std
     return ok;
 }
 
+/// The reference interpreter's outputs of \p g on \p ins, with each output's tolerance in
+/// \p tolerances: the rule of measure/output_tolerance.h, or \p rtol when it is given (> 0).
+std::map<std::string, Tensor> reference_with_tolerances(const Graph &g, const std::map<std::string, Tensor> &ins,
+                                                        double rtol, std::map<std::string, OutputTolerance> &tolerances) {
+    auto ref = run_reference_with_tolerances(g, ins, Precision::FP32, tolerances);
+    if (rtol > 0)
+        for (auto &[name, t] : tolerances) {
+            t.rtol = rtol;
+            t.fixed = true;
+        }
+    return ref;
+}
+
 /// The JIT model of \p g under \p sm (its warnings printed), from the cache or compiled.
 JitModel &compile_scheduled(const Graph &g, ScheduledModel &sm, const Halide::Target &target) {
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
@@ -107,11 +120,15 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
         std::sort(times.begin(), times.end());
         std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
                   << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
-        if (o.check) ok &= check_outputs(outs, run_reference(gs, ins), o.rtol);
+        if (o.check) {
+            std::map<std::string, OutputTolerance> tolerances;
+            auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
+            ok &= check_outputs(outs, ref, tolerances);
+        }
     }
     if (!ok)
-        throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond rel. error ", o.rtol,
-                                " under schedule '", spec, "' compiled for every size; compare with --schedule eager "
+        throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond their tolerance under "
+                                "schedule '", spec, "' compiled for every size; compare with --schedule eager "
                                 "to tell a lowering bug from a schedule bug, or bind the dims with one --input"));
 }
 
@@ -133,12 +150,7 @@ void run(const RunOptions &o) {
     std::map<std::string, OutputTolerance> tolerances;
     if (spec.empty() || o.check) {
         auto t0 = std::chrono::steady_clock::now();
-        ref = run_reference_with_tolerances(g, ins, Precision::FP32, tolerances);
-        if (o.rtol > 0)
-            for (auto &[name, t] : tolerances) {
-                t.rtol = o.rtol;
-                t.fixed = true;
-            }
+        ref = reference_with_tolerances(g, ins, o.rtol, tolerances);
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (spec.empty()) {
             std::cout << "reference run of " << o.model << ": " << ms << " ms\n" << summarize(ref);

@@ -3,7 +3,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-#include <pthread.h>
 
 #include <chrono>
 #include <cstring>
@@ -141,48 +140,10 @@ Halide::Target runnable_here(Halide::Target t) {
 
 Halide::Target host_target() { return runnable_here(Halide::get_jit_target_from_environment()); }
 
-namespace {
-
-// A model compiled for every size is one pipeline whose bounds are expressions, not numbers: Halide
-// 14's simplifier recurses through its nested lets and loops deeper than a thread's 8 MiB stack.
-constexpr size_t kDynamicCompileStackBytes = size_t(1) << 30;
-
-/// Runs \p f on a thread with a stack of \p bytes (reserved, not committed), rethrowing what it throws.
-void run_with_stack(size_t bytes, const std::function<void()> &f) {
-    struct Job {
-        const std::function<void()> *f;
-        std::exception_ptr error;
-    } job{&f, nullptr};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, bytes);
-    pthread_t thread;
-    auto body = [](void *p) -> void * {
-        Job *j = static_cast<Job *>(p);
-        try {
-            (*j->f)();
-        } catch (...) {
-            j->error = std::current_exception();
-        }
-        return nullptr;
-    };
-    int rc = pthread_create(&thread, &attr, body, &job);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        f();  // no thread to be had: try on this one
-        return;
-    }
-    pthread_join(thread, nullptr);
-    if (job.error) std::rethrow_exception(job.error);
-}
-
-}  // namespace
-
 JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target, int max_segments)
     : lowered_(std::move(lowered)), target_(target) {
     auto t0 = Clock::now();
-    if (lowered_.dynamic.active()) run_with_stack(kDynamicCompileStackBytes, [&] { compile(max_segments); });
-    else compile(max_segments);
+    compile(max_segments);
     compile_s_ = ms_since(t0) / 1000.0;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -104,7 +103,10 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         for (const auto &sym : g.dynamic.symbols) {
             Halide::Param<int32_t> p(ctx.reserve_name("size_" + sanitize_name(sym)));
             const DimRange &r = g.dynamic.ranges.at(sym);
-            p.set_range((int)r.lo, (int)std::min<int64_t>(r.hi, std::numeric_limits<int32_t>::max()));
+            // Only the lower end reaches Halide: with the upper one (2^30 when undeclared), Halide
+            // 14's interval arithmetic over N*H*W overflowed int64, proved false bounds (wrong
+            // results) or recursed without end; DynamicDims::check refuses sizes past it at run time.
+            p.set_min_value((int)r.lo);
             p.set_estimate((int)g.dynamic.representative.at(sym));
             out.size_params.emplace(sym, p);
         }

@@ -97,15 +97,10 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
     Expr count = 1;
     bool ceil_mode = node.get_int("ceil_mode", 0) != 0;
     for (int d = 0; d < sp; d++) {
-        if (ctx.is_dynamic(x, 2 + d)) {
-            // Where the size moves, only windows that never leave the input are generic: their
-            // count is the kernel's (Halide 14's simplifier recursed without end on the clamped
-            // count over a size Param).
-            if (pads[d] == 0 && pads[sp + d] == 0 && !ceil_mode) {
-                count = count * (int)kernel[d];
-                continue;
-            }
-            ctx.static_extent(node, x, 2 + d);
+        if (ctx.is_dynamic(x, 2 + d) && pads[d] == 0 && pads[sp + d] == 0 && !ceil_mode) {
+            // A window that never leaves the input counts the whole kernel at every size.
+            count = count * (int)kernel[d];
+            continue;
         }
         int64_t lo = include_pad ? -pads[d] : 0;
         SymDim n = ctx.sym(x)[2 + d];

@@ -259,13 +259,7 @@ void apply_tile(CallApply &a) {
 // Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled (Halide needs a
 // constant extent); it stays a plain loop, counted with the guarded splits.
 bool keeps_moving_loop(CallApply &a) {
-    if (!a.moves(0)) return false;
-    // A guarded vector loop in the update of an intermediate Func over a moving extent sent Halide
-    // 14's simplifier into unbounded recursion (an average pool's sum, eager schedule): it stays a
-    // plain loop there too.
-    const LoweredFunc *lf = a.p.find(a.st.func);
-    bool guarded_update_vector = a.c.name == "vectorize" && a.st.stage >= 0 && lf && !lf->is_output;
-    if (a.n != 1 && !guarded_update_vector) return false;
+    if (!a.moves(0) || a.n != 1) return false;
     a.out.guarded_for_sizes++;
     return true;
 }
