@@ -277,5 +277,83 @@ TEST(DynamicShapesCli, BadDimFlag) {
     EXPECT_NE(out.find("error: bad --dim 'batch=9..3'; expected NAME=LO..HI"), std::string::npos) << out;
 }
 
+// --- one artifact, many shapes (loom compile --dim, tools/loom_run --input, loom run --artifact) --------
+
+/// A dynamic_cnn artifact (batch 1..4, height and width 8..64, planned at 2x3x24x40) and a host
+/// loom_run beside it, built once for the suite.
+struct CnnArtifact {
+    std::string dir, runner, out;
+    int rc = -1;
+    static const CnnArtifact &get() {
+        static CnnArtifact a = [] {
+            CnnArtifact c;
+            c.dir = testing::temp_path("dyn_cnn_artifact");
+            c.runner = testing::temp_path("dyn_loom_run");
+            c.rc = testing::run_command(testing::loom_binary() + " compile " + testing::data_path("dynamic_cnn.onnx") +
+                                            " --auto --dim batch=1..4 --dim height=8..64 --dim width=8..64 --input "
+                                            "x=2x3x24x40 --force -o " + c.dir,
+                                        c.out);
+            std::string build;
+            if (c.rc == 0)
+                c.rc = testing::run_command(std::string("CUDA_HOME=/nonexistent sh ") + LOOM_SOURCE_DIR +
+                                                "/tools/loom_run/build.sh " + c.runner, build);
+            c.out += build;
+            return c;
+        }();
+        return a;
+    }
+};
+
+TEST(DynamicShapesArtifact, OneLibraryRunsAndChecksEverySize) {
+    const CnnArtifact &a = CnnArtifact::get();
+    ASSERT_EQ(a.rc, 0) << a.out;
+    EXPECT_NE(a.out.find("every size (<name>_run_host_shaped)"), std::string::npos) << a.out;
+    std::string out;
+    // Sizes the plan never saw, checked against the reference interpreter at each.
+    int rc = testing::run_command(testing::loom_binary() + " run " + testing::data_path("dynamic_cnn.onnx") +
+                                      " --artifact " + a.dir + " --input x=1x3x8x8 --input x=3x3x31x33 --input "
+                                      "x=4x3x64x17 --check --repeats 1",
+                                  out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(testing::count_of(out, "  ok"), 3u) << out;
+    EXPECT_NE(out.find("dim height 8..64"), std::string::npos) << out;
+    // The standalone runner: the output's shape comes from the artifact.
+    rc = testing::run_command(a.runner + " " + a.dir + " --input x=1x3x9x60 --reps 2 --warmup 1", out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("output y at x=1x3x9x60: 1x10, 0 NaN -> ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("ok=1"), std::string::npos) << out;
+}
+
+TEST(DynamicShapesArtifact, SizeOutsideTheRangeNamesTheDimAndTheFix) {
+    const CnnArtifact &a = CnnArtifact::get();
+    ASSERT_EQ(a.rc, 0) << a.out;
+    std::string out;
+    int rc = testing::run_command(a.runner + " " + a.dir + " --input x=1x3x100x40", out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("input 'x' dim 2 (height) = 100 is outside the range 8..64"), std::string::npos) << out;
+    EXPECT_NE(out.find("--dim height=LO..HI covering 100"), std::string::npos) << out;
+    rc = testing::run_command(testing::loom_binary() + " run " + testing::data_path("dynamic_cnn.onnx") + " --artifact " +
+                                  a.dir + " --input x=5x3x24x40 --check",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("error: --artifact"), std::string::npos) << out;
+    EXPECT_NE(out.find("dim 0 (batch) = 5 is outside the range 1..4"), std::string::npos) << out;
+}
+
+TEST(DynamicShapesArtifact, WrongRankAndFixedDimNameTheInput) {
+    const CnnArtifact &a = CnnArtifact::get();
+    ASSERT_EQ(a.rc, 0) << a.out;
+    std::string out;
+    int rc = testing::run_command(a.runner + " " + a.dir + " --input x=1x3x24", out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("gives 3 dims, but input 'x' has 4 (batchx3xheightxwidth)"), std::string::npos) << out;
+    rc = testing::run_command(a.runner + " " + a.dir + " --input x=1x4x24x40", out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("input 'x' dim 1 is 4 but the model needs 3"), std::string::npos) << out;
+    rc = testing::run_command(a.runner + " " + a.dir + " --input y=1x3x24x40", out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("the model has no input 'y'; its inputs: x"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace loom

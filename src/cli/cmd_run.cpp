@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "cli/artifact_runner.h"
 #include "cli/commands.h"
 #include "cli/input_binding.h"
 #include "cli/model_loading.h"
@@ -40,6 +41,7 @@ struct RunOptions {
     std::string threading = "halide";
     std::vector<std::string> dims;  ///< --dim NAME=LO..HI
     bool dynamic = false;           ///< --dynamic
+    std::string artifact;           ///< --artifact DIR: run a `loom compile` artifact instead of compiling
 };
 
 // Compares each output with the reference; prints a line per output and returns false past its tolerance.
@@ -108,6 +110,12 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     if (sm.applied.guarded_for_sizes)
         std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
     std::cout << "\n";
+    if (!sm.applied.specialized.empty()) {
+        std::cout << "specialized when " << sm.applied.specialized_when
+                  << " (tails as written; the guarded loops otherwise):";
+        for (const auto &sp : sm.applied.specialized) std::cout << " " << sp;
+        std::cout << "\n";
+    }
     bool ok = true;
     for (const auto &set : sets) {
         // The reference runs the model prepared for this size alone.
@@ -132,7 +140,47 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
                                 "to tell a lowering bug from a schedule bug, or bind the dims with one --input"));
 }
 
+/// `loom run M --artifact DIR`: the artifact run (and checked) at each --input set, the reference
+/// interpreter preparing the model for that size alone.
+void run_artifact(const RunOptions &o) {
+    user_check(!o.autosched && o.schedule.empty() && !o.reference && !o.profile,
+               "loom run: --artifact runs a compiled artifact; drop --schedule/--auto/--reference/--profile");
+    ArtifactRunner a(o.artifact);
+    std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
+    if (sets.empty()) sets.emplace_back();
+    std::cout << "artifact " << o.artifact << " (" << a.name() << ")"
+              << (a.dims().empty() ? std::string(": one size") : ": every size of its dims") << "\n";
+    for (const auto &d : a.dims()) std::cout << "  dim " << d << "\n";
+    bool ok = true;
+    for (const auto &set : sets) {
+        Graph gs = load_model(o.model, set, false, sets.size() == 1 ? o.input_dir : "");
+        auto ins = make_inputs(gs, sets.size() == 1 ? o.input_dir : "", o.seed);
+        std::string sizes;
+        for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
+        auto outs = a.run(ins);
+        std::vector<double> times;
+        for (int r = 0; r < std::max(1, o.repeats); r++) times.push_back(a.time_run());
+        std::sort(times.begin(), times.end());
+        std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
+                  << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
+        if (o.check) {
+            std::map<std::string, OutputTolerance> tolerances;
+            auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
+            ok &= check_outputs(outs, ref, tolerances);
+        }
+        if (!o.save_dir.empty() && sets.size() == 1) {
+            save_outputs(o.save_dir, outs, gs);
+            std::cout << "saved " << outs.size() << " output(s) to " << o.save_dir << "/<name>.npy\n";
+        }
+    }
+    if (!ok)
+        throw UserError(str_cat("--check: the artifact's outputs differ from the reference interpreter beyond their "
+                                "tolerance; compare with `loom run M --schedule eager` at that size to tell a "
+                                "lowering bug from a schedule bug"));
+}
+
 void run(const RunOptions &o) {
+    if (!o.artifact.empty()) return run_artifact(o);
     user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
     std::string spec = o.autosched ? "auto" : o.schedule;
     user_check(!(o.reference && !spec.empty()), "loom run: --reference runs the interpreter; drop --schedule/--auto");
@@ -204,6 +252,8 @@ void add_run_command(CLI::App &app) {
                   "repeated for one input, several sizes run on one compile (dynamic shapes)");
     c->add_option("--dim", o->dims, "Keep a symbolic dim open, with its range: H=32..2048 (dynamic shapes: one "
                   "compile for every size; --input then gives the size it is planned for)");
+    c->add_option("--artifact", o->artifact, "Run the `loom compile` artifact in DIR (host) at the --input sizes "
+                  "instead of compiling; --check compares it with the reference interpreter at each");
     c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
                 "size it is planned for)");
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input; their shapes bind the inputs' unbound dims");

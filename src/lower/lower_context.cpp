@@ -256,6 +256,7 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, const 
         // A helper's dims move where the node's output's or first input's dims of the same rank
         // do; a dim of a helper of another rank is taken to move.
         std::vector<bool> moving(shape.size(), false);
+        std::vector<Expr> extents(shape.size());
         bool known = false;
         for (const std::string *v : {node.outputs.empty() ? nullptr : &node.outputs[0],
                                      node.inputs.empty() ? nullptr : &node.inputs[0]}) {
@@ -263,10 +264,20 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, const 
             SymShape s = sym(*v);
             if (s.size() != shape.size()) continue;
             known = true;
-            for (size_t d = 0; d < s.size(); d++) moving[d] = moving[d] || !s[d].is_static();
+            for (size_t d = 0; d < s.size(); d++) {
+                moving[d] = moving[d] || !s[d].is_static();
+                // The value's dim is the helper's where their representative sizes agree.
+                if (!s[d].is_static() && !extents[d].defined() && graph.value(*v).shape[d] == shape[d])
+                    extents[d] = size(s[d]);
+            }
         }
         if (!known) moving.assign(shape.size(), true);
-        if (std::find(moving.begin(), moving.end(), true) != moving.end()) lf.dynamic_vars = moving;
+        if (std::find(moving.begin(), moving.end(), true) != moving.end()) {
+            lf.dynamic_vars = moving;
+            for (size_t d = 0; d < moving.size(); d++)
+                if (!moving[d]) extents[d] = Expr();
+            lf.dynamic_extents = extents;
+        }
     }
     return f;
 }
@@ -342,9 +353,13 @@ void LowerContext::bind_output(const std::string &name, Func f) {
         lf.extents = shape(name);
         lf.dtype = dtype(name);
         lf.dynamic_vars.clear();
+        lf.dynamic_extents.clear();
         SymShape sy = sym(name);
         if (!sym_shape_static(sy))
-            for (const auto &d : sy) lf.dynamic_vars.push_back(!d.is_static());
+            for (const auto &d : sy) {
+                lf.dynamic_vars.push_back(!d.is_static());
+                lf.dynamic_extents.push_back(d.is_static() ? Expr() : size(d));
+            }
         internal_check(f.defined(), "Func '", f.name(), "' bound to '", name, "' has no definition");
         internal_check(f.output_types()[0] == halide_type(lf.dtype), "Func '", f.name(), "' has type ",
                        f.output_types()[0], " but value '", name, "' is ", dtype_name(lf.dtype));

@@ -28,6 +28,10 @@ struct LoweredFunc {
     /// Per pure var: whether its extent moves with the input sizes (dynamic shapes); empty: none
     /// does. A schedule's splits of such a var must be correct at every extent.
     std::vector<bool> dynamic_vars;
+    /// Per pure var whose extent moves: that extent as an Expr over the size Params, where lowering
+    /// knows it (undefined otherwise; empty when no var moves). A schedule's specialization for
+    /// large enough extents reads it (schedule_apply.h).
+    std::vector<Halide::Expr> dynamic_extents;
     /// For each update stage k, the reduction vars as a schedule names them ("k", "r.x", "r.y").
     std::vector<std::vector<std::string>> update_rvars;
     std::vector<std::string> producers;  ///< Funcs (not inputs) this Func reads

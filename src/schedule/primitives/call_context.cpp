@@ -156,7 +156,7 @@ Halide::TailStrategy CallApply::tail(size_t i) const {
     // Dynamic shapes: a split of a loop whose extent moves must hold at every extent, those
     // smaller than its factor included; only a guard does (ShiftInwards needs the extent to reach
     // the factor, RoundUp writes past an output's end).
-    bool guard = moves(0) || (c.name == "tile" && moves(1));
+    bool guard = !specialized && (moves(0) || (c.name == "tile" && moves(1)));
     if (guard && (t == Halide::TailStrategy::Auto || t == Halide::TailStrategy::RoundUp ||
                   t == Halide::TailStrategy::ShiftInwards)) {
         out.guarded_for_sizes++;

@@ -89,6 +89,12 @@ public:
     size_t n;                  ///< c.args.size()
     Halide::Func f;            ///< the statement's Func
     Halide::Stage stage;       ///< the stage the statement schedules
+    /// Dynamic shapes: \p stage is the specialization for large enough sizes
+    /// (schedule/size_specialization.h), where the tails stay as written.
+    bool specialized = false;
+    /// In that specialization, whole moving loops unroll and vectorize as written (the Func is
+    /// computed inside full tiles of a specialized consumer).
+    bool whole_loops = false;
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;

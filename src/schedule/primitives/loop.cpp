@@ -259,8 +259,8 @@ void apply_tile(CallApply &a) {
 // Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled (Halide needs a
 // constant extent); it stays a plain loop, counted with the guarded splits.
 bool keeps_moving_loop(CallApply &a) {
-    if (!a.moves(0) || a.n != 1) return false;
-    a.out.guarded_for_sizes++;
+    if (!a.moves(0) || a.n != 1 || (a.specialized && a.whole_loops)) return false;
+    if (!a.specialized) a.out.guarded_for_sizes++;
     return true;
 }
 
