@@ -18,6 +18,7 @@
 #include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
+#include "schedule/schedule_printer.h"
 #include "graph_builder.h"
 #include "test_util.h"
 
@@ -196,6 +197,36 @@ TEST(JitSegments, AChannelTiledConvKeepsTheCutBeforeIt) {
     const int segments = m.segments();
     EXPECT_GT(segments, 1);
     expect_matches_reference(m, g, 31, "120-channel conv across a cut");
+    EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
+}
+
+// A 1x1 conv reading a channels-innermost copy of its input (`stem.in(conv)` at root, the cost
+// model's staging) while a residual Add reads the stem itself: the stem still crosses a cut as a
+// whole buffer, the copy stays with the conv, and the cut model matches the reference (the copies
+// tied ResNet-50's blocks together and its JIT compile took 4x longer).
+TEST(JitSegments, AConsumersRootCopyKeepsTheCutBeforeIt) {
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {1, 1024, 7, 7});
+    std::string stem = b.node("Relu", {x}, {1, 1024, 7, 7}, {}, DType::F32, "stem");
+    std::string conv = b.node("Conv", {stem, b.random_constant("w", {1024, 1024, 1, 1}, 71), b.random_constant("bias", {1024}, 72)},
+                              {1, 1024, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "bottleneck");
+    std::string sum = b.node("Add", {conv, stem}, {1, 1024, 7, 7});
+    b.out("Relu", {sum}, {1, 1024, 7, 7});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    Schedule s = auto_schedule(lp, host_target(), machines::avx2_2core().model);
+    ASSERT_NE(print_schedule(s).find("stem.in(bottleneck) as bottleneck_in;"), std::string::npos) << print_schedule(s);
+    apply_schedule(s, lp, host_target());
+    CutPlan plan = plan_cuts(lp, 8, 1);
+    bool stem_cut = false;
+    for (size_t k = 1; k < plan.roots.size(); k++)
+        stem_cut |= plan.roots[k - 1] == "stem" && plan.legal_before[k];
+    EXPECT_TRUE(stem_cut) << describe_cuts(plan);
+    Graph g = b.g;
+    JitModel m(std::move(lp), host_target(), 8);
+    const int segments = m.segments();
+    EXPECT_GT(segments, 1);
+    expect_matches_reference(m, g, 41, "1x1 conv reading a root copy across a cut");
     EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
 }
 

@@ -191,20 +191,16 @@ TEST(Tune, BadValuesAreUserErrorsNamingTheFlag) {
     EXPECT_NE(log.find("drop --tune"), std::string::npos) << log;
     EXPECT_EQ(run_command(base + " --tune 2 --tune-budget-ms 0", log), 1) << log;
     EXPECT_NE(log.find("--tune-budget-ms"), std::string::npos) << log;
-    // --loop-conv-taps is a CPU cost-model choice that --tune already times.
-    EXPECT_EQ(run_command(base + " --loop-conv-taps --tune 2", log), 1) << log;
-    EXPECT_NE(log.find("--loop-conv-taps with --tune"), std::string::npos) << log;
-    EXPECT_NE(log.find("drop one of the two"), std::string::npos) << log;
-    EXPECT_EQ(run_command(base + " --loop-conv-taps --target cuda", log), 1) << log;
-    EXPECT_NE(log.find("--loop-conv-taps with --target cuda"), std::string::npos) << log;
-    EXPECT_NE(log.find("drop it for a GPU target"), std::string::npos) << log;
-    // So is --normal-stores (streaming stores off).
-    EXPECT_EQ(run_command(base + " --normal-stores --tune 2", log), 1) << log;
-    EXPECT_NE(log.find("--normal-stores with --tune"), std::string::npos) << log;
-    EXPECT_NE(log.find("drop one of the two"), std::string::npos) << log;
-    EXPECT_EQ(run_command(base + " --normal-stores --target cuda", log), 1) << log;
-    EXPECT_NE(log.find("--normal-stores with --target cuda"), std::string::npos) << log;
-    EXPECT_NE(log.find("drop it for a GPU target"), std::string::npos) << log;
+    // --loop-conv-taps, --normal-stores (streaming stores off) and --nchw-conv-inputs (no
+    // channels-innermost copies) are CPU cost-model choices that --tune already times.
+    for (const std::string flag : {"--loop-conv-taps", "--normal-stores", "--nchw-conv-inputs"}) {
+        EXPECT_EQ(run_command(base + " " + flag + " --tune 2", log), 1) << log;
+        EXPECT_NE(log.find(flag + " with --tune"), std::string::npos) << log;
+        EXPECT_NE(log.find("drop one of the two"), std::string::npos) << log;
+        EXPECT_EQ(run_command(base + " " + flag + " --target cuda", log), 1) << log;
+        EXPECT_NE(log.find(flag + " with --target cuda"), std::string::npos) << log;
+        EXPECT_NE(log.find("drop it for a GPU target"), std::string::npos) << log;
+    }
 }
 
 }  // namespace

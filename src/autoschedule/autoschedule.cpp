@@ -24,6 +24,7 @@ std::string ScheduleKnobs::describe() const {
     if (!conv_unroll_taps) parts.push_back("conv taps looped");
     if (!streaming_stores) parts.push_back("no streaming stores");
     if (!tile_wrappers) parts.push_back("no tile wrappers");
+    if (!stage_conv_inputs) parts.push_back("1x1 conv inputs unstaged");
     std::string out;
     for (const auto &x : parts) out += (out.empty() ? "" : ", ") + x;
     return out.empty() ? "model's choice" : out;
@@ -34,7 +35,8 @@ bool ScheduleKnobs::operator==(const ScheduleKnobs &o) const {
            gemm_tile_kernels == o.gemm_tile_kernels && gemm_kc == o.gemm_kc &&
            gemm_prologue == o.gemm_prologue && row_stats == o.row_stats && task_elems == o.task_elems &&
            min_parallel_us == o.min_parallel_us && conv_unroll_taps == o.conv_unroll_taps &&
-           streaming_stores == o.streaming_stores && tile_wrappers == o.tile_wrappers;
+           streaming_stores == o.streaming_stores && tile_wrappers == o.tile_wrappers &&
+           stage_conv_inputs == o.stage_conv_inputs;
 }
 
 AutoScheduleResult auto_schedule_with_plan(const LoweredPipeline &p, const Halide::Target &target,

@@ -62,6 +62,9 @@ struct ScheduleKnobs {
     /// A GEMM with no epilogue and a short k, and a conv that is a graph output, computed per tile
     /// of a wrapper (`<f>_out`: Ctx::gemm, Ctx::conv); false: at root, accumulating in its own buffer.
     bool tile_wrappers = true;
+    /// A channel-tiled 1x1 conv over many input channels reads its input from a channels-innermost
+    /// copy (Ctx::stage_channels_innermost); false: from the NCHW producer directly.
+    bool stage_conv_inputs = true;
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;
     bool operator==(const ScheduleKnobs &o) const;

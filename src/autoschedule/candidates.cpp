@@ -174,6 +174,9 @@ std::vector<ScheduleCandidate> schedule_candidates(const LoweredPipeline &p, con
         ScheduleKnobs k;
         k.conv_unroll_taps = false;
         sets.push_back(k);
+        ScheduleKnobs nchw;  // conv inputs read as their producers store them
+        nchw.stage_conv_inputs = false;
+        sets.push_back(nchw);
     }
     for (double us : {2.0, 200.0}) {  // the serial-kernel threshold (kMinParallelMicros) both ways
         ScheduleKnobs k;

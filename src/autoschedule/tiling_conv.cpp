@@ -38,7 +38,12 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
         return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant, and tiles along rows are faster.
-    return reduction_terms(f) >= kMinChannelTileTerms;
+    const int64_t terms = reduction_terms(f);
+    if (terms < kMinChannelTileTerms) return false;
+    // With 16 registers, rows of 4 vectors or more keep tiles along rows full, and there a reduction
+    // of under 128 terms still leaves those stores too large a share (64 -> 256 channels at 56x56;
+    // bench/DECISIONS.md#d82-avx2-short-reductions-along-wide-rows).
+    return !(m.vector_registers < 32 && terms < 2 * kMinChannelTileTerms && L.extents[3] >= 4 * V);
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
@@ -124,6 +129,32 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
 // row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
 // from L2. Vectorizing over channels keeps every vector full where the rows are short
 // (bench/DECISIONS.md#d30-conv-channel-tiles).
+// Useful FMAs per load of a channel tile NP (w) x NH (rows) x cvec vectors: each reduction step
+// loads cvec weight vectors and broadcasts NP * NH inputs into NP * NH * cvec FMAs, of which the
+// part past a W x H image that the tile does not divide is recomputed (ShiftInwards tiles).
+static double channel_tile_score(int64_t W, int64_t H, int cvec, int NP, int NH) {
+    const double waste = (double)((W + NP - 1) / NP * NP) / (double)W * (double)((H + NH - 1) / NH * NH) / (double)H;
+    return (double)(NP * NH * cvec) / ((double)(cvec + NP * NH) * waste);
+}
+
+// With 16 registers a tile of two rows of 2 or 3 pixels leaves a 7x7 image a third to a half
+// recomputed (8 or 9 of 7 columns, 8 of 7 rows); a tile that scores more than 5% better
+// (channel_tile_score), with at least 8 accumulators to cover the FMA latency, replaces it
+// (4 x 1 at 7x7; bench/DECISIONS.md#d81-avx2-channel-tiles-without-waste).
+static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, int &NP, int &NH) {
+    double best = channel_tile_score(W, H, cvec, NP, NH) * 1.05;
+    for (int np = (int)std::min<int64_t>(W, budget); np >= 1; np--)  // ties: the wider row (NCHW lines)
+        for (int nh = 1; nh <= std::min<int64_t>(H, budget / np); nh++) {
+            if (np * nh * cvec < 8) continue;
+            const double s = channel_tile_score(W, H, cvec, np, nh);
+            if (s > best) {
+                best = s;
+                NP = np;
+                NH = nh;
+            }
+        }
+}
+
 void Ctx::choose_channel_tile(ConvPlan &c) {
     const std::string &R = k.root, &F = c.F;
     const LoweredFunc &L = lf(F);
@@ -159,7 +190,8 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
                 break;
             }
     }
-    const int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
+    int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
+    if (m.vector_registers < 32) better_avx2_tile(W, H, cvec, budget, NP, NH);
     c.path = ConvPlan::Path::ChannelTile;
     c.wrap = R == F;
     c.T = c.wrap ? fresh(func_names, F + "_out") : R;
@@ -223,6 +255,7 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
     st.add("vectorize", {ci, V}).add("parallel", {par});
     for (const std::string &X : tile_convs(c)) {
         place_pads(X, T, par, "task of " + T + " (its rows stay in cache for every channel block)");  // rows outer only
+        if (std::string P = staged_input(X, c); !P.empty()) stage_channels_innermost(X, P);
         const auto &xv = lf(X).vars;
         ScheduleStatement &fs = add(X);
         note(fs, X);
@@ -243,6 +276,56 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
         if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9)
             u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
     }
+}
+
+// A 1x1 conv's tile reads, at each reduction step, one input per tile row from the next channel
+// plane of its NCHW input: the Cin x rows cache lines of one tile's reduction outgrow L1 when the
+// input channels are many, and every step waits on L2. Read from a copy stored channels innermost,
+// one cache line serves 16 steps. The copy is a pass over the input, so it is made only where each
+// input element feeds many FMAs (output channels x the outputs per input pixel, at least
+// kStagedFlopsPerInput): 7x7 and 14x14 ResNet bottlenecks and the strided downsamples, not a
+// 56x56 conv to 64 channels (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
+constexpr int64_t kStagedFlopsPerInput = 128;
+
+// Whether 1x1 conv \p X, tiled \p rows rows high over its NCHW input \p P, reads P faster from a
+// channels-innermost copy: the rule above. A 3x3 conv's padded input stored so gained nothing at
+// 7x7 and 14x14 and lost at stride 2 (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
+static bool channels_innermost_pays(const LoweredFunc &X, const FuncInfo &xi, const LoweredFunc &P, int64_t rows,
+                                    int lanes, const MachineModel &m) {
+    const auto &re = xi.rvar_extents;
+    if (re.empty() || re[0].size() < 3 || X.vars.size() != 4 || P.vars.size() != 4 || !P.update_rvars.empty())
+        return false;
+    const int64_t cin = re[0][2];
+    if (P.extents[1] != cin || cin % lanes != 0) return false;
+    const int64_t lines_per_tile = cin * rows;  // one cache line per channel and tile row
+    const double outputs_per_input = (double)(X.extents[2] * X.extents[3]) / (double)(P.extents[2] * P.extents[3]);
+    return lines_per_tile * 64 > m.l1_bytes && X.extents[1] * outputs_per_input >= kStagedFlopsPerInput;
+}
+
+std::string Ctx::staged_input(const std::string &X, const ConvPlan &c) const {
+    const LoweredFunc &L = lf(X);
+    const auto &re = fi(X).rvar_extents;
+    if (!knobs.stage_conv_inputs || re.empty() || re[0].size() < 3 || re[0][0] * re[0][1] != 1 ||
+        L.producers.size() != 1)
+        return "";
+    const std::string &P = L.producers[0];
+    const FuncDecision *d = plan.decision(P);
+    if (d && d->placement != Placement::Root && d->placement != Placement::Inline) return "";
+    return channels_innermost_pays(L, fi(X), lf(P), c.HT, c.V, m) ? P : "";
+}
+
+void Ctx::stage_channels_innermost(const std::string &X, const std::string &P) {
+    const std::string S = fresh(func_names, X + "_in");
+    ScheduleStatement &w = add(P);
+    w.comments.push_back(str_cat(S, ": ", P, " as ", X, " reads it, stored channels innermost (a 1x1 conv over ",
+                                 lf(P).extents[1], " channels: one cache line serves ", 64 * lanes(P) / m.vector_bytes,
+                                 " reduction steps)"));
+    w.add("in", {X}, S);
+    const auto &v = lf(P).vars;
+    ScheduleStatement &st = add(S);
+    st.add("compute_root").add("reorder_storage", {v[1], v[3], v[2], v[0]}).add("reorder", {v[1], v[3], v[2], v[0]})
+        .add("vectorize", {v[1], lanes(P)});
+    if (lf(P).extents[2] >= 2 * std::max(1, m.cores)) st.add("parallel", {v[2]});
 }
 
 std::vector<std::string> Ctx::tile_convs(const ConvPlan &c) const {

@@ -239,6 +239,11 @@ struct Ctx {
     /// epilogue (a residual block's downsample conv beside its last conv): each gets the plan's
     /// statements with its own vars.
     std::vector<std::string> tile_convs(const ConvPlan &c) const;
+    /// The producer that 1x1 conv \p X (tiled \p c) reads from a channels-innermost copy, or ""
+    /// (tiling_conv.cpp says when that pays).
+    std::string staged_input(const std::string &X, const ConvPlan &c) const;
+    /// The statements of that copy: `P.in(X)` at root, stored channels innermost.
+    void stage_channels_innermost(const std::string &X, const std::string &P);
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
     void conv_row_blocks(ScheduleStatement &st, const ConvPlan &c);
     void conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c);

@@ -47,6 +47,7 @@ struct AutoscheduleOptions {
     double tune_budget_ms = 300;
     bool loop_conv_taps = false;  ///< --loop-conv-taps: ScheduleKnobs::conv_unroll_taps off
     bool normal_stores = false;   ///< --normal-stores: ScheduleKnobs::streaming_stores off
+    bool nchw_conv_inputs = false;  ///< --nchw-conv-inputs: ScheduleKnobs::stage_conv_inputs off
     LibraryFlags libs;  ///< --target cuda: the library calls `loom compile` will make (same flags)
 };
 
@@ -76,7 +77,11 @@ void check_flags(const AutoscheduleOptions &o, const Halide::Target &target) {
                o.target, ": it shapes the CPU cost model's conv tiles; drop it for a GPU target");
     user_check(!o.normal_stores || !target.has_gpu_feature(), "loom autoschedule --normal-stores with --target ",
                o.target, ": the CPU cost model's streaming stores are x86 only; drop it for a GPU target");
+    user_check(!o.nchw_conv_inputs || !target.has_gpu_feature(), "loom autoschedule --nchw-conv-inputs with --target ",
+               o.target, ": it shapes the CPU cost model's conv inputs; drop it for a GPU target");
     if (!o.tune_given) return;
+    user_check(!o.nchw_conv_inputs, "loom autoschedule --nchw-conv-inputs with --tune: tuning times NCHW conv ",
+               "inputs as one of its candidates already; drop one of the two");
     user_check(!o.loop_conv_taps, "loom autoschedule --loop-conv-taps with --tune: tuning times the looped taps ",
                "as one of its candidates already; drop one of the two");
     user_check(!o.normal_stores, "loom autoschedule --normal-stores with --tune: tuning times normal stores ",
@@ -151,6 +156,7 @@ void autoschedule(const AutoscheduleOptions &o) {
     ScheduleKnobs knobs;
     knobs.conv_unroll_taps = !o.loop_conv_taps;
     knobs.streaming_stores = !o.normal_stores;
+    knobs.stage_conv_inputs = !o.nchw_conv_inputs;
     AutoScheduleResult r = o.tune_given ? tune(o, g, p, target, m) : auto_schedule_with_plan(p, target, m, knobs);
     r.schedule.model = std::filesystem::path(o.model).filename().string();
     r.schedule.sha256 = file_sha256(o.model);
@@ -219,6 +225,8 @@ void add_autoschedule_command(CLI::App &app) {
                 "Keep conv taps as loops (not unrolled): about half the JIT compile time of ResNet-18, 0-10% slower convs");
     c->add_flag("--normal-stores", o->normal_stores,
                 "No streaming (non-temporal) stores, where the cost model would stream an output larger than the LLC");
+    c->add_flag("--nchw-conv-inputs", o->nchw_conv_inputs,
+                "1x1 convs read their inputs in NCHW as the producers store them (no channels-innermost copy)");
     c->add_option("--dot", o->dot, "Write the Func graph after fusion here (and <stem>.before.dot; SVG with Graphviz)");
     c->add_option("--tune", o->tune,
                   "Compile, validate and time the N best candidate schedules of the cost model (JIT, "

@@ -60,11 +60,29 @@ std::map<std::string, Function> direct_reads(const Function &f) {
     return out;
 }
 
+/// The wrapper that \p callee has for consumer \p f (`callee.in(f)`, which lowering makes \p f
+/// read instead), or \p callee itself.
+Function read_through_wrapper(const Function &callee, const Function &f) {
+    const auto &w = callee.schedule().wrappers();
+    auto it = w.find(f.name());
+    return it == w.end() ? callee : Function(it->second);
+}
+
+/// Whether every wrapper of \p f is one consumer's copy computed at root (a schedule's staging of
+/// a buffer in another layout): \p f is then still whole where the copies read it.
+bool only_root_consumer_wrappers(const Function &f) {
+    for (const auto &[consumer, ptr] : f.schedule().wrappers())
+        if (consumer.empty() || !Function(ptr).schedule().compute_level().is_root()) return false;
+    return true;
+}
+
 /// The Funcs with storage that \p f reads, as (their root, the Func), looking through inlined Funcs
-/// (their code is part of \p f's).
+/// (their code is part of \p f's) and reading a callee's wrapper for \p f where it has one.
 void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::string, std::string>> &out,
                   std::set<std::string> &seen) {
-    for (const auto &[name, callee] : direct_reads(f)) {
+    for (const auto &[direct, direct_callee] : direct_reads(f)) {
+        const Function callee = read_through_wrapper(direct_callee, f);
+        const std::string name = callee.name();
         if (!seen.insert(name).second) continue;
         std::string o = owner_of(g, name);
         if (o.empty()) stored_reads(g, callee, out, seen);
@@ -175,7 +193,7 @@ RootGraph analyze(const LoweredPipeline &p) {
         if (g.owner[name] != name) continue;
         bool plain = true;
         storage_order(f, plain);
-        if ((p.find_realized(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && f.schedule().wrappers().empty() &&
+        if ((p.find_realized(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && only_root_consumer_wrappers(f) &&
             plain)
             g.whole_buffer.insert(name);
     }
@@ -212,7 +230,8 @@ RootGraph analyze(const LoweredPipeline &p) {
             Function w(wrapper);
             const Halide::LoopLevel &wl = w.schedule().compute_level();
             if (!wl.is_root() && !wl.is_inlined()) g.ties.emplace_back(o, owner_of(g, wl.func()));
-            if (!consumer.empty()) g.ties.emplace_back(o, owner_of(g, consumer));
+            // A root copy for one consumer is a root of its own that the consumer reads (stored_reads).
+            if (!consumer.empty() && !wl.is_root()) g.ties.emplace_back(o, owner_of(g, consumer));
         }
     }
 
@@ -422,6 +441,12 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             std::vector<Halide::Expr> args(vars.begin(), vars.end());
             stub(vars) = bd.param(args);
             const Function &orig = copied_env.at(bd.func);
+            // A consumer's own root copy of the boundary (`in(consumer)`) stays in the consumer's
+            // segment: the consumer calls the copy by name, and the copy reads the param.
+            for (const auto &[consumer, ptr] : orig.schedule().wrappers()) {
+                auto c = copied_env.find(consumer);
+                if (c != copied_env.end()) c->second.substitute_calls(orig, Function(ptr));
+            }
             for (auto &[name, f] : copied_env) {
                 if (name == bd.func) continue;
                 f.substitute_calls(orig, stub.function());

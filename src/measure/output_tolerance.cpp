@@ -42,8 +42,12 @@ std::string OutputTolerance::describe() const {
         snprintf(buf, sizeof buf, "%.2e (given)", rtol);
         return buf;
     }
-    snprintf(buf, sizeof buf, "%.2e (%s: %.3g x sqrt(max(1, %d/4)) depth", rtol, precision_name(precision), base,
-             depth);
+    // Up to depth 4 the base stands alone; past it, the growth with depth is spelled out.
+    if (depth <= 4)
+        snprintf(buf, sizeof buf, "%.2e (%s, depth %d", rtol, precision_name(precision), depth);
+    else
+        snprintf(buf, sizeof buf, "%.2e (%s: %.3g x sqrt(%d/4) for depth %d", rtol, precision_name(precision), base,
+                 depth, depth);
     std::string s = buf;
     if (!sensitive_op.empty()) {
         snprintf(buf, sizeof buf, " x %.3g, the rms of %s's input", sensitivity, sensitive_op.c_str());

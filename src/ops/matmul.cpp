@@ -150,7 +150,12 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
         ctx.bind_output(y, f);
         return;
     }
-    RDom k({{0, ctx.extent(a, ra - 1)}}, "k");
+    // K == 1 (an outer product) is no reduction: Halide drops an RVar of extent 1, so the
+    // product is a pure Func that no schedule can name a `k` of. A K that moves with the input
+    // sizes stays a reduction.
+    const bool outer_product = K == 1 && !ctx.is_dynamic(a, ra - 1);
+    RDom rk({{0, ctx.extent(a, ra - 1)}}, "k");
+    Expr kx = outer_product ? Expr(0) : Expr(rk.x);
 
     std::vector<Expr> bidx(v.begin(), v.begin() + batch);
     Expr i = ra >= 2 ? Expr(v[batch]) : Expr();
@@ -161,20 +166,24 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
         ia = bidx;
         ia.push_back(i);
     }
-    ia.push_back(k.x);
+    ia.push_back(kx);
     if (rb >= 2) {
         ib = bidx;
-        ib.push_back(k.x);
+        ib.push_back(kx);
         ib.push_back(j);
     } else {
-        ib.push_back(k.x);
+        ib.push_back(kx);
     }
     Expr ea = LowerContext::cast_to(dt, ctx.at(a, ia));
-    Expr eb = rb == 2 && dt == DType::F32 ? blocked_b(ctx, b, k.x, j) : Expr();
+    Expr eb = rb == 2 && dt == DType::F32 ? blocked_b(ctx, b, kx, j) : Expr();
     if (!eb.defined()) eb = LowerContext::cast_to(dt, ctx.at(b, ib));
-    ctx.define(f, v, LowerContext::literal(dt, 0));
-    ref(f, exprs(v)) += ea * eb;
-    ctx.note_update(f, {"k"});
+    if (outer_product) {
+        ctx.define(f, v, ea * eb);
+    } else {
+        ctx.define(f, v, LowerContext::literal(dt, 0));
+        ref(f, exprs(v)) += ea * eb;
+        ctx.note_update(f, {"k"});
+    }
     ctx.note_cost(f, false, 2.0 * K);
     ctx.bind_output(y, f);
 }
@@ -211,7 +220,9 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     Func f = ctx.make_func(node, "", 2);
     std::vector<Var> v = ctx.vars(2);
     Var i = v[0], j = v[1];
-    RDom k({{0, ctx.extent(a, ta ? 0 : 1)}}, "k");
+    const bool outer_product = K == 1 && !ctx.is_dynamic(a, ta ? 0 : 1);
+    RDom rk({{0, ctx.extent(a, ta ? 0 : 1)}}, "k");
+    Expr kx = outer_product ? Expr(0) : Expr(rk.x);  // as in MatMul: K == 1 is a pure Func
 
     Expr init = LowerContext::literal(dt, 0);
     if (node.has_input(2) && beta != 0) {
@@ -226,14 +237,18 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
         ctx.bind_output(y, f);
         return;
     }
-    ctx.define(f, v, init);
-    Expr ea = LowerContext::cast_to(dt, ta ? ctx.at(a, {k.x, i}) : ctx.at(a, {i, k.x}));
-    Expr eb = !tb && dt == DType::F32 ? blocked_b(ctx, b, k.x, j) : Expr();
-    if (!eb.defined()) eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, k.x}) : ctx.at(b, {k.x, j}));
+    Expr ea = LowerContext::cast_to(dt, ta ? ctx.at(a, {kx, i}) : ctx.at(a, {i, kx}));
+    Expr eb = !tb && dt == DType::F32 ? blocked_b(ctx, b, kx, j) : Expr();
+    if (!eb.defined()) eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, kx}) : ctx.at(b, {kx, j}));
     Expr term = ea * eb;
     if (alpha != 1) term = LowerContext::literal(dt, alpha) * term;
-    ref(f, {i, j}) += term;
-    ctx.note_update(f, {"k"});
+    if (outer_product) {
+        ctx.define(f, v, init + term);
+    } else {
+        ctx.define(f, v, init);
+        ref(f, {i, j}) += term;
+        ctx.note_update(f, {"k"});
+    }
     ctx.note_cost(f, false, (alpha != 1 ? 3.0 : 2.0) * K + 1);
     ctx.bind_output(y, f);
 }
