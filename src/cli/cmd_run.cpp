@@ -88,6 +88,22 @@ JitModel &compile_scheduled(const Graph &g, ScheduledModel &sm, const Halide::Ta
     });
 }
 
+/// Prints one size's run of a model compiled for several sizes (\p gs prepared for it alone): the
+/// median of \p times, the outputs and, with --check, their comparison with the reference; false
+/// when an output is past its tolerance.
+bool report_size_run(const RunOptions &o, const Graph &gs, const std::map<std::string, Tensor> &ins,
+                     const std::map<std::string, Tensor> &outs, std::vector<double> times) {
+    std::string sizes;
+    for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
+    std::sort(times.begin(), times.end());
+    std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
+              << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
+    if (!o.check) return true;
+    std::map<std::string, OutputTolerance> tolerances;
+    auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
+    return check_outputs(outs, ref, tolerances);
+}
+
 /// `loom run` with dynamic shapes: one compile, run (and checked) at each --input set.
 void run_dynamic(const RunOptions &o, const std::string &spec) {
     std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
@@ -121,18 +137,8 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
         // The reference runs the model prepared for this size alone.
         Graph gs = load_model(o.model, set);
         auto ins = make_inputs(gs, "", o.seed);
-        std::string sizes;
-        for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
         auto outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
-        std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
-        std::sort(times.begin(), times.end());
-        std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
-                  << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
-        if (o.check) {
-            std::map<std::string, OutputTolerance> tolerances;
-            auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
-            ok &= check_outputs(outs, ref, tolerances);
-        }
+        ok &= report_size_run(o, gs, ins, outs, m.time_runs(ins, std::max(1, o.repeats)));
     }
     if (!ok)
         throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond their tolerance under "
@@ -155,19 +161,10 @@ void run_artifact(const RunOptions &o) {
     for (const auto &set : sets) {
         Graph gs = load_model(o.model, set, false, sets.size() == 1 ? o.input_dir : "");
         auto ins = make_inputs(gs, sets.size() == 1 ? o.input_dir : "", o.seed);
-        std::string sizes;
-        for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
         auto outs = a.run(ins);
         std::vector<double> times;
         for (int r = 0; r < std::max(1, o.repeats); r++) times.push_back(a.time_run());
-        std::sort(times.begin(), times.end());
-        std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
-                  << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
-        if (o.check) {
-            std::map<std::string, OutputTolerance> tolerances;
-            auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
-            ok &= check_outputs(outs, ref, tolerances);
-        }
+        ok &= report_size_run(o, gs, ins, outs, times);
         if (!o.save_dir.empty() && sets.size() == 1) {
             save_outputs(o.save_dir, outs, gs);
             std::cout << "saved " << outs.size() << " output(s) to " << o.save_dir << "/<name>.npy\n";
