@@ -12,6 +12,7 @@ PKGS=(
   libgtest-dev googletest libcli11-dev libomp-dev
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
   graphviz libssl-dev
+  libboost-dev                           # Boost Graph (header-only): max-flow of the recompute partition
   procps                                 # /bin/kill -s KILL -- -PGID in the killed-compile test
   clang libclang-rt-14-dev               # libFuzzer + sanitizer runtimes (scripts/fuzz)
   nodejs                                 # runs onnxruntime-node (bench/ort/ort_worker.js)

@@ -8,10 +8,14 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "autodiff/autodiff.h"
 #include "autodiff/loss.h"
 #include "autodiff/parameters.h"
+#include "autodiff/recompute_partition.h"
+#include "cli/training_model.h"
 #include "codegen/jit.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
@@ -414,6 +418,10 @@ struct Trainer {
     int64_t (*parameter_size)(int);
     float *(*parameter)(void *, int);
     int (*num_state)();
+    int (*num_buffers)();
+    const char *(*buffer_name)(int);
+    int64_t (*buffer_size)(int);
+    float *(*buffer)(void *, int);
     int64_t (*steps)(void *);
     void (*destroy)(void *);
     template <typename F>
@@ -432,6 +440,10 @@ struct Trainer {
         sym(parameter_size, name + "_train_parameter_size");
         sym(parameter, name + "_train_parameter");
         sym(num_state, name + "_train_num_state");
+        sym(num_buffers, name + "_train_num_buffers");
+        sym(buffer_name, name + "_train_buffer_name");
+        sym(buffer_size, name + "_train_buffer_size");
+        sym(buffer, name + "_train_buffer");
         sym(steps, name + "_train_steps");
         sym(destroy, name + "_train_destroy");
         t = create();
@@ -443,6 +455,11 @@ struct Trainer {
     Tensor param(int k) {
         Tensor p(DType::F32, {parameter_size(k)});
         std::memcpy(p.data(), parameter(t, k), p.bytes().size());
+        return p;
+    }
+    Tensor buf(int k) {
+        Tensor p(DType::F32, {buffer_size(k)});
+        std::memcpy(p.data(), buffer(t, k), p.bytes().size());
         return p;
     }
 };
@@ -501,9 +518,180 @@ TEST(TrainStep, UserErrors) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
-    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --target cuda -o " + temp_path("bad_target"));
+}
+
+// The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start
+// with a message naming CUDA, and on a machine with one it takes torch's first SGD step.
+TEST(TrainStep, CudaStepCompilesAndRunsWhereThereIsAGpu) {
+    std::string dir = temp_path("train_cuda");
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --loss cross_entropy --optimizer sgd --lr 0.05 " +
+                 "--target cuda --force --name mlp_cuda -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("cuda"), std::string::npos) << r.out;
+    std::ifstream header(dir + "/mlp_cuda_train.h");
+    std::string h((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+    EXPECT_NE(h.find("mlp_cuda_train_step_device"), std::string::npos);
+    Trainer tr(dir, "mlp_cuda");
+    if (!tr.t) {  // no GPU here: create failed, saying why
+        ASSERT_NE(tr.lib, nullptr);
+        auto last_error = reinterpret_cast<const char *(*)()>(dlsym(tr.lib, "mlp_cuda_train_last_error"));
+        ASSERT_NE((void *)last_error, nullptr);
+        std::string e = last_error();
+        EXPECT_TRUE(e.find("libcuda") != std::string::npos || e.find("CUDA") != std::string::npos) << e;
+        std::filesystem::remove_all(dir);
+        GTEST_SKIP() << "no GPU: " << e;
+    }
+    Tensor x = read_npy(grad_fixture("mlp/x.npy")), target = read_npy(grad_fixture("mlp/target.npy")).cast(DType::I64);
+    std::vector<Tensor> before;
+    for (int k = 0; k < tr.num_parameters(); k++) before.push_back(tr.param(k));
+    const void *inputs[] = {x.data()};
+    float loss = -1;
+    ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+    EXPECT_NEAR(loss, read_npy(grad_fixture("mlp/loss.npy")).get(0), 1e-4);
+    for (int k = 0; k < tr.num_parameters(); k++) {
+        Tensor g = read_npy(grad_fixture(std::string("mlp/grad_") + tr.parameter_name(k) + ".npy"));
+        Tensor want(DType::F32, {tr.parameter_size(k)});
+        for (int64_t i = 0; i < want.numel(); i++) want.set(i, before[k].get(i) - 0.05 * g.get(i));
+        EXPECT_TRUE(close(tr.param(k), want, 1e-4)) << tr.parameter_name(k);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// --- save or recompute: the min-cut partition --------------------------------------------------
+
+// A joint graph whose cheapest cut is known: the backward reads tanh(widen(mm_small)) (saving
+// the 4 KiB MatMul beats the 16 KiB tanh), relu and sigmoid of one MatMul (saving the MatMul once
+// beats both), add(mm_p, mm_q) (one 16 KiB sum beats two MatMuls) and a reduction (never
+// recomputed: saved).
+TEST(RecomputePartition, HandBuiltGraphCutIsTheKnownOptimum) {
+    GraphBuilder b;
+    std::string x = b.input("x", {64, 16});
+    std::string w1 = b.input("w1", {16, 16}), w2 = b.input("w2", {16, 64}), w3 = b.input("w3", {16, 64}),
+                w4 = b.input("w4", {16, 64});
+    std::string small = b.node("MatMul", {x, w1}, {64, 16}, {}, DType::F32, "mm_small");
+    std::string widen = b.node("Concat", {small, small, small, small}, {64, 64}, {{"axis", int64_t(1)}}, DType::F32, "widen");
+    std::string t = b.node("Tanh", {widen}, {64, 64}, {}, DType::F32, "tanh");
+    std::string h = b.node("MatMul", {x, w2}, {64, 64}, {}, DType::F32, "mm");
+    std::string r = b.node("Relu", {h}, {64, 64}, {}, DType::F32, "relu");
+    std::string sg = b.node("Sigmoid", {h}, {64, 64}, {}, DType::F32, "sigmoid");
+    std::string p = b.node("MatMul", {x, w3}, {64, 64}, {}, DType::F32, "mm_p");
+    std::string q = b.node("MatMul", {x, w4}, {64, 64}, {}, DType::F32, "mm_q");
+    std::string add = b.node("Add", {p, q}, {64, 64}, {}, DType::F32, "add");
+    std::string sum = b.node("ReduceSum", {r}, {64, 1}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(1)}},
+                             DType::F32, "sum");
+    std::string g1 = b.node("Mul", {t, r}, {64, 64}, {}, DType::F32, "grad_1");
+    std::string g2 = b.node("Mul", {sg, add}, {64, 64}, {}, DType::F32, "grad_2");
+    std::string g3 = b.node("Mul", {g1, sum}, {64, 64}, {}, DType::F32, "grad_3");
+    b.out("Add", {g2, g3}, {64, 64}, {}, DType::F32, "grad_4");
+    b.output(sum);
+
+    RecomputePlan plan = plan_recompute(b.g);
+    std::set<std::string> saved(plan.saved.begin(), plan.saved.end()),
+        recomputed(plan.recomputed.begin(), plan.recomputed.end());
+    EXPECT_EQ(saved, (std::set<std::string>{"mm_small", "mm", "add", "sum"})) << plan.describe();
+    EXPECT_EQ(recomputed, (std::set<std::string>{"widen", "tanh", "relu", "sigmoid"})) << plan.describe();
+    EXPECT_EQ(plan.saved_bytes, 64 * 16 * 4 + 2 * 64 * 64 * 4 + 64 * 4);
+    EXPECT_EQ(plan.save_all_bytes, 4 * 64 * 64 * 4 + 64 * 4);
+    EXPECT_EQ(plan.recompute_flops, 4 * 64 * 64);
+    EXPECT_GT(plan.peak_bytes, 0);
+    EXPECT_NE(plan.describe().find("recompute  tanh"), std::string::npos) << plan.describe();
+
+    // The rewrite: the backward reads only saved values and its own clones; same values.
+    Graph g = b.g;
+    apply_recompute(g, plan);
+    for (const Node &n : g.nodes) {
+        if (!is_backward_node(n)) continue;
+        for (const auto &v : n.inputs) {
+            int k = g.producer(v);
+            if (k >= 0 && !is_backward_node(g.nodes[k])) EXPECT_TRUE(saved.count(g.nodes[k].name)) << n.name << " reads " << v;
+        }
+    }
+    EXPECT_EQ(g.nodes.size(), b.g.nodes.size() + 4);
+    auto in = random_inputs(b.g, 5);
+    auto want = run_reference(b.g, in), got = run_reference(g, in);
+    for (const auto &o : b.g.outputs) EXPECT_TRUE(close(got.at(o), want.at(o), 1e-6)) << o;
+
+    // Save-all keeps every value the backward reads.
+    RecomputePlan all = plan_recompute(b.g, false);
+    EXPECT_EQ(all.saved_bytes, plan.save_all_bytes);
+    EXPECT_TRUE(all.recomputed.empty());
+}
+
+// Whatever the partition, the gradient graph computes the same values (reference interpreter).
+TEST(RecomputePartition, GradientsUnchangedOnTheFixtures) {
+    for (std::string name : {"mlp", "transformer", "cnn"}) {
+        std::string loss = name == "mlp" ? "cross_entropy" : "mse";
+        auto cut = cli::load_training_model(grad_fixture(name + ".onnx"), {}, loss, "", "min-cut");
+        auto all = cli::load_training_model(grad_fixture(name + ".onnx"), {}, loss, "", "save-all");
+        EXPECT_FALSE(cut.recompute.recomputed.empty()) << name;
+        EXPECT_LT(cut.recompute.saved_bytes, all.recompute.saved_bytes) << name;
+        EXPECT_LE(cut.recompute.peak_bytes, all.recompute.peak_bytes) << name;
+        auto in = cli::gradient_inputs(cut, grad_fixture(name), 1);
+        auto a = run_reference(cut.grad.graph, in), b = run_reference(all.grad.graph, in);
+        for (const auto &o : all.grad.graph.outputs) EXPECT_TRUE(close(a.at(o), b.at(o), 1e-6)) << name << " " << o;
+    }
+}
+
+// The compiled training step of the CNN: the same parameters after three steps with either
+// partition, its first loss PyTorch's; the report names the partition and its peak estimate.
+TEST(RecomputePartition, TrainingStepUnchangedWhateverThePartition) {
+    Tensor x = read_npy(grad_fixture("cnn/x.npy")), target = read_npy(grad_fixture("cnn/target.npy"));
+    std::vector<std::vector<Tensor>> params;
+    for (std::string mode : {"min-cut", "save-all"}) {
+        std::string dir = temp_path("train_cnn_" + mode), name = mode == "min-cut" ? "cnn_cut" : "cnn_all";
+        Cli r = loom("compile " + grad_fixture("cnn.onnx") + " --train --loss mse --recompute " + mode +
+                     " --force --name " + name + " --report " + dir + ".report -o " + dir);
+        ASSERT_EQ(r.rc, 0) << r.out;
+        EXPECT_NE(r.out.find(mode + " partition (save or recompute)"), std::string::npos) << r.out;
+        std::ifstream report(dir + ".report");
+        std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+        EXPECT_NE(text.find("peak activation bytes in graph order"), std::string::npos) << text;
+        Trainer tr(dir, name);
+        ASSERT_NE(tr.t, nullptr);
+        const void *inputs[] = {x.data()};
+        float loss = -1;
+        ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+        EXPECT_NEAR(loss, read_npy(grad_fixture("cnn/loss.npy")).get(0), 1e-4 * std::abs(loss) + 1e-6);
+        for (int s = 0; s < 2; s++) ASSERT_EQ(tr.step(tr.t, inputs, target.data(), &loss), 0);
+        params.emplace_back();
+        for (int k = 0; k < tr.num_parameters(); k++) params.back().push_back(tr.param(k));
+        std::filesystem::remove_all(dir);
+        std::filesystem::remove(dir + ".report");
+    }
+    ASSERT_EQ(params[0].size(), params[1].size());
+    for (size_t k = 0; k < params[0].size(); k++) EXPECT_TRUE(close(params[0][k], params[1][k], 1e-5)) << k;
+
+    Cli r = loom("compile " + grad_fixture("cnn.onnx") + " --train --recompute mincut -o " + temp_path("bad_recompute"));
     EXPECT_EQ(r.rc, 1);
-    EXPECT_NE(r.out.find("CPU training steps only; drop --target cuda"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("unknown --recompute 'mincut'; did you mean 'min-cut'?"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("bad_recompute")));
+}
+
+// BatchNorm in training mode: a step updates each running mean and var as PyTorch's train-mode
+// forward does (ONNX momentum 0.9, torch's 0.1; the variance unbiased), readable through the C API.
+TEST(TrainStep, BatchNormRunningStatisticsMatchTorch) {
+    std::string dir = temp_path("train_cnn_bn");
+    Cli r = loom("compile " + grad_fixture("cnn.onnx") + " --train --loss mse --force --name cnn_bn -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    Trainer tr(dir, "cnn_bn");
+    ASSERT_NE(tr.t, nullptr);
+    ASSERT_EQ(tr.num_buffers(), 6);
+    std::vector<Tensor> before;
+    for (int k = 0; k < 6; k++) before.push_back(tr.buf(k));
+    Tensor x = read_npy(grad_fixture("cnn/x.npy")), target = read_npy(grad_fixture("cnn/target.npy"));
+    const void *inputs[] = {x.data()};
+    ASSERT_EQ(tr.step(tr.t, inputs, target.data(), nullptr), 0);
+    for (int k = 0; k < 6; k++) {
+        std::string name = tr.buffer_name(k);
+        EXPECT_NE(name.find("running_"), std::string::npos) << name;
+        Tensor want = read_npy(grad_fixture("cnn/buffer_" + name + ".npy"));
+        Tensor got = tr.buf(k);
+        EXPECT_TRUE(close(got, want.reshaped({got.numel()}), 1e-5)) << name;
+        EXPECT_FALSE(close(got, before[k], 1e-3)) << name << " did not move";
+    }
+    EXPECT_EQ(tr.buffer(tr.t, 6), nullptr);
+    EXPECT_EQ(tr.buffer_size(-1), -1);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -371,9 +371,23 @@ TEST(OpsLinalg, ConvTranspose) {
     std::string w6 = b.random_constant("w6", {4, 2, 2, 3}, 66);
     b.out("ConvTranspose", {x, w6}, {2, 2, 10, 18}, {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 3}}},
           DType::F32, "up23");
+    // Grouped kernel = stride: two groups of two input channels, and one group per channel with
+    // four input channels each (a MaxPool's gradient, one-hot taps).
+    std::string w7 = b.random_constant("w7", {4, 3, 2, 2}, 67);
+    b.out("ConvTranspose", {x, w7}, {2, 6, 10, 12},
+          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"group", int64_t(2)}}, DType::F32, "up2_groups");
+    std::string w8 = b.random_constant("w8", {4, 1, 2, 2}, 68);
+    b.out("ConvTranspose", {x, w8}, {2, 1, 10, 12},
+          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"group", int64_t(1)}}, DType::F32, "up2_one");
+    std::string w9 = b.random_constant("w9", {4, 1, 2, 2}, 69);
+    b.out("ConvTranspose", {x, w9}, {2, 2, 10, 12},
+          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"group", int64_t(2)}}, DType::F32, "up2_depth");
+    std::string w10 = b.random_constant("w10", {4, 1, 2, 2}, 70);
+    b.out("ConvTranspose", {x, w10}, {2, 4, 10, 12},
+          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"group", int64_t(4)}}, DType::F32, "up2_dw");
     check(b.g, 71);
     LoweredPipeline lp = lower_graph(b.g);
-    for (const char *name : {"up2", "up23"}) {
+    for (const char *name : {"up2", "up23", "up2_groups", "up2_depth"}) {
         const LoweredFunc *f = lp.find(name);
         ASSERT_TRUE(f) << name;
         ASSERT_EQ(f->update_rvars.size(), 1u);

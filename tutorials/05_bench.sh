@@ -23,5 +23,7 @@ fi
 echo '$ loom bench tests/data/dynamic_mlp.onnx --input batch=256 --auto --profile --budget-ms 200'
 loom bench $M --input batch=256 --auto --profile --budget-ms 200 2> /dev/null | tee profile.txt
 expect '^profile of auto: [0-9]+ kernels' profile.txt
-expect '^ +[0-9.]+ +[0-9.]+% +[0-9.]+% +fc3_gemm' profile.txt
+# a kernel row that computes one of the GEMMs (which one leads depends on the machine, and a
+# kernel of a few percent may get no sample in a short profile)
+expect '^ +[0-9.]+ +[0-9.]+% +[0-9.]+% +[^ ]+ \(.*/fc[123]/Gemm' profile.txt
 echo "lesson 5 ok"

@@ -58,6 +58,10 @@ awk '/^steps/ {l[++n] = $5} END {exit !(l[n] < l[1] / 3)}' train.txt || { echo "
 # 4. the backward schedule: kernels holding gradient nodes, and what the backward reads from the forward
 echo '$ grep -A3 "^kernel .*: .*" step_report.txt  (a backward kernel)'
 grep -m1 -A4 '^kernel [0-9]*: .*' <(sed -n '/nodes: grad_/,$p' step_report.txt) || true
+sed -n '/^min-cut partition/,/^$/p' step_report.txt
+expect '^min-cut partition \(save or recompute\): [0-9]+ saved' step_report.txt
+expect '^  save +/fc1/Gemm' step_report.txt
+expect '^  recompute +/Erf' step_report.txt
 sed -n '/^save or recompute/,$p' step_report.txt
 expect '^save or recompute' step_report.txt
 expect 'fc1_gemm +Gemm +save' step_report.txt

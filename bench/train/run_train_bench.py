@@ -81,8 +81,8 @@ print("median_ms %.4f min_ms %.4f peak_rss_kib %d step_kib %d loss %.5f" % (ms[l
 """
 
 
-def compile_model(loom, work, name, factory, shape, loss, opset):
-    """Exports model \p name and compiles its training step into work/<name>_step; its output shape."""
+def compile_model(loom, work, name, factory, shape, loss, opset, target="host"):
+    """Exports model `name` and compiles its training step into work/<name>_step; its output shape."""
     import torch
     torch.manual_seed(0)
     model = factory().eval()
@@ -93,7 +93,7 @@ def compile_model(loom, work, name, factory, shape, loss, opset):
     with torch.no_grad():
         out_shape = tuple(model(x).shape)
     c = subprocess.run([loom, "compile", onnx_path, "--train", "--loss", loss, "--optimizer", "sgd", "--lr", "0.01",
-                        "--force", "--name", name + "_step", "-o", os.path.join(work, name + "_step")],
+                        "--force", "--name", name + "_step", "--target", target, "-o", os.path.join(work, name + "_step")],
                        capture_output=True, text=True)
     if c.returncode != 0:
         sys.exit(f"loom compile --train {name} failed:\n{c.stdout}{c.stderr}")
@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--target", default="host", help="--compile-only: host, or cuda (bench/train/run_gpu_bench.sh times those)")
     ap.add_argument("--compile-only", default="", help="export and compile the artifacts into this folder, then stop")
     ap.add_argument("--prebuilt", default="", help="time the artifacts --compile-only wrote into this folder")
     ap.add_argument("--python", default="/usr/bin/python3", help="the Python (with torch) that runs PyTorch's side")
@@ -136,7 +137,7 @@ def main():
     meta = json.load(open(meta_path)) if args.prebuilt else {}
     if not args.prebuilt:
         for name in names:
-            meta[name] = list(compile_model(args.loom, work, name, *table[name]))
+            meta[name] = list(compile_model(args.loom, work, name, *table[name], target=args.target))
         json.dump(meta, open(meta_path, "w"))
     if args.compile_only:
         print("compiled into", work)

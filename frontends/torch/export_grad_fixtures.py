@@ -11,6 +11,7 @@ export it, see CMakeLists.txt)
     NAME/grad_<param>.npy      PyTorch's gradient of the loss for each parameter, named as in the
                                ONNX file (constant folding is off, so initializers keep their
                                state_dict names)
+    NAME/buffer_<name>.npy     each BatchNorm running mean and var after that train-mode forward
 Usage: frontends/torch/export_grad_fixtures.py [--out DIR] [NAME ...]
 Runs under Debian's /usr/bin/python3 (python3-torch, python3-onnx).
 """
@@ -64,6 +65,9 @@ def export(name, factory, input_shapes, loss, opset, out_dir):
     np.save(os.path.join(data, "loss.npy"), np.array(value.item(), dtype=np.float32))
     for pname, p in model.named_parameters():
         np.save(os.path.join(data, "grad_" + pname + ".npy"), p.grad.numpy().astype(np.float32))
+    for bname, b in model.named_buffers():
+        if "running_" in bname:
+            np.save(os.path.join(data, "buffer_" + bname + ".npy"), b.numpy().astype(np.float32))
     print(f"{name}: loss {loss} = {value.item():.6f}, {sum(1 for _ in model.parameters())} parameters")
 
 

@@ -49,7 +49,7 @@ std::vector<std::string> differentiable_ops() {
 GradientGraph differentiate(const Graph &forward, const std::vector<std::string> &parameters, const std::string &loss,
                             const NodeEvaluator &evaluate) {
     GradientGraph out;
-    out.graph = autodiff::rewrite_norms_for_training(forward);
+    out.graph = autodiff::rewrite_norms_for_training(forward, &out.running_statistics);
     Graph &g = out.graph;
     out.forward_outputs = g.outputs;
     LossNodes ln = append_loss(g, loss);

@@ -15,6 +15,18 @@
 
 namespace loom {
 
+/// A BatchNormalization's running statistics, which a training step updates as ONNX's momentum
+/// says (running = running * momentum + batch * (1 - momentum)) with PyTorch's batch variance
+/// (unbiased, n / (n - 1), as `model.train()` uses it for running_var).
+struct RunningStatistics {
+    std::string node;                       ///< the BatchNormalization node
+    std::string running_mean, running_var;  ///< its mean and var initializers' names ([C])
+    Tensor initial_mean, initial_var;       ///< their values in the model
+    std::string batch_mean, batch_var;      ///< the batch's mean and biased variance in the graph ([1, C, 1, …])
+    double momentum = 0.9;
+    int64_t count = 1;                      ///< elements per channel in the batch (N times the spatial size)
+};
+
 /// A forward graph extended with its loss and the gradient of the loss with respect to each
 /// parameter. Graph outputs: `loss` first, then one gradient per parameter (same order).
 struct GradientGraph {
@@ -25,6 +37,7 @@ struct GradientGraph {
     std::map<std::string, std::string> gradient_of;  ///< parameter -> its gradient value (a graph output)
     std::vector<std::string> forward_outputs;        ///< the forward graph's outputs (not graph outputs here)
     int forward_nodes = 0;                 ///< graph.nodes[0, forward_nodes) are the forward pass (with the loss)
+    std::vector<RunningStatistics> running_statistics;  ///< one per BatchNormalization, in graph order
 };
 
 /// Differentiates \p forward (canonical, parameters as inputs listed in \p parameters) through the

@@ -8,7 +8,9 @@ namespace loom::autodiff {
 namespace {
 
 // (x - mean) / sqrt(var + eps) over \p axes of \p x (kept as 1s).
-std::string normalize(GraphEmitter &e, const std::string &x, const std::vector<int64_t> &axes, double eps) {
+// \p mean_out and \p var_out, when given, receive the statistics' values (biased variance).
+std::string normalize(GraphEmitter &e, const std::string &x, const std::vector<int64_t> &axes, double eps,
+                      std::string *mean_out = nullptr, std::string *var_out = nullptr) {
     Shape ks = e.shape(x);
     double n = 1;
     for (int64_t a : axes) {
@@ -19,6 +21,8 @@ std::string normalize(GraphEmitter &e, const std::string &x, const std::vector<i
     std::string mean = e.op("ReduceMean", {x}, ks, attrs);
     std::string xc = e.sub(x, mean);
     std::string var = e.op("ReduceMean", {e.mul(xc, xc)}, ks, attrs);
+    if (mean_out) *mean_out = mean;
+    if (var_out) *var_out = var;
     std::string inv = e.unary("Reciprocal", e.unary("Sqrt", e.add(var, e.scalar(eps))));
     return e.mul(xc, inv);
 }
@@ -37,7 +41,7 @@ std::string per_channel(GraphEmitter &e, const std::string &v, size_t rank) {
 }
 
 // Emits the norm \p n; returns the value that stands for its output.
-std::string emit_norm(GraphEmitter &e, const Node &n) {
+std::string emit_norm(GraphEmitter &e, const Node &n, std::vector<RunningStatistics> *stats) {
     const std::string &x = n.inputs[0];
     const Shape xs = e.shape(x);
     size_t r = xs.size();
@@ -66,13 +70,26 @@ std::string emit_norm(GraphEmitter &e, const Node &n) {
     // BatchNormalization (batch statistics: over N and the spatial dims) and InstanceNormalization.
     std::vector<int64_t> axes = n.op == "BatchNormalization" ? range(0, (int64_t)r) : range(2, (int64_t)r);
     if (n.op == "BatchNormalization") axes.erase(axes.begin() + 1);
-    std::string z = normalize(e, x, axes, eps);
+    RunningStatistics rs;
+    bool running = stats && n.op == "BatchNormalization" && e.graph().is_constant(n.inputs[3]) &&
+                   e.graph().is_constant(n.inputs[4]);
+    std::string z = normalize(e, x, axes, eps, running ? &rs.batch_mean : nullptr, running ? &rs.batch_var : nullptr);
+    if (running) {
+        rs.node = n.name;
+        rs.running_mean = n.inputs[3];
+        rs.running_var = n.inputs[4];
+        rs.initial_mean = e.graph().constant(n.inputs[3])->cast(DType::F32);
+        rs.initial_var = e.graph().constant(n.inputs[4])->cast(DType::F32);
+        rs.momentum = n.get_float("momentum", 0.9);
+        rs.count = shape_numel(xs) / xs[1];
+        stats->push_back(rs);
+    }
     return e.add(e.mul(z, per_channel(e, n.inputs[1], r)), per_channel(e, n.inputs[2], r));
 }
 
 }  // namespace
 
-Graph rewrite_norms_for_training(const Graph &g) {
+Graph rewrite_norms_for_training(const Graph &g, std::vector<RunningStatistics> *stats) {
     Graph out = g;
     out.nodes.clear();
     GraphEmitter e(out, "train_");
@@ -86,7 +103,7 @@ Graph rewrite_norms_for_training(const Graph &g) {
         user_check(n.outputs.size() == 1 || (n.outputs.size() > 1 && n.outputs[1].empty()) || n.op != "LayerNormalization",
                    n.describe(), ": LayerNormalization's Mean and InvStdDev outputs are not supported in training; ",
                    "export the model without them");
-        std::string y = emit_norm(e, n);
+        std::string y = emit_norm(e, n, stats);
         // The last node emitted computes y: give it the norm's output name.
         Node &last = out.nodes.back();
         internal_check(last.outputs.size() == 1 && last.outputs[0] == y, "norm rewrite: last node is not the output");

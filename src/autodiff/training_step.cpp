@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "autodiff/graph_emitter.h"
 #include "graph/passes.h"
@@ -62,18 +63,38 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
             next.push_back({v, v1});
         }
     }
-    // Inputs: data, target, parameters, state, scalars; outputs: loss, then each next value in
-    // parameter-then-state order.
+    // BatchNorm's running statistics: running * momentum + batch * (1 - momentum), the variance
+    // unbiased as PyTorch's.
+    for (const RunningStatistics &rs : gg.running_statistics) {
+        internal_check(g.producer(rs.batch_mean) >= 0 && g.producer(rs.batch_var) >= 0, "training step: the batch ",
+                       "statistics of ", rs.node, " are gone from the gradient graph");
+        double unbias = rs.count > 1 ? (double)rs.count / (double)(rs.count - 1) : 1.0;
+        for (const auto &[name, initial, batch, factor] :
+             {std::tuple{rs.running_mean, rs.initial_mean, rs.batch_mean, 1.0},
+              std::tuple{rs.running_var, rs.initial_var, rs.batch_var, unbias}}) {
+            if (s.buffer_initial.count(name)) continue;  // shared by two norms: the first one updates it
+            g.initializers.erase(name);
+            g.values[name] = ValueInfo{name, DType::F32, initial.shape(), {}, true};
+            s.buffers.push_back(name);
+            s.buffer_initial[name] = initial;
+            std::string b = e.reshape(batch, initial.shape());
+            next.push_back({name, e.add(e.mul(name, e.scalar(rs.momentum)), e.mul(b, e.scalar((1 - rs.momentum) * factor)))});
+        }
+    }
+    // Inputs: data, target, parameters, state, buffers, scalars; outputs: loss, then each next
+    // value in parameter-state-buffer order.
     std::vector<std::string> inputs = s.data_inputs;
     if (!s.target.empty()) inputs.push_back(s.target);
     inputs.insert(inputs.end(), s.parameters.begin(), s.parameters.end());
     inputs.insert(inputs.end(), s.state.begin(), s.state.end());
+    inputs.insert(inputs.end(), s.buffers.begin(), s.buffers.end());
     inputs.insert(inputs.end(), s.scalars.begin(), s.scalars.end());
     g.inputs = inputs;
     g.outputs = {s.loss};
     for (const auto &[in, value] : next) s.next_of[in] = value;
     for (const auto &p : s.parameters) g.outputs.push_back(s.next_of[p]);
     for (const auto &st : s.state) g.outputs.push_back(s.next_of[st]);
+    for (const auto &b : s.buffers) g.outputs.push_back(s.next_of[b]);
     eliminate_dead_code(g);
     g.topo_sort();
     g.validate();

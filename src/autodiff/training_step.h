@@ -26,13 +26,19 @@ const std::vector<std::string> &optimizer_names();
 
 /// The step's graph and how its inputs and outputs pair up.
 struct TrainingStepGraph {
-    Graph graph;  ///< inputs: data inputs, target, parameters, state, scalars; outputs: loss, next parameters, next state
+    /// inputs: data inputs, target, parameters, state, buffers, scalars; outputs: loss, next
+    /// parameters, next state, next buffers
+    Graph graph;
     std::string loss, target;
     std::vector<std::string> data_inputs, parameters, state;
+    /// BatchNorm running statistics (PyTorch's buffers): inputs read by no gradient, updated by
+    /// momentum each step (RunningStatistics), starting from the model's values in buffer_initial.
+    std::vector<std::string> buffers;
+    std::map<std::string, Tensor> buffer_initial;
     /// Per-step scalar inputs ([1] f32) the caller computes: `lr` for sgd; `adam_step` (lr / (1 -
     /// beta1^t)) and `adam_rsqrt_bias` (1 / sqrt(1 - beta2^t)) for adam.
     std::vector<std::string> scalars;
-    std::map<std::string, std::string> next_of;  ///< parameter or state input -> output of its next value
+    std::map<std::string, std::string> next_of;  ///< parameter, state or buffer input -> output of its next value
     OptimizerSpec optimizer;
 };
 

@@ -115,9 +115,11 @@ void GpuCtx::gemm_kernel(const LoweredFunc &c, const LoweredFunc &g) {
     std::string gi = g.vars[0], gj = g.vars[1];
     ScheduleStatement up2(g.name, 0);
     if (self) {
-        // The GEMM is its own kernel: its update runs in the same thread tiles as its init.
-        up2.add("split", {gj, jo, ji, kGemmTile, tail(true)}).add("split", {gi, io, ii, kGemmTile, tail(true)});
-        up2.add("split", {ji, jt, jr, tj, tail(true)}).add("split", {ii, it, ir, ti, tail(true)});
+        // The GEMM is its own kernel: its update runs in the same thread tiles as its init. Halide
+        // refuses RoundUp on an update's split vars (a training step's GEMMs reach this), and
+        // GuardWithIf on a split that divides costs nothing.
+        up2.add("split", {gj, jo, ji, kGemmTile, tail(false)}).add("split", {gi, io, ii, kGemmTile, tail(false)});
+        up2.add("split", {ji, jt, jr, tj, tail(false)}).add("split", {ii, it, ir, ti, tail(false)});
         up2.add("reorder", {kl, jr, ir, jt, it, jo, io}).add("unroll", {kl}).add("unroll", {jr}).add("unroll", {ir});
         up2.add("gpu_threads", {jt, it}).add("gpu_blocks", {jo, io});
     } else {

@@ -700,10 +700,20 @@ void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     if (vl) u.add("vectorize", {nvec > 1 ? wvi : wi});
     if (vl && nvec > 1) u.add("unroll", {wvo});
     if (CB > 1) u.add("unroll", {ci});
-    u.add("parallel", {CB > 1 ? co : cv});
+    // With a batch, the images and channel blocks are one parallel loop: a training step's
+    // gradient convs have few channel blocks (one, for a MaxPool's scatter) and many images,
+    // which a parallel loop over the blocks alone, inside the images, left serial
+    // (bench/DECISIONS.md#d76-conv-root-tiles-parallel-over-batch).
+    std::string tasks = CB > 1 ? co : cv;
+    if (e[0] > 1) {
+        std::string t = fresh(fused_, v[0] + tasks);
+        u.add("fuse", {tasks, v[0], t});
+        tasks = t;
+    }
+    u.add("parallel", {tasks});
     // The padded input per channel block, in cache, not a pass of its own at root
     // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
-    place_pads(F, F, CB > 1 ? co : cv, "channel block of " + F + " (a depthwise conv reads its own channels)");
+    place_pads(F, F, tasks, "channel block of " + F + " (a depthwise conv reads its own channels)");
 }
 
 // A depthwise conv \p F under its epilogue \p T (MobileNetV2's conv + clip): a task per block of

@@ -129,10 +129,13 @@ void add_compile_command(CLI::App &app) {
                 "without the output-scale term)");
     c->add_flag("--print-schedule", o->print_schedule, "Print the schedule used");
     add_library_flags(c, o->libs);
-    c->add_flag("--train", o->train, "Compile a training step: forward, backward and update (train_artifact.h; CPU)");
+    c->add_flag("--train", o->train, "Compile a training step: forward, backward and update (train_artifact.h; CPU or CUDA)");
     c->add_option("--loss", o->training.loss, "--train: mse | cross_entropy | output")->default_val("mse");
     c->add_option("--optimizer", o->training.optimizer, "--train: sgd | adam")->default_val("sgd");
     c->add_option("--lr", o->training.lr, "--train: initial learning rate")->default_val(0.01);
+    c->add_option("--recompute", o->training.recompute,
+                  "--train: min-cut (save the cheapest cut, recompute cheap ops in the backward) | save-all")
+        ->default_val("min-cut");
     c->add_option("--report", o->training.report, "--train: write the step's fusion report and save-or-recompute table here");
     c->callback([o] { compile(*o); });
 }

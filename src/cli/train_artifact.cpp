@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "autodiff/recompute_partition.h"
 #include "autodiff/training_step.h"
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/machine_model.h"
@@ -52,22 +53,273 @@ std::string train_header(const std::string &n) {
       << "const char *" << n << "_train_state_name(int k);\n"
       << "int64_t " << n << "_train_state_size(int k);\n"
       << "float *" << n << "_train_state(void *trainer, int k);\n"
+      << "/* BatchNorm running statistics, updated by each step (momentum as in the model) */\n"
+      << "int " << n << "_train_num_buffers(void);\n"
+      << "const char *" << n << "_train_buffer_name(int k);\n"
+      << "int64_t " << n << "_train_buffer_size(int k);\n"
+      << "float *" << n << "_train_buffer(void *trainer, int k);\n"
       << "void " << n << "_train_set_learning_rate(void *trainer, float lr);\n"
       << "float " << n << "_train_learning_rate(void *trainer);\n"
       << "int64_t " << n << "_train_steps(void *trainer);\n"
       << "const char *" << n << "_train_last_error(void);\n"
+      << "/* CUDA artifacts: the same step on device pointers of the trainer's context (the calling\n"
+      << " * thread's current one, else device 0's primary context); parameters, state and buffers live\n"
+      << " * on the device and _train_parameter copies one to the host (written back before the next step).\n"
+      << " * _train_synchronize waits for the queued steps (a step with loss NULL does not wait).\n"
+      << " * On a CPU artifact _step_device fails and _synchronize does nothing. */\n"
+      << "int " << n << "_train_step_device(void *trainer, const void *const *inputs, const void *target, float *loss);\n"
+      << "int " << n << "_train_synchronize(void *trainer);\n"
       << "void " << n << "_train_destroy(void *trainer);\n"
       << "#ifdef __cplusplus\n}\n#endif\n";
     return h.str();
 }
 
-std::string train_source(const std::string &n, const TrainingStepGraph &s, const std::string &blob) {
+// The CUDA trainer after the tables (`@N@` is the model's name): parameters, state and buffers
+// on the device, each step one `_run_device` call whose outputs are copied back over its inputs
+// on the stream, so the pointers stay the same and the artifact replays the step as one CUDA graph.
+std::string cuda_trainer_body() {
+    return R"TRAINER(thread_local char last_error[512];
+typedef unsigned long long DevPtr;
+struct Driver {
+    int (*cuInit)(unsigned);
+    int (*cuDeviceGet)(int *, int);
+    int (*cuDevicePrimaryCtxRetain)(void **, int);
+    int (*cuCtxGetCurrent)(void **);
+    int (*cuCtxSetCurrent)(void *);
+    int (*cuCtxSynchronize)(void);
+    int (*cuMemAlloc)(DevPtr *, size_t);
+    int (*cuMemFree)(DevPtr);
+    int (*cuMemcpyHtoD)(DevPtr, const void *, size_t);
+    int (*cuMemcpyDtoH)(void *, DevPtr, size_t);
+    int (*cuMemcpyDtoDAsync)(DevPtr, DevPtr, size_t, void *);
+};
+Driver cu;
+bool load_driver() {
+    if (cu.cuInit) return true;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) return false;
+    Driver d;
+    bool ok = true;
+    auto sym = [&](auto &f, const char *name) {
+        f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+        ok = ok && f;
+    };
+    sym(d.cuInit, "cuInit");
+    sym(d.cuDeviceGet, "cuDeviceGet");
+    sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    sym(d.cuCtxGetCurrent, "cuCtxGetCurrent");
+    sym(d.cuCtxSetCurrent, "cuCtxSetCurrent");
+    sym(d.cuCtxSynchronize, "cuCtxSynchronize");
+    sym(d.cuMemAlloc, "cuMemAlloc_v2");
+    sym(d.cuMemFree, "cuMemFree_v2");
+    sym(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    sym(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    sym(d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    if (ok) cu = d;
+    return ok;
+}
+int fail(const char *what, int rc) {
+    std::snprintf(last_error, sizeof last_error, "%s failed (CUDA error %d)", what, rc);
+    return -1;
+}
+struct Trainer {
+    void *model = nullptr, *ctx = nullptr;
+    std::vector<DevPtr> cur, next;       // parameters, state, then buffers
+    std::vector<float *> host;           // host copies handed out by _train_parameter/_state/_buffer
+    std::vector<bool> host_live;         // host copy k may have been written: upload before the step
+    std::vector<DevPtr> data;            // the step's data inputs and target on the device
+    DevPtr target = 0, scalars = 0, loss = 0;
+    float lr = 0;
+    int64_t steps = 0;
+};
+int64_t size_of(int k) {
+    return k < kNumParameter ? kParameterSizes[k]
+           : k < kNumParameter + kNumState ? kStateSizes[k - kNumParameter]
+                                           : kBufferSizes[k - kNumParameter - kNumState];
+}
+const int kNumOwned = kNumParameter + kNumState + kNumBuffer;
+int bind_context(Trainer *t) {
+    void *c = nullptr;
+    if (cu.cuCtxGetCurrent(&c) == 0 && c) return 0;
+    int rc = cu.cuCtxSetCurrent(t->ctx);
+    return rc ? fail("cuCtxSetCurrent", rc) : 0;
+}
+int upload_host_copies(Trainer *t) {
+    for (int k = 0; k < kNumOwned; k++) {
+        if (!t->host_live[k]) continue;
+        int rc = cu.cuMemcpyHtoD(t->cur[k], t->host[k], sizeof(float) * size_of(k));
+        if (rc) return fail("cuMemcpyHtoD", rc);
+        t->host_live[k] = false;
+    }
+    return 0;
+}
+float *host_copy(Trainer *t, int k) {
+    if (bind_context(t) || cu.cuCtxSynchronize() != 0) return nullptr;
+    if (!t->host_live[k] && cu.cuMemcpyDtoH(t->host[k], t->cur[k], sizeof(float) * size_of(k)) != 0) return nullptr;
+    t->host_live[k] = true;
+    return t->host[k];
+}
+int run_step(Trainer *t, const std::vector<const void *> &inputs, const void *target, float *loss) {
+    if (bind_context(t) || upload_host_copies(t)) return -1;
+    std::vector<const void *> in = inputs;
+    if (kHasTarget) in.push_back(target);
+    for (DevPtr p : t->cur) in.push_back(reinterpret_cast<const void *>(p));
+    float scalars[2];
+    t->steps++;
+    if (kAdam) {
+        scalars[0] = (float)(t->lr / (1 - std::pow(kBeta1, (double)t->steps)));
+        scalars[1] = (float)(1 / std::sqrt(1 - std::pow(kBeta2, (double)t->steps)));
+    } else {
+        scalars[0] = t->lr;
+    }
+    // Each scalar in its own 256-byte slot: device inputs must be 16-byte aligned.
+    int rc = cu.cuMemcpyHtoD(t->scalars, &scalars[0], sizeof(float));
+    if (rc == 0 && kAdam) rc = cu.cuMemcpyHtoD(t->scalars + 256, &scalars[1], sizeof(float));
+    if (rc) return t->steps--, fail("cuMemcpyHtoD", rc);
+    in.push_back(reinterpret_cast<const void *>(t->scalars));
+    if (kAdam) in.push_back(reinterpret_cast<const void *>(t->scalars + 256));
+    std::vector<void *> out = {reinterpret_cast<void *>(t->loss)};
+    for (DevPtr p : t->next) out.push_back(reinterpret_cast<void *>(p));
+    rc = @N@_run_device(t->model, in.data(), out.data());
+    if (rc != 0) {
+        t->steps--;
+        std::snprintf(last_error, sizeof last_error, "%s", @N@_last_error());
+        return rc;
+    }
+    for (int k = 0; k < kNumOwned; k++) {
+        rc = cu.cuMemcpyDtoDAsync(t->cur[k], t->next[k], sizeof(float) * size_of(k), nullptr);
+        if (rc) return fail("cuMemcpyDtoDAsync", rc);
+    }
+    if (loss) {
+        rc = cu.cuMemcpyDtoH(loss, t->loss, sizeof(float));
+        if (rc) return fail("cuMemcpyDtoH", rc);
+    }
+    return 0;
+}
+}  // namespace
+
+extern "C" {
+void @N@_train_destroy(void *h);
+void *@N@_train_create(void) {
+    if (!load_driver()) {
+        std::snprintf(last_error, sizeof last_error, "cannot load libcuda.so.1: this trainer needs an NVIDIA GPU and its driver");
+        return nullptr;
+    }
+    Trainer *t = new Trainer;
+    int rc = cu.cuInit(0);
+    void *c = nullptr;
+    if (rc == 0) rc = cu.cuCtxGetCurrent(&c);
+    if (rc == 0 && !c) {
+        int dev = 0;
+        rc = cu.cuDeviceGet(&dev, 0);
+        if (rc == 0) rc = cu.cuDevicePrimaryCtxRetain(&c, dev);
+        if (rc == 0) rc = cu.cuCtxSetCurrent(c);
+    }
+    if (rc != 0) {
+        fail("initialising CUDA (cuInit / the primary context)", rc);
+        delete t;
+        return nullptr;
+    }
+    t->ctx = c;
+    t->model = @N@_create();
+    if (!t->model) { std::snprintf(last_error, sizeof last_error, "%s", @N@_last_error()); delete t; return nullptr; }
+    t->lr = @LR@f;
+    const float *init = @N@_initial_parameters;
+    auto alloc = [&](DevPtr *p, size_t bytes) { return rc == 0 && (rc = cu.cuMemAlloc(p, bytes ? bytes : 4)) == 0; };
+    for (int k = 0; k < kNumOwned && rc == 0; k++) {
+        int64_t size = size_of(k);
+        DevPtr a = 0, b = 0;
+        alloc(&a, sizeof(float) * size);
+        alloc(&b, sizeof(float) * size);
+        t->cur.push_back(a);
+        t->next.push_back(b);
+        float *h = static_cast<float *>(std::calloc(size ? size : 1, sizeof(float)));
+        bool state = k >= kNumParameter && k < kNumParameter + kNumState;
+        if (!state) { std::memcpy(h, init, sizeof(float) * size); init += size; }
+        t->host.push_back(h);
+        t->host_live.push_back(true);  // uploaded before the first step
+    }
+    for (int k = 0; k < kData; k++) {
+        DevPtr p = 0;
+        alloc(&p, kDataBytes[k]);
+        t->data.push_back(p);
+    }
+    alloc(&t->target, kTargetBytes);
+    alloc(&t->scalars, 512);
+    alloc(&t->loss, sizeof(float));
+    if (rc != 0) {
+        fail("cuMemAlloc", rc);
+        @N@_train_destroy(t);
+        return nullptr;
+    }
+    return t;
+}
+int @N@_train_step(void *h, const void *const *inputs, const void *target, float *loss) {
+    Trainer *t = static_cast<Trainer *>(h);
+    if (bind_context(t)) return -1;
+    std::vector<const void *> in;
+    for (int k = 0; k < kData; k++) {
+        int rc = cu.cuMemcpyHtoD(t->data[k], inputs[k], kDataBytes[k]);
+        if (rc) return fail("cuMemcpyHtoD (an input)", rc);
+        in.push_back(reinterpret_cast<const void *>(t->data[k]));
+    }
+    if (kHasTarget) {
+        int rc = cu.cuMemcpyHtoD(t->target, target, kTargetBytes);
+        if (rc) return fail("cuMemcpyHtoD (the target)", rc);
+    }
+    return run_step(t, in, reinterpret_cast<const void *>(t->target), loss);
+}
+int @N@_train_step_device(void *h, const void *const *inputs, const void *target, float *loss) {
+    std::vector<const void *> in(inputs, inputs + kData);
+    return run_step(static_cast<Trainer *>(h), in, target, loss);
+}
+int @N@_train_synchronize(void *h) {
+    Trainer *t = static_cast<Trainer *>(h);
+    if (bind_context(t)) return -1;
+    int rc = cu.cuCtxSynchronize();
+    return rc ? fail("cuCtxSynchronize", rc) : 0;
+}
+int @N@_train_num_parameters(void) { return kNumParameter; }
+const char *@N@_train_parameter_name(int k) { return k >= 0 && k < kNumParameter ? kParameterNames[k] : nullptr; }
+int64_t @N@_train_parameter_size(int k) { return k >= 0 && k < kNumParameter ? kParameterSizes[k] : -1; }
+float *@N@_train_parameter(void *h, int k) { return k >= 0 && k < kNumParameter ? host_copy(static_cast<Trainer *>(h), k) : nullptr; }
+int @N@_train_num_state(void) { return kNumState; }
+const char *@N@_train_state_name(int k) { return k >= 0 && k < kNumState ? kStateNames[k] : nullptr; }
+int64_t @N@_train_state_size(int k) { return k >= 0 && k < kNumState ? kStateSizes[k] : -1; }
+float *@N@_train_state(void *h, int k) { return k >= 0 && k < kNumState ? host_copy(static_cast<Trainer *>(h), kNumParameter + k) : nullptr; }
+int @N@_train_num_buffers(void) { return kNumBuffer; }
+const char *@N@_train_buffer_name(int k) { return k >= 0 && k < kNumBuffer ? kBufferNames[k] : nullptr; }
+int64_t @N@_train_buffer_size(int k) { return k >= 0 && k < kNumBuffer ? kBufferSizes[k] : -1; }
+float *@N@_train_buffer(void *h, int k) { return k >= 0 && k < kNumBuffer ? host_copy(static_cast<Trainer *>(h), kNumParameter + kNumState + k) : nullptr; }
+void @N@_train_set_learning_rate(void *h, float lr) { static_cast<Trainer *>(h)->lr = lr; }
+float @N@_train_learning_rate(void *h) { return static_cast<Trainer *>(h)->lr; }
+int64_t @N@_train_steps(void *h) { return static_cast<Trainer *>(h)->steps; }
+const char *@N@_train_last_error(void) { return last_error; }
+void @N@_train_destroy(void *h) {
+    Trainer *t = static_cast<Trainer *>(h);
+    if (!t) return;
+    if (t->model) @N@_destroy(t->model);
+    for (DevPtr p : t->cur) if (p) cu.cuMemFree(p);
+    for (DevPtr p : t->next) if (p) cu.cuMemFree(p);
+    for (DevPtr p : t->data) if (p) cu.cuMemFree(p);
+    for (DevPtr p : {t->target, t->scalars, t->loss}) if (p) cu.cuMemFree(p);
+    for (float *p : t->host) std::free(p);
+    delete t;
+}
+}  // extern "C"
+)TRAINER";
+}
+
+std::string train_source(const std::string &n, const TrainingStepGraph &s, const std::string &blob, bool cuda) {
     const Graph &g = s.graph;
     std::ostringstream c;
     c << "// Generated by loom compile --train: the trainer of " << n << " (see " << n << "_train.h).\n"
-      << "#include <cmath>\n#include <cstdio>\n#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n#include <new>\n#include <vector>\n"
+      << "#include <cmath>\n#include <cstdio>\n#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n#include <new>\n"
+      << "#include <type_traits>\n#include <vector>\n#include <dlfcn.h>\n"
       << "extern \"C\" {\nvoid *" << n << "_create(void);\nint " << n
-      << "_run_host(void *, const void *const *, void *const *);\nvoid " << n << "_destroy(void *);\nconst char *" << n
+      << "_run_host(void *, const void *const *, void *const *);\nint " << n
+      << "_run_device(void *, const void *const *, void *const *);\nvoid " << n << "_destroy(void *);\nconst char *" << n
       << "_last_error(void);\n}\n"
       << "__asm__(\".section .rodata\\n.balign 64\\n" << n << "_initial_parameters:\\n.incbin \\\"" << blob
       << "\\\"\\n.previous\\n\");\n"
@@ -82,13 +334,26 @@ std::string train_source(const std::string &n, const TrainingStepGraph &s, const
     };
     list("Parameter", s.parameters);
     list("State", s.state);
+    list("Buffer", s.buffers);
     c << "const int kData = " << s.data_inputs.size() << ";\nconst bool kHasTarget = " << (s.target.empty() ? "false" : "true")
       << ";\nconst bool kAdam = " << (s.optimizer.name == "adam" ? "true" : "false") << ";\n"
-      << "const double kBeta1 = " << s.optimizer.beta1 << ", kBeta2 = " << s.optimizer.beta2 << ";\n"
-      << R"(thread_local char last_error[512];
+      << "const double kBeta1 = " << s.optimizer.beta1 << ", kBeta2 = " << s.optimizer.beta2 << ";\n";
+    if (cuda) {
+        c << "const int64_t kDataBytes[] = {";
+        for (const auto &v : s.data_inputs) c << shape_numel(g.value(v).shape) * dtype_size(g.value(v).dtype) << ", ";
+        c << "0};\nconst int64_t kTargetBytes = "
+          << (s.target.empty() ? 0 : shape_numel(g.value(s.target).shape) * dtype_size(g.value(s.target).dtype)) << ";\n";
+        std::string body = cuda_trainer_body();
+        for (size_t at = body.find("@N@"); at != std::string::npos; at = body.find("@N@", at)) body.replace(at, 3, n);
+        std::ostringstream lr;
+        lr << s.optimizer.lr;
+        body.replace(body.find("@LR@"), 4, lr.str());
+        return c.str() + body;
+    }
+    c << R"(thread_local char last_error[512];
 struct Trainer {
     void *model = nullptr;
-    std::vector<float *> cur, next;  // parameters then state
+    std::vector<float *> cur, next;  // parameters, state, then buffers
     float lr = 0;
     int64_t steps = 0;
 };
@@ -103,10 +368,13 @@ extern "C" {
     if (!t->model) { delete t; return nullptr; }
     t->lr = )" << s.optimizer.lr << R"(f;
     const float *init = )" << n << R"(_initial_parameters;
-    for (int k = 0; k < kNumParameter + kNumState; k++) {
-        int64_t size = k < kNumParameter ? kParameterSizes[k] : kStateSizes[k - kNumParameter];
+    for (int k = 0; k < kNumParameter + kNumState + kNumBuffer; k++) {
+        bool state = k >= kNumParameter && k < kNumParameter + kNumState;
+        int64_t size = k < kNumParameter ? kParameterSizes[k]
+                       : state           ? kStateSizes[k - kNumParameter]
+                                         : kBufferSizes[k - kNumParameter - kNumState];
         float *a = alloc_floats(size), *b = alloc_floats(size);
-        if (k < kNumParameter) { std::memcpy(a, init, sizeof(float) * size); init += size; }
+        if (!state) { std::memcpy(a, init, sizeof(float) * size); init += size; }
         else std::memset(a, 0, sizeof(float) * size);
         t->cur.push_back(a);
         t->next.push_back(b);
@@ -150,10 +418,19 @@ int )" << n << R"(_train_num_state(void) { return kNumState; }
 const char *)" << n << R"(_train_state_name(int k) { return k >= 0 && k < kNumState ? kStateNames[k] : nullptr; }
 int64_t )" << n << R"(_train_state_size(int k) { return k >= 0 && k < kNumState ? kStateSizes[k] : -1; }
 float *)" << n << R"(_train_state(void *h, int k) { return k >= 0 && k < kNumState ? static_cast<Trainer *>(h)->cur[kNumParameter + k] : nullptr; }
+int )" << n << R"(_train_num_buffers(void) { return kNumBuffer; }
+const char *)" << n << R"(_train_buffer_name(int k) { return k >= 0 && k < kNumBuffer ? kBufferNames[k] : nullptr; }
+int64_t )" << n << R"(_train_buffer_size(int k) { return k >= 0 && k < kNumBuffer ? kBufferSizes[k] : -1; }
+float *)" << n << R"(_train_buffer(void *h, int k) { return k >= 0 && k < kNumBuffer ? static_cast<Trainer *>(h)->cur[kNumParameter + kNumState + k] : nullptr; }
 void )" << n << R"(_train_set_learning_rate(void *h, float lr) { static_cast<Trainer *>(h)->lr = lr; }
 float )" << n << R"(_train_learning_rate(void *h) { return static_cast<Trainer *>(h)->lr; }
 int64_t )" << n << R"(_train_steps(void *h) { return static_cast<Trainer *>(h)->steps; }
 const char *)" << n << R"(_train_last_error(void) { return last_error; }
+int )" << n << R"(_train_step_device(void *, const void *const *, const void *, float *) {
+    std::snprintf(last_error, sizeof last_error, "this trainer was compiled for the CPU: call _train_step");
+    return -1;
+}
+int )" << n << R"(_train_synchronize(void *) { return 0; }
 void )" << n << R"(_train_destroy(void *h) {
     Trainer *t = static_cast<Trainer *>(h);
     if (!t) return;
@@ -176,12 +453,10 @@ void run_or_fail(const std::string &cmd, const std::string &what) {
 
 void compile_training(const TrainCompileOptions &o) {
     Halide::Target target = aot_target(o.target);
-    user_check(!target.has_gpu_feature(), "loom compile --train builds CPU training steps only; drop --target ", o.target,
-               " (or use --target host)");
     OptimizerSpec opt;
     opt.name = o.optimizer;
     opt.lr = o.lr;
-    TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "");
+    TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "", o.recompute);
     TrainingStepGraph step = make_training_step(m.grad, opt);
     std::string spec = o.schedule.empty() ? "auto" : o.schedule;
     ScheduledModel sm = schedule_model(step.graph, spec, target, o.model);
@@ -191,14 +466,14 @@ void compile_training(const TrainCompileOptions &o) {
 
     std::set<std::string> forward;
     for (const Node &n : step.graph.nodes)
-        if (n.name.rfind("grad_", 0) != 0 && n.name.rfind("update_", 0) != 0) forward.insert(n.name);
+        if (!is_backward_node(n)) forward.insert(n.name);
     if (!o.report.empty()) {
         LoweredPipeline lp = lower_graph(step.graph);
         MachineModel mm = detect_machine(target);
         AutoScheduleResult r = auto_schedule_with_plan(lp, target, mm);
         std::ofstream f(o.report);
         user_check((bool)f, "--report: cannot write ", o.report);
-        f << format_report(lp, r, mm) << "\n" << save_or_recompute(lp, r, forward).table;
+        f << format_report(lp, r, mm) << "\n" << m.recompute.describe() << "\n" << save_or_recompute(lp, r, forward).table;
     }
 
     AotOptions ao;
@@ -221,9 +496,13 @@ void compile_training(const TrainCompileOptions &o) {
                 Tensor t = m.params.initial.at(p).cast(DType::F32);
                 blob.write(reinterpret_cast<const char *>(t.data()), (std::streamsize)t.bytes().size());
             }
+            for (const auto &b : step.buffers) {
+                const Tensor &t = step.buffer_initial.at(b);
+                blob.write(reinterpret_cast<const char *>(t.data()), (std::streamsize)t.bytes().size());
+            }
         }
         std::ofstream(d / (name + "_train.h")) << train_header(name);
-        std::ofstream(d / (name + "_train.cpp")) << train_source(name, step, (d / "params.bin").string());
+        std::ofstream(d / (name + "_train.cpp")) << train_source(name, step, (d / "params.bin").string(), target.has_gpu_feature());
         fs::create_directories(d / "data");
         auto ins = gradient_inputs(m, "", 1);
         for (const auto &i : step.data_inputs) write_npy((d / "data" / (i + ".npy")).string(), ins.at(i));
@@ -242,7 +521,8 @@ void compile_training(const TrainCompileOptions &o) {
               << "; " << step.parameters.size() << " parameters, " << params << " values) for " << target.to_string()
               << " (" << spec << " schedule) in " << a.halide_seconds << " s into " << a.dir << ":\n  " << a.dir << "/lib"
               << name << "_train.so\n  " << a.dir << "/" << name << "_train.h\n"
-              << "  data/: seeded inputs and target\n";
+              << "  data/: seeded inputs and target\n"
+              << m.recompute.summary();
 }
 
 }  // namespace loom::cli

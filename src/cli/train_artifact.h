@@ -13,12 +13,15 @@
 ///   int64_t N_train_parameter_size(int k);  float *N_train_parameter(void *t, int k);
 ///   int   N_train_num_state(void);  const char *N_train_state_name(int k);
 ///   int64_t N_train_state_size(int k);  float *N_train_state(void *t, int k);
+///   int   N_train_num_buffers(void);  const char *N_train_buffer_name(int k);   // BatchNorm running
+///   int64_t N_train_buffer_size(int k);  float *N_train_buffer(void *t, int k);  // mean and var
 ///   void  N_train_set_learning_rate(void *t, float lr);  float N_train_learning_rate(void *t);
 ///   int64_t N_train_steps(void *t);  const char *N_train_last_error(void);  void N_train_destroy(void *t);
 ///
 /// `step` runs forward, backward and the update; the new values are written into a second set of
 /// buffers that then become the current set, so a pointer from N_train_parameter is valid (read
-/// and write) until the next step. CPU targets only.
+/// and write) until the next step. On CUDA targets the trainer keeps them on the device
+/// (N_train_step_device, N_train_synchronize; N_train_parameter copies one to the host).
 #pragma once
 
 #include <string>
@@ -32,11 +35,12 @@ struct TrainCompileOptions {
     std::vector<std::string> inputs;
     double lr = 0.01;
     bool force = false, print_schedule = false;
+    std::string recompute = "min-cut";  ///< the save-or-recompute partition (training_model.h)
     std::string report;  ///< write the fusion report of the step's schedule here ("" none)
 };
 
-/// Builds the training artifact. UserError for a CUDA target, an unknown loss or optimizer, and
-/// every error `loom compile` gives.
+/// Builds the training artifact (CPU or CUDA). UserError for an unknown loss, optimizer or
+/// --recompute, and every error `loom compile` gives.
 void compile_training(const TrainCompileOptions &o);
 
 }  // namespace loom::cli

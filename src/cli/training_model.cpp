@@ -1,5 +1,6 @@
 #include "cli/training_model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "cli/model_loading.h"
@@ -12,7 +13,11 @@
 namespace loom::cli {
 
 TrainingModel load_training_model(const std::string &path, const std::vector<std::string> &input_flags,
-                                  const std::string &loss, const std::string &inputs_dir) {
+                                  const std::string &loss, const std::string &inputs_dir, const std::string &recompute) {
+    const auto &modes = recompute_modes();
+    if (std::find(modes.begin(), modes.end(), recompute) == modes.end())
+        throw UserError(str_cat("unknown --recompute '", recompute, "'", did_you_mean(recompute, modes),
+                                "; it takes min-cut or save-all"));
     TrainingModel m;
     try {
         Graph g = import_onnx(path);
@@ -20,12 +25,19 @@ TrainingModel load_training_model(const std::string &path, const std::vector<std
         m.params = promote_parameters(g);
         m.forward = prepare_model(std::move(g), input_flags, false, inputs_dir);
         m.grad = differentiate(m.forward, m.params.names, loss, reference_evaluator());
+        m.recompute = plan_recompute(m.grad.graph, recompute == "min-cut");
+        apply_recompute(m.grad.graph, m.recompute);
     } catch (const UserError &e) {
         std::string msg = e.what();
         if (msg.rfind(path, 0) == 0) throw;
         throw UserError(path + ": " + msg);
     }
     return m;
+}
+
+const std::vector<std::string> &recompute_modes() {
+    static const std::vector<std::string> modes = {"min-cut", "save-all"};
+    return modes;
 }
 
 std::map<std::string, Tensor> gradient_inputs(const TrainingModel &m, const std::string &dir, uint64_t seed) {

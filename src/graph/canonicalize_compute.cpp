@@ -393,7 +393,7 @@ Result canon_norm(Graph &g, Node &n) {
     if (n.op == "BatchNormalization") {
         user_check(n.num_inputs() == 5, n.describe(), ": needs 5 inputs (X, scale, B, mean, var)");
         drop_unused_outputs(g, n, 1, "training statistics");
-        n.attrs.erase("momentum");
+        n.attrs["momentum"] = n.get_float("momentum", 0.9);  // the running statistics' update in training
         n.attrs.erase("training_mode");
         n.attrs.erase("spatial");
         for (int i = 1; i < 5; i++)

@@ -29,7 +29,7 @@
 /// | ConvTranspose | X, W, [B] | kernel_shape, strides, pads, dilations, group, output_padding |
 /// | MaxPool AveragePool | X | kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad |
 /// | GlobalAveragePool GlobalMaxPool | X | |
-/// | BatchNormalization | X, scale, B, mean, var | epsilon (inference mode only) |
+/// | BatchNormalization | X, scale, B, mean, var | epsilon, momentum (inference mode; a training step updates mean and var with momentum) |
 /// | InstanceNormalization | X, scale, B | epsilon |
 /// | LayerNormalization | X, Scale, [B] | axis (normalise over axis..rank-1), epsilon |
 /// | GroupNormalization | X, scale, bias (size C or num_groups) | num_groups, epsilon |

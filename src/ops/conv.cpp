@@ -290,16 +290,20 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
     Var n = v[0], m = v[1];
     Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
                                   : LowerContext::literal(dt, 0);
-    if (non_overlapping_upsample(p, sx, ctx.shape(y)) && p.group == 1) {
+    if (non_overlapping_upsample(p, sx, ctx.shape(y))) {
         // Each output receives exactly one tap per dim, k = o % stride, from input o / stride: the
         // reduction runs over the input channels only, where the general form below visits every
         // tap and discards all but one per dim (4 of 4 taps computed for 1 kept at 2x2 stride 2).
         // Along the innermost dim the tap alternates from one output to the next, so its weight is
         // a select of the stride's weights, a blend of broadcasts when vectorized.
         // One input channel is no reduction (Halide drops an RVar of extent 1): a pure Func.
+        // Grouped (a MaxPool's gradient: one group per channel, one input channel per tap), output
+        // channel m reads its group's input channels.
         RDom rc(0, (int)cg, "r");
         Expr c0 = cg == 1 ? Expr(0) : Expr(rc);
-        std::vector<Expr> ix = {n, c0}, iw = {c0, m};
+        Expr ch = p.group == 1 ? c0 : (m / (int)mg) * (int)cg + c0;
+        Expr mm = p.group == 1 ? Expr(m) : Expr(m % (int)mg);
+        std::vector<Expr> ix = {n, ch}, iw = {ch, mm};
         for (int d = 0; d < p.sp; d++) {
             const int s = (int)p.strides[d];
             ix.push_back(v[2 + d] / s);

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the GPU training-step benchmark (bench/train/run_gpu_bench.sh): the same models,
+shapes, losses and SGD as bench/train/run_train_bench.py, on the GPU in FP32 (TF32 off, as Loom's
+kernels), eager and torch.compile (default and max-autotune, the model compiled: forward and
+backward; the optimizer step eager). Per mode: ms per step (REPS steps back to back, then one
+synchronize; median and min of five such trials) and torch.cuda.max_memory_allocated over them.
+usage: gpu_torch_step.py MODEL MODE REPS   (MODE: eager | default | max-autotune)
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_train_bench as b  # noqa: E402
+
+name, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+factory, shape, loss, _ = b.models()[name]
+torch.manual_seed(0)
+model = factory().train().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = (torch.rand(*shape) * 2 - 1).cuda()
+with torch.no_grad():
+    out = model(x)
+target = (torch.randint(0, out.shape[1], (out.shape[0],)) if loss == "cross_entropy"
+          else torch.rand(out.shape) * 2 - 1).cuda()
+fn = model if mode == "eager" else torch.compile(model, mode=None if mode == "default" else mode)
+
+
+def step():
+    opt.zero_grad(set_to_none=True)
+    y = fn(x)
+    l = F.cross_entropy(y, target) if loss == "cross_entropy" else F.mse_loss(y, target)
+    l.backward()
+    opt.step()
+    return l
+
+
+t0 = time.perf_counter()
+for _ in range(20):
+    step()
+torch.cuda.synchronize()
+warm_s = time.perf_counter() - t0
+torch.cuda.reset_peak_memory_stats()
+ms = []
+for _ in range(5):
+    t = time.perf_counter()
+    for _ in range(reps):
+        l = step()
+    torch.cuda.synchronize()
+    ms.append((time.perf_counter() - t) * 1e3 / reps)
+ms.sort()
+print("torch %s %s median_ms %.4f min_ms %.4f max_allocated_mib %.1f warmup_s %.1f loss %.5f %s" % (
+    name, mode, ms[2], ms[0], torch.cuda.max_memory_allocated() / 2**20, warm_s, l.item(), torch.__version__), flush=True)
