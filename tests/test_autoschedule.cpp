@@ -155,6 +155,17 @@ void check_auto_with_avx2(const Graph &g, const std::string &what) {
     if (host_machine().vector_bytes != avx2.vector_bytes) check_auto(g, what + ", 8-lane vectors", 1e-5, &avx2);
 }
 
+// \p g prepared, its plans on both x86 levels apply to the lowered pipeline, and check_auto_with_avx2.
+void plans_apply_and_match(Graph &g, const std::string &what) {
+    prepare_graph(g);
+    for (const FixedMachine &fm : both_levels()) {
+        LoweredPipeline lp = lower_graph(g);
+        AutoScheduleResult res = plan_on(lp, fm);
+        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
+    }
+    check_auto_with_avx2(g, what);
+}
+
 TEST(Autoschedule, FixturesMatchReference) {
     for (const char *name : {"sigmoid_affine", "sum_prologue", "softmax_rows", "layernorm_rows", "mlp",
                              "gelu_mlp", "cnn", "inverted_residual", "transformer"})
@@ -523,13 +534,7 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
     // One input channel (a pooling gradient's scatter): no reduction at all.
     b.out("ConvTranspose", {up23, b.random_constant("w3", {1, 1, 2, 2}, 84)}, {1, 1, 160, 240},
           {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}, DType::F32, "up1");
-    prepare_graph(b.g);
-    for (const FixedMachine &fm : both_levels()) {
-        LoweredPipeline lp = lower_graph(b.g);
-        AutoScheduleResult res = plan_on(lp, fm);
-        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
-    }
-    check_auto_with_avx2(b.g, "upsampling ConvTranspose");
+    plans_apply_and_match(b.g, "upsampling ConvTranspose");
 }
 
 // A 1x1 conv over many input channels at a small image (ResNet-50's 7x7 bottleneck) reads its input
@@ -641,13 +646,7 @@ TEST(Autoschedule, OuterProductsWithInnerDimOneMatchTheReference) {
           {{"alpha", 0.5f}}, DType::F32, "outer_bias");
     std::string q = b.input("q", {3, 7, 1});
     b.out("MatMul", {q, b.input("k", {3, 1, 5})}, {3, 7, 5}, {}, DType::F32, "batched");
-    prepare_graph(b.g);
-    for (const FixedMachine &fm : both_levels()) {
-        LoweredPipeline lp = lower_graph(b.g);
-        AutoScheduleResult res = plan_on(lp, fm);
-        EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target())) << fm.name << "\n" << print_schedule(res.schedule);
-    }
-    check_auto_with_avx2(b.g, "outer products");
+    plans_apply_and_match(b.g, "outer products");
 }
 
 // Without AVX-512's masks a guarded row tail runs as scalar code: on AVX2 a conv's rows wider than a

@@ -169,6 +169,29 @@ TEST(JitSegments, AFuncThatComputesPastItsExtentsIsNotCutFromWhatItReads) {
     }
 }
 
+// \p b's graph, auto-scheduled for the AVX2 preset (its schedule holding \p must_schedule): the
+// cut right after its root "stem" stays legal, the JIT cuts it into several pipelines, and they
+// match the reference with no fallback to one pipeline.
+void expect_cut_after_stem(loom::testing::GraphBuilder &b, uint64_t seed, const std::string &what,
+                           const std::string &must_schedule = "") {
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    Schedule s = auto_schedule(lp, host_target(), machines::avx2_2core().model);
+    ASSERT_NE(print_schedule(s).find(must_schedule), std::string::npos) << print_schedule(s);
+    apply_schedule(s, lp, host_target());
+    CutPlan plan = plan_cuts(lp, 8, 1);
+    bool stem_cut = false;
+    for (size_t k = 1; k < plan.roots.size(); k++)
+        stem_cut |= plan.roots[k - 1] == "stem" && plan.legal_before[k];
+    EXPECT_TRUE(stem_cut) << describe_cuts(plan);
+    Graph g = b.g;
+    JitModel m(std::move(lp), host_target(), 8);
+    const int segments = m.segments();
+    EXPECT_GT(segments, 1);
+    expect_matches_reference(m, g, seed, what);
+    EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
+}
+
 // A 120-channel conv, channel-tiled through its wrapper in blocks of 24 (AVX2 plans), computes
 // nothing past an extent, so the conv's input still crosses a cut (the text detector's JIT compile
 // took 99 s in 5 pipelines while channel tiles rounded such convs up to whole 16-channel blocks).
@@ -182,22 +205,7 @@ TEST(JitSegments, AChannelTiledConvKeepsTheCutBeforeIt) {
     std::string act = b.node("Mul", {conv, hs}, {1, 120, 14, 14});
     b.out("Conv", {act, b.random_constant("wdw", {120, 1, 3, 3}, 63)}, {1, 120, 14, 14},
           {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", int64_t(120)}});
-    prepare_graph(b.g);
-    LoweredPipeline lp = lower_graph(b.g);
-    Schedule s = auto_schedule(lp, host_target(), machines::avx2_2core().model);
-    apply_schedule(s, lp, host_target());
-    CutPlan plan = plan_cuts(lp, 8, 1);
-    // The cut right after the stem (the conv's input) stays legal.
-    bool stem_cut = false;
-    for (size_t k = 1; k < plan.roots.size(); k++)
-        stem_cut |= plan.roots[k - 1] == "stem" && plan.legal_before[k];
-    EXPECT_TRUE(stem_cut) << describe_cuts(plan);
-    Graph g = b.g;
-    JitModel m(std::move(lp), host_target(), 8);
-    const int segments = m.segments();
-    EXPECT_GT(segments, 1);
-    expect_matches_reference(m, g, 31, "120-channel conv across a cut");
-    EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
+    expect_cut_after_stem(b, 31, "120-channel conv across a cut");
 }
 
 // A 1x1 conv reading a channels-innermost copy of its input (`stem.in(conv)` at root, the cost
@@ -212,22 +220,7 @@ TEST(JitSegments, AConsumersRootCopyKeepsTheCutBeforeIt) {
                               {1, 1024, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "bottleneck");
     std::string sum = b.node("Add", {conv, stem}, {1, 1024, 7, 7});
     b.out("Relu", {sum}, {1, 1024, 7, 7});
-    prepare_graph(b.g);
-    LoweredPipeline lp = lower_graph(b.g);
-    Schedule s = auto_schedule(lp, host_target(), machines::avx2_2core().model);
-    ASSERT_NE(print_schedule(s).find("stem.in(bottleneck) as bottleneck_in;"), std::string::npos) << print_schedule(s);
-    apply_schedule(s, lp, host_target());
-    CutPlan plan = plan_cuts(lp, 8, 1);
-    bool stem_cut = false;
-    for (size_t k = 1; k < plan.roots.size(); k++)
-        stem_cut |= plan.roots[k - 1] == "stem" && plan.legal_before[k];
-    EXPECT_TRUE(stem_cut) << describe_cuts(plan);
-    Graph g = b.g;
-    JitModel m(std::move(lp), host_target(), 8);
-    const int segments = m.segments();
-    EXPECT_GT(segments, 1);
-    expect_matches_reference(m, g, 41, "1x1 conv reading a root copy across a cut");
-    EXPECT_EQ(m.segments(), segments) << "no fallback to one pipeline";
+    expect_cut_after_stem(b, 41, "1x1 conv reading a root copy across a cut", "stem.in(bottleneck) as bottleneck_in;");
 }
 
 TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {
