@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-from models import MLP, EncoderLayer, GeluMLP, SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402
+from models import MLP, DynamicEncoderLayer, EncoderLayer, GeluMLP, SigmoidAffine, SinCos, SoftmaxRows, SumPrologue  # noqa: E402
 
 # --- models -----------------------------------------------------------------------------------
 
@@ -108,6 +108,10 @@ def fixtures():
                         {"opset_version": 9, "keep_initializers_as_inputs": True}),
         # opset 16 (< 17) so LayerNorm decomposes into ReduceMean/Sub/Pow/Sqrt/Div and GELU into Erf.
         "transformer": (lambda: EncoderLayer(2, 16, 64, 4, 256), {"x": (2, 16, 64)}, ["y"], {"opset_version": 16}),
+        # The same layer with the batch and sequence length read from the input (dynamic shapes).
+        "dynamic_transformer": (lambda: DynamicEncoderLayer(2, 16, 64, 4, 256), {"x": (2, 16, 64)}, ["y"],
+                                {"opset_version": 16,
+                                 "dynamic_axes": {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}}),
         "sincos": (SinCos, {"x": (4096,)}, ["y"], {}),
         "sigmoid_affine": (SigmoidAffine, {"x": (64, 256), "w": (256,), "b": (256,)}, ["y"], {}),
         "sum_prologue": (SumPrologue, {"x": (64, 256), "y": (64, 256), "z": (64, 256)}, ["out"], {}),

@@ -287,19 +287,28 @@ def build(name, factory, inputs):
     return model, args
 
 
-def export(name, spec, out_dir):
+# Dynamic axes of the `--dynamic` variants (`<name>.dynamic.onnx`): what Loom's dynamic shapes
+# compile once for every size.
+DYNAMIC_AXES = {
+    "text_detector": {"x": {0: "batch", 2: "height", 3: "width"}, "prob": {0: "batch", 2: "height", 3: "width"}},
+    "text_recognizer": {"x": {0: "batch", 3: "width"}, "prob": {0: "batch", 1: "steps"}},
+}
+
+
+def export(name, spec, out_dir, dynamic=False):
     factory, inputs, output_names, desc = spec
     try:
         model, args = build(name, factory, inputs)
     except ImportError as e:
         print(f"{name}: skipped ({e})", file=sys.stderr)
         return None
-    path = os.path.join(out_dir, name + ".onnx")
+    path = os.path.join(out_dir, name + (".dynamic" if dynamic else "") + ".onnx")
     tmp = path + ".tmp"
     params = sum(p.numel() for p in model.parameters())
     with torch.no_grad():
         torch.onnx.export(model, args, tmp, input_names=list(inputs), output_names=output_names,
-                          opset_version=OPSET, do_constant_folding=True)
+                          opset_version=OPSET, do_constant_folding=True,
+                          dynamic_axes=DYNAMIC_AXES[name] if dynamic else None)
     os.replace(tmp, path)
     print(f"{name}: {path} ({os.path.getsize(path) / 1e6:.1f} MB, {params / 1e6:.2f} M params) - {desc}")
     return path
@@ -310,6 +319,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "real_models"))
     ap.add_argument("--list", action="store_true", help="print the models and exit")
     ap.add_argument("--force", action="store_true", help="export even where the file exists")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="export <name>.dynamic.onnx with dynamic axes (models in DYNAMIC_AXES only)")
     ap.add_argument("names", nargs="*", help="models to export (default: all)")
     args = ap.parse_args()
     table = models()
@@ -322,11 +333,14 @@ def main():
             sys.exit(f"unknown model '{n}'; known: {' '.join(table)}")
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore")
-    for name in args.names or table:
-        if not args.force and os.path.exists(os.path.join(args.out, name + ".onnx")):
+    for name in args.names or (list(DYNAMIC_AXES) if args.dynamic else table):
+        if args.dynamic and name not in DYNAMIC_AXES:
+            sys.exit(f"no dynamic axes for '{name}'; known: {' '.join(DYNAMIC_AXES)}")
+        suffix = ".dynamic.onnx" if args.dynamic else ".onnx"
+        if not args.force and os.path.exists(os.path.join(args.out, name + suffix)):
             print(f"{name}: exists, skipped (--force to redo)")
             continue
-        export(name, table[name], args.out)
+        export(name, table[name], args.out, args.dynamic)
 
 
 if __name__ == "__main__":

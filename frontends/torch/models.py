@@ -130,8 +130,12 @@ class EncoderLayer(nn.Module):
         self.ff2 = nn.Linear(ffn, dim)
         self.ln2 = nn.LayerNorm(dim)
 
+    def sizes(self, x):
+        """Batch and sequence length: fixed at construction (a static export)."""
+        return self.b, self.s
+
     def forward(self, x):
-        b, s, d, h = self.b, self.s, self.d, self.h
+        (b, s), d, h = self.sizes(x), self.d, self.h
         q, k, v = self.qkv(x).split(d, dim=-1)
         q = q.reshape(b, s, h, d // h).transpose(1, 2)
         k = k.reshape(b, s, h, d // h).permute(0, 2, 3, 1)
@@ -140,3 +144,11 @@ class EncoderLayer(nn.Module):
         o = torch.matmul(att, v).transpose(1, 2).reshape(b, s, d)
         x = self.ln1(x + self.proj(o))
         return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
+
+
+class DynamicEncoderLayer(EncoderLayer):
+    """EncoderLayer whose reshapes read the batch and sequence length from the input, so an export
+    with dynamic axes serves every size (Loom's dynamic shapes)."""
+
+    def sizes(self, x):
+        return x.shape[0], x.shape[1]

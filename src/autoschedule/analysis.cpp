@@ -70,15 +70,15 @@ bool reads_rvar_block(const LoweredPipeline &p, const Call *c, const std::vector
     const std::vector<int64_t> ext = producer_of(p, c->name).extents;
     if (ext.size() != c->args.size()) return false;
     for (size_t k = 0; k < rvs.size(); k++) {
-        const int64_t *n = as_const_int(rvs[k].extent);
+        int64_t n = representative_extent(rvs[k].extent);
         const int64_t *mn = as_const_int(rvs[k].min);
-        if (!n || !mn || *mn != 0) return false;
+        if (n < 0 || !mn || *mn != 0) return false;
         // Index k is RVar k itself, plus, for the outermost RVar alone, an offset that uses no
         // RVar (a group's first channel, `g * 8 + r.z`: the block starts there).
         Halide::Expr off = simplify(c->args[k] - Variable::make(c->args[k].type(), rvs[k].var));
         for (const auto &rv : rvs)
             if (uses(off, rv.var)) return false;
-        if (k + 1 < rvs.size() && (!is_const_zero(off) || ext[ext.size() - 1 - k] != *n)) return false;
+        if (k + 1 < rvs.size() && (!is_const_zero(off) || ext[ext.size() - 1 - k] != n)) return false;
     }
     return true;
 }
@@ -156,8 +156,8 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
             std::vector<int64_t> ext;
             double iters = fi.points;
             for (const auto &rv : u.schedule().rvars()) {
-                const int64_t *e = as_const_int(rv.extent);
-                int64_t x = e ? *e : 1;
+                int64_t e = representative_extent(rv.extent);
+                int64_t x = e >= 0 ? e : 1;
                 ext.push_back(x);
                 iters *= (double)std::max<int64_t>(1, x);
             }

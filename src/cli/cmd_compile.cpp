@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/input_binding.h"
 #include "cli/train_artifact.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
@@ -26,6 +27,8 @@ struct CompileOptions {
     bool autosched = false, eager = false, force = false, no_reference = false, print_schedule = false;
     LibraryFlags libs;
     uint64_t seed = 1;
+    std::vector<std::string> dims;  ///< --dim NAME=LO..HI (dynamic shapes)
+    bool dynamic = false;           ///< --dynamic
     bool train = false;      ///< a training step instead (train_artifact.h)
     TrainCompileOptions training;
 };
@@ -42,10 +45,15 @@ void compile(const CompileOptions &o) {
                "loom compile: give at most one of --schedule, --auto, --eager");
     Halide::Target target = aot_target(o.target);
     bool gpu = target.has_gpu_feature();
+    DynamicRequest dyn;
+    for (const auto &d : o.dims) parse_dim_range(d, dyn.dims);
+    dyn.all = o.dynamic && dyn.dims.empty();
+    user_check(input_sets(o.inputs).size() <= 1, "loom compile: give one --input per input (the size it is planned for); "
+               "--dim NAME=LO..HI or --dynamic make the artifact serve every size");
     // CUDA: float GEMMs with constant weights go to cuBLAS, 2-D convs to cuDNN (extern stages,
     // lower/lowered.h), attention in BF16 to cuDNN's fused attention.
     LowerOptions lo = library_lowering(target, o.libs, "loom compile");
-    Graph g = load_model(o.model, o.inputs, false, "", attention_fusion(target, lo));
+    Graph g = load_model(o.model, o.inputs, false, "", dyn, attention_fusion(target, lo));
     std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
     ScheduledModel sm = schedule_model(g, spec, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
@@ -84,6 +92,15 @@ void compile(const CompileOptions &o) {
               << (a.pipelines > 1 ? " (" + std::to_string(a.pipelines) + " pipelines)" : std::string()) << " into "
               << a.dir << ":\n  " << a.static_lib << "\n  " << a.shared_lib << "\n  " << a.header << "\n  "
               << a.manifest << "\n";
+    if (g.dynamic.active()) {
+        std::cout << "  every size (<name>_run_host_shaped), planned at the sizes of data/:\n" << describe_dynamic(g);
+        if (!applied.specialized.empty()) {
+            std::cout << "  specialized when " << applied.specialized_when
+                      << " (tails as written; the guarded loops otherwise):";
+            for (const auto &sp : applied.specialized) std::cout << " " << sp;
+            std::cout << "\n";
+        }
+    }
     if (!o.no_reference)
         std::cout << "  data/: seeded inputs (seed " << o.seed << "), reference outputs and their tolerances ("
                   << precision_name(lo.gemm_precision) << ")\n";
@@ -100,6 +117,9 @@ void add_compile_command(CLI::App &app) {
     c->add_flag("--auto", o->autosched, "Auto-schedule (the default on cuda)");
     c->add_flag("--eager", o->eager, "Every op its own loop nest (the default on host)");
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
+    c->add_option("--dim", o->dims, "Keep a symbolic dim open, with its range: H=32..2048 (one library for every "
+                  "size; --input then gives the size it is planned for)");
+    c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (one library for every size)");
     c->add_option("-o,--out", o->out, "Output folder")->required();
     c->add_option("--name", o->name, "C name of the model (default: the model file's stem)");
     c->add_option("--seed", o->seed, "Seed of the saved inputs")->default_val(1);

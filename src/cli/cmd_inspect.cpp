@@ -148,7 +148,7 @@ void inspect(const InspectOptions &o) {
     try {
         // As `loom compile --target` prepares it (FP32 on CUDA: attention unfused).
         const bool gpu_artifact = !o.target.empty() && aot_target(o.target).has_gpu_feature();
-        g = prepare_model(std::move(raw), o.inputs, o.dump, "", gpu_artifact ? AttentionFusion::Off : AttentionFusion::Halide);
+        g = prepare_model(std::move(raw), o.inputs, o.dump, "", {}, gpu_artifact ? AttentionFusion::Off : AttentionFusion::Halide);
     } catch (const UserError &e) {
         std::string m = e.what();
         if (m.rfind(o.model, 0) == 0) throw;

@@ -5,7 +5,9 @@
 #include <iomanip>
 #include <iostream>
 
+#include "cli/artifact_runner.h"
 #include "cli/commands.h"
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
@@ -37,6 +39,9 @@ struct RunOptions {
     double rtol = 0;  ///< 0: each output's tolerance by the rule of measure/output_tolerance.h
     int repeats = 5;
     std::string threading = "halide";
+    std::vector<std::string> dims;  ///< --dim NAME=LO..HI
+    bool dynamic = false;           ///< --dynamic
+    std::string artifact;           ///< --artifact DIR: run a `loom compile` artifact instead of compiling
 };
 
 // Compares each output with the reference; prints a line per output and returns false past its tolerance.
@@ -61,25 +66,136 @@ bool check_outputs(const std::map<std::string, Tensor> &outs, const std::map<std
     return ok;
 }
 
+/// The reference interpreter's outputs of \p g on \p ins, with each output's tolerance in
+/// \p tolerances: the rule of measure/output_tolerance.h, or \p rtol when it is given (> 0).
+std::map<std::string, Tensor> reference_with_tolerances(const Graph &g, const std::map<std::string, Tensor> &ins,
+                                                        double rtol, std::map<std::string, OutputTolerance> &tolerances) {
+    auto ref = run_reference_with_tolerances(g, ins, Precision::FP32, tolerances);
+    if (rtol > 0)
+        for (auto &[name, t] : tolerances) {
+            t.rtol = rtol;
+            t.fixed = true;
+        }
+    return ref;
+}
+
+/// The JIT model of \p g under \p sm (its warnings printed), from the cache or compiled.
+JitModel &compile_scheduled(const Graph &g, ScheduledModel &sm, const Halide::Target &target) {
+    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+    JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
+    return jit_cache_get(key, [&] {
+        return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
+    });
+}
+
+/// Prints one size's run of a model compiled for several sizes (\p gs prepared for it alone): the
+/// median of \p times, the outputs and, with --check, their comparison with the reference; false
+/// when an output is past its tolerance.
+bool report_size_run(const RunOptions &o, const Graph &gs, const std::map<std::string, Tensor> &ins,
+                     const std::map<std::string, Tensor> &outs, std::vector<double> times) {
+    std::string sizes;
+    for (const auto &in : gs.inputs) sizes += (sizes.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
+    std::sort(times.begin(), times.end());
+    std::cout << "size " << sizes << ": run " << std::fixed << std::setprecision(3) << times[times.size() / 2]
+              << " ms (median of " << times.size() << ")\n" << std::defaultfloat << summarize(outs);
+    if (!o.check) return true;
+    std::map<std::string, OutputTolerance> tolerances;
+    auto ref = reference_with_tolerances(gs, ins, o.rtol, tolerances);
+    return check_outputs(outs, ref, tolerances);
+}
+
+/// `loom run` with dynamic shapes: one compile, run (and checked) at each --input set.
+void run_dynamic(const RunOptions &o, const std::string &spec) {
+    std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
+    DynamicRequest req;
+    for (const auto &d : o.dims) parse_dim_range(d, req.dims);
+    req.all = req.dims.empty();
+    user_check(o.input_dir.empty(), "loom run: --inputs DIR gives one size; with several --input sets, --dim or "
+               "--dynamic the inputs are random (drop --inputs)");
+    user_check(o.save_dir.empty() && !o.profile, "loom run: --save and --profile take one size; drop them, or "
+               "give one --input set without --dim/--dynamic");
+    if (sets.empty()) sets.emplace_back();
+    Graph g = load_model(o.model, sets[0], false, "", req);
+    std::cout << "dynamic shapes of " << o.model << (g.dynamic.active() ? "" : " (no dim left open: static)")
+              << ":\n" << describe_dynamic(g);
+    Halide::Target target = host_target();
+    ScheduledModel sm = schedule_model(g, spec, target, o.model);
+    JitModel &m = compile_scheduled(g, sm, target);
+    std::cout << "compiled once with schedule '" << spec << "' for " << target.to_string() << ": compile "
+              << std::fixed << std::setprecision(2) << m.compile_seconds() << " s" << std::defaultfloat;
+    if (sm.applied.guarded_for_sizes)
+        std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
+    std::cout << "\n";
+    if (!sm.applied.specialized.empty()) {
+        std::cout << "specialized when " << sm.applied.specialized_when
+                  << " (tails as written; the guarded loops otherwise):";
+        for (const auto &sp : sm.applied.specialized) std::cout << " " << sp;
+        std::cout << "\n";
+    }
+    bool ok = true;
+    for (const auto &set : sets) {
+        // The reference runs the model prepared for this size alone.
+        Graph gs = load_model(o.model, set);
+        auto ins = make_inputs(gs, "", o.seed);
+        auto outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
+        ok &= report_size_run(o, gs, ins, outs, m.time_runs(ins, std::max(1, o.repeats)));
+    }
+    if (!ok)
+        throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond their tolerance under "
+                                "schedule '", spec, "' compiled for every size; compare with --schedule eager "
+                                "to tell a lowering bug from a schedule bug, or bind the dims with one --input"));
+}
+
+/// `loom run M --artifact DIR`: the artifact run (and checked) at each --input set, the reference
+/// interpreter preparing the model for that size alone.
+void run_artifact(const RunOptions &o) {
+    user_check(!o.autosched && o.schedule.empty() && !o.reference && !o.profile,
+               "loom run: --artifact runs a compiled artifact; drop --schedule/--auto/--reference/--profile");
+    ArtifactRunner a(o.artifact);
+    std::vector<std::vector<std::string>> sets = input_sets(o.inputs);
+    if (sets.empty()) sets.emplace_back();
+    std::cout << "artifact " << o.artifact << " (" << a.name() << ")"
+              << (a.dims().empty() ? std::string(": one size") : ": every size of its dims") << "\n";
+    for (const auto &d : a.dims()) std::cout << "  dim " << d << "\n";
+    bool ok = true;
+    for (const auto &set : sets) {
+        Graph gs = load_model(o.model, set, false, sets.size() == 1 ? o.input_dir : "");
+        auto ins = make_inputs(gs, sets.size() == 1 ? o.input_dir : "", o.seed);
+        auto outs = a.run(ins);
+        std::vector<double> times;
+        for (int r = 0; r < std::max(1, o.repeats); r++) times.push_back(a.time_run());
+        ok &= report_size_run(o, gs, ins, outs, times);
+        if (!o.save_dir.empty() && sets.size() == 1) {
+            save_outputs(o.save_dir, outs, gs);
+            std::cout << "saved " << outs.size() << " output(s) to " << o.save_dir << "/<name>.npy\n";
+        }
+    }
+    if (!ok)
+        throw UserError(str_cat("--check: the artifact's outputs differ from the reference interpreter beyond their "
+                                "tolerance; compare with `loom run M --schedule eager` at that size to tell a "
+                                "lowering bug from a schedule bug"));
+}
+
 void run(const RunOptions &o) {
+    if (!o.artifact.empty()) return run_artifact(o);
     user_check(!(o.autosched && !o.schedule.empty()), "loom run: give --schedule or --auto, not both");
     std::string spec = o.autosched ? "auto" : o.schedule;
     user_check(!(o.reference && !spec.empty()), "loom run: --reference runs the interpreter; drop --schedule/--auto");
     user_check(!o.profile || !spec.empty(), "loom run: --profile times a compiled model's kernels; give it a schedule "
                "(--auto, or --schedule eager|inline|FILE)");
     set_jit_threading(parse_threading(o.threading));
+    if (input_sets(o.inputs).size() > 1 || !o.dims.empty() || o.dynamic) {
+        user_check(!spec.empty(), "loom run: several --input sets, --dim and --dynamic compile one model for every "
+                   "size; give a schedule (--auto, or --schedule eager|inline|FILE)");
+        return run_dynamic(o, spec);
+    }
     Graph g = load_model(o.model, o.inputs, false, o.input_dir);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
     std::map<std::string, OutputTolerance> tolerances;
     if (spec.empty() || o.check) {
         auto t0 = std::chrono::steady_clock::now();
-        ref = run_reference_with_tolerances(g, ins, Precision::FP32, tolerances);
-        if (o.rtol > 0)
-            for (auto &[name, t] : tolerances) {
-                t.rtol = o.rtol;
-                t.fixed = true;
-            }
+        ref = reference_with_tolerances(g, ins, o.rtol, tolerances);
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (spec.empty()) {
             std::cout << "reference run of " << o.model << ": " << ms << " ms\n" << summarize(ref);
@@ -89,11 +205,7 @@ void run(const RunOptions &o) {
     if (!spec.empty()) {
         Halide::Target target = host_target();
         ScheduledModel sm = schedule_model(g, spec, target, o.model);
-        for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
-        JitKey key{graph_fingerprint(g), print_schedule(sm.schedule), target.to_string()};
-        JitModel &m = jit_cache_get(key, [&] {
-            return with_schedule_errors(sm.applied, [&] { return std::make_unique<JitModel>(sm.pipeline, target); });
-        });
+        JitModel &m = compile_scheduled(g, sm, target);
         outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
         std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
         std::sort(times.begin(), times.end());
@@ -133,7 +245,14 @@ void add_run_command(CLI::App &app) {
                   "scale, as printed)")
         ->check(CLI::NonNegativeNumber);
     c->add_option("--repeats", o->repeats, "Timed runs after the first (median reported)")->default_val(5);
-    c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
+    c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8; "
+                  "repeated for one input, several sizes run on one compile (dynamic shapes)");
+    c->add_option("--dim", o->dims, "Keep a symbolic dim open, with its range: H=32..2048 (dynamic shapes: one "
+                  "compile for every size; --input then gives the size it is planned for)");
+    c->add_option("--artifact", o->artifact, "Run the `loom compile` artifact in DIR (host) at the --input sizes "
+                  "instead of compiling; --check compares it with the reference interpreter at each");
+    c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
+                "size it is planned for)");
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input; their shapes bind the inputs' unbound dims");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");

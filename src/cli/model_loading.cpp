@@ -54,9 +54,11 @@ void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
 }  // namespace
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
-                    const std::string &inputs_dir, AttentionFusion attention) {
+                    const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention) {
     PrepareOptions opts;
     opts.dump = dump_passes;
+    opts.dynamic_dims = dynamic.dims;
+    opts.dynamic_all = dynamic.all;
     // Loom's own fused attention (CPU) is opt-in: on the 2-core build machine it ran slower than the
     // unfused ops (bench/DECISIONS.md#d88-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
     const char *env = std::getenv("LOOM_FUSE_ATTENTION");
@@ -69,16 +71,32 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
 }
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
-                 const std::string &inputs_dir, AttentionFusion attention) {
+                 const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention) {
     Graph g = import_onnx(path);
     // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
     try {
-        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, attention);
+        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, dynamic, attention);
     } catch (const UserError &e) {
         std::string m = e.what();
         if (m.rfind(path, 0) == 0) throw;
         throw UserError(path + ": " + m);
     }
+}
+
+std::string describe_dynamic(const Graph &g) {
+    std::ostringstream os;
+    for (const auto *names : {&g.inputs, &g.outputs})
+        for (const auto &n : *names) {
+            const ValueInfo &vi = g.value(n);
+            os << "  " << (names == &g.inputs ? "input  " : "output ") << n << ": "
+               << (vi.sym.empty() ? shape_str(vi.shape) : sym_shape_str(vi.sym)) << "\n";
+        }
+    for (const auto &s : g.dynamic.symbols) {
+        const DimRange &r = g.dynamic.ranges.at(s);
+        os << "  dim " << s << " in " << r.lo << ".." << r.hi << " (planned at " << g.dynamic.representative.at(s)
+           << ")\n";
+    }
+    return os.str();
 }
 
 std::map<std::string, Tensor> make_inputs(const Graph &g, const std::string &dir, uint64_t seed) {

@@ -23,7 +23,7 @@ TrainingModel load_training_model(const std::string &path, const std::vector<std
         Graph g = import_onnx(path);
         m.data_inputs = g.inputs;
         m.params = promote_parameters(g);
-        m.forward = prepare_model(std::move(g), input_flags, false, inputs_dir, AttentionFusion::Off);
+        m.forward = prepare_model(std::move(g), input_flags, false, inputs_dir, {}, AttentionFusion::Off);
         m.grad = differentiate(m.forward, m.params.names, loss, reference_evaluator());
         m.recompute = plan_recompute(m.grad.graph, recompute == "min-cut");
         apply_recompute(m.grad.graph, m.recompute);

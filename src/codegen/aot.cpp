@@ -135,6 +135,13 @@ std::string aot_manifest(const LoweredPipeline &p, const Halide::Target &target,
         for (auto d : p.output_shapes[k]) os << " " << d;
         os << "\n";
     }
+    // A model compiled for every size: its dims (range, planned size) and each input's symbolic shape.
+    for (const auto &sym : p.dynamic.symbols) {
+        const DimRange &r = p.dynamic.ranges.at(sym);
+        os << "dim " << sym << " " << r.lo << " " << r.hi << " " << p.dynamic.representative.at(sym) << "\n";
+    }
+    for (size_t k = 0; k < p.input_syms.size() && p.dynamic.active(); k++)
+        if (!p.input_syms[k].empty()) os << "input_dims " << p.input_names[k] << " " << sym_shape_str(p.input_syms[k]) << "\n";
     return os.str();
 }
 
@@ -184,6 +191,9 @@ ToolBuild tool_sources(const LoweredPipeline &lowered, const SegmentedPipeline &
     g.output_names = lowered.output_names;
     g.output_shapes = lowered.output_shapes;
     g.output_dtypes = lowered.output_dtypes;
+    g.dynamic = lowered.dynamic;
+    g.input_syms = lowered.input_syms;
+    g.output_syms = lowered.output_syms;
     write_text(tmp / (name + ".h"), glue_header(g));
     fs::path glue_cpp = tmp / (name + "_glue.cpp");
     write_text(glue_cpp, glue_source(g));
@@ -243,6 +253,9 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                " exists; pass --force to replace it");
     for (const auto &s : lowered.input_shapes)
         for (auto d : s) user_check(d > 0, "loom compile: input shapes must be static; bind symbolic dims with --input");
+    user_check(!lowered.dynamic.active() || !target.has_feature(Halide::Target::CUDA),
+               "loom compile: a CUDA artifact takes fixed sizes; bind the dims with --input, or compile for the host "
+               "to serve every size");
 
     remove_stale_builds(out);
     fs::path tmp = out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
@@ -255,6 +268,8 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         std::string fn = name + "_halide";
         std::vector<Halide::Argument> args;
         for (const auto &ip : lowered.inputs) args.push_back(Halide::Argument(ip));
+        // A model compiled for every size takes its sizes after the inputs (the glue's m_run_host_shaped).
+        for (const auto &sym : lowered.dynamic.symbols) args.push_back(Halide::Argument(lowered.size_params.at(sym)));
         fs::path obj = tmp / (name + "_halide.o");
         // Register budgets: Halide's runtime goes into its own object, so that its
         // halide_cuda_initialize_kernels can be renamed and wrapped (codegen/ptx_register_caps.h).
@@ -263,7 +278,8 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // A large model is cut as the JIT cuts a CPU one (jit_segments.h): its pipelines compile in
         // parallel, and a generated chain is the function the glue calls (aot_segments.h). CUDA
         // models too (bench/DECISIONS.md#d51-jit-segments); the chain keeps their buffers on the device.
-        SegmentedPipeline segs = segment_pipeline(lowered, target, 0, SegmentRunner::Artifact);
+        // Crossing buffers have fixed shapes: a model compiled for every size stays one pipeline.
+        SegmentedPipeline segs = segment_pipeline(lowered, target, lowered.dynamic.active() ? 1 : 0, SegmentRunner::Artifact);
         const bool cut = segs.segments.size() > 1;
         a.pipelines = (int)std::max<size_t>(1, segs.segments.size());
         std::string cxx = options.cxx;

@@ -12,6 +12,7 @@
 
 #include "codegen/openmp_threading.h"
 #include "codegen/streaming_stores.h"
+#include "graph/symbolic_shapes.h"
 #include "support/error.h"
 
 namespace loom {
@@ -147,6 +148,9 @@ JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target, int ma
 }
 
 void JitModel::compile(int max_segments) {
+    // Crossing buffers between pipelines have fixed shapes: a model compiled for every size
+    // stays one pipeline.
+    if (lowered_.dynamic.active()) max_segments = 1;
     HalideWarningFilter quiet;  // lowering is where Halide warns
     halide_guard("JIT compile for " + target_.to_string(),
                  [&] { segmented_ = segment_pipeline(lowered_, target_, max_segments); });
@@ -185,7 +189,24 @@ void JitModel::allocate_boundaries() {
     }
 }
 
+void JitModel::bind_sizes(const std::map<std::string, Tensor> &inputs) {
+    output_shapes_ = lowered_.output_shapes;
+    if (!lowered_.dynamic.active()) return;
+    std::map<std::string, Shape> shapes;
+    for (const auto &kv : inputs) shapes[kv.first] = kv.second.shape();
+    for (const auto &name : lowered_.input_names)
+        if (!shapes.count(name)) return;  // bind_inputs names the missing one
+    std::map<std::string, int64_t> sizes =
+        bind_dynamic_sizes(lowered_.dynamic, lowered_.input_names, lowered_.input_syms, shapes);
+    for (auto &kv : lowered_.size_params) kv.second.set((int32_t)sizes.at(kv.first));
+    for (size_t k = 0; k < output_shapes_.size(); k++)
+        if (!lowered_.output_syms[k].empty()) output_shapes_[k] = eval_shape(lowered_.output_syms[k], sizes);
+    for (size_t k = 0; k < output_shapes_.size(); k++)
+        checked_tensor_bytes(lowered_.output_dtypes[k], output_shapes_[k], "output '" + lowered_.output_names[k] + "'");
+}
+
 void JitModel::bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep) {
+    bind_sizes(inputs);
     keep.clear();
     keep.reserve(lowered_.inputs.size());  // no reallocation: buffers point into keep
     for (size_t k = 0; k < lowered_.inputs.size(); k++) {
@@ -198,7 +219,7 @@ void JitModel::bind_inputs(const std::map<std::string, Tensor> &inputs, std::vec
                                     given.empty() ? std::string("none") : given, ")"));
         }
         const Tensor &t = it->second;
-        user_check(t.shape() == lowered_.input_shapes[k], "input '", name, "' has shape ",
+        user_check(lowered_.dynamic.active() || t.shape() == lowered_.input_shapes[k], "input '", name, "' has shape ",
                    shape_str(t.shape()), " but the model was compiled for ",
                    shape_str(lowered_.input_shapes[k]));
         // Halide reads the caller's bytes directly unless the dtype needs converting.
@@ -214,7 +235,7 @@ void JitModel::bind_inputs(const std::map<std::string, Tensor> &inputs, std::vec
 void JitModel::allocate_poisoned(std::vector<Tensor> &outs) const {
     outs.clear();
     for (size_t k = 0; k < lowered_.output_names.size(); k++) {
-        outs.emplace_back(lowered_.output_dtypes[k], lowered_.output_shapes[k]);
+        outs.emplace_back(lowered_.output_dtypes[k], output_shapes_[k]);
         Tensor &t = outs.back();
         // All-ones bytes are NaN in every float format; 0x5A elsewhere.
         std::memset(t.data(), dtype_is_float(t.dtype()) ? 0xFF : 0x5A, t.bytes().size());
@@ -293,7 +314,9 @@ double JitModel::time_run(const std::map<std::string, Tensor> &inputs) {
     // poison back to memory, which the timing then counted
     // (bench/DECISIONS.md#d53-timed-outputs-poisoned-once). A model served in a loop writes into
     // memory it wrote last time; validation runs (run()) still poison each time.
-    if (timing_outputs_.empty()) allocate_poisoned(timing_outputs_);
+    bool same_shapes = timing_outputs_.size() == output_shapes_.size();
+    for (size_t k = 0; same_shapes && k < output_shapes_.size(); k++) same_shapes = timing_outputs_[k].shape() == output_shapes_[k];
+    if (!same_shapes) allocate_poisoned(timing_outputs_);
     realize_into(timing_outputs_);
     for (auto &p : lowered_.inputs) p.reset();
     return last_run_ms_;
@@ -342,6 +365,12 @@ std::string graph_fingerprint(const Graph &g) {
         f.i64((int64_t)vi.dtype);
         for (auto d : vi.shape) f.i64(d);
         f.i64(vi.has_shape);
+        if (!vi.sym.empty()) f.str(sym_shape_str(vi.sym));  // nothing for a static value: keys stay
+    }
+    for (const auto &s : g.dynamic.symbols) {
+        f.str(s);
+        f.i64(g.dynamic.ranges.at(s).lo);
+        f.i64(g.dynamic.ranges.at(s).hi);
     }
     for (const auto &[name, t] : g.initializers) {
         f.str(name);

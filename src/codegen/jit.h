@@ -43,7 +43,8 @@ public:
     JitModel(LoweredPipeline lowered, const Halide::Target &target = host_target(), int max_segments = 0);
 
     /// Runs the model on \p inputs (by graph input name; converted to the graph dtype if they
-    /// differ) and returns every graph output by name, in its graph dtype. Outputs are poisoned
+    /// differ) and returns every graph output by name, in its graph dtype. A model compiled for
+    /// every size (graph/symbolic_shapes.h) takes inputs of any size its ranges allow, one compile. Outputs are poisoned
     /// (NaN for floats, 0x5A bytes otherwise) before the run, so unwritten elements show.
     /// UserError naming a missing input or one of the wrong shape, or Halide's runtime message.
     std::map<std::string, Tensor> run(const std::map<std::string, Tensor> &inputs);
@@ -77,6 +78,10 @@ public:
     const Halide::Target &target() const { return target_; }
 
 private:
+    /// The output shapes of a run on \p inputs (output_shapes_): the compiled ones, or, for a model
+    /// compiled for every size, the symbolic ones at the sizes read from the inputs, whose size
+    /// Params it sets. UserError naming an input or dim the model does not accept.
+    void bind_sizes(const std::map<std::string, Tensor> &inputs);
     /// Binds inputs (converted into \p keep where the dtype differs) to the ImageParams.
     void bind_inputs(const std::map<std::string, Tensor> &inputs, std::vector<Tensor> &keep);
     /// One Tensor per graph output in \p outs, every byte poisoned.
@@ -99,6 +104,7 @@ private:
     double last_run_ms_ = 0;
     std::vector<Tensor> timing_outputs_;  ///< time_run's outputs, reused between timed runs
     std::string *print_sink_ = nullptr;   ///< capture_runtime_prints
+    std::vector<Shape> output_shapes_;    ///< of the run being made (bind_sizes)
 };
 
 /// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,

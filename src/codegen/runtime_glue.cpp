@@ -1,5 +1,7 @@
 #include "codegen/runtime_glue.h"
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "codegen/cuda_graph_glue.h"
@@ -39,6 +41,156 @@ void emit_tables(std::ostringstream &os, const char *side, const std::vector<std
     os << "const char *const k_" << side << "_dtype[] = {";
     for (size_t k = 0; k < n; k++) os << (k ? ", " : "") << "\"" << dtype_name(dtypes[k]) << "\"";
     os << (n ? "" : "nullptr") << "};\n";
+}
+
+// \p d as a C expression over `s[i]`, the value of symbol i of \p syms.
+std::string c_expr(const SymDim &d, const std::vector<std::string> &syms) {
+    switch (d.kind()) {
+    case SymDim::Kind::Const: return "INT64_C(" + std::to_string(d.value()) + ")";
+    case SymDim::Kind::Symbol: {
+        size_t i = std::find(syms.begin(), syms.end(), d.name()) - syms.begin();
+        internal_check(i < syms.size(), "glue: unknown size symbol ", d.name());
+        return "s[" + std::to_string(i) + "]";
+    }
+    case SymDim::Kind::Add: return "(" + c_expr(d.lhs(), syms) + " + " + c_expr(d.rhs(), syms) + ")";
+    case SymDim::Kind::Sub: return "(" + c_expr(d.lhs(), syms) + " - " + c_expr(d.rhs(), syms) + ")";
+    case SymDim::Kind::Mul: return "(" + c_expr(d.lhs(), syms) + " * " + c_expr(d.rhs(), syms) + ")";
+    case SymDim::Kind::FloorDiv: return "floordiv64(" + c_expr(d.lhs(), syms) + ", " + c_expr(d.rhs(), syms) + ")";
+    }
+    return "0";
+}
+
+std::string c_string(const std::string &t) {
+    std::string r = "\"";
+    for (char c : t) r += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    return r + "\"";
+}
+
+std::string dims_text(const SymShape &sym, const Shape &shape) {
+    return sym.empty() ? shape_str(shape) : sym_shape_str(sym);
+}
+
+// The sizes' tables and the declarations of what reads them (defined by emit_size_functions).
+void emit_size_tables(std::ostringstream &os, const GlueSpec &g) {
+    const auto &syms = g.dynamic.symbols;
+    size_t n = syms.size();
+    auto list = [&](const char *type, const char *name, auto value) {
+        os << "const " << type << " " << name << "[] = {";
+        for (size_t i = 0; i < n; i++) os << (i ? ", " : "") << value(syms[i]);
+        os << (n ? "" : "0") << "};\n";
+    };
+    os << "constexpr int kNumSizes = " << n << ";\n";
+    list("char *const", "k_size_names", [&](const std::string &x) { return c_string(x); });
+    list("int64_t", "k_size_lo", [&](const std::string &x) { return std::to_string(g.dynamic.ranges.at(x).lo) + "LL"; });
+    list("int64_t", "k_size_hi", [&](const std::string &x) { return std::to_string(g.dynamic.ranges.at(x).hi) + "LL"; });
+    list("int64_t", "k_size_planned",
+         [&](const std::string &x) { return std::to_string(g.dynamic.representative.at(x)) + "LL"; });
+    for (const char *side : {"in", "out"}) {
+        bool in = side[0] == 'i';
+        const auto &names = in ? g.input_names : g.output_names;
+        os << "const char *const k_" << side << "_dims_text[] = {";
+        for (size_t k = 0; k < names.size(); k++) {
+            const SymShape *sy = k < (in ? g.input_syms : g.output_syms).size() ? &(in ? g.input_syms : g.output_syms)[k] : nullptr;
+            os << (k ? ", " : "") << c_string(dims_text(sy ? *sy : SymShape{}, (in ? g.input_shapes : g.output_shapes)[k]));
+        }
+        os << (names.empty() ? "nullptr" : "") << "};\n";
+    }
+    os << "int bind_sizes(const char *fn, const int64_t *const *in_shape, int64_t *s);\n"
+       << "void output_shape_at(const int64_t *s, int k, int64_t *shape);\n"
+       << "int check_buffer_sizes(const char *fn, const int64_t *const *in_shape, const int64_t *const *out_shape);\n";
+}
+
+// The model's size rules as C: the sizes read from the inputs' shapes and checked (ranges, static
+// dims, the model's requirements), and each output's shape at them.
+void emit_size_functions(std::ostringstream &os, const GlueSpec &g) {
+    const auto &syms = g.dynamic.symbols;
+    auto sym_of = [&](size_t k) { return k < g.input_syms.size() && !g.input_syms[k].empty() ? g.input_syms[k] : SymShape(); };
+    os << "namespace {\n\n"
+       << "int64_t floordiv64(int64_t a, int64_t b) {\n"
+       << "    if (b == 0) return 0;\n"
+       << "    int64_t q = a / b;\n"
+       << "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n\n"
+       << "int size_error(void) {\n"
+       << "    fprintf(stderr, \"loom artifact %s: %s\\n\", LOOM_STR(LOOM_NAME), g_error);\n    return -1;\n}\n\n"
+       << "int bind_sizes(const char *fn, const int64_t *const *in, int64_t *s) {\n"
+       << "    if (!in) {\n"
+       << "        snprintf(g_error, sizeof g_error, \"%s_%s: input_shapes is NULL; pass one int64_t array per input, \"\n"
+       << "                 \"each of %s_input_rank(k) dims\", LOOM_STR(LOOM_NAME), fn, LOOM_STR(LOOM_NAME));\n"
+       << "        return size_error();\n    }\n"
+       << "    for (int k = 0; k < kNumIn; k++)\n"
+       << "        if (!in[k]) {\n"
+       << "            snprintf(g_error, sizeof g_error, \"%s_%s: the shape of input %d '%s' is NULL; pass its %d dims\",\n"
+       << "                     LOOM_STR(LOOM_NAME), fn, k, k_in_names[k], k_in_rank[k]);\n"
+       << "            return size_error();\n        }\n";
+    // Each symbol from its first bare occurrence among the inputs' dims.
+    std::set<std::string> bound;
+    for (size_t k = 0; k < g.input_names.size(); k++) {
+        SymShape sy = sym_of(k);
+        for (size_t d = 0; d < sy.size(); d++)
+            if (sy[d].kind() == SymDim::Kind::Symbol && bound.insert(sy[d].name()).second) {
+                size_t i = std::find(syms.begin(), syms.end(), sy[d].name()) - syms.begin();
+                os << "    s[" << i << "] = in[" << k << "][" << d << "];\n";
+                os << "    if (s[" << i << "] < k_size_lo[" << i << "] || s[" << i << "] > k_size_hi[" << i << "]) {\n"
+                   << "        snprintf(g_error, sizeof g_error, \"%s_%s: input '%s' dim " << d << " (%s) = %lld is outside \"\n"
+                   << "                 \"the range %lld..%lld the model was compiled for; compile it again with \"\n"
+                   << "                 \"--dim %s=LO..HI covering %lld\", LOOM_STR(LOOM_NAME), fn, k_in_names[" << k << "], \n"
+                   << "                 k_size_names[" << i << "], (long long)s[" << i << "], (long long)k_size_lo[" << i
+                   << "], (long long)k_size_hi[" << i << "], k_size_names[" << i << "], (long long)s[" << i << "]);\n"
+                   << "        return size_error();\n    }\n";
+            }
+    }
+    for (const auto &x : syms)
+        user_check(bound.count(x), "loom compile: dim '", x, "' is no input's dim by itself, so the artifact cannot read "
+                   "its size from the input shapes; bind it with --input");
+    // Every input dim agrees with the sizes.
+    for (size_t k = 0; k < g.input_names.size(); k++) {
+        SymShape sy = sym_of(k);
+        const Shape &st = g.input_shapes[k];
+        for (size_t d = 0; d < st.size(); d++) {
+            bool fixed = sy.empty() || sy[d].is_static();
+            std::string want = fixed ? "INT64_C(" + std::to_string(st[d]) + ")" : c_expr(sy[d], syms);
+            // A fixed dim says its number; a moving one its rule and value.
+            std::string what = fixed ? std::to_string(st[d]) : sy[d].str() + " = %lld";
+            os << "    if (in[" << k << "][" << d << "] != " << want << ") {\n"
+               << "        snprintf(g_error, sizeof g_error, \"%s_%s: input '%s' dim " << d << " is %lld but the model \"\n"
+               << "                 \"needs " << what << " there (its dims: %s)\", LOOM_STR(LOOM_NAME), fn, k_in_names["
+               << k << "], (long long)in[" << k << "][" << d << "], "
+               << (fixed ? std::string() : "(long long)(" + want + "), ") << "k_in_dims_text[" << k << "]);\n"
+               << "        return size_error();\n    }\n";
+        }
+    }
+    for (const auto &r : g.dynamic.requirements) {
+        std::string a = c_expr(r.a, syms), b = c_expr(r.b, syms);
+        os << "    if (!(" << a << (r.at_least ? " >= " : " == ") << b << ")) {\n"
+           << "        snprintf(g_error, sizeof g_error, \"%s_%s: these input sizes break a rule of the model: %s \"\n"
+           << "                 \"(" << r.a.str() << (r.at_least ? " >= " : " == ") << r.b.str() << "); give sizes that \"\n"
+           << "                 \"keep it\", LOOM_STR(LOOM_NAME), fn, " << c_string(r.what) << ");\n"
+           << "        return size_error();\n    }\n";
+    }
+    os << "    return 0;\n}\n\n";
+    os << "void output_shape_at(const int64_t *s, int k, int64_t *shape) {\n    (void)s;\n    switch (k) {\n";
+    for (size_t k = 0; k < g.output_names.size(); k++) {
+        os << "    case " << k << ":\n";
+        const SymShape *sy = k < g.output_syms.size() && !g.output_syms[k].empty() ? &g.output_syms[k] : nullptr;
+        for (size_t d = 0; d < g.output_shapes[k].size(); d++)
+            os << "        shape[" << d << "] = "
+               << (sy ? c_expr((*sy)[d], syms) : "INT64_C(" + std::to_string(g.output_shapes[k][d]) + ")") << ";\n";
+        os << "        break;\n";
+    }
+    os << "    }\n}\n\n";
+    os << "int check_buffer_sizes(const char *fn, const int64_t *const *in_shape, const int64_t *const *out_shape) {\n"
+       << "    for (int k = 0; k < kNumIn + kNumOut; k++) {\n"
+       << "        const int64_t *sh = k < kNumIn ? in_shape[k] : out_shape[k - kNumIn];\n"
+       << "        int rank = k < kNumIn ? k_in_rank[k] : k_out_rank[k - kNumIn];\n"
+       << "        halide_type_t t = k < kNumIn ? k_in_type[k] : k_out_type[k - kNumIn];\n"
+       << "        double bytes = t.bytes();\n"
+       << "        for (int d = 0; d < rank; d++) bytes *= (double)sh[d];\n"
+       << "        if (bytes > 2147483647.0) {\n"
+       << "            snprintf(g_error, sizeof g_error, \"%s_%s: %s '%s' would take %.0f bytes at these sizes; the \"\n"
+       << "                     \"model's buffers hold at most 2^31 - 1 bytes: give smaller sizes\", LOOM_STR(LOOM_NAME), fn,\n"
+       << "                     k < kNumIn ? \"input\" : \"output\", buffer_name(k), bytes);\n"
+       << "            return size_error();\n        }\n    }\n    return 0;\n}\n\n"
+       << "}  // namespace\n";
 }
 
 // The model-independent part of the glue. NAME and HALIDE_FN are macros defined above it.
@@ -88,7 +240,8 @@ void record_error(void *, const char *msg) {
 struct Model {
     halide_dimension_t dims[kNumIn + kNumOut + 1][kMaxRank];
     halide_buffer_t bufs[kNumIn + kNumOut + 1];
-    void *args[kNumIn + kNumOut + 1];
+    int32_t sizes[kNumSizes + 1];  // a model compiled for every size: its dims, Halide's scalar arguments
+    void *args[kNumIn + kNumSizes + kNumOut + 1];
 #if LOOM_CUDA
     GraphState *graph = nullptr;
 #endif
@@ -109,6 +262,17 @@ void init_buffer(halide_buffer_t &b, halide_dimension_t *d, halide_type_t t, int
         stride *= (int32_t)e;
     }
 }
+
+// Every buffer's dims at the given shapes, and the size arguments at \p sizes (a model compiled for
+// every size; none otherwise).
+void shape_buffers(Model &m, const int64_t *const *in_shape, const int64_t *const *out_shape, const int64_t *sizes) {
+    for (int k = 0; k < kNumIn; k++) init_buffer(m.bufs[k], m.dims[k], k_in_type[k], k_in_rank[k], in_shape[k]);
+    for (int k = 0; k < kNumOut; k++)
+        init_buffer(m.bufs[kNumIn + k], m.dims[kNumIn + k], k_out_type[k], k_out_rank[k], out_shape[k]);
+    for (int i = 0; i < kNumSizes; i++) m.sizes[i] = (int32_t)sizes[i];
+}
+
+int run_host_buffers(Model &m, const void *const *in, void *const *out);
 
 // The graph's name of buffer \p k (inputs first, then outputs), for messages.
 const char *buffer_name(int k) { return k < kNumIn ? k_in_names[k] : k_out_names[k - kNumIn]; }
@@ -285,11 +449,10 @@ void *LOOM_API(_create)(void) {
         return nullptr;
     }
 #endif
-    for (int k = 0; k < kNumIn; k++)
-        init_buffer(m->bufs[k], m->dims[k], k_in_type[k], k_in_rank[k], k_in_shape[k]);
-    for (int k = 0; k < kNumOut; k++)
-        init_buffer(m->bufs[kNumIn + k], m->dims[kNumIn + k], k_out_type[k], k_out_rank[k], k_out_shape[k]);
-    for (int k = 0; k < kNumIn + kNumOut; k++) m->args[k] = &m->bufs[k];
+    for (int k = 0; k < kNumIn; k++) m->args[k] = &m->bufs[k];
+    for (int i = 0; i < kNumSizes; i++) m->args[kNumIn + i] = &m->sizes[i];
+    for (int k = 0; k < kNumOut; k++) m->args[kNumIn + kNumSizes + k] = &m->bufs[kNumIn + k];
+    shape_buffers(*m, k_in_shape, k_out_shape, k_size_planned);
     return m;
 }
 
@@ -347,6 +510,54 @@ int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
     if (!model_of(h, "run_host")) return -1;
     Model &m = *(Model *)h;
     if (check_pointers("run_host", in, out, false)) return -1;
+    shape_buffers(m, k_in_shape, k_out_shape, k_size_planned);
+    return run_host_buffers(m, in, out);
+}
+
+int LOOM_API(_run_host_shaped)(void *h, const int64_t *const *input_shapes, const void *const *in, void *const *out) {
+    g_error[0] = 0;
+    if (!model_of(h, "run_host_shaped")) return -1;
+    Model &m = *(Model *)h;
+    if (check_pointers("run_host_shaped", in, out, false)) return -1;
+    int64_t sizes[kNumSizes + 1];
+    const int64_t *out_shapes[kNumOut + 1];
+    int64_t out_dims[kNumOut + 1][kMaxRank];
+    if (bind_sizes("run_host_shaped", input_shapes, sizes)) return -1;
+    for (int k = 0; k < kNumOut; k++) {
+        output_shape_at(sizes, k, out_dims[k]);
+        out_shapes[k] = out_dims[k];
+    }
+    if (check_buffer_sizes("run_host_shaped", input_shapes, out_shapes)) return -1;
+    shape_buffers(m, input_shapes, out_shapes, sizes);
+    return run_host_buffers(m, in, out);
+}
+
+int LOOM_API(_output_shape_for)(const int64_t *const *input_shapes, int k, int64_t *shape) {
+    g_error[0] = 0;
+    int64_t sizes[kNumSizes + 1];
+    if (k < 0 || k >= kNumOut || !shape) {
+        snprintf(g_error, sizeof g_error, "%s_output_shape_for: output %d does not exist or shape is NULL; pass "
+                 "0..%d and an array of %s_output_rank(k) int64_t", LOOM_STR(LOOM_NAME), k, kNumOut - 1,
+                 LOOM_STR(LOOM_NAME));
+        return -1;
+    }
+    if (bind_sizes("output_shape_for", input_shapes, sizes)) return -1;
+    output_shape_at(sizes, k, shape);
+    return 0;
+}
+
+int LOOM_API(_num_sizes)(void) { return kNumSizes; }
+const char *LOOM_API(_size_name)(int i) { return i >= 0 && i < kNumSizes ? k_size_names[i] : nullptr; }
+int64_t LOOM_API(_size_min)(int i) { return i >= 0 && i < kNumSizes ? k_size_lo[i] : -1; }
+int64_t LOOM_API(_size_max)(int i) { return i >= 0 && i < kNumSizes ? k_size_hi[i] : -1; }
+const char *LOOM_API(_input_dims)(int k) { return k >= 0 && k < kNumIn ? k_in_dims_text[k] : nullptr; }
+const char *LOOM_API(_output_dims)(int k) { return k >= 0 && k < kNumOut ? k_out_dims_text[k] : nullptr; }
+
+}  // extern "C"
+
+namespace {
+
+int run_host_buffers(Model &m, const void *const *in, void *const *out) {
     reset(m);
     for (int k = 0; k < kNumIn; k++) {
         m.bufs[k].host = (uint8_t *)in[k];
@@ -382,6 +593,10 @@ int LOOM_API(_run_host)(void *h, const void *const *in, void *const *out) {
     reset(m);
     return r;
 }
+
+}  // namespace
+
+extern "C" {
 
 int LOOM_API(_run_device)(void *h, const void *const *in, void *const *out) {
 #if LOOM_CUDA
@@ -464,7 +679,18 @@ std::string glue_header(const GlueSpec &s) {
        << "const char *" << n << "_input_name(int k);\nconst char *" << n << "_output_name(int k);\n"
        << "int " << n << "_input_rank(int k);\nint " << n << "_output_rank(int k);\n"
        << "const int64_t *" << n << "_input_shape(int k);\nconst int64_t *" << n << "_output_shape(int k);\n"
-       << "const char *" << n << "_input_dtype(int k);\nconst char *" << n << "_output_dtype(int k);\n\n"
+       << "const char *" << n << "_input_dtype(int k);\nconst char *" << n << "_output_dtype(int k);\n"
+       << "/* Any size (a model compiled for every size: loom compile --dim / --dynamic). input_shapes[k] holds input\n"
+       << "   k's " << n << "_input_rank(k) dims; the sizes are read from them and checked (ranges, fixed dims,\n"
+       << "   the model's rules), -1 with " << n << "_last_error() naming the input and dim otherwise. The shapes\n"
+       << "   above are the planned ones, which " << n << "_run_host runs at. */\n"
+       << "int " << n << "_run_host_shaped(void *model, const int64_t *const *input_shapes, const void *const *inputs,\n"
+       << "        void *const *outputs);\n"
+       << "int " << n << "_output_shape_for(const int64_t *const *input_shapes, int k, int64_t *shape);\n"
+       << "int " << n << "_num_sizes(void);\nconst char *" << n << "_size_name(int i);\n"
+       << "int64_t " << n << "_size_min(int i);\nint64_t " << n << "_size_max(int i);\n"
+       << "const char *" << n << "_input_dims(int k);  /* \"batchx3xheightxwidth\" */\n"
+       << "const char *" << n << "_output_dims(int k);\n\n"
        << "#ifdef __cplusplus\n}\n#endif\n#endif\n";
     return os.str();
 }
@@ -490,9 +716,11 @@ std::string glue_source(const GlueSpec &s) {
        << ";\n";
     emit_tables(os, "in", s.input_names, s.input_shapes, s.input_dtypes);
     emit_tables(os, "out", s.output_names, s.output_shapes, s.output_dtypes);
+    emit_size_tables(os, s);
     os << "}  // namespace\n" << kGlueBody;
     if (s.cuda) os << cuda_graph_glue_source();
     os << kGlueApi;
+    emit_size_functions(os, s);
     return os.str();
 }
 

@@ -13,6 +13,11 @@
 ///   void *m_cuda_context(void);            // CUcontext the last CUDA call ran in (NULL on host)
 ///   int   m_set_cuda_graphs(void *h, int on);  // whole-model CUDA graphs on/off (codegen/cuda_graph_glue.h)
 ///   const char *m_cuda_graph_status(void *h);  // "graph", or why calls run directly
+///   // Any size (a model compiled for every size, `loom compile --dim`/`--dynamic`; host):
+///   int   m_run_host_shaped(void *h, const int64_t *const *input_shapes, const void *const *in, void *const *out);
+///   int   m_output_shape_for(const int64_t *const *input_shapes, int k, int64_t *shape);
+///   int   m_num_sizes(void);  const char *m_size_name(int i);  int64_t m_size_min(int i), m_size_max(int i);
+///   const char *m_input_dims(int k), *m_output_dims(int k);  // "batchx3xheightxwidth"
 /// \endcode
 /// plus the model's shapes (`m_num_inputs`, `m_input_name(k)`, `m_input_rank(k)`,
 /// `m_input_shape(k)` …). Inputs and outputs are dense, row-major, in graph order and graph dtype.
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/sym_dim.h"
 #include "graph/tensor.h"
 
 namespace loom {
@@ -44,6 +50,12 @@ struct GlueSpec {
     std::vector<std::string> input_names, output_names;
     std::vector<Shape> input_shapes, output_shapes;
     std::vector<DType> input_dtypes, output_dtypes;
+    /// Dynamic shapes (inactive: a model of one size): the size symbols, Halide's scalar arguments
+    /// in the order of dynamic.symbols, between the inputs and the outputs; each input's and
+    /// output's symbolic shape (empty for a static one). `m_run_host_shaped` reads the sizes from
+    /// the inputs' shapes, checks them, and runs at them; the shapes above are the planned ones.
+    DynamicDims dynamic;
+    std::vector<SymShape> input_syms, output_syms;
 };
 
 /// The C header of the API (`<name>.h`).

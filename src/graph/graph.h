@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "graph/sym_dim.h"
 #include "graph/tensor.h"
 
 namespace loom {
@@ -31,6 +32,9 @@ struct ValueInfo {
     Shape shape;                       ///< -1 for a dim not known yet
     std::vector<std::string> symbols;  ///< symbolic names per dim ("" = none); may be empty
     bool has_shape = false;            ///< shape known: set by shape inference, or by the importer for declared graph inputs/outputs (symbolic dims -1)
+    /// Symbolic dims of a graph compiled for every size (graph/symbolic_shapes.h): one per dim of
+    /// \p shape, which then holds the representative size; empty for a static value.
+    SymShape sym;
 };
 
 /// One operator application.
@@ -70,6 +74,8 @@ public:
     std::vector<std::string> outputs;
     std::map<std::string, ValueInfo> values;     ///< every value: inputs, outputs, intermediates
     std::map<std::string, Tensor> initializers;  ///< constant tensors (weights, folded values)
+    /// Symbols kept open for dynamic shapes (inactive for a graph whose every dim is bound).
+    DynamicDims dynamic;
 
     /// Info of value \p name; InternalError if unknown.
     const ValueInfo &value(const std::string &name) const;

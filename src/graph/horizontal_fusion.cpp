@@ -186,7 +186,7 @@ private:
         std::string base = split.name + "/hfused";
         auto new_value = [&](const std::string &want, DType dt, const Shape &s) {
             std::string v = g_.unique_name(want);
-            g_.values[v] = ValueInfo{v, dt, s, {}, true};
+            g_.values[v] = ValueInfo{v, dt, s, {}, true, {}};
             return v;
         };
         DType xdt = g_.value(split.inputs[0]).dtype;
@@ -313,7 +313,7 @@ private:
         m.inputs = {m.inputs[0], ones};
         Shape ys = g_.value(y).shape;
         std::string normed = g_.unique_name(base + "/normed");
-        g_.values[normed] = ValueInfo{normed, dt, ys, {}, true};
+        g_.values[normed] = ValueInfo{normed, dt, ys, {}, true, {}};
         m.outputs = {normed};
         added.push_back(m);
         pushed = true;
@@ -322,7 +322,7 @@ private:
         mul.op = "Mul";
         mul.inputs = {normed, scale};
         std::string scaled = bias.empty() ? y : g_.unique_name(base + "/scaled");
-        if (!bias.empty()) g_.values[scaled] = ValueInfo{scaled, dt, ys, {}, true};
+        if (!bias.empty()) g_.values[scaled] = ValueInfo{scaled, dt, ys, {}, true, {}};
         mul.outputs = {scaled};
         added.push_back(mul);
         if (!bias.empty()) {

@@ -11,6 +11,7 @@
 
 #include "graph/canonicalize_internal.h"
 #include "graph/op_catalog.h"
+#include "graph/symbolic_shapes.h"
 #include "support/error.h"
 
 namespace loom {
@@ -254,7 +255,7 @@ void print_graph(const Graph &g, std::ostream &os) {
     os << "graph " << g.name << " (opset " << g.opset << ")\n";
     for (const auto &in : g.inputs) {
         const auto &v = g.value(in);
-        os << "  input " << in << ": " << dtype_name(v.dtype) << " " << shape_str(v.shape) << "\n";
+        os << "  input " << in << ": " << dtype_name(v.dtype) << " " << (v.sym.empty() ? shape_str(v.shape) : sym_shape_str(v.sym)) << "\n";
     }
     for (const auto &n : g.nodes) {
         os << "  " << n.name << " = " << n.op << "(";
@@ -263,7 +264,7 @@ void print_graph(const Graph &g, std::ostream &os) {
         for (size_t i = 0; i < n.outputs.size(); i++) {
             const auto &v = g.value(n.outputs[i]);
             os << (i ? ", " : "") << n.outputs[i] << ":" << dtype_name(v.dtype) << " "
-               << (v.has_shape ? shape_str(v.shape) : "?");
+               << (v.has_shape ? (v.sym.empty() ? shape_str(v.shape) : sym_shape_str(v.sym)) : "?");
         }
         if (!n.attrs.empty()) {
             os << "  {";
@@ -288,6 +289,7 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     };
     g.topo_sort();
     g.validate();
+    if (opts.dynamic()) return prepare_graph_dynamic(g, evaluate, opts);
     step("bind_input_shapes", [&] { bind_input_shapes(g, opts.bindings); });
     step("remove_identities", [&] { remove_identities(g); });
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g, evaluate); });

@@ -41,6 +41,11 @@ struct PrepareOptions {
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
     /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d88-cpu-fused-attention)
     AttentionFusion attention = AttentionFusion::Off;
+    /// Dynamic shapes (graph/symbolic_shapes.h): symbolic dims kept open, with their declared
+    /// ranges (`--dim H=32..2048`); a binding in \p bindings is then the representative size.
+    std::map<std::string, DimRange> dynamic_dims;
+    bool dynamic_all = false;  ///< keep every symbolic input dim open (`--dynamic`)
+    bool dynamic() const { return dynamic_all || !dynamic_dims.empty(); }
 };
 
 /// Binds every graph input's symbolic/unknown dims. UserError naming an unbound dim and showing

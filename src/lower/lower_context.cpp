@@ -172,8 +172,36 @@ Expr LowerContext::at(const std::string &name, const std::vector<Expr> &idx) {
     }
     std::vector<Expr> own;
     int off = (int)idx.size() - r;
-    for (int d = 0; d < r; d++) own.push_back(s[d] == 1 ? Expr(0) : idx[off + d]);
+    // A size-1 dim broadcasts; a dim that moves with the input sizes is read as it is, whatever its
+    // representative size.
+    SymShape sy = sym(name);
+    for (int d = 0; d < r; d++) own.push_back(s[d] == 1 && sy[d].is_static() ? Expr(0) : idx[off + d]);
     return call(value(name), own);
+}
+
+Expr LowerContext::size(const SymDim &d) const {
+    switch (d.kind()) {
+    case SymDim::Kind::Const:
+        internal_check(d.value() <= std::numeric_limits<int32_t>::max(), "dim ", d.value(), " exceeds int32");
+        return Expr((int)d.value());
+    case SymDim::Kind::Symbol: {
+        auto it = result.size_params.find(d.name());
+        internal_check(it != result.size_params.end(), "no size Param for dim '", d.name(), "'");
+        return it->second;
+    }
+    case SymDim::Kind::Add: return size(d.lhs()) + size(d.rhs());
+    case SymDim::Kind::Sub: return size(d.lhs()) - size(d.rhs());
+    case SymDim::Kind::Mul: return size(d.lhs()) * size(d.rhs());
+    case SymDim::Kind::FloorDiv: return size(d.lhs()) / size(d.rhs());  // Halide's int division floors
+    }
+    return Expr();
+}
+
+int64_t LowerContext::static_extent(const Node &node, const std::string &name, int d) const {
+    SymDim s = sym(name).at(d);
+    user_check(s.is_static(), node.describe(), " needs dim ", d, " of '", name, "' as a fixed size, but it is ",
+               s.str(), " (moves with the input sizes); bind it with --input to compile for one size");
+    return s.value();
 }
 
 std::string LowerContext::func_base(const Node &node) {
@@ -222,7 +250,35 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, int ra
 
 Func LowerContext::make_func(const Node &node, const std::string &suffix, const Shape &shape) {
     Func f = make_func(node, suffix, (int)shape.size());
-    record(f).extents = shape;
+    LoweredFunc &lf = record(f);
+    lf.extents = shape;
+    if (graph.dynamic.active()) {
+        // A helper's dims move where the node's output's or first input's dims of the same rank
+        // do; a dim of a helper of another rank is taken to move.
+        std::vector<bool> moving(shape.size(), false);
+        std::vector<Expr> extents(shape.size());
+        bool known = false;
+        for (const std::string *v : {node.outputs.empty() ? nullptr : &node.outputs[0],
+                                     node.inputs.empty() ? nullptr : &node.inputs[0]}) {
+            if (!v || v->empty() || !graph.has_value(*v)) continue;
+            SymShape s = sym(*v);
+            if (s.size() != shape.size()) continue;
+            known = true;
+            for (size_t d = 0; d < s.size(); d++) {
+                moving[d] = moving[d] || !s[d].is_static();
+                // The value's dim is the helper's where their representative sizes agree.
+                if (!s[d].is_static() && !extents[d].defined() && graph.value(*v).shape[d] == shape[d])
+                    extents[d] = size(s[d]);
+            }
+        }
+        if (!known) moving.assign(shape.size(), true);
+        if (std::find(moving.begin(), moving.end(), true) != moving.end()) {
+            lf.dynamic_vars = moving;
+            for (size_t d = 0; d < moving.size(); d++)
+                if (!moving[d]) extents[d] = Expr();
+            lf.dynamic_extents = extents;
+        }
+    }
     return f;
 }
 
@@ -296,6 +352,14 @@ void LowerContext::bind_output(const std::string &name, Func f) {
         LoweredFunc &lf = result.funcs[it->second];
         lf.extents = shape(name);
         lf.dtype = dtype(name);
+        lf.dynamic_vars.clear();
+        lf.dynamic_extents.clear();
+        SymShape sy = sym(name);
+        if (!sym_shape_static(sy))
+            for (const auto &d : sy) {
+                lf.dynamic_vars.push_back(!d.is_static());
+                lf.dynamic_extents.push_back(d.is_static() ? Expr() : size(d));
+            }
         internal_check(f.defined(), "Func '", f.name(), "' bound to '", name, "' has no definition");
         internal_check(f.output_types()[0] == halide_type(lf.dtype), "Func '", f.name(), "' has type ",
                        f.output_types()[0], " but value '", name, "' is ", dtype_name(lf.dtype));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/symbolic_shapes.h"
 #include "lower/lowered.h"
 
 namespace loom {
@@ -46,6 +47,19 @@ public:
     /// Shape / dtype of a value.
     const Shape &shape(const std::string &name) const { return graph.value(name).shape; }
     DType dtype(const std::string &name) const { return graph.value(name).dtype; }
+    /// Symbolic shape of a value (graph/symbolic_shapes.h): its static dims as numbers when the
+    /// graph is compiled for one size.
+    SymShape sym(const std::string &name) const { return sym_shape_of(graph.value(name)); }
+    /// A dim as a Halide Expr: an int32 constant when static, else an Expr over the pipeline's size
+    /// Params (LoweredPipeline::size_params), read at run time.
+    Halide::Expr size(const SymDim &d) const;
+    /// size() of dim \p d of value \p name.
+    Halide::Expr extent(const std::string &name, int d) const { return size(sym(name).at(d)); }
+    /// Whether dim \p d of value \p name moves with the input sizes.
+    bool is_dynamic(const std::string &name, int d) const { return !sym(name).at(d).is_static(); }
+    /// The static size of dim \p d of \p name, which \p node needs as a number: a UserError naming
+    /// the node, the dim and the fix (bind the size with --input) when it moves with the input sizes.
+    int64_t static_extent(const Node &node, const std::string &name, int d) const;
 
     /// A new Func for \p node named `sanitize(node.name)` (suffix "" — the Func producing the
     /// node's output) or `sanitize(node.name) + "_" + suffix` (a helper such as "mean"), with

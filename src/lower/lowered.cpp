@@ -42,12 +42,31 @@ std::vector<std::string> var_names_for_rank(int rank) {
     }
 }
 
+namespace {
+
+/// Replaces each scalar Param (a dynamic shape's size) by its estimate: the representative size.
+class ParamsAtEstimates : public Halide::Internal::IRMutator {
+    using IRMutator::visit;
+    Halide::Expr visit(const Halide::Internal::Variable *v) override {
+        if (v->param.defined() && !v->param.is_buffer() && v->param.estimate().defined()) return v->param.estimate();
+        return v;
+    }
+};
+
+}  // namespace
+
 int64_t LoweredFunc::single_rvar_extent(int k) const {
     if (!func.defined() || k < 0 || k >= func.num_update_definitions()) return -1;
     const auto &rvs = func.function().update(k).schedule().rvars();
     if (rvs.size() != 1) return -1;
-    const int64_t *e = Halide::Internal::as_const_int(rvs[0].extent);
-    return e ? *e : -1;
+    return representative_extent(rvs[0].extent);
+}
+
+int64_t representative_extent(const Halide::Expr &e) {
+    if (const int64_t *c = Halide::Internal::as_const_int(e)) return *c;
+    Halide::Expr rep = Halide::Internal::simplify(ParamsAtEstimates().mutate(e));
+    const int64_t *c = Halide::Internal::as_const_int(rep);
+    return c ? *c : -1;
 }
 
 const LoweredFunc *LoweredPipeline::find(const std::string &name) const {

@@ -24,7 +24,14 @@ struct LoweredFunc {
     std::string node;  ///< graph node it implements
     std::string op;    ///< that node's op ("Conv", "LayerNormalization" …)
     std::vector<std::string> vars;   ///< pure vars, outermost first ("n","c","h","w")
-    std::vector<int64_t> extents;    ///< extent of each pure var, outermost first
+    std::vector<int64_t> extents;    ///< extent of each pure var, outermost first (representative when dynamic)
+    /// Per pure var: whether its extent moves with the input sizes (dynamic shapes); empty: none
+    /// does. A schedule's splits of such a var must be correct at every extent.
+    std::vector<bool> dynamic_vars;
+    /// Per pure var whose extent moves: that extent as an Expr over the size Params, where lowering
+    /// knows it (undefined otherwise; empty when no var moves). A schedule's specialization for
+    /// large enough extents reads it (schedule_apply.h).
+    std::vector<Halide::Expr> dynamic_extents;
     /// For each update stage k, the reduction vars as a schedule names them ("k", "r.x", "r.y").
     std::vector<std::vector<std::string>> update_rvars;
     std::vector<std::string> producers;  ///< Funcs (not inputs) this Func reads
@@ -129,6 +136,13 @@ struct LoweredPipeline {
     std::vector<std::string> output_funcs;   ///< the Func computing each output
     std::vector<Shape> output_shapes;
     std::vector<DType> output_dtypes;
+    /// Dynamic shapes (graph/symbolic_shapes.h): the symbols, ranges and requirements of a graph
+    /// compiled for every size (inactive otherwise); each input's and output's symbolic shape
+    /// (empty for a static one); one int32 Param per symbol, which the caller sets from the input
+    /// shapes before each run (bind_dynamic_sizes), and which every extent that moves reads.
+    DynamicDims dynamic;
+    std::vector<SymShape> input_syms, output_syms;
+    std::map<std::string, Halide::Param<int32_t>> size_params;
     /// C functions the pipeline's extern stages call ("loom_cublas_sgemm"): the artifact must
     /// define them (codegen/aot.cpp compiles codegen/cublas_gemm.h's source in).
     std::vector<std::string> extern_calls;
@@ -170,6 +184,10 @@ struct LoweredPipeline {
     /// The Halide pipeline over the realized outputs.
     Halide::Pipeline pipeline() const;
 };
+
+/// The value of an extent Expr (an RDom's): its constant, or with dynamic shapes its value at the
+/// size Params' estimates (the representative sizes); -1 when it is neither.
+int64_t representative_extent(const Halide::Expr &e);
 
 /// The Halide type of a dtype (bool is Halide's Bool, one byte in buffers).
 Halide::Type halide_type(DType t);

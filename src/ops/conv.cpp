@@ -60,7 +60,7 @@ ConvParams conv_params(LowerContext &ctx, const Node &node, bool transpose) {
         p.pad_begin.push_back(pads[d]);
         p.pad_end.push_back(pads[p.sp + d]);
     }
-    int64_t cin = sx[1];
+    int64_t cin = ctx.static_extent(node, node.inputs[0], 1);
     user_check(p.group >= 1 && cin % p.group == 0, node.describe(), ": group ", p.group,
                " does not divide the ", cin, " input channels");
     if (!transpose)
@@ -213,8 +213,8 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         std::vector<Expr> idx = {v[0], v[1]};
         for (int d = 0; d < p.sp; d++) {
             Expr h = v[2 + d] - (int)p.pad_begin[d];
-            inside = inside && h >= 0 && h < (int)sx[2 + d];
-            idx.push_back(Halide::clamp(h, 0, (int)sx[2 + d] - 1));
+            inside = inside && h >= 0 && h < ctx.extent(x, 2 + d);
+            idx.push_back(Halide::clamp(h, 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
         }
         ctx.define(xin, v,
                    Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)),
@@ -341,9 +341,9 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
         int s = (int)p.strides[d];
         Expr i = s == 1 ? t : t / s;
-        valid = valid && t >= 0 && i < (int)sx[2 + d];
+        valid = valid && t >= 0 && i < ctx.extent(x, 2 + d);
         if (s != 1) valid = valid && t % s == 0;
-        ix.push_back(Halide::clamp(i, 0, (int)sx[2 + d] - 1));
+        ix.push_back(Halide::clamp(i, 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
         iw.push_back(tap);
     }
     Expr term = LowerContext::cast_to(dt, ctx.at(x, ix)) * LowerContext::cast_to(dt, ctx.at(w, iw));

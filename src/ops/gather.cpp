@@ -27,8 +27,8 @@ void lower_gather(LowerContext &ctx, const Node &node) {
     // out[o..., j..., t...] = data[o..., wrap(indices[j...]), t...]
     std::vector<Expr> jidx(idx.begin() + axis, idx.begin() + axis + ri);
     Expr k = Halide::cast(Halide::Int(32), ctx.at(indices, jidx));
-    const int n = (int)ds[axis];
-    k = Halide::clamp(Halide::select(k < 0, k + n, k), 0, n - 1);
+    const Expr n = ctx.extent(data, axis), last = ctx.size(ctx.sym(data)[axis] - 1);
+    k = Halide::clamp(Halide::select(k < 0, k + n, k), 0, last);
     std::vector<Expr> src;
     for (int d = 0; d < axis; d++) src.push_back(idx[d]);
     src.push_back(k);

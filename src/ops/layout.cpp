@@ -35,22 +35,25 @@ void finish(LowerContext &ctx, const std::string &out, OpFunc &o, Expr e, double
     ctx.bind_output(out, o.f);
 }
 
-std::vector<Expr> reshape_index(const Shape &in, const Shape &out, const std::vector<Expr> &idx) {
+std::vector<Expr> reshape_index(const LowerContext &ctx, const SymShape &in, const SymShape &out,
+                                const std::vector<Expr> &idx) {
     // Only a reshape that keeps the innermost dims can keep them as plain vars (vectorisable);
-    // the rest goes through a flat index.
+    // the rest goes through a flat index. Dims compare symbolically (a dim that moves with the
+    // input sizes equals only itself).
+    auto unit = [](const SymDim &d) { return d.is_static() && d.value() == 1; };
     int ni = (int)in.size(), no = (int)out.size();
     int common = 0;
     while (common < ni && common < no && in[ni - 1 - common] == out[no - 1 - common]) common++;
     // Pure insertion/removal of size-1 dims maps dims one to one.
-    Shape in1, out1;
-    for (auto d : in) if (d != 1) in1.push_back(d);
-    for (auto d : out) if (d != 1) out1.push_back(d);
+    SymShape in1, out1;
+    for (const auto &d : in) if (!unit(d)) in1.push_back(d);
+    for (const auto &d : out) if (!unit(d)) out1.push_back(d);
     std::vector<Expr> r(ni, Expr(0));
     if (in1 == out1) {
         std::vector<Expr> nz;
-        for (int d = 0; d < no; d++) if (out[d] != 1) nz.push_back(idx[d]);
+        for (int d = 0; d < no; d++) if (!unit(out[d])) nz.push_back(idx[d]);
         size_t k = 0;
-        for (int d = 0; d < ni; d++) if (in[d] != 1) r[d] = nz[k++];
+        for (int d = 0; d < ni; d++) if (!unit(in[d])) r[d] = nz[k++];
         return r;
     }
     // Equal leading dims (the batch) map one to one too, and the outermost remaining input dim takes
@@ -59,10 +62,10 @@ std::vector<Expr> reshape_index(const Shape &in, const Shape &out, const std::ve
     int lead = 0;
     while (lead < ni - common && lead < no - common && in[lead] == out[lead]) lead++;
     Expr flat = 0;
-    for (int d = lead; d < no - common; d++) flat = flat * (int)out[d] + idx[d];
+    for (int d = lead; d < no - common; d++) flat = flat * ctx.size(out[d]) + idx[d];
     for (int d = ni - common - 1; d >= lead; d--) {
-        r[d] = d == lead ? flat : flat % (int)in[d];
-        if (d > lead) flat = flat / (int)in[d];
+        r[d] = d == lead ? flat : flat % ctx.size(in[d]);
+        if (d > lead) flat = flat / ctx.size(in[d]);
     }
     for (int d = 0; d < lead; d++) r[d] = idx[d];
     for (int k = 0; k < common; k++) r[ni - 1 - k] = idx[no - 1 - k];
@@ -79,6 +82,7 @@ void lower_layout(LowerContext &ctx, const Node &node) {
 
     if (op == "Split") {
         int axis = (int)node.need_int("axis");
+        ctx.static_extent(node, x, axis);
         std::vector<int64_t> sizes = node.need_ints("split");
         internal_check(sizes.size() == node.outputs.size(), node.describe(), ": ", sizes.size(),
                        " split sizes for ", node.outputs.size(), " outputs");
@@ -100,7 +104,7 @@ void lower_layout(LowerContext &ctx, const Node &node) {
     const std::vector<Expr> &idx = o.idx;
 
     if (op == "Reshape") {
-        finish(ctx, out, o, ctx.at(x, reshape_index(is, os, idx)), 2);
+        finish(ctx, out, o, ctx.at(x, reshape_index(ctx, ctx.sym(x), ctx.sym(out), idx)), 2);
     } else if (op == "Transpose") {
         std::vector<int64_t> perm = node.need_ints("perm");
         internal_check((int)perm.size() == ri, node.describe(), ": perm has ", perm.size(), " entries");
@@ -111,22 +115,22 @@ void lower_layout(LowerContext &ctx, const Node &node) {
         int axis = (int)node.need_int("axis");
         // Select chain from the last input back; each read is clamped into its own input, since
         // Halide evaluates (and bounds-infers) every branch of a select.
-        std::vector<std::pair<int64_t, std::string>> parts;
-        int64_t off = 0;
+        std::vector<std::pair<SymDim, std::string>> parts;
+        SymDim off = 0;
         for (const auto &in : node.inputs) {
             if (in.empty()) continue;
             parts.push_back({off, in});
-            off += ctx.shape(in)[axis];
+            off = off + ctx.sym(in)[axis];
         }
         Expr e;
         for (int k = (int)parts.size() - 1; k >= 0; k--) {
             const auto &[start_k, name] = parts[k];
-            int64_t n = ctx.shape(name)[axis];
-            if (n == 0) continue;
+            SymDim n = ctx.sym(name)[axis];
+            if (n.is_static() && n.value() == 0) continue;
             std::vector<Expr> src = idx;
-            src[axis] = Halide::clamp(idx[axis] - (int)start_k, 0, (int)n - 1);
+            src[axis] = Halide::clamp(idx[axis] - ctx.size(start_k), 0, ctx.size(n - 1));
             Expr v = ctx.at(name, src);
-            e = e.defined() ? Halide::select(idx[axis] < (int)(start_k + n), v, e) : v;
+            e = e.defined() ? Halide::select(idx[axis] < ctx.size(start_k + n), v, e) : v;
         }
         finish(ctx, out, o, e, (double)parts.size());
     } else if (op == "Slice") {
@@ -141,7 +145,8 @@ void lower_layout(LowerContext &ctx, const Node &node) {
         finish(ctx, out, o, ctx.at(x, idx));
     } else if (op == "Tile") {
         std::vector<Expr> src(ri);
-        for (int d = 0; d < ri; d++) src[d] = is[d] == 1 ? Expr(0) : idx[d] % (int)is[d];
+        SymShape xs = ctx.sym(x);
+        for (int d = 0; d < ri; d++) src[d] = is[d] == 1 && xs[d].is_static() ? Expr(0) : idx[d] % ctx.size(xs[d]);
         finish(ctx, out, o, ctx.at(x, src), 1);
     } else if (op == "Pad") {
         std::vector<int64_t> pads = node.need_ints("pads");
@@ -151,17 +156,18 @@ void lower_layout(LowerContext &ctx, const Node &node) {
         Expr inside = Halide::cast(Halide::Bool(), 1);
         for (int d = 0; d < ri; d++) {
             Expr i = idx[d] - (int)pads[d];
-            int n = (int)is[d];
+            SymDim nd = ctx.sym(x)[d];
+            Expr n = ctx.size(nd), last = ctx.size(nd - 1), twice_last = ctx.size((nd - 1) * 2);
             if (mode == "reflect") {
                 i = Halide::select(i < 0, -i, i);
-                i = Halide::select(i >= n, 2 * (n - 1) - i, i);
+                i = Halide::select(i >= n, twice_last - i, i);
             } else if (mode == "constant") {
                 inside = inside && i >= 0 && i < n;
             } else {
                 user_check(mode == "edge", node.describe(), ": pad mode '", mode,
                            "' is not supported; valid: constant, reflect, edge");
             }
-            src[d] = Halide::clamp(i, 0, n - 1);
+            src[d] = Halide::clamp(i, 0, last);
         }
         Expr v = ctx.at(x, src);
         if (mode == "constant")

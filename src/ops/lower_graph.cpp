@@ -26,13 +26,25 @@ Halide::Region region_of(const Shape &s) {
 }
 
 /// Constrains a buffer to the static dense shape \p s, so Halide can specialise on it, and
-/// declares its alignment (LowerOptions::buffer_alignment; 0: none).
-void constrain_dense(Halide::OutputImageParam p, const Shape &s, int alignment) {
-    int64_t stride = 1;
-    for (int k = 0; k < (int)s.size(); k++) {
-        int64_t ext = s[s.size() - 1 - k];
-        p.dim(k).set_bounds(0, (int)ext).set_stride((int)stride).set_estimate(0, (int)ext);
-        stride *= ext;
+/// declares its alignment (LowerOptions::buffer_alignment; 0: none). With dynamic shapes, the dims
+/// of \p sym that move are constrained to their Exprs over the size Params instead (estimates
+/// stay at the representative \p s).
+void constrain_dense(const LowerContext &ctx, Halide::OutputImageParam p, const Shape &s, int alignment,
+                     const SymShape &sym = {}) {
+    if (sym.empty() || sym_shape_static(sym)) {
+        int64_t stride = 1;
+        for (int k = 0; k < (int)s.size(); k++) {
+            int64_t ext = s[s.size() - 1 - k];
+            p.dim(k).set_bounds(0, (int)ext).set_stride((int)stride).set_estimate(0, (int)ext);
+            stride *= ext;
+        }
+    } else {
+        Expr stride = 1;
+        for (int k = 0; k < (int)s.size(); k++) {
+            Expr ext = ctx.size(sym[s.size() - 1 - k]);
+            p.dim(k).set_bounds(0, ext).set_stride(stride).set_estimate(0, (int)s[s.size() - 1 - k]);
+            stride = stride * ext;
+        }
     }
     if (alignment > 0) p.set_host_alignment(alignment);
 }
@@ -84,6 +96,21 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
     LowerContext ctx(g, out);
     ctx.options = options;
 
+    if (g.dynamic.active()) {
+        user_check(!options.gemm_extern && !options.conv_extern, "dynamic shapes: library stages (cuBLAS, "
+                   "cuDNN) need fixed sizes; bind the dims with --input, or compile for the host");
+        out.dynamic = g.dynamic;
+        for (const auto &sym : g.dynamic.symbols) {
+            Halide::Param<int32_t> p(ctx.reserve_name("size_" + sanitize_name(sym)));
+            const DimRange &r = g.dynamic.ranges.at(sym);
+            // Only the lower end reaches Halide: with the upper one (2^30 when undeclared), Halide
+            // 14's interval arithmetic over N*H*W overflowed int64, proved false bounds (wrong
+            // results) or recursed without end; DynamicDims::check refuses sizes past it at run time.
+            p.set_min_value((int)r.lo);
+            p.set_estimate((int)g.dynamic.representative.at(sym));
+            out.size_params.emplace(sym, p);
+        }
+    }
     for (const auto &name : g.inputs) {
         const ValueInfo &vi = g.value(name);
         user_check(vi.has_shape, "graph input '", name, "' has no static shape; bind it with ",
@@ -91,12 +118,13 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         std::string pname = ctx.reserve_name(sanitize_name(name));
         ctx.reserve_name(pname + "_im");
         Halide::ImageParam p(LowerContext::halide_type(vi.dtype), (int)vi.shape.size(), pname);
-        constrain_dense(p, vi.shape, options.buffer_alignment);
+        constrain_dense(ctx, p, vi.shape, options.buffer_alignment, vi.sym);
         out.input_funcs.push_back(ctx.add_input(name, p, ctx.reserve_name(pname + "_read")));
         out.inputs.push_back(p);
         out.input_names.push_back(name);
         out.input_shapes.push_back(vi.shape);
         out.input_dtypes.push_back(vi.dtype);
+        out.input_syms.push_back(vi.sym);
     }
     // Node Funcs take their own names before any helper can.
     for (const auto &node : g.nodes) ctx.func_base(node);
@@ -129,6 +157,7 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
             Node copy;
             copy.name = oname;
             copy.op = "Output";
+            copy.outputs = {oname};
             Func c = ctx.make_func(copy, "", vi.shape);
             std::vector<Var> vs = ctx.vars((int)vi.shape.size());
             std::vector<Expr> idx(vs.begin(), vs.end());
@@ -141,11 +170,12 @@ LoweredPipeline lower_graph(const Graph &g, const LowerOptions &options) {
         used_funcs.insert(f.name());
         lf->is_output = true;
         f.set_estimates(region_of(vi.shape));
-        constrain_dense(f.output_buffer(), vi.shape, options.buffer_alignment);
+        constrain_dense(ctx, f.output_buffer(), vi.shape, options.buffer_alignment, vi.sym);
         out.output_names.push_back(oname);
         out.output_funcs.push_back(f.name());
         out.output_shapes.push_back(vi.shape);
         out.output_dtypes.push_back(vi.dtype);
+        out.output_syms.push_back(vi.sym);
     }
 
     // Producers, consumers and input reads from the Halide definitions themselves, so they are

@@ -151,9 +151,11 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
         return;
     }
     // K == 1 (an outer product) is no reduction: Halide drops an RVar of extent 1, so the
-    // product is a pure Func that no schedule can name a `k` of.
-    RDom rk({{0, (int)K}}, "k");
-    Expr kx = K == 1 ? Expr(0) : Expr(rk.x);
+    // product is a pure Func that no schedule can name a `k` of. A K that moves with the input
+    // sizes stays a reduction.
+    const bool outer_product = K == 1 && !ctx.is_dynamic(a, ra - 1);
+    RDom rk({{0, ctx.extent(a, ra - 1)}}, "k");
+    Expr kx = outer_product ? Expr(0) : Expr(rk.x);
 
     std::vector<Expr> bidx(v.begin(), v.begin() + batch);
     Expr i = ra >= 2 ? Expr(v[batch]) : Expr();
@@ -175,7 +177,7 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     Expr ea = LowerContext::cast_to(dt, ctx.at(a, ia));
     Expr eb = rb == 2 && dt == DType::F32 ? blocked_b(ctx, b, kx, j) : Expr();
     if (!eb.defined()) eb = LowerContext::cast_to(dt, ctx.at(b, ib));
-    if (K == 1) {
+    if (outer_product) {
         ctx.define(f, v, ea * eb);
     } else {
         ctx.define(f, v, LowerContext::literal(dt, 0));
@@ -218,8 +220,9 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     Func f = ctx.make_func(node, "", 2);
     std::vector<Var> v = ctx.vars(2);
     Var i = v[0], j = v[1];
-    RDom rk({{0, (int)K}}, "k");
-    Expr kx = K == 1 ? Expr(0) : Expr(rk.x);  // as in MatMul: K == 1 is a pure Func
+    const bool outer_product = K == 1 && !ctx.is_dynamic(a, ta ? 0 : 1);
+    RDom rk({{0, ctx.extent(a, ta ? 0 : 1)}}, "k");
+    Expr kx = outer_product ? Expr(0) : Expr(rk.x);  // as in MatMul: K == 1 is a pure Func
 
     Expr init = LowerContext::literal(dt, 0);
     if (node.has_input(2) && beta != 0) {
@@ -239,7 +242,7 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
     if (!eb.defined()) eb = LowerContext::cast_to(dt, tb ? ctx.at(b, {j, kx}) : ctx.at(b, {kx, j}));
     Expr term = ea * eb;
     if (alpha != 1) term = LowerContext::literal(dt, alpha) * term;
-    if (K == 1) {
+    if (outer_product) {
         ctx.define(f, v, init + term);
     } else {
         ctx.define(f, v, init);

@@ -34,16 +34,27 @@ Expr lit(DType t, double v) { return LowerContext::literal(t, v); }
 struct Reduction {
     RDom r;
     std::vector<Expr> red;  // one RVar per reduced dim, in ascending dim order
-    int64_t count = 1;
+    int64_t count = 1;  // representative
+    Expr count_expr;    // the same, read at run time where a reduced dim moves with the input sizes
 };
 
-Reduction make_reduction(const Shape &sx, const std::vector<int> &reduced) {
+/// 1 / \p count as a literal when \p count_expr is constant, else computed at run time.
+Expr reciprocal(DType dt, int64_t count, const Expr &count_expr) {
+    if (Halide::Internal::is_const(count_expr)) return lit(dt, 1.0 / (double)count);
+    return lit(dt, 1) / Halide::cast(LowerContext::halide_type(dt), count_expr);
+}
+
+Reduction make_reduction(const LowerContext &ctx, const std::string &x, const std::vector<int> &reduced) {
+    const Shape &sx = ctx.shape(x);
     Reduction R;
     Halide::Region region;
+    SymDim count = 1;
     for (int a = (int)reduced.size() - 1; a >= 0; a--) {
-        region.push_back({0, (int)sx[reduced[a]]});
+        region.push_back({0, ctx.extent(x, reduced[a])});
         R.count *= sx[reduced[a]];
+        count = count * ctx.sym(x)[reduced[a]];
     }
+    R.count_expr = ctx.size(count);
     R.r = RDom(region, "r");
     for (size_t a = 0; a < reduced.size(); a++) R.red.push_back(R.r[(int)reduced.size() - 1 - (int)a]);
     return R;
@@ -72,8 +83,8 @@ std::pair<Func, Func> mean_var(LowerContext &ctx, const Node &node, const std::s
     Shape ss = sx;
     for (int d : reduced) ss[d] = 1;
     std::vector<Var> v = ctx.vars(rank);
-    Reduction R = make_reduction(sx, reduced);
-    Expr inv_n = lit(dt, 1.0 / (double)R.count);
+    Reduction R = make_reduction(ctx, x, reduced);
+    Expr inv_n = reciprocal(dt, R.count, R.count_expr);
     Expr xr = LowerContext::cast_to(dt, ctx.at(x, with_rvars(v, reduced, R.red)));
 
     Func mean = ctx.make_func(node, "mean", ss);
@@ -105,7 +116,7 @@ void lower_softmax(LowerContext &ctx, const Node &node) {
     Shape ss = sx;
     ss[axis] = 1;
     std::vector<Var> v = ctx.vars(rank);
-    Reduction R = make_reduction(sx, reduced);
+    Reduction R = make_reduction(ctx, x, reduced);
     Expr xr = LowerContext::cast_to(dt, ctx.at(x, with_rvars(v, reduced, R.red)));
 
     Func mx = ctx.make_func(node, "max", ss);
@@ -189,7 +200,7 @@ void lower_instance_group_norm(LowerContext &ctx, const Node &node) {
     user_check(rank >= (group ? 2 : 3), node.describe(), ": input rank ", rank, " too small");
     DType dt = ctx.dtype(y);
     double eps = node.get_float("epsilon", 1e-5);
-    int64_t C = sx[1], G = group ? node.need_int("num_groups") : C;
+    int64_t C = ctx.static_extent(node, x, 1), G = group ? node.need_int("num_groups") : C;
     user_check(G >= 1 && C % G == 0, node.describe(), ": num_groups ", G, " does not divide ", C,
                " channels");
     int64_t cg = C / G;
@@ -202,16 +213,18 @@ void lower_instance_group_norm(LowerContext &ctx, const Node &node) {
     ss[1] = G;
     Halide::Region region;
     int64_t count = cg;
+    SymDim sym_count = cg;
     for (int d = rank - 1; d >= 2; d--) {
-        region.push_back({0, (int)sx[d]});
+        region.push_back({0, ctx.extent(x, d)});
         count *= sx[d];
+        sym_count = sym_count * ctx.sym(x)[d];
     }
     if (cg > 1 || region.empty()) region.push_back({0, (int)cg});
     RDom r(region, "r");
     std::vector<Expr> xi = {v[0], cg > 1 || rank == 2 ? Expr(v[1] * (int)cg + r[rank - 2]) : Expr(v[1])};
     for (int d = 2; d < rank; d++) xi.push_back(r[rank - 1 - d]);
     Expr xr = LowerContext::cast_to(dt, ctx.at(x, xi));
-    Expr inv_n = lit(dt, 1.0 / (double)count);
+    Expr inv_n = reciprocal(dt, count, ctx.size(sym_count));
 
     Func mean = ctx.make_func(node, "mean", ss);
     ctx.define(mean, v, lit(dt, 0));
@@ -254,7 +267,7 @@ void lower_batch_norm(LowerContext &ctx, const Node &node) {
     user_check(rank >= 2, node.describe(), ": input rank ", rank, " too small");
     DType dt = ctx.dtype(y);
     double eps = node.get_float("epsilon", 1e-5);
-    int64_t C = sx[1];
+    int64_t C = ctx.static_extent(node, x, 1);
     const std::string &sc = node.inputs[1], &bi = node.inputs[2], &mu = node.inputs[3],
                       &va = node.inputs[4];
     for (const std::string *p : {&sc, &bi, &mu, &va})

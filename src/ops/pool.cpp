@@ -45,7 +45,9 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
     Shape ps = sx;
     for (int d = 0; d < sp; d++) {
         int64_t last = (sy[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] - pads[d];
-        need_pad |= pads[d] > 0 || last >= sx[2 + d];
+        // Where the size moves, a ceil_mode window may leave the input at some sizes.
+        bool moves = ctx.is_dynamic(x, 2 + d) && node.get_int("ceil_mode", 0) != 0;
+        need_pad |= pads[d] > 0 || last >= sx[2 + d] || moves;
         ps[2 + d] = std::max(sx[2 + d] + pads[d], last + 1 + pads[d]);
     }
     std::vector<Var> v = ctx.vars(rank);
@@ -56,8 +58,9 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
         std::vector<Expr> idx = {v[0], v[1]};
         for (int d = 0; d < sp; d++) {
             Expr h = v[2 + d] - (int)pads[d];
-            inside = inside && h >= 0 && h < (int)sx[2 + d];
-            idx.push_back(Halide::clamp(h, 0, (int)sx[2 + d] - 1));
+            SymDim n = ctx.sym(x)[2 + d];
+            inside = inside && h >= 0 && h < ctx.size(n);
+            idx.push_back(Halide::clamp(h, 0, ctx.size(n - 1)));
         }
         ctx.define(xin, v, Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)), border));
         ctx.note_cost(xin, true, 1);
@@ -92,14 +95,21 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
 
     // Window size: per dim, the taps k in [0, K) with lo <= o*s + k*d - pad < hi.
     Expr count = 1;
+    bool ceil_mode = node.get_int("ceil_mode", 0) != 0;
     for (int d = 0; d < sp; d++) {
+        if (ctx.is_dynamic(x, 2 + d) && pads[d] == 0 && pads[sp + d] == 0 && !ceil_mode) {
+            // A window that never leaves the input counts the whole kernel at every size.
+            count = count * (int)kernel[d];
+            continue;
+        }
         int64_t lo = include_pad ? -pads[d] : 0;
-        int64_t hi = include_pad ? sx[2 + d] + pads[sp + d] : sx[2 + d];
+        SymDim n = ctx.sym(x)[2 + d];
+        Expr hi_minus_1 = ctx.size((include_pad ? n + pads[sp + d] : n) - 1);
         Expr base = v[2 + d] * (int)strides[d] - (int)pads[d];
         int dd = (int)dil[d];
         // Halide's integer division rounds down, so ceil(a/dd) = (a + dd - 1) / dd.
         Expr kmin = Halide::max(0, ((int)lo - base + dd - 1) / dd);
-        Expr kmax = Halide::min((int)kernel[d] - 1, ((int)hi - 1 - base) / dd);
+        Expr kmax = Halide::min((int)kernel[d] - 1, (hi_minus_1 - base) / dd);
         count = count * Halide::max(0, kmax - kmin + 1);
     }
     Func f = ctx.make_func(node, "", rank);
@@ -119,9 +129,11 @@ void lower_global_pool(LowerContext &ctx, const Node &node) {
     bool is_max = node.op == "GlobalMaxPool";
     Halide::Region region;
     int64_t n = 1;
+    SymDim count = 1;
     for (int d = rank - 1; d >= 2; d--) {
-        region.push_back({0, (int)sx[d]});
+        region.push_back({0, ctx.extent(x, d)});
         n *= sx[d];
+        count = count * ctx.sym(x)[d];
     }
     RDom r(region, "r");
     std::vector<Var> v = ctx.vars(rank);
@@ -136,7 +148,9 @@ void lower_global_pool(LowerContext &ctx, const Node &node) {
     } else {
         // The mean as a sum of pre-scaled terms keeps it one Func with one update.
         ctx.define(f, v, LowerContext::literal(dt, 0));
-        ref(f, exprs(v)) += xv * LowerContext::literal(dt, 1.0 / (double)n);
+        Expr scale = count.is_static() ? LowerContext::literal(dt, 1.0 / (double)n)
+                                       : LowerContext::literal(dt, 1.0) / Halide::cast(LowerContext::halide_type(dt), ctx.size(count));
+        ref(f, exprs(v)) += xv * scale;
     }
     ctx.note_update(f, rvar_names(r));
     ctx.note_cost(f, false, (is_max ? 1.0 : 2.0) * n);

@@ -19,6 +19,8 @@ using Halide::Var;
 
 namespace {
 
+bool constant_count(const Expr &e) { return Halide::Internal::is_const(e); }
+
 // Index of the input (rank \p in_rank) for an output point: kept dims read the output's vars
 // (\p out, with or without the reduced dims per \p keepdims), reduced dims read \p red[i] for the
 // i-th reduced axis.
@@ -38,15 +40,21 @@ std::vector<Expr> input_index(int in_rank, const std::vector<int64_t> &axes, boo
     return idx;
 }
 
-// The RDom over \p axes of \p s, innermost first; \p red receives one RVar per axis, in axes order.
-RDom reduce_rdom(const Shape &s, const std::vector<int64_t> &axes, std::vector<Expr> &red,
-                 int64_t &count) {
+// The RDom over \p axes of value \p x, innermost first; \p red receives one RVar per axis, in axes
+// order; \p count the points it spans (representative), \p count_expr the same as an Expr (read at
+// run time where a reduced dim moves with the input sizes).
+RDom reduce_rdom(const LowerContext &ctx, const std::string &x, const std::vector<int64_t> &axes,
+                 std::vector<Expr> &red, int64_t &count, Expr &count_expr) {
+    const Shape &s = ctx.shape(x);
     Halide::Region region;
     count = 1;
+    SymDim sym_count = 1;
     for (int a = (int)axes.size() - 1; a >= 0; a--) {
-        region.push_back({0, (int)s[axes[a]]});
+        region.push_back({0, ctx.extent(x, (int)axes[a])});
         count *= s[axes[a]];
+        sym_count = sym_count * ctx.sym(x)[axes[a]];
     }
+    count_expr = ctx.size(sym_count);
     RDom r(region, "r");
     red.assign(axes.size(), Expr());
     for (size_t a = 0; a < axes.size(); a++) red[a] = r[(int)axes.size() - 1 - (int)a];
@@ -73,7 +81,8 @@ void lower_reduce_op(LowerContext &ctx, const Node &node) {
 
     std::vector<Expr> red;
     int64_t n;
-    RDom r = reduce_rdom(sx, axes, red, n);
+    Expr n_expr;
+    RDom r = reduce_rdom(ctx, x, axes, red, n, n_expr);
     std::vector<Var> v = ctx.vars(ry);
     Expr xv = LowerContext::cast_to(dt, ctx.at(x, input_index(rank, axes, keepdims, exprs(v), red)));
     const std::string &op = node.op;
@@ -89,7 +98,7 @@ void lower_reduce_op(LowerContext &ctx, const Node &node) {
         Expr s = LowerContext::call(sum, exprs(v));
         Expr e = op == "ReduceL2"
                      ? LowerContext::cast_to(dt, Halide::sqrt(Halide::cast(Halide::Float(32), s)))
-                     : s / Halide::cast(t, (int)n);
+                     : s / Halide::cast(t, n_expr);
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
         ctx.bind_output(y, f);
@@ -103,7 +112,8 @@ void lower_reduce_op(LowerContext &ctx, const Node &node) {
         ref(f, o) += xv;
     } else if (op == "ReduceMean") {
         ctx.define(f, v, LowerContext::literal(dt, 0));
-        ref(f, o) += xv * LowerContext::literal(dt, 1.0 / (double)n);
+        ref(f, o) += xv * (constant_count(n_expr) ? LowerContext::literal(dt, 1.0 / (double)n)
+                                            : LowerContext::literal(dt, 1.0) / Halide::cast(t, n_expr));
     } else if (op == "ReduceMax") {
         ctx.define(f, v, t.min());
         ref(f, o) = Halide::max(ref(f, o), xv);
@@ -137,7 +147,8 @@ void lower_arg(LowerContext &ctx, const Node &node) {
 
     std::vector<Expr> red;
     int64_t n;
-    RDom r = reduce_rdom(sx, axes, red, n);
+    Expr n_expr;
+    RDom r = reduce_rdom(ctx, x, axes, red, n, n_expr);
     std::vector<Var> v = ctx.vars(ry);
 
     // The extreme value, kept as a rank-`rank` Func with the axis of extent 1.
@@ -161,8 +172,8 @@ void lower_arg(LowerContext &ctx, const Node &node) {
     Expr k = Halide::cast(Halide::Int(64), red[0]);
     Halide::Type i64 = Halide::Int(64);
     if (!last) {
-        ctx.define(f, v, Halide::cast(i64, (int)n));
-        ref(f, o) = Halide::min(ref(f, o), Halide::select(xv == bval, k, Halide::cast(i64, (int)n)));
+        ctx.define(f, v, Halide::cast(i64, n_expr));
+        ref(f, o) = Halide::min(ref(f, o), Halide::select(xv == bval, k, Halide::cast(i64, n_expr)));
     } else {
         ctx.define(f, v, Halide::cast(i64, -1));
         ref(f, o) = Halide::max(ref(f, o), Halide::select(xv == bval, k, Halide::cast(i64, -1)));

@@ -97,6 +97,8 @@ void lower_resize(LowerContext &ctx, const Node &node) {
     for (int d = 0; d < rank; d++) {
         if (is[d] == os[d] && scales[d] == 1.0) continue;
         moving.push_back(d);
+        if (ctx.is_dynamic(x, d) && (ctm == "align_corners" || ctm == "pytorch_half_pixel"))
+            ctx.static_extent(node, x, d);  // these coordinates depend on the sizes themselves
         coord[d] = source_coord(ctm, idx[d], scales[d], is[d], os[d], node);
     }
 
@@ -123,10 +125,10 @@ void lower_resize(LowerContext &ctx, const Node &node) {
                     zero &= *iv == 0;
                 }
                 Expr i = idx[d] / (int)si;
-                src[d] = zero ? i : Halide::clamp(i + per_phase(idx[d], si, phase), 0, (int)is[d] - 1);
+                src[d] = zero ? i : Halide::clamp(i + per_phase(idx[d], si, phase), 0, ctx.size(ctx.sym(x)[d] - 1));
                 continue;
             }
-            src[d] = Halide::clamp(nearest_index(nearest_mode, coord[d], node), 0, (int)is[d] - 1);
+            src[d] = Halide::clamp(nearest_index(nearest_mode, coord[d], node), 0, ctx.size(ctx.sym(x)[d] - 1));
         }
         e = ctx.at(x, src);
     } else if (mode == "linear" || mode == "cubic") {
@@ -161,7 +163,7 @@ void lower_resize(LowerContext &ctx, const Node &node) {
             }
             std::vector<Expr> w = cubic ? cubic_weights(t, A) : std::vector<Expr>{1.0f - t, t};
             int first = cubic ? -1 : 0;
-            const int n = (int)is[d];
+            const Expr n = ctx.extent(x, d), last = ctx.size(ctx.sym(x)[d] - 1);
             if (cubic && exclude_outside) {
                 Expr sum = 0.0f;
                 for (int k = 0; k < taps; k++) {
@@ -173,7 +175,7 @@ void lower_resize(LowerContext &ctx, const Node &node) {
             }
             for (int k = 0; k < taps; k++) {
                 Expr ik = i0 + (first + k);
-                tap_idx[d].push_back(Halide::clamp(si ? Halide::likely(ik) : ik, 0, n - 1));
+                tap_idx[d].push_back(Halide::clamp(si ? Halide::likely(ik) : ik, 0, last));
                 tap_w[d].push_back(w[k]);
             }
         }

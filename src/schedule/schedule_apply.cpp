@@ -7,6 +7,7 @@
 #include "schedule/primitives/families.h"
 #include "schedule/schedule_internal.h"
 #include "schedule/schedule_validate.h"
+#include "schedule/size_specialization.h"
 #include "support/error.h"
 
 namespace Halide::Internal {
@@ -31,8 +32,9 @@ namespace {
 // checking it against the model, which then names the vars the call made.
 class Applier {
 public:
-    Applier(Model &m, const Model &final_model, const LoweredPipeline &p, AppliedSchedule &out)
-        : m_(m), final_(final_model), p_(p), out_(out) {}
+    Applier(Model &m, const Model &final_model, const LoweredPipeline &p, AppliedSchedule &out,
+            std::map<std::pair<std::string, int>, SizeSpecialization> specializations)
+        : m_(m), final_(final_model), p_(p), out_(out), plan_(std::move(specializations)) {}
 
     void statement(const ScheduleStatement &st, const std::string &file) {
         for (const auto &c : st.calls) {
@@ -48,7 +50,15 @@ public:
                 if (!actions || !actions->apply)
                     throw InternalError("schedule apply: primitive " + c.name + " has no Halide action");
                 CallApply call(m_, final_, p_, out_, st, c, before);
+                Halide::Stage *special = specialized_stage(st, c, call);
                 actions->apply(call);
+                if (special) {  // the same loops, with the tails as written
+                    CallApply twin(m_, final_, p_, out_, st, c, before);
+                    twin.stage = *special;
+                    twin.specialized = true;
+                    twin.whole_loops = plan_.at({st.func, st.stage}).whole_loops;
+                    actions->apply(twin);
+                }
             } catch (const Halide::Error &e) {
                 throw UserError(where(c.loc.line > 0 ? c.loc : st.loc, file) + st.stage_name() + "." + c.str() +
                                 ": Halide rejected this: " + halide_error_text(e));
@@ -57,10 +67,31 @@ public:
     }
 
 private:
+    /// The specialization of the stage \p st schedules (size_specialization.h), made before its
+    /// first loop call so that it starts from the same loops; nullptr when it has none or \p c is
+    /// not a loop call.
+    Halide::Stage *specialized_stage(const ScheduleStatement &st, const PrimitiveCall &c, const CallApply &call) {
+        auto key = std::make_pair(st.func, st.stage);
+        auto plan = plan_.find(key);
+        if (plan == plan_.end() || !changes_stage_loops(c.name)) return nullptr;
+        auto it = made_.find(key);
+        if (it == made_.end()) {
+            Halide::Func f = call.f;
+            Halide::Stage sp = st.stage < 0 ? f.specialize(plan->second.condition)
+                                            : f.update(st.stage).specialize(plan->second.condition);
+            it = made_.emplace(key, sp).first;
+            out_.specialized_when = plan->second.text;
+            out_.specialized.push_back(st.stage_name());
+        }
+        return &it->second;
+    }
+
     Model &m_;
     const Model &final_;
     const LoweredPipeline &p_;
     AppliedSchedule &out_;
+    std::map<std::pair<std::string, int>, SizeSpecialization> plan_;
+    std::map<std::pair<std::string, int>, Halide::Stage> made_;
 };
 
 bool word_in(const std::string &text, const std::string &w) {
@@ -89,7 +120,7 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     Model m = build_model(p, target);
     p.streaming_stores->clear();
     p.output_wrappers->clear();
-    Applier ap(m, final_model, p, out);
+    Applier ap(m, final_model, p, out, plan_size_specializations(s, p, target));
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;
 }

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lower/lowered.h"
 #include "schedule/schedule.h"
@@ -24,6 +25,15 @@ struct AppliedSchedule {
     std::map<std::string, Halide::Func> funcs;  ///< pipeline Funcs plus those rfactor/in made
     /// gpu_max_registers: Halide Func name → ptxas's register budget for its kernels (codegen/aot.h).
     std::map<std::string, int> max_registers;
+    /// Dynamic shapes: splits of loops whose extents move with the input sizes that were applied
+    /// GuardWithIf instead of the ShiftInwards/RoundUp/Auto written (correct at every extent), and
+    /// whole moving loops left plain instead of unrolled or vectorized.
+    int guarded_for_sizes = 0;
+    /// Dynamic shapes: the stages specialized for large enough sizes, where the tails stay as
+    /// written ("matmul.update(0)"), and when ("size_seq*size_batch >= 6, …";
+    /// schedule/size_specialization.h).
+    std::vector<std::string> specialized;
+    std::string specialized_when;
     /// The statement most likely behind a Halide error message (names the Func, or a Func it
     /// made, and most of the vars), or nullptr when none is named.
     const ScheduleStatement *culprit(const std::string &halide_message) const;

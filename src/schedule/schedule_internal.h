@@ -22,6 +22,9 @@ struct DimModel {
     bool rvar = false;
     bool race_free = true;    ///< false for an RVar the update does not write by (ImpureRVar)
     int64_t extent = -1;      ///< the loop's extent where the shapes fix it, else -1
+    /// The loop's extent moves with the input sizes (dynamic shapes; \p extent is then the
+    /// representative one): its splits are applied GuardWithIf, correct at every extent.
+    bool moves = false;
     /// The inner RVar of a GuardWithIf split that does not divide its extent: the points the last
     /// outer iteration keeps (0: not such an RVar). An rfactor of it hands this to its new var.
     int64_t rvar_guard_keep = 0;

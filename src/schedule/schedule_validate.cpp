@@ -89,9 +89,14 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
             auto it = extent_of.find(v);
             return it == extent_of.end() ? int64_t(-1) : it->second;
         };
+        std::set<std::string> moving;  // pure vars whose extents move with the input sizes
+        for (size_t i = 0; i < lf.vars.size() && i < lf.dynamic_vars.size(); i++)
+            if (lf.dynamic_vars[i]) moving.insert(lf.vars[i]);
         StageModel pure;
-        for (auto it = lf.vars.rbegin(); it != lf.vars.rend(); ++it)
+        for (auto it = lf.vars.rbegin(); it != lf.vars.rend(); ++it) {
             pure.dims.push_back({*it, *it, false, true, extent(*it)});
+            pure.dims.back().moves = moving.count(*it) > 0;
+        }
         fm.stages.push_back(pure);
         int nupd = lf.func.defined() ? lf.func.num_update_definitions() : (int)lf.update_rvars.size();
         for (int k = 0; k < nupd; k++) {
@@ -101,8 +106,11 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
                 for (const auto &r : lf.update_rvars[k]) sched_of[rvar_halide_name(r)] = r;
             if (lf.func.defined()) {
                 std::map<std::string, int64_t> rvar_extent;
-                for (const auto &rv : lf.func.function().update(k).schedule().rvars())
-                    if (const int64_t *e = Halide::Internal::as_const_int(rv.extent)) rvar_extent[rv.var] = *e;
+                std::set<std::string> rvar_moves;
+                for (const auto &rv : lf.func.function().update(k).schedule().rvars()) {
+                    if (int64_t e = representative_extent(rv.extent); e >= 0) rvar_extent[rv.var] = e;
+                    if (!Halide::Internal::is_const(rv.extent)) rvar_moves.insert(rv.var);
+                }
                 for (const auto &d : lf.func.function().update(k).schedule().dims()) {
                     if (d.var == Halide::Var::outermost().name()) continue;
                     DimModel dm;
@@ -119,6 +127,7 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
                     }
                     auto re = rvar_extent.find(d.var);
                     dm.extent = dm.rvar ? (re == rvar_extent.end() ? -1 : re->second) : extent(d.var);
+                    dm.moves = dm.rvar ? rvar_moves.count(d.var) > 0 : moving.count(d.var) > 0;
                     st.dims.push_back(dm);
                 }
                 st.associative = update_is_associative(lf.func, k);
@@ -140,8 +149,10 @@ Model build_model(const LoweredPipeline &p, const Halide::Target &t) {
             if (std::find(lf.input_reads.begin(), lf.input_reads.end(), p.input_names[k]) != lf.input_reads.end())
                 fm.consumers.push_back(lf.name);
         StageModel pure;
-        for (int d = (int)fm.vars.size() - 1; d >= 0; d--)
+        for (int d = (int)fm.vars.size() - 1; d >= 0; d--) {
             pure.dims.push_back({fm.vars[d], fm.vars[d], false, true, p.input_shapes[k][d]});
+            pure.dims.back().moves = k < p.input_syms.size() && !p.input_syms[k].empty() && !p.input_syms[k][d].is_static();
+        }
         fm.stages.push_back(pure);
         if (!m.funcs.count(fm.name)) m.funcs[fm.name] = fm;
     }

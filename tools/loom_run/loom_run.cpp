@@ -3,7 +3,10 @@
 // libdl and, when built with LOOM_RUN_CUDA, the CUDA runtime (libcudart).
 //
 //   loom_run <artifact dir> [--reps N] [--warmup N] [--tol 1e-5] [--mode host|device] [--json FILE]
-//            [--no-graphs]
+//            [--no-graphs] [--input NAME=DIMS ...]
+//
+// --input runs a model compiled for every size (`loom compile --dim`/`--dynamic`) at those input
+// shapes (others planned) on seeded random inputs, checks its outputs for NaN and times it.
 //
 // Host artifacts: run on host buffers, timed with a steady clock. CUDA artifacts: inputs and
 // outputs are cudaMalloc'd in the application's primary context and passed to <name>_run_device
@@ -90,6 +93,8 @@ struct Manifest {
     std::string name, target, library;
     bool cuda = false;
     std::vector<Port> inputs, outputs;
+    std::vector<std::string> dims;                      ///< "height 32..2048": a model compiled for every size
+    std::vector<std::pair<std::string, std::string>> input_dims;  ///< input -> "batchx3xheightxwidth"
 };
 
 Manifest read_manifest(const std::string &dir) {
@@ -105,6 +110,15 @@ Manifest read_manifest(const std::string &dir) {
         else if (key == "target") is >> m.target;
         else if (key == "library") is >> m.library;
         else if (key == "cuda") is >> m.cuda;
+        else if (key == "dim") {
+            std::string d, lo, hi;
+            is >> d >> lo >> hi;
+            m.dims.push_back(d + " " + lo + ".." + hi);
+        } else if (key == "input_dims") {
+            std::string in, text;
+            is >> in >> text;
+            m.input_dims.push_back({in, text});
+        }
         else if (key == "input" || key == "output") {
             Port p;
             is >> p.name >> p.dtype;
@@ -210,16 +224,134 @@ T sym(void *lib, const std::string &n) {
     return (T)p;
 }
 
+/// "1x3x480x640" as dims; an empty vector when it is not that.
+std::vector<int64_t> parse_dims(const std::string &t) {
+    std::vector<int64_t> d;
+    std::istringstream ss(t);
+    std::string tok;
+    while (std::getline(ss, tok, 'x')) {
+        if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 12) return {};
+        d.push_back(std::stoll(tok));
+    }
+    return d;
+}
+
+std::string dims_str(const std::vector<int64_t> &d) {
+    std::string r;
+    for (size_t k = 0; k < d.size(); k++) r += (k ? "x" : "") + std::to_string(d[k]);
+    return r;
+}
+
+/// Runs a model compiled for every size at the shapes of \p flags (`x=1x3x480x640`, others planned):
+/// random inputs (seeded), outputs poisoned, their shapes from the artifact; checked for NaN (no
+/// reference at this size: `loom run M --artifact DIR --input ... --check` compares), then timed.
+int run_shaped(const std::string &dir, const Manifest &m, void *lib, const std::vector<std::string> &flags, int reps,
+               int warmup) {
+    const std::string &n = m.name;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto &p : m.inputs) shapes.push_back(p.shape);
+    auto symbolic = [&](const std::string &in) {
+        for (const auto &[name, text] : m.input_dims)
+            if (name == in) return text;
+        for (const auto &p : m.inputs)
+            if (p.name == in) return dims_str(p.shape);
+        return std::string();
+    };
+    for (const auto &f : flags) {
+        auto eq = f.find('=');
+        std::vector<int64_t> d = eq == std::string::npos ? std::vector<int64_t>() : parse_dims(f.substr(eq + 1));
+        if (d.empty()) die("bad --input '" + f + "'; expected NAME=DIMS, e.g. x=1x3x480x640");
+        std::string name = f.substr(0, eq);
+        size_t k = 0;
+        while (k < m.inputs.size() && m.inputs[k].name != name) k++;
+        if (k == m.inputs.size()) {
+            std::string all;
+            for (const auto &p : m.inputs) all += (all.empty() ? "" : ", ") + p.name;
+            die("--input " + f + ": the model has no input '" + name + "'; its inputs: " + all);
+        }
+        if (d.size() != m.inputs[k].shape.size())
+            die("--input " + f + " gives " + std::to_string(d.size()) + " dims, but input '" + name + "' has " +
+                std::to_string(m.inputs[k].shape.size()) + " (" + symbolic(name) + "); give all of them, e.g. " + name +
+                "=" + dims_str(m.inputs[k].shape));
+        shapes[k] = d;
+    }
+    if (m.dims.empty())
+        for (size_t k = 0; k < m.inputs.size(); k++)
+            if (shapes[k] != m.inputs[k].shape)
+                die("this artifact was compiled for one size (" + m.inputs[k].name + "=" + dims_str(m.inputs[k].shape) +
+                    "); compile the model with --dim NAME=LO..HI or --dynamic to run other sizes");
+    auto run_shaped_fn = sym<int (*)(void *, const int64_t *const *, const void *const *, void *const *)>(
+        lib, n + "_run_host_shaped");
+    auto shape_for = sym<int (*)(const int64_t *const *, int, int64_t *)>(lib, n + "_output_shape_for");
+    auto last_error = sym<const char *(*)()>(lib, n + "_last_error");
+    std::vector<const int64_t *> in_shapes;
+    for (auto &sh : shapes) in_shapes.push_back(sh.data());
+    std::vector<Port> outs_p = m.outputs;
+    for (size_t k = 0; k < outs_p.size(); k++) {
+        outs_p[k].shape.assign(outs_p[k].shape.size(), 0);
+        if (shape_for(in_shapes.data(), (int)k, outs_p[k].shape.data()) != 0) die(std::string(last_error()));
+    }
+    std::vector<AlignedBuffer> ins, outs;
+    uint64_t state = 1;
+    for (size_t k = 0; k < m.inputs.size(); k++) {
+        Port p = m.inputs[k];
+        p.shape = shapes[k];
+        ins.emplace_back(p.bytes());
+        for (size_t e = 0; e < p.numel(); e++) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            double v = (double)(state >> 11) / (double)(1ULL << 53) * 2.0 - 1.0;
+            if (p.dtype == "f32") ((float *)ins.back().data())[e] = (float)v;
+            else if (p.dtype == "f64") ((double *)ins.back().data())[e] = v;
+            else memset(ins.back().data(), 0, p.bytes());
+        }
+    }
+    for (const auto &p : outs_p) {
+        outs.emplace_back(p.bytes());
+        memset(outs.back().data(), 0xFF, p.bytes());
+    }
+    std::vector<const void *> hin;
+    std::vector<void *> hout;
+    for (auto &d : ins) hin.push_back(d.data());
+    for (auto &o : outs) hout.push_back(o.data());
+    void *model = sym<void *(*)()>(lib, n + "_create")();
+    if (!model) die("create failed");
+    if (run_shaped_fn(model, in_shapes.data(), hin.data(), hout.data()) != 0) die(std::string(last_error()));
+    bool ok = true;
+    std::string at;
+    for (size_t k = 0; k < m.inputs.size(); k++) at += (k ? " " : "") + m.inputs[k].name + "=" + dims_str(shapes[k]);
+    for (size_t k = 0; k < outs_p.size(); k++) {
+        size_t nan = 0;
+        for (size_t e = 0; e < outs_p[k].numel(); e++) nan += std::isnan(as_double(outs[k].data(), outs_p[k].dtype, e));
+        ok = ok && nan == 0;
+        printf("output %s at %s: %s, %zu NaN -> %s (no reference at this size; `loom run MODEL --artifact %s --input "
+               "... --check` compares)\n", outs_p[k].name.c_str(), at.c_str(), dims_str(outs_p[k].shape).c_str(), nan,
+               nan ? "FAIL" : "ok", dir.c_str());
+    }
+    std::vector<double> times;
+    for (int r = 0; r < warmup; r++) run_shaped_fn(model, in_shapes.data(), hin.data(), hout.data());
+    for (int r = 0; r < reps; r++) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (run_shaped_fn(model, in_shapes.data(), hin.data(), hout.data()) != 0) die(std::string(last_error()));
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    sym<void (*)(void *)>(lib, n + "_destroy")(model);
+    double med = times.empty() ? 0 : median(times);
+    printf("RESULT %s mode=host ok=%d median_ms=%.5f reps=%d at %s\n", n.c_str(), ok ? 1 : 0, med, (int)times.size(),
+           at.c_str());
+    return ok ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 2)
         die("usage: loom_run <artifact dir> [--reps N] [--warmup N] [--tol T] [--mode host|device] [--json FILE] "
-            "[--no-graphs]");
+            "[--no-graphs] [--input NAME=DIMS ...]");
     std::string dir = argv[1], mode, json;
     int reps = 100, warmup = 10;
     bool graphs = true;
     double tol = -1;  // --tol; else data/tolerance.txt, else 1e-5
+    std::vector<std::string> shaped;  // --input NAME=DIMS: run a model compiled for every size at them
     for (int i = 2; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -232,6 +364,7 @@ int main(int argc, char **argv) {
         else if (a == "--mode") mode = next();
         else if (a == "--json") json = next();
         else if (a == "--no-graphs") graphs = false;
+        else if (a == "--input") shaped.push_back(next());
         else die("unknown option " + a);
     }
     Manifest m = read_manifest(dir);
@@ -241,6 +374,10 @@ int main(int argc, char **argv) {
 #endif
     void *lib = dlopen((dir + "/" + m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) die(std::string("cannot load the artifact: ") + dlerror());
+    if (!shaped.empty()) {
+        if (mode != "host") die("--input runs host artifacts (a CUDA artifact takes the sizes it was compiled for)");
+        return run_shaped(dir, m, lib, shaped, reps, warmup);
+    }
     const std::string &n = m.name;
     auto create = sym<void *(*)()>(lib, n + "_create");
     auto run_host = sym<int (*)(void *, const void *const *, void *const *)>(lib, n + "_run_host");

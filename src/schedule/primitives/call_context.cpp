@@ -107,6 +107,12 @@ void split_dims(StageModel &s, int d, const std::string &outer, const std::strin
     s.dims.insert(s.dims.begin() + d + 1, out);
 }
 
+bool any_moves(const StageModel &s) {
+    for (const auto &d : s.dims)
+        if (d.moves) return true;
+    return false;
+}
+
 const DimModel *find_dim(const StageModel &s, const std::string &n) {
     int d = s.find(n);
     return d < 0 ? nullptr : &s.dims[d];
@@ -146,7 +152,23 @@ Halide::TailStrategy CallApply::tail(size_t i) const {
         {"PredicateStores", Halide::TailStrategy::PredicateStores},
         {"ShiftInwards", Halide::TailStrategy::ShiftInwards},
         {"Auto", Halide::TailStrategy::Auto}};
-    return i < n ? by_name.at(c.args[i].name) : Halide::TailStrategy::Auto;
+    Halide::TailStrategy t = i < n ? by_name.at(c.args[i].name) : Halide::TailStrategy::Auto;
+    // Dynamic shapes: a split of a loop whose extent moves must hold at every extent, those
+    // smaller than its factor included; only a guard does (ShiftInwards needs the extent to reach
+    // the factor, RoundUp writes past an output's end).
+    bool guard = !specialized && (moves(0) || (c.name == "tile" && moves(1)));
+    if (guard && (t == Halide::TailStrategy::Auto || t == Halide::TailStrategy::RoundUp ||
+                  t == Halide::TailStrategy::ShiftInwards)) {
+        out.guarded_for_sizes++;
+        return Halide::TailStrategy::GuardWithIf;
+    }
+    return t;
+}
+
+bool CallApply::moves(size_t k) const {
+    if (k >= n || !c.args[k].is_ident()) return false;
+    const DimModel *d = find_dim(before.stages[st.stage + 1], c.args[k].name);
+    return d && d->moves;
 }
 
 Halide::Expr CallApply::expr(size_t i) const { return Halide::Expr((int)c.args[i].value); }

@@ -65,6 +65,9 @@ public:
 /// Splits dim \p d of \p s into \p inner (at d) and \p outer (at d + 1), as Halide's split does.
 void split_dims(StageModel &s, int d, const std::string &outer, const std::string &inner);
 
+/// Whether a loop of \p s moves with the input sizes (dynamic shapes): what a var split away
+/// from its name is taken to do.
+bool any_moves(const StageModel &s);
 /// The dim of \p s named \p n, or nullptr.
 const DimModel *find_dim(const StageModel &s, const std::string &n);
 /// The Halide Var or RVar that \p d names.
@@ -86,6 +89,12 @@ public:
     size_t n;                  ///< c.args.size()
     Halide::Func f;            ///< the statement's Func
     Halide::Stage stage;       ///< the stage the statement schedules
+    /// Dynamic shapes: \p stage is the specialization for large enough sizes
+    /// (schedule/size_specialization.h), where the tails stay as written.
+    bool specialized = false;
+    /// In that specialization, whole moving loops unroll and vectorize as written (the Func is
+    /// computed inside full tiles of a specialized consumer).
+    bool whole_loops = false;
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;
@@ -93,6 +102,8 @@ public:
     Halide::VarOrRVar var(size_t i) const;
     /// Argument \p i as a TailStrategy (Auto when there is no argument \p i).
     Halide::TailStrategy tail(size_t i) const;
+    /// Whether argument \p k names a loop whose extent moves with the input sizes (dynamic shapes).
+    bool moves(size_t k) const;
     /// Argument \p i, an integer, as an Expr.
     Halide::Expr expr(size_t i) const;
     /// The LoopLevel of Func \p g at \p var (a var of any stage of g in the final model).

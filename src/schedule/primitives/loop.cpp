@@ -141,6 +141,7 @@ void validate_split(CallCheck &k) {
     const int64_t keep = s.dims[d].guarded_keep;
     std::string why, t = effective_tail(k, s.dims[d], k.n > 4 ? &c.args[4] : nullptr, why);
     split_dims(s, d, outer, inner);
+    s.dims[d].moves = false;  // the inner loop runs `factor` points whatever the sizes
     s.dims[d].extent = factor;
     s.dims[d + 1].extent = ceil_div(e, factor);
     s.dims[d].guarded_keep = s.dims[d + 1].guarded_keep = 0;
@@ -208,6 +209,7 @@ void validate_tile(CallCheck &k) {
         int d = s.find(v);
         int64_t e = s.dims[d].extent;
         split_dims(s, d, o, in);
+        s.dims[d].moves = false;
         s.dims[d].extent = fac;
         s.dims[d + 1].extent = ceil_div(e, fac);
     }
@@ -254,12 +256,22 @@ void apply_tile(CallApply &a) {
     else a.stage.tile(a.var(0), a.var(1), a.var(2), a.var(3), a.expr(4), a.expr(5), a.tail(6));
 }
 
+// Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled (Halide needs a
+// constant extent); it stays a plain loop, counted with the guarded splits.
+bool keeps_moving_loop(CallApply &a) {
+    if (!a.moves(0) || a.n != 1 || (a.specialized && a.whole_loops)) return false;
+    if (!a.specialized) a.out.guarded_for_sizes++;
+    return true;
+}
+
 void apply_vectorize(CallApply &a) {
+    if (keeps_moving_loop(a)) return;
     if (a.n == 1) a.stage.vectorize(a.var(0));
     else a.stage.vectorize(a.var(0), a.expr(1), a.tail(2));
 }
 
 void apply_unroll(CallApply &a) {
+    if (keeps_moving_loop(a)) return;
     if (a.n == 1) a.stage.unroll(a.var(0));
     else a.stage.unroll(a.var(0), a.expr(1), a.tail(2));
 }

@@ -39,17 +39,23 @@ void validate_rfactor(CallCheck &k) {
     in.vars = f.vars;
     for (const auto &v : newv) in.vars.push_back(v);
     StageModel pure;
-    for (auto it = in.vars.rbegin(); it != in.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
+    for (auto it = in.vars.rbegin(); it != in.vars.rend(); ++it) {
+        pure.dims.push_back({*it, *it, false, true});
+        // f's pure vars move as they do in f's pure stage (dynamic shapes).
+        const DimModel *d = find_dim(f.stages[0], *it);
+        pure.dims.back().moves = d ? d->moves : any_moves(f.stages[0]);
+    }
     StageModel upd;
     for (size_t i = 0; i < newv.size(); i++) {
         // The new var spans the RVar it replaces, and inherits a dropped guard's risk.
         const DimModel &from = s.dims[s.find(rv[i])];
         DimModel nv{newv[i], newv[i], false, true, from.extent};
         nv.guarded_keep = from.rvar_guard_keep;
+        nv.moves = from.moves;
         nv.guarded_split = from.guarded_split;
         upd.dims.push_back(nv);
         for (auto &d : pure.dims)
-            if (d.name == newv[i]) d.extent = from.extent;
+            if (d.name == newv[i]) d.extent = from.extent, d.moves = from.moves;
     }
     StageModel kept;
     for (const auto &d : s.dims) {

@@ -37,7 +37,14 @@ void validate_in(CallCheck &k) {
     w.created = true;
     w.vars = f.vars;
     StageModel pure;
-    for (auto it = w.vars.rbegin(); it != w.vars.rend(); ++it) pure.dims.push_back({*it, *it, false, true});
+    for (auto it = w.vars.rbegin(); it != w.vars.rend(); ++it) {
+        pure.dims.push_back({*it, *it, false, true});
+        // The wrapper's loops span the wrapped Func's: they move where its do (dynamic shapes).
+        if (!f.stages.empty()) {
+            const DimModel *d = find_dim(f.stages[0], *it);
+            pure.dims.back().moves = d ? d->moves : any_moves(f.stages[0]);
+        }
+    }
     w.stages = {pure};
     if (k.n == 1) {
         std::string g = k.ident(0, "a consumer of " + f.name);

@@ -1,0 +1,183 @@
+#include "schedule/size_specialization.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace loom {
+
+namespace {
+
+/// What one stage's calls do to its moving pure vars.
+struct StagePlan {
+    bool eligible = true;
+    std::map<std::string, std::string> root;      ///< loop name -> the pure var it came from ("" none)
+    std::map<std::string, int64_t> step;          ///< loop name -> its root's points per iteration (1: the root)
+    std::set<std::string> inner;                  ///< loops of a constant extent (inner pieces of splits)
+    std::map<std::string, int64_t> factors;       ///< pure var -> product of the factors splitting it
+    std::map<std::string, int64_t> must_divide;   ///< pure var -> factor its extent must divide
+    bool whole_moving_loop = false;               ///< unrolls or vectorizes a whole moving loop
+};
+
+const std::set<std::string> &func_level_calls() {
+    static const std::set<std::string> s = {"compute_root",  "compute_inline",  "compute_at", "store_at",
+                                            "store_root",    "stream_stores",   "bound",      "align_bounds",
+                                            "reorder_storage", "store_in",      "in",         "gpu_max_registers"};
+    return s;
+}
+
+std::string tail_of(const PrimitiveCall &c, size_t i) { return i < c.args.size() ? c.args[i].name : "Auto"; }
+
+}  // namespace
+
+bool changes_stage_loops(const std::string &name) {
+    static const std::set<std::string> s = {"split", "fuse", "reorder", "tile", "vectorize", "unroll", "parallel"};
+    return s.count(name) > 0;
+}
+
+std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(const Schedule &s,
+                                                                                    const LoweredPipeline &p,
+                                                                                    const Halide::Target &target) {
+    std::map<std::pair<std::string, int>, SizeSpecialization> out;
+    if (!p.dynamic.active() || target.has_gpu_feature()) return out;
+    std::map<std::pair<std::string, int>, StagePlan> plans;
+    std::map<std::string, const LoweredFunc *> func_of;  // schedule name -> the pipeline Func whose loops it has
+    std::map<std::string, std::string> computed_at;      // Func -> the Func it is computed inside
+    std::set<std::string> rfactored;  // Halide cannot rfactor a specialized definition: none for those Funcs
+    for (const auto &lf : p.funcs) func_of[lf.name] = &lf;
+    for (const auto &st : s.statements)
+        for (const auto &c : st.calls) {
+            // A wrapper's loops span the wrapped Func's.
+            if (c.name == "in" && !c.as_name.empty() && func_of.count(st.func)) func_of[c.as_name] = func_of[st.func];
+            if (c.name == "rfactor") rfactored.insert(st.func);
+            if (c.name == "compute_at" && !c.args.empty()) computed_at[st.func] = c.args[0].name;
+        }
+    for (const auto &st : s.statements) {
+        auto fi = func_of.find(st.func);
+        if (fi == func_of.end() || fi->second->dynamic_vars.empty()) continue;
+        const LoweredFunc *lf = fi->second;
+        StagePlan &sp = plans[{st.func, st.stage}];
+        if (sp.root.empty())
+            for (const auto &v : lf->vars) sp.root[v] = v;
+        auto root = [&](const std::string &n) {
+            auto it = sp.root.find(n);
+            return it == sp.root.end() ? std::string() : it->second;
+        };
+        auto moving = [&](const std::string &v) {
+            if (v == "?") return true;
+            for (size_t i = 0; i < lf->vars.size() && i < lf->dynamic_vars.size(); i++)
+                if (lf->vars[i] == v) return bool(lf->dynamic_vars[i]);
+            return false;
+        };
+        auto split = [&](const std::string &v, const std::vector<std::string> &made, int64_t factor,
+                         const std::string &tail) {
+            // made: {outer, inner} (or {v} for vectorize/unroll/parallel with a factor, v the outer).
+            std::string r = root(v);
+            bool in_piece = sp.inner.count(v) > 0;
+            int64_t st = sp.step.count(v) ? sp.step[v] : 1;
+            for (const auto &m : made) sp.root[m] = r;
+            if (made.size() == 2) sp.inner.insert(made[1]);
+            if (in_piece) {  // a piece of constant extent: no size of the root needed
+                sp.inner.insert(made[0]);
+                return;
+            }
+            sp.step[made[0]] = st * factor;
+            if (r.empty() || !moving(r)) return;
+            if (r == "?") {  // a split of a fused moving loop: its extent is no one dim's
+                sp.eligible = false;
+                return;
+            }
+            // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
+            int64_t &f = sp.factors[r];
+            f = std::max<int64_t>(f, st * factor);
+            if (tail == "RoundUp" && lf->is_output) {
+                if (v != r) sp.eligible = false;  // a rounded-up split of a split: not worth the proof
+                else sp.must_divide[r] = std::max<int64_t>(sp.must_divide[r], factor);
+            }
+        };
+        for (const auto &c : st.calls) {
+            if (func_level_calls().count(c.name)) continue;
+            if (!changes_stage_loops(c.name)) {
+                sp.eligible = false;
+                continue;
+            }
+            const auto &a = c.args;
+            if (c.name == "split") {
+                split(a[0].name, {a[1].name, a[2].name}, a[3].value, tail_of(c, 4));
+            } else if (c.name == "tile") {
+                bool tail = !a.back().is_int();
+                size_t core = a.size() - (tail ? 1 : 0);
+                std::string t = tail ? a.back().name : "Auto";
+                if (core == 8) {
+                    split(a[0].name, {a[2].name, a[4].name}, a[6].value, t);
+                    split(a[1].name, {a[3].name, a[5].name}, a[7].value, t);
+                } else {
+                    split(a[0].name, {a[2].name}, a[4].value, t);
+                    split(a[1].name, {a[3].name}, a[5].value, t);
+                }
+            } else if (c.name == "fuse") {
+                std::string r0 = root(a[0].name), r1 = root(a[1].name);
+                bool mv = (!r0.empty() && moving(r0)) || (!r1.empty() && moving(r1));
+                sp.root[a[2].name] = mv ? "?" : "";
+                if (sp.inner.count(a[0].name) && sp.inner.count(a[1].name)) sp.inner.insert(a[2].name);
+            } else if (c.name == "vectorize" || c.name == "unroll" || c.name == "parallel") {
+                if (a.size() >= 2) split(a[0].name, {a[0].name, a[0].name + "$inner"}, a[1].value, tail_of(c, 2));
+                else if (c.name != "parallel" && moving(root(a[0].name))) sp.whole_moving_loop = true;
+            }
+        }
+    }
+    // One condition for every stage: a stage computed inside another sees that one's full tiles only
+    // where both take their specializations, and identical conditions let Halide fold the nesting.
+    std::map<std::string, std::pair<Halide::Expr, int64_t>> at_least;  // extent text -> (extent, size it needs)
+    std::map<std::string, std::pair<Halide::Expr, int64_t>> divides;   // extent text -> (extent, divisor)
+    std::set<std::string> specialized_funcs;
+    for (auto &[key, sp] : plans) {
+        if (!sp.eligible || rfactored.count(key.first)) continue;
+        const LoweredFunc *lf = func_of.at(key.first);
+        for (const auto &[v, f] : sp.factors) {
+            size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+            if (i >= lf->dynamic_extents.size() || !lf->dynamic_extents[i].defined()) {
+                sp.eligible = false;
+                break;
+            }
+        }
+        if (!sp.eligible) continue;
+        for (const auto &[v, f] : sp.factors) {
+            size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+            const Halide::Expr &e = lf->dynamic_extents[i];
+            std::ostringstream es;
+            es << e;
+            int64_t need = std::min<int64_t>(f, lf->extents[i]);
+            auto &al = at_least[es.str()];
+            al = {e, std::max(al.second, need)};
+            auto d = sp.must_divide.find(v);
+            if (d != sp.must_divide.end() && d->second > 1) {
+                auto &dv = divides[es.str()];
+                dv = {e, std::max(dv.second, d->second)};
+            }
+        }
+        if (!sp.factors.empty()) specialized_funcs.insert(key.first);
+    }
+    Halide::Expr cond;
+    std::ostringstream text;
+    auto add = [&](const Halide::Expr &term, const std::string &t) {
+        cond = cond.defined() ? (cond && term) : term;
+        text << (text.tellp() > 0 ? ", " : "") << t;
+    };
+    for (const auto &[t, en] : at_least)
+        if (en.second > 1) add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
+    for (const auto &[t, en] : divides) add(en.first % (int)en.second == 0, t + " % " + std::to_string(en.second) + " == 0");
+    if (!cond.defined()) return out;
+    for (const auto &[key, sp] : plans) {
+        if (!sp.eligible || rfactored.count(key.first)) continue;
+        // A whole moving loop unrolls or vectorizes where its Func is computed inside a full tile of
+        // a specialized one (a constant extent there); elsewhere it stays a plain loop.
+        auto at = computed_at.find(key.first);
+        bool full_tiles = at != computed_at.end() && specialized_funcs.count(at->second);
+        if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
+        out[key] = {cond, text.str(), sp.whole_moving_loop && full_tiles};
+    }
+    return out;
+}
+
+}  // namespace loom

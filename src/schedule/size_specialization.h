@@ -1,0 +1,43 @@
+/// \file
+/// Dynamic shapes: a schedule written for the representative size, specialized at run time for
+/// the sizes where its own tails are valid. Applied to a model compiled for every size, each split
+/// of a loop whose extent moves is GuardWithIf (correct at every extent; bench/DECISIONS.md#d65),
+/// which cost the transformer fixture about 2x. A stage whose moving splits are plain loop calls
+/// (split, tile, vectorize, unroll, parallel, reorder) gets a Halide specialization taken when every
+/// moving loop split anywhere in the schedule is at least as long as the schedule needs (its
+/// representative extent, or the product of its split factors when that is smaller) and every
+/// RoundUp split of an output divides its extent (one condition for all stages); that branch keeps
+/// the tails as written, as a compile for one size does. Other sizes run the guarded general case.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "lower/lowered.h"
+#include "schedule/schedule.h"
+
+namespace loom {
+
+/// One stage's specialization: when it is taken, and that condition as text for the report.
+struct SizeSpecialization {
+    Halide::Expr condition;
+    std::string text;
+    /// The stage's Func is computed inside a full tile of a specialized Func there: its whole
+    /// moving loops unroll and vectorize as written (a constant extent).
+    bool whole_loops = false;
+};
+
+/// The specializations of \p s on the dynamic pipeline \p p, by (schedule Func name, stage: -1 for
+/// the pure definition); empty for a static pipeline or a GPU target.
+std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(const Schedule &s,
+                                                                                    const LoweredPipeline &p,
+                                                                                    const Halide::Target &target);
+
+/// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
+/// than the Func (compute_at, store_in … applied once).
+bool changes_stage_loops(const std::string &name);
+
+}  // namespace loom
