@@ -47,6 +47,18 @@ TEST(Cli, HelpOnEveryCommandSucceeds) {
     }
 }
 
+// LOOM_FUSE_ATTENTION takes 0 or 1: another value is a user error naming the variable, the value
+// and the valid settings, before anything runs.
+TEST(Cli, BadFuseAttentionValueNamesTheVariableAndTheFix) {
+    Result r = run_loom_env("LOOM_FUSE_ATTENTION=yes", "run " + data_path("transformer.onnx") + " --schedule auto");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "LOOM_FUSE_ATTENTION='yes'");
+    EXPECT_HAS(r.out, "LOOM_FUSE_ATTENTION=1");
+    EXPECT_HAS(r.out, "or unset it");
+    Result ok = run_loom_env("LOOM_FUSE_ATTENTION=0", "inspect " + data_path("transformer.onnx"));
+    EXPECT_EQ(ok.rc, 0) << ok.out;
+}
+
 TEST(Cli, InspectPrintsNodesAndHistogram) {
     Result r = run_loom("inspect " + data_path("cnn.onnx"));
     ASSERT_EQ(r.rc, 0) << r.out;

@@ -116,19 +116,6 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
     }
 }
 
-// Output channels vectorized, for a conv whose weights lowering blocked by channel
-// (LoweredFunc::conv_weight_block B, [C_out/B][C_in][kH][kW][B]): a tile of NP (w) x NH (rows)
-// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
-// block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
-// computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph
-// output's wrapper is realized in its place;
-// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper), stored channels innermost so that
-// its accumulators are whole vectors; the epilogue or the wrapper writes them to NCHW. Tasks are
-// blocks of rows with every channel block inside when the weights fit in half of L2
-// (channel_tile_rows_outer; the padded input is then computed per task), else (n, channel block,
-// row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
-// from L2. Vectorizing over channels keeps every vector full where the rows are short
-// (bench/DECISIONS.md#d30-conv-channel-tiles).
 // Useful FMAs per load of a channel tile NP (w) x NH (rows) x cvec vectors: each reduction step
 // loads cvec weight vectors and broadcasts NP * NH inputs into NP * NH * cvec FMAs, of which the
 // part past a W x H image that the tile does not divide is recomputed (ShiftInwards tiles).
@@ -155,6 +142,19 @@ static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, int &NP
         }
 }
 
+// Output channels vectorized, for a conv whose weights lowering blocked by channel
+// (LoweredFunc::conv_weight_block B, [C_out/B][C_in][kH][kW][B]): a tile of NP (w) x NH (rows)
+// pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
+// block's weight vectors (dense, one stream across steps) and broadcasts NP*NH inputs. The conv is
+// computed per tile of its epilogue, or of a wrapper `<conv>_out` when it has none (a graph
+// output's wrapper is realized in its place;
+// bench/DECISIONS.md#d22-output-reduction-per-tile-of-a-wrapper), stored channels innermost so that
+// its accumulators are whole vectors; the epilogue or the wrapper writes them to NCHW. Tasks are
+// blocks of rows with every channel block inside when the weights fit in half of L2
+// (channel_tile_rows_outer; the padded input is then computed per task), else (n, channel block,
+// row block) with the row blocks innermost, so consecutive tasks reuse a channel block's weights
+// from L2. Vectorizing over channels keeps every vector full where the rows are short
+// (bench/DECISIONS.md#d30-conv-channel-tiles).
 void Ctx::choose_channel_tile(ConvPlan &c) {
     const std::string &R = k.root, &F = c.F;
     const LoweredFunc &L = lf(F);
@@ -287,31 +287,25 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
 // 56x56 conv to 64 channels (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
 constexpr int64_t kStagedFlopsPerInput = 128;
 
-// Whether 1x1 conv \p X, tiled \p rows rows high over its NCHW input \p P, reads P faster from a
-// channels-innermost copy: the rule above. A 3x3 conv's padded input stored so gained nothing at
-// 7x7 and 14x14 and lost at stride 2 (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
-static bool channels_innermost_pays(const LoweredFunc &X, const FuncInfo &xi, const LoweredFunc &P, int64_t rows,
-                                    int lanes, const MachineModel &m) {
-    const auto &re = xi.rvar_extents;
-    if (re.empty() || re[0].size() < 3 || X.vars.size() != 4 || P.vars.size() != 4 || !P.update_rvars.empty())
-        return false;
-    const int64_t cin = re[0][2];
-    if (P.extents[1] != cin || cin % lanes != 0) return false;
-    const int64_t lines_per_tile = cin * rows;  // one cache line per channel and tile row
-    const double outputs_per_input = (double)(X.extents[2] * X.extents[3]) / (double)(P.extents[2] * P.extents[3]);
-    return lines_per_tile * 64 > m.l1_bytes && X.extents[1] * outputs_per_input >= kStagedFlopsPerInput;
-}
-
+// A 3x3 conv's padded input stored so gained nothing at 7x7 and 14x14 and lost at stride 2
+// (bench/DECISIONS.md#d80-channels-innermost-1x1-inputs).
 std::string Ctx::staged_input(const std::string &X, const ConvPlan &c) const {
     const LoweredFunc &L = lf(X);
     const auto &re = fi(X).rvar_extents;
     if (!knobs.stage_conv_inputs || re.empty() || re[0].size() < 3 || re[0][0] * re[0][1] != 1 ||
-        L.producers.size() != 1)
+        L.vars.size() != 4 || L.producers.size() != 1)
         return "";
     const std::string &P = L.producers[0];
+    const LoweredFunc &LP = lf(P);
     const FuncDecision *d = plan.decision(P);
-    if (d && d->placement != Placement::Root && d->placement != Placement::Inline) return "";
-    return channels_innermost_pays(L, fi(X), lf(P), c.HT, c.V, m) ? P : "";
+    if ((d && d->placement != Placement::Root && d->placement != Placement::Inline) || LP.vars.size() != 4 ||
+        !LP.update_rvars.empty())
+        return "";
+    const int64_t cin = re[0][2];
+    if (LP.extents[1] != cin || cin % c.V != 0) return "";
+    const int64_t lines_per_tile = cin * c.HT;  // one cache line per channel and tile row
+    const double outputs_per_input = (double)(L.extents[2] * L.extents[3]) / (double)(LP.extents[2] * LP.extents[3]);
+    return lines_per_tile * 64 > m.l1_bytes && L.extents[1] * outputs_per_input >= kStagedFlopsPerInput ? P : "";
 }
 
 void Ctx::stage_channels_innermost(const std::string &X, const std::string &P) {

@@ -63,6 +63,9 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     // unfused ops (bench/DECISIONS.md#d88-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
     const char *env = std::getenv("LOOM_FUSE_ATTENTION");
     const std::string fuse = env ? env : "";
+    user_check(fuse.empty() || fuse == "0" || fuse == "1", "LOOM_FUSE_ATTENTION='", fuse,
+               "' is neither 0 nor 1; set LOOM_FUSE_ATTENTION=1 (fuse attention on the CPU too), "
+               "LOOM_FUSE_ATTENTION=0 (never fuse it), or unset it");
     opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);

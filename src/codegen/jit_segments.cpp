@@ -80,8 +80,8 @@ bool only_root_consumer_wrappers(const Function &f) {
 /// (their code is part of \p f's) and reading a callee's wrapper for \p f where it has one.
 void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::string, std::string>> &out,
                   std::set<std::string> &seen) {
-    for (const auto &[direct, direct_callee] : direct_reads(f)) {
-        const Function callee = read_through_wrapper(direct_callee, f);
+    for (const auto &read : direct_reads(f)) {
+        const Function callee = read_through_wrapper(read.second, f);
         const std::string name = callee.name();
         if (!seen.insert(name).second) continue;
         std::string o = owner_of(g, name);

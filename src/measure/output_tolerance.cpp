@@ -48,12 +48,12 @@ std::string OutputTolerance::describe() const {
         snprintf(buf, sizeof buf, "%.2e (given)", rtol);
         return buf;
     }
-    // Up to depth 4 the base stands alone; past it, the growth with depth is spelled out.
-    if (depth <= 4)
+    // Up to kDepthFree the base stands alone; past it, the growth with depth is spelled out.
+    if (depth <= kDepthFree)
         snprintf(buf, sizeof buf, "%.2e (%s, depth %d", rtol, precision_name(precision), depth);
     else
-        snprintf(buf, sizeof buf, "%.2e (%s: %.3g x sqrt(%d/4) for depth %d", rtol, precision_name(precision), base,
-                 depth, depth);
+        snprintf(buf, sizeof buf, "%.2e (%s: %.3g x sqrt(%d/%g) for depth %d", rtol, precision_name(precision), base,
+                 depth, kDepthFree, depth);
     std::string s = buf;
     if (!sensitive_op.empty()) {
         snprintf(buf, sizeof buf, " x %.3g, the rms of %s's input", sensitivity, sensitive_op.c_str());
