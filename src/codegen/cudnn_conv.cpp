@@ -273,6 +273,11 @@ struct PassPlan {
     cudnnConvolutionDescriptor_t conv = nullptr;
     int algo = 0;
     size_t workspace = 0;
+    // When Halide's output region is not exactly the result (a consumer's tiles round it up, or it
+    // needs only a part) or is strided: the result goes to `scratch` (dense) and
+    // cudnnTransformTensor copies the part inside the region into it.
+    void *scratch = nullptr;
+    cudnnTensorDescriptor_t dense = nullptr, strided = nullptr;
 };
 using PassKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 std::map<PassKey, PassPlan> g_pass_plans;
@@ -325,13 +330,12 @@ extern "C" int loom_cudnn_conv_pass(halide_buffer_t *a, halide_buffer_t *b, int3
     if (a->is_bounds_query()) query = true, whole(a, sa);
     if (b->is_bounds_query()) query = true, whole(b, sb);
     if (query || y->is_bounds_query()) return 0;
-    for (int d = 0; d < 4; d++)
-        if (y->dim[d].min != 0 || y->dim[d].extent != so[3 - d])
-            return fail("the output region must be the whole result (compute the extern at root)", d);
     halide_buffer_t *const in[] = {a, b};
     const char *const names[] = {"the first operand", "the second operand"};
     if (int r = stage_on_device(in, names, 2, y)) return r;
-    if (!dense(a) || !dense(b) || !dense(y)) return fail("operands and result must be dense NCHW", 0);
+    if (!dense(a) || !dense(b)) return fail("operands must be dense NCHW", 0);
+    bool exact = dense(y);
+    for (int d = 0; d < 4; d++) exact = exact && y->dim[d].min == 0 && y->dim[d].extent == so[3 - d];
 
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
@@ -373,12 +377,21 @@ extern "C" int loom_cudnn_conv_pass(halide_buffer_t *a, halide_buffer_t *b, int3
         }
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
         if (!picked) return fail("cuDNN found no algorithm for this convolution pass that runs", n);
+        if (!exact) {
+            s = cudnnCreateTensorDescriptor(&p.dense);
+            if (ok(s)) s = cudnnCreateTensorDescriptor(&p.strided);
+            if (ok(s)) s = cudnnSetTensor4dDescriptor(p.dense, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, so[0], so[1], so[2], so[3]);
+            if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
+            if (cudaMalloc(&p.scratch, sizeof(float) * (size_t)so[0] * so[1] * so[2] * so[3]) != cudaSuccess)
+                return fail("allocating the convolution pass's result", 0);
+        }
         it = g_pass_plans.emplace(key, p).first;
     }
     const PassPlan &p = it->second;
     if (int r = reserve_workspace(p.workspace)) return r;
     const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
-    void *py = (void *)(uintptr_t)y->device;
+    if (!exact && !p.scratch) return fail("the output buffer's layout changed between calls", 0);
+    void *py = exact ? (void *)(uintptr_t)y->device : p.scratch;
     const float one = 1.0f, zero = 0.0f;
     cudnnStatus_t s = cudnnSetStream(g_handle, (cudaStream_t)stage_stream());
     if (ok(s) && pass == 0)
@@ -391,6 +404,30 @@ extern "C" int loom_cudnn_conv_pass(halide_buffer_t *a, halide_buffer_t *b, int3
         s = cudnnConvolutionBackwardFilter(g_handle, &one, p.x, pa, p.y, pb, p.conv,
                                            (cudnnConvolutionBwdFilterAlgo_t)p.algo, g_workspace, p.workspace, &zero,
                                            p.w, py);
+    if (ok(s) && !exact) {
+        // The part of the result inside y's region, copied from the dense result into y.
+        int lo[4], count[4], src_stride[4], dst_stride[4];
+        int64_t src_off = 0, dst_off = 0, stride = 1;
+        for (int d = 0; d < 4; d++) {  // Halide order: d 0 innermost
+            int hi = y->dim[d].min + y->dim[d].extent < so[3 - d] ? y->dim[d].min + y->dim[d].extent : so[3 - d];
+            lo[d] = y->dim[d].min > 0 ? y->dim[d].min : 0;
+            count[d] = hi - lo[d];
+            src_stride[d] = (int)stride;
+            dst_stride[d] = (int)y->dim[d].stride;
+            src_off += (int64_t)lo[d] * stride;
+            dst_off += (int64_t)(lo[d] - y->dim[d].min) * y->dim[d].stride;
+            stride *= so[3 - d];
+        }
+        if (count[0] > 0 && count[1] > 0 && count[2] > 0 && count[3] > 0) {
+            s = cudnnSetTensor4dDescriptorEx(p.dense, CUDNN_DATA_FLOAT, count[3], count[2], count[1], count[0],
+                                             src_stride[3], src_stride[2], src_stride[1], src_stride[0]);
+            if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.strided, CUDNN_DATA_FLOAT, count[3], count[2], count[1],
+                                                       count[0], dst_stride[3], dst_stride[2], dst_stride[1],
+                                                       dst_stride[0]);
+            if (ok(s)) s = cudnnTransformTensor(g_handle, &one, p.dense, (float *)py + src_off, &zero, p.strided,
+                                                (float *)(uintptr_t)y->device + dst_off);
+        }
+    }
     cudnnSetStream(g_handle, nullptr);
     if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
     y->set_device_dirty(true);

@@ -33,7 +33,9 @@
 /// and gradients, or an inference model's weight inputs): pass 0 forward (a = x, b = filter, y =
 /// conv output), 1 data gradient (a = the output's gradient, b = filter, y = x's gradient: a
 /// ConvTranspose by a computed filter), 2 filter gradient (a = x, b = the output's gradient, y =
-/// the filter's gradient). Every operand whole and dense NCHW; the algorithm is Find's fastest that
+/// the filter's gradient). Every operand whole and dense NCHW; y's region may differ from the result
+/// (a consumer's GPU tiles round it up, or it needs a part: the result then goes through a dense
+/// copy whose part inside the region cudnnTransformTensor writes into y); the algorithm is Find's fastest that
 /// the precision allows, chosen once per shape; the call goes on Halide's stream (captured with the
 /// model's CUDA graph when the glue captures).
 ///

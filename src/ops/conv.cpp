@@ -431,20 +431,39 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         ctx.bind_output(y, f);
         return;
     }
-    RDom r = conv_rdom(p, cg);
+    // Output o receives input i through tap k when o + pad_begin = i*stride + k*dilation. Without
+    // dilation the taps that reach o are those of its phase, k = (o + pad_begin) % stride +
+    // stride * j: the reduction visits ceil(kernel / stride) of them per dim (the polyphase form;
+    // 4 of a strided 3x3 kernel's 9), each from input (o + pad_begin) / stride - j.
+    bool polyphase = true;
+    for (int d = 0; d < p.sp; d++) polyphase = polyphase && p.dilations[d] == 1;
+    ConvParams visited = p;
+    if (polyphase)
+        for (int d = 0; d < p.sp; d++) visited.kernel[d] = (p.kernel[d] + p.strides[d] - 1) / p.strides[d];
+    RDom r = conv_rdom(visited, cg);
     Expr rc = r[p.sp];
     Expr ch = p.group == 1 ? rc : (m / (int)mg) * (int)cg + rc;
     Expr mm = p.group == 1 ? Expr(m) : Expr(m % (int)mg);
-    // Output o receives input i through tap k when o + pad_begin = i*stride + k*dilation.
     Expr valid = Halide::Internal::const_true();
     std::vector<Expr> ix = {n, ch}, iw = {ch, mm};
     for (int d = 0; d < p.sp; d++) {
-        Expr tap = r[p.sp - 1 - d];
-        Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
+        Expr j = r[p.sp - 1 - d];
         int s = (int)p.strides[d];
-        Expr i = s == 1 ? t : t / s;
-        valid = valid && t >= 0 && i < ctx.extent(x, 2 + d);
-        if (s != 1) valid = valid && t % s == 0;
+        Expr i, tap;
+        if (polyphase) {
+            Expr t = v[2 + d] + (int)p.pad_begin[d];
+            tap = s == 1 ? j : t % s + j * s;
+            i = (s == 1 ? t : t / s) - j;
+            valid = valid && i >= 0 && i < ctx.extent(x, 2 + d);
+            if (p.kernel[d] % s != 0) valid = valid && tap < (int)p.kernel[d];
+            tap = Halide::min(tap, (int)p.kernel[d] - 1);
+        } else {
+            tap = j;
+            Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
+            i = s == 1 ? t : t / s;
+            valid = valid && t >= 0 && i < ctx.extent(x, 2 + d);
+            if (s != 1) valid = valid && t % s == 0;
+        }
         ix.push_back(Halide::clamp(i, 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
         iw.push_back(tap);
     }
@@ -453,7 +472,7 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
     ref(f, exprs(v)) += Halide::select(valid, term, LowerContext::literal(dt, 0));
     ctx.note_update(f, rvar_names(r));
     int64_t taps = cg;
-    for (auto k : p.kernel) taps *= k;
+    for (auto k : visited.kernel) taps *= k;
     ctx.note_cost(f, false, 3.0 * taps + 1);
     ctx.bind_output(y, f);
 }
