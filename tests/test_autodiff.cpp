@@ -520,6 +520,12 @@ TEST(TrainStep, UserErrors) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
+    // The cuBLAS/cuDNN switches apply to a CUDA step only.
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --tf32 -o " + temp_path("bad_tf32"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("loom compile --train: --tf32 applies to cuBLAS/cuDNN on --target cuda only"), std::string::npos)
+        << r.out;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("bad_tf32")));
 }
 
 // The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start
