@@ -187,4 +187,14 @@ void lower_layout(LowerContext &ctx, const Node &node) {
     }
 }
 
+std::string transpose_source(const LowerContext &ctx, const std::string &value, const std::vector<int64_t> &perm) {
+    int k = ctx.graph.producer(value);
+    if (k < 0) return "";
+    const Node &t = ctx.graph.nodes[k];
+    if (t.op != "Transpose" || t.inputs.empty() || ctx.shape(t.inputs[0]).size() != perm.size()) return "";
+    std::vector<int64_t> reversed(perm.size());
+    for (size_t d = 0; d < perm.size(); d++) reversed[d] = (int64_t)(perm.size() - 1 - d);
+    return t.get_ints("perm", reversed) == perm ? t.inputs[0] : "";
+}
+
 }  // namespace loom
