@@ -1,5 +1,5 @@
-// Halide's parallel loops routed through OpenMP (codegen/openmp_threading.h), the default: a JIT
-// run under Threading::OpenMP goes through openmp_do_par_for and matches the reference on poisoned
+// Halide's parallel loops routed through OpenMP (codegen/openmp_threading.h), the default above 4
+// threads: a JIT run under Threading::OpenMP goes through openmp_do_par_for and matches the reference on poisoned
 // outputs; Halide's own pool is used when switched; a failing task's error comes back; a bad
 // --threading value is a user error naming the flag and the valid values. Denormals are flushed
 // in every task under both threadings (codegen/denormals.h).
@@ -30,9 +30,9 @@ namespace {
 
 using loom::testing::close;
 
-// Restores the default (OpenMP) whatever a test does.
+// Restores the default whatever a test does.
 struct ThreadingGuard {
-    ~ThreadingGuard() { set_jit_threading(Threading::OpenMP); }
+    ~ThreadingGuard() { set_jit_threading(threading_for(openmp_threads())); }
 };
 
 // sigmoid(x * w + b) over 256 rows of 4096: big enough that the auto-schedule makes its rows
@@ -70,7 +70,14 @@ TEST(Threading, OpenMPRunsTheParallelLoopsAndMatchesTheReference) {
     for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
 }
 
-TEST(Threading, OpenMPIsTheDefault) { EXPECT_EQ(jit_threading(), Threading::OpenMP); }
+TEST(Threading, AutoKeepsHalidesPoolUpToFourThreadsAndTakesOpenMPAbove) {
+    EXPECT_EQ(threading_for(1), Threading::Halide);
+    EXPECT_EQ(threading_for(4), Threading::Halide);
+    EXPECT_EQ(threading_for(5), Threading::OpenMP);
+    EXPECT_EQ(threading_for(16), Threading::OpenMP);
+    EXPECT_EQ(parse_threading("auto"), threading_for(openmp_threads()));
+    EXPECT_EQ(jit_threading(), threading_for(openmp_threads()));
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 // x * w with x = w = 1e-20: the product, 1e-40, is a denormal float. Flushed, every element is

@@ -42,7 +42,7 @@ struct BenchCliOptions {
     int warmup = 2, sets = 0;
     double tolerance = 1e-5;
     uint64_t seed = 1;
-    std::string threading = "openmp";
+    std::string threading = "auto";
     std::string peer_memory = "4G", peer_timeout = "300";
 };
 
@@ -290,8 +290,8 @@ void add_bench_command(CLI::App &app) {
                   "(and then per timing request); over it the row fails")
         ->default_val("300");
     c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
-        ->default_val("openmp");
+                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
+        ->default_val("auto");
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run. Each Halide "
               "autoscheduler runs in its own worker process under --peer-memory and --peer-timeout, so "

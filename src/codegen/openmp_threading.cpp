@@ -11,9 +11,19 @@
 
 namespace loom {
 
+int openmp_threads() {
+    static const int from_env = [] {
+        const char *t = std::getenv("HL_NUM_THREADS");
+        return t && std::atoi(t) > 0 ? std::atoi(t) : 0;
+    }();
+    return from_env > 0 ? from_env : omp_get_max_threads();
+}
+
+Threading threading_for(int threads) { return threads > kHalidePoolUpTo ? Threading::OpenMP : Threading::Halide; }
+
 namespace {
 
-std::atomic<Threading> g_threading{Threading::OpenMP};
+std::atomic<Threading> g_threading{threading_for(openmp_threads())};
 std::atomic<uint64_t> g_loops{0};
 
 }  // namespace
@@ -25,16 +35,10 @@ Threading jit_threading() { return g_threading; }
 Threading parse_threading(const std::string &value, const std::string &flag) {
     if (value == "halide") return Threading::Halide;
     if (value == "openmp") return Threading::OpenMP;
-    throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: openmp (an OpenMP parallel for per ",
-                            "Halide parallel loop, the default), halide (Halide's thread pool)"));
-}
-
-int openmp_threads() {
-    static const int from_env = [] {
-        const char *t = std::getenv("HL_NUM_THREADS");
-        return t && std::atoi(t) > 0 ? std::atoi(t) : 0;
-    }();
-    return from_env > 0 ? from_env : omp_get_max_threads();
+    if (value == "auto") return threading_for(openmp_threads());
+    throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: auto (the default: OpenMP above ",
+                            kHalidePoolUpTo, " threads, else Halide's pool), openmp (an OpenMP parallel for per ",
+                            "Halide parallel loop), halide (Halide's thread pool)"));
 }
 
 int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),

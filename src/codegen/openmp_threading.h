@@ -3,7 +3,7 @@
 /// a program that already keeps an OpenMP team (the reference interpreter is one) then has one pool
 /// of threads on the cores, not two competing for them, and its spinning threads start a small
 /// kernel's loop sooner. JIT models (codegen/jit.h) read the process-wide choice at every run;
-/// `loom run` and `loom bench` take `--threading openmp|halide`. Host artifacts have the same
+/// `loom run` and `loom bench` take `--threading auto|openmp|halide`. Host artifacts have the same
 /// switch in their C API (`<model>_set_threading`, codegen/runtime_glue.h).
 #pragma once
 
@@ -18,18 +18,26 @@ namespace loom {
 enum class Threading {
     Halide,  ///< Halide's thread pool (HL_NUM_THREADS threads)
     /// An `omp parallel for` over the loop, on OpenMP's team (HL_NUM_THREADS threads, else
-    /// OMP_NUM_THREADS, else every core): the default, since its idle threads spin a while before
-    /// they sleep, where Halide's pool wakes sleeping threads for every loop, which costs more than
-    /// a small kernel's work at 16 threads (bench/DECISIONS.md#d85-openmp-by-default).
+    /// OMP_NUM_THREADS, else every core). Its idle threads spin a while before they sleep, where
+    /// Halide's pool wakes sleeping threads for every loop, which at 16 threads costs more than a
+    /// small kernel's work; but a team waits for its slowest thread, which loses on a few cores
+    /// shared with other work (bench/DECISIONS.md#d85-openmp-above-four-threads).
     OpenMP,
 };
+
+/// Up to this many threads JIT runs use Halide's pool by default, above it OpenMP's team.
+constexpr int kHalidePoolUpTo = 4;
+
+/// The default threading for runs on \p threads threads (`--threading auto`).
+Threading threading_for(int threads);
 
 /// Sets the threading of every JIT run from now on (process-wide).
 void set_jit_threading(Threading t);
 /// The threading JIT runs use now.
 Threading jit_threading();
 
-/// "halide" or "openmp" as a Threading; UserError naming \p flag, the value and the valid ones.
+/// "auto" (threading_for the run's threads), "halide" or "openmp" as a Threading; UserError naming
+/// \p flag, the value and the valid ones.
 Threading parse_threading(const std::string &value, const std::string &flag = "--threading");
 
 /// The JIT handler (JITHandlers::custom_do_par_for) that runs iterations [min, min + extent) of a
