@@ -96,6 +96,11 @@ Tensor::Tensor(DType dtype, Shape shape)
       bytes_(checked_tensor_bytes(dtype_, shape_, "a tensor"), 0) {}
 
 namespace {
+float float_from_bits(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
 // IEEE half <-> float, enough for storing f16 weights and casts.
 float half_to_float(uint16_t h) {
     uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -112,9 +117,7 @@ float half_to_float(uint16_t h) {
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return float_from_bits(bits);
 }
 uint16_t float_to_half(float f) {
     uint32_t x;
@@ -137,12 +140,7 @@ uint16_t float_to_half(float f) {
     return h;
 }
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds to nearest even.
-float bf16_to_float(uint16_t b) {
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
+float bf16_to_float(uint16_t b) { return float_from_bits((uint32_t)b << 16); }
 uint16_t float_to_bf16(float f) {
     uint32_t x;
     std::memcpy(&x, &f, 4);
