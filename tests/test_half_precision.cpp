@@ -182,6 +182,61 @@ TEST(HalfPrecision, CliRunsAndChecksEveryFixture) {
     }
 }
 
+// A host artifact of the mixed graph takes and returns each port in its stored type (bf16 as its
+// bits) through the C API, and matches the reference; the manifest names the types.
+TEST(HalfPrecision, HostArtifactPassesHalfPortsThroughTheCApi) {
+    std::string dir = testing::temp_path("half_artifact");
+    std::string out;
+    ASSERT_EQ(testing::run_command(testing::loom_binary() + " compile " + data_path("mixed_casts.onnx") +
+                                       " --target host --schedule auto --force -o " + dir,
+                                   out),
+              0)
+        << out;
+    std::ifstream mf(dir + "/manifest.txt");
+    std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+    EXPECT_NE(manifest.find("output z f16 6 24"), std::string::npos) << manifest;
+    EXPECT_NE(manifest.find("output r bf16 6 24"), std::string::npos) << manifest;
+
+    Graph g = prepared("mixed_casts");
+    auto in = random_inputs(g, 23);
+    std::map<std::string, OutputTolerance> tol;
+    auto ref = run_reference_with_tolerances(g, in, Precision::FP32, tol);
+    testing::ArtifactApi api(dir + "/libmixed_casts.so", "mixed_casts");
+    ASSERT_TRUE(api.ok()) << api.error;
+    std::vector<Tensor> got;
+    for (const auto &o : g.outputs) {
+        got.emplace_back(g.value(o).dtype, g.value(o).shape);
+        testing::poison(got.back());
+    }
+    void *m = api.create();
+    const void *ins[] = {in.at("x").data()};
+    void *outs[] = {got[0].data(), got[1].data(), got[2].data()};
+    ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
+    api.destroy(m);
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        OutputError e = output_error(got[k], ref.at(g.outputs[k]));
+        EXPECT_TRUE(e.passes(tol.at(g.outputs[k]).rtol)) << g.outputs[k] << ": " << e.rel;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// On CUDA, a bf16 model under --precision bf16 is widened first, so cuDNN's fused attention
+// recognizes its attention (compiled here; run on a GPU in bench/gpu/RESULTS_SERVING.md).
+TEST(HalfPrecision, CudaBf16ModelFusesAttention) {
+    std::string dir = testing::temp_path("half_cuda");
+    std::string out;
+    ASSERT_EQ(testing::run_command(testing::loom_binary() + " compile " + data_path("transformer_bf16.onnx") +
+                                       " --target cuda --precision bf16 --force -o " + dir,
+                                   out),
+              0)
+        << out;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/transformer_bf16_cudnn_attention.cpp")) << out;
+    std::ifstream mf(dir + "/manifest.txt");
+    std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+    EXPECT_NE(manifest.find("input x bf16"), std::string::npos) << manifest;
+    std::filesystem::remove_all(dir);
+}
+
 TEST(HalfPrecision, Bf16NpyIsWrittenAsExactFloat32) {
     Tensor t = Tensor::from_doubles(DType::BF16, {3}, {1.5, -0.0078125, 3e38});
     Tensor back = parse_npy(serialize_npy(t), "t.npy");
