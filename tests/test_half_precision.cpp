@@ -182,18 +182,22 @@ TEST(HalfPrecision, CliRunsAndChecksEveryFixture) {
     }
 }
 
+// `loom compile <fixture>.onnx <flags> -o dir`, asserting it succeeds; returns the manifest's text.
+std::string compile_fixture(const std::string &fixture, const std::string &flags, const std::string &dir) {
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " compile " + data_path(fixture + ".onnx") + " " + flags +
+                                      " --force -o " + dir,
+                                  out);
+    EXPECT_EQ(rc, 0) << out;
+    std::ifstream mf(dir + "/manifest.txt");
+    return std::string((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+}
+
 // A host artifact of the mixed graph takes and returns each port in its stored type (bf16 as its
 // bits) through the C API, and matches the reference; the manifest names the types.
 TEST(HalfPrecision, HostArtifactPassesHalfPortsThroughTheCApi) {
     std::string dir = testing::temp_path("half_artifact");
-    std::string out;
-    ASSERT_EQ(testing::run_command(testing::loom_binary() + " compile " + data_path("mixed_casts.onnx") +
-                                       " --target host --schedule auto --force -o " + dir,
-                                   out),
-              0)
-        << out;
-    std::ifstream mf(dir + "/manifest.txt");
-    std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+    std::string manifest = compile_fixture("mixed_casts", "--target host --schedule auto", dir);
     EXPECT_NE(manifest.find("output z f16 6 24"), std::string::npos) << manifest;
     EXPECT_NE(manifest.find("output r bf16 6 24"), std::string::npos) << manifest;
 
@@ -224,15 +228,8 @@ TEST(HalfPrecision, HostArtifactPassesHalfPortsThroughTheCApi) {
 // recognizes its attention (compiled here; run on a GPU in bench/gpu/RESULTS_SERVING.md).
 TEST(HalfPrecision, CudaBf16ModelFusesAttention) {
     std::string dir = testing::temp_path("half_cuda");
-    std::string out;
-    ASSERT_EQ(testing::run_command(testing::loom_binary() + " compile " + data_path("transformer_bf16.onnx") +
-                                       " --target cuda --precision bf16 --force -o " + dir,
-                                   out),
-              0)
-        << out;
-    EXPECT_TRUE(std::filesystem::exists(dir + "/transformer_bf16_cudnn_attention.cpp")) << out;
-    std::ifstream mf(dir + "/manifest.txt");
-    std::string manifest((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+    std::string manifest = compile_fixture("transformer_bf16", "--target cuda --precision bf16", dir);
+    EXPECT_TRUE(std::filesystem::exists(dir + "/transformer_bf16_cudnn_attention.cpp")) << manifest;
     EXPECT_NE(manifest.find("input x bf16"), std::string::npos) << manifest;
     std::filesystem::remove_all(dir);
 }
