@@ -84,7 +84,7 @@ Tensor Importer::to_tensor(const onnx::TensorProto &tp, const std::string &what)
     try {
         type = dtype_from_onnx(tp.data_type());
     } catch (const UserError &e) {
-        fail(str_cat(what, ": ", e.what()));
+        fail(str_cat(what, ": ", e.what(), "; store it as one of these and re-export"));
     }
     Shape shape(tp.dims().begin(), tp.dims().end());
     int64_t bytes = 0;
@@ -104,8 +104,8 @@ Tensor Importer::to_tensor(const onnx::TensorProto &tp, const std::string &what)
         if (n) std::memcpy(t.data(), tp.raw_data().data(), tp.raw_data().size());
         return t;
     }
-    // ONNX keeps f64 in double_data, i64 in int64_data, and f16 (its 16 bits), i32, i16, i8, u8
-    // and bool in int32_data.
+    // ONNX keeps f64 in double_data, i64 in int64_data, and f16 and bf16 (their 16 bits), i32,
+    // i16, i8, u8 and bool in int32_data.
     int count = tp.int32_data_size();
     const char *field = "int32_data";
     if (type == DType::F32) count = tp.float_data_size(), field = "float_data";
@@ -119,6 +119,7 @@ Tensor Importer::to_tensor(const onnx::TensorProto &tp, const std::string &what)
     case DType::F64: if (n) std::memcpy(t.data(), tp.double_data().data(), n * 8); break;
     case DType::I64: if (n) std::memcpy(t.data(), tp.int64_data().data(), n * 8); break;
     case DType::F16:
+    case DType::BF16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t bits = (uint16_t)tp.int32_data((int)i);
             std::memcpy(t.bytes().data() + 2 * i, &bits, 2);
@@ -142,7 +143,7 @@ ValueInfo Importer::to_value_info(const onnx::ValueInfoProto &vi, const std::str
         try {
             info.dtype = dtype_from_onnx(tt.elem_type());
         } catch (const UserError &e) {
-            fail(str_cat(what, " '", vi.name(), "': ", e.what()));
+            fail(str_cat(what, " '", vi.name(), "': ", e.what(), "; declare it as one of these and re-export"));
         }
     }
     if (!tt.has_shape()) return info;

@@ -661,6 +661,7 @@ std::string glue_halide_type(DType t) {
     case DType::I8: return "halide_type_int, 8";
     case DType::U8: return "halide_type_uint, 8";
     case DType::Bool: return "halide_type_uint, 1";
+    case DType::BF16: return "halide_type_uint, 16";  // its bits, as lower/lowered.h halide_type holds it
     }
     throw InternalError("glue_halide_type: unknown dtype");
 }

@@ -152,7 +152,14 @@ Result canon_elementwise(Graph &g, Node &n) {
     } else if (op == "Cast") {
         auto it = n.attrs.find("to");
         user_check(it != n.attrs.end(), n.describe(), ": missing required attribute 'to'");
-        if (auto *i = std::get_if<int64_t>(&it->second)) n.attrs["to"] = std::string(dtype_name(dtype_from_onnx((int)*i)));
+        if (auto *i = std::get_if<int64_t>(&it->second)) {
+            try {
+                n.attrs["to"] = std::string(dtype_name(dtype_from_onnx((int)*i)));
+            } catch (const UserError &e) {
+                throw UserError(str_cat(n.describe(), ": to=", *i, ": ", e.what(),
+                                        "; cast to one of these instead and re-export"));
+            }
+        }
     }
     // Output shape: broadcast of all inputs.
     Shape s = in_shape(g, n, 0);

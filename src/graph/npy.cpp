@@ -125,6 +125,7 @@ const char *descr_of(DType t) {
     case DType::I8: return "|i1";
     case DType::U8: return "|u1";
     case DType::Bool: return "|b1";
+    case DType::BF16: break;  // serialize_npy widens it first
     }
     throw InternalError("descr_of: unknown dtype");
 }
@@ -214,7 +215,11 @@ Tensor read_npy(const std::string &path) {
     return parse_npy(ss.str(), path);
 }
 
-std::string serialize_npy(const Tensor &t) {
+std::string serialize_npy(const Tensor &tensor) {
+    // NumPy has no bfloat16: a bf16 tensor is written as the float32 it widens to exactly.
+    Tensor widened;
+    if (tensor.dtype() == DType::BF16) widened = tensor.cast(DType::F32);
+    const Tensor &t = tensor.dtype() == DType::BF16 ? widened : tensor;
     std::string shape = "(";
     for (size_t i = 0; i < t.shape().size(); i++)
         shape += std::to_string(t.shape()[i]) + (t.shape().size() == 1 ? "," : i + 1 < t.shape().size() ? ", " : "");

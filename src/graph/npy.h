@@ -23,7 +23,8 @@ Tensor parse_npy(const std::string &bytes, const std::string &origin);
 /// UserError naming the path when it cannot be written.
 void write_npy(const std::string &path, const Tensor &t);
 
-/// The complete bytes of an .npy file holding \p t (what write_npy writes).
+/// The complete bytes of an .npy file holding \p t (what write_npy writes); bf16, which NumPy
+/// lacks, is written as float32 (exact).
 std::string serialize_npy(const Tensor &t);
 
 }  // namespace loom

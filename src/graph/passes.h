@@ -58,6 +58,13 @@ void bind_input_shapes(Graph &g, const InputBindings &b);
 /// attributes, non-constant inputs that must be constant. \p evaluate computes folded nodes.
 void infer_shapes_and_fold(Graph &g, const NodeEvaluator &evaluate);
 
+/// Models stored in f16 or bf16 compute in f32 (graph/half_precision.cpp says why): half
+/// initializers become f32 (exact), every node but Cast computes in f32, a half graph input is
+/// widened by a Cast before its first reader, a half graph output is rounded by a Cast after its
+/// producer, and a Cast to f16/bf16 inside a mixed graph keeps its rounding (its readers get it
+/// widened). Returns how many values changed.
+int widen_half_precision(Graph &g);
+
 /// Removes Identity and (inference-mode) Dropout nodes, rewiring their consumers.
 void remove_identities(Graph &g);
 /// Removes nodes whose outputs reach no graph output, and unused initializers.
@@ -106,8 +113,8 @@ int recognize_attention(Graph &g, AttentionFusion mode);
 /// to 128, no mask.
 bool fits_cudnn_attention(const Shape &q, const Shape &kt, const Shape &v, bool masked);
 
-/// The whole pipeline: bind inputs, remove identities, infer shapes and fold, upsampling
-/// ConvTranspose as Conv + DepthToSpace, conv+bn folding,
+/// The whole pipeline: bind inputs, remove identities, infer shapes and fold, half-precision
+/// widening, upsampling ConvTranspose as Conv + DepthToSpace, conv+bn folding,
 /// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition,
 /// attention recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation. \p evaluate computes folded nodes (reference/folding.h's prepare_graph passes the

@@ -96,6 +96,11 @@ Tensor::Tensor(DType dtype, Shape shape)
       bytes_(checked_tensor_bytes(dtype_, shape_, "a tensor"), 0) {}
 
 namespace {
+float float_from_bits(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
 // IEEE half <-> float, enough for storing f16 weights and casts.
 float half_to_float(uint16_t h) {
     uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -112,9 +117,7 @@ float half_to_float(uint16_t h) {
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return float_from_bits(bits);
 }
 uint16_t float_to_half(float f) {
     uint32_t x;
@@ -127,13 +130,22 @@ uint16_t float_to_half(float f) {
         if (exp < -10) return sign;
         man |= 0x800000;
         uint32_t shift = 14 - exp;
-        uint32_t h = man >> shift;
-        if ((man >> (shift - 1)) & 1) h++;
+        uint32_t h = man >> shift, rest = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (h & 1))) h++;
         return sign | h;
     }
-    uint32_t h = sign | (exp << 10) | (man >> 13);
-    if (man & 0x1000) h++;  // round half up; exact enough for weights
+    // Round to nearest even, as hardware conversions (F16C, PTX cvt.rn) do.
+    uint32_t h = sign | (exp << 10) | (man >> 13), rest = man & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
     return h;
+}
+// bfloat16 is the top half of a float: widening is exact, narrowing rounds to nearest even.
+float bf16_to_float(uint16_t b) { return float_from_bits((uint32_t)b << 16); }
+uint16_t float_to_bf16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);  // NaN stays NaN
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
 }
 template <typename T>
 T load(const TensorBytes &b, int64_t i) {
@@ -159,6 +171,7 @@ double Tensor::get(int64_t i) const {
     switch (dtype_) {
     case DType::F32: return load<float>(bytes_, i);
     case DType::F16: return half_to_float(load<uint16_t>(bytes_, i));
+    case DType::BF16: return bf16_to_float(load<uint16_t>(bytes_, i));
     case DType::F64: return load<double>(bytes_, i);
     case DType::I64: return (double)load<int64_t>(bytes_, i);
     case DType::I32: return load<int32_t>(bytes_, i);
@@ -182,6 +195,7 @@ void Tensor::set(int64_t i, double v) {
     switch (dtype_) {
     case DType::F32: store<float>(bytes_, i, (float)v); break;
     case DType::F16: store<uint16_t>(bytes_, i, float_to_half((float)v)); break;
+    case DType::BF16: store<uint16_t>(bytes_, i, float_to_bf16((float)v)); break;
     case DType::F64: store<double>(bytes_, i, v); break;
     case DType::I64: store<int64_t>(bytes_, i, to_int_sat<int64_t>(v)); break;
     case DType::I32: store<int32_t>(bytes_, i, to_int_sat<int32_t>(v)); break;

@@ -43,16 +43,33 @@ Type halide_type(DType t) {
     case DType::I8: return Halide::Int(8);
     case DType::U8: return Halide::UInt(8);
     case DType::Bool: return Halide::Bool();
+    case DType::BF16: return Halide::UInt(16);
     }
     throw InternalError("unknown dtype");
 }
 
+Expr bf16_bits(Expr x) {
+    Expr u = Halide::reinterpret(Halide::UInt(32), x);
+    Expr rounded = Halide::cast(Halide::UInt(16), (u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+    return Halide::select(Halide::is_nan(x), Halide::cast(Halide::UInt(16), (u >> 16) | 0x40), rounded);
+}
+
+Expr from_bf16_bits(Expr bits) {
+    return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), bits) << 16);
+}
+
 Expr LowerContext::cast_to(DType t, Expr e) {
+    Type ht = halide_type(t);
+    if (e.type() == ht) return e;
+    if (e.type() == Halide::UInt(16)) e = from_bf16_bits(e);
     if (t == DType::Bool) {
         if (e.type().is_bool()) return e;
         return e != Halide::Internal::make_zero(e.type());
     }
-    Type ht = halide_type(t);
+    if (t == DType::BF16) {
+        if (e.type().is_bool()) e = Halide::select(e, 1.0f, 0.0f);
+        return bf16_bits(Halide::cast(Halide::Float(32), e));
+    }
     if (e.type() == ht) return e;
     if (e.type().is_bool()) return Halide::select(e, Halide::Internal::make_one(ht), Halide::Internal::make_zero(ht));
     return Halide::cast(ht, e);
@@ -65,6 +82,7 @@ Expr LowerContext::literal(DType t, double v) {
         return Expr((float)v);
     case DType::F64: return Halide::cast(Halide::Float(64), Expr(v));
     case DType::F16: return Halide::cast(Halide::Float(16), Expr((float)v));
+    case DType::BF16: return bf16_bits(Expr((float)v));
     case DType::Bool: return Halide::cast(Halide::Bool(), Expr(v != 0 ? 1 : 0));
     case DType::I64: return Halide::cast(Halide::Int(64), Expr((int64_t)v));
     default: return Halide::cast(halide_type(t), Expr((int64_t)v));

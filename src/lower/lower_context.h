@@ -117,7 +117,7 @@ public:
     /// The Halide type for a dtype (bool is UInt(1) in Funcs, ImageParams and output buffers,
     /// one byte per element; constant bool Buffers are stored as UInt(8) and read as != 0).
     static Halide::Type halide_type(DType t);
-    /// Casts \p e to dtype \p t (bool: e != 0).
+    /// Casts \p e to dtype \p t (bool: e != 0; bf16 to and from its bits through float32).
     static Halide::Expr cast_to(DType t, Halide::Expr e);
 
     /// A literal of dtype \p t with value \p v.

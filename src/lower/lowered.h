@@ -189,8 +189,15 @@ struct LoweredPipeline {
 /// size Params' estimates (the representative sizes); -1 when it is neither.
 int64_t representative_extent(const Halide::Expr &e);
 
-/// The Halide type of a dtype (bool is Halide's Bool, one byte in buffers).
+/// The Halide type of a dtype (bool is Halide's Bool, one byte in buffers; bf16 is its 16 bits as
+/// UInt(16), since Halide 14's BFloat(16) crashes its x86 code generator and has no CUDA
+/// arithmetic; Loom has no u16 dtype, so a UInt(16) Expr always holds bf16 bits).
 Halide::Type halide_type(DType t);
+
+/// The bf16 bits (UInt(16)) of a float32 Expr, rounded to nearest even (NaN stays NaN).
+Halide::Expr bf16_bits(Halide::Expr x);
+/// The float32 that bf16 bits (UInt(16)) hold (exact).
+Halide::Expr from_bf16_bits(Halide::Expr bits);
 
 /// Turns a graph identifier into a Halide/schedule identifier: "/encoder/fc1/Gemm" →
 /// "encoder_fc1_gemm" (lower case, runs of non-alphanumerics become one '_', no leading digit).

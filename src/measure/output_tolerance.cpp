@@ -40,6 +40,28 @@ int accumulations(const Node &n) {
 
 double base_rtol(Precision p) { return p == Precision::FP32 ? kFp32Base : kLowPrecisionUlps * unit_roundoff(p); }
 
+// The precision of the narrowest rounding to a 16-bit float among \p output's ancestors (the
+// values nodes produce: a model's Cast to f16/bf16, or the Cast that rounds a half output), FP32
+// when there is none. The reference rounds there too, but an f32 result on the other side of a
+// rounding boundary from its f64 one lands one half-precision unit away.
+Precision storage_precision(const Graph &g, const std::string &output) {
+    Precision p = Precision::FP32;
+    std::set<std::string> seen;
+    std::vector<std::string> todo = {output};
+    while (!todo.empty()) {
+        std::string v = todo.back();
+        todo.pop_back();
+        if (v.empty() || !seen.insert(v).second) continue;
+        int k = g.producer(v);
+        if (k < 0) continue;
+        DType t = g.value(v).dtype;
+        if (t == DType::BF16) p = Precision::BF16;
+        else if (t == DType::F16 && p == Precision::FP32) p = Precision::FP16;
+        for (const auto &in : g.nodes[k].inputs) todo.push_back(in);
+    }
+    return p;
+}
+
 }  // namespace
 
 std::string OutputTolerance::describe() const {
@@ -55,6 +77,7 @@ std::string OutputTolerance::describe() const {
         snprintf(buf, sizeof buf, "%.2e (%s: %.3g x sqrt(%d/%g) for depth %d", rtol, precision_name(precision), base,
                  depth, kDepthFree, depth);
     std::string s = buf;
+    if (storage != Precision::FP32) s += str_cat(", ", storage == Precision::BF16 ? "bf16" : "f16", " storage");
     if (!sensitive_op.empty()) {
         snprintf(buf, sizeof buf, " x %.3g, the rms of %s's input", sensitivity, sensitive_op.c_str());
         s += buf;
@@ -102,7 +125,8 @@ OutputTolerance output_tolerance(const Graph &g, const std::string &output, Prec
                                  const Tensor *sensitive_value) {
     OutputTolerance t;
     t.precision = p;
-    t.base = base_rtol(p);
+    t.storage = storage_precision(g, output);
+    t.base = std::max(base_rtol(p), base_rtol(t.storage));
     t.depth = accumulation_depth(g, output);
     if (!sensitive_input(g, output).empty() && sensitive_value && sensitive_value->numel() > 0) {
         double sum = 0;

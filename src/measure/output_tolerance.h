@@ -9,7 +9,10 @@
 ///
 /// - base: 1e-5 in FP32 (rounding of FP32 accumulation, what a few ops reach); 4·u for operands
 ///   rounded to the low precision (u = unit roundoff: 2^-11 for TF32 and FP16, so 1.95e-3; 2^-8
-///   for BF16, so 1.56e-2).
+///   for BF16, so 1.56e-2); at least the low-precision base of the narrowest 16-bit float an
+///   ancestor value is rounded to (a model's Cast to f16/bf16, the rounding of an f16/bf16
+///   output: graph/passes.h widen_half_precision), since the compiled f32 value and the reference's
+///   f64 one can round to neighbouring f16/bf16 values there.
 /// - depth: the accumulating ops (MatMul, Gemm, Conv, ConvTranspose, reductions, norms, softmax,
 ///   average pools) on the longest path from an input to the output. Each adds its own rounding,
 ///   independent of the others', so errors add in quadrature; up to 4 keep the base.
@@ -38,8 +41,10 @@ struct OutputTolerance {
     double sensitivity = 1;    ///< κ
     std::string sensitive_op;  ///< "Sigmoid 'name'" when κ came from one, else ""
     Precision precision = Precision::FP32;
+    Precision storage = Precision::FP32;  ///< FP16/BF16 when an ancestor is rounded to f16/bf16
     bool fixed = false;        ///< given by the user (--rtol, --tol), not by the rule
-    /// "3.2e-05 (fp32: 1e-05 × √(17/4) depth × 1.6 Sigmoid 'out' input rms)".
+    /// "3.2e-05 (fp32: 1e-05 × √(17/4) depth × 1.6 Sigmoid 'out' input rms)"; ", f16 storage"
+    /// after the precision when \p storage raised the base.
     std::string describe() const;
 };
 

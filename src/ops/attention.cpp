@@ -49,14 +49,6 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
     return s;
 }
 
-// BF16 bits of a float (round to nearest even), as uint16: Halide 14 has no BF16 arithmetic on CUDA.
-Expr bf16_bits(Expr x) {
-    Expr u = Halide::reinterpret(Halide::UInt(32), x);
-    return Halide::cast(Halide::UInt(16), (u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-
-Expr from_bf16_bits(Expr b) { return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), b) << 16); }
-
 // The cuDNN extern of a FusedAttention (LowerOptions::attention_extern): rank 3 runs as one batch
 // of heads.
 void lower_attention_extern(LowerContext &ctx, const Node &node) {

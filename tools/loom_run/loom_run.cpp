@@ -83,7 +83,7 @@ struct Port {
     size_t elem_size() const {
         if (dtype == "f64" || dtype == "i64") return 8;
         if (dtype == "f32" || dtype == "i32") return 4;
-        if (dtype == "f16" || dtype == "i16") return 2;
+        if (dtype == "f16" || dtype == "bf16" || dtype == "i16") return 2;
         return 1;
     }
     size_t bytes() const { return numel() * elem_size(); }
@@ -156,9 +156,30 @@ std::string read_npy(const std::string &path, std::string &descr, std::vector<in
     return all.substr(off + hl);
 }
 
+// IEEE half and bfloat16 bits as float (Loom's f16 and bf16 ports; bf16 .npy files hold float32).
+float half_bits_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    float v = exp == 0 ? std::ldexp((float)man, -24) : exp == 31 ? (man ? NAN : INFINITY)
+                                                               : std::ldexp((float)(man | 0x400), (int)exp - 25);
+    return sign ? -v : v;
+}
+float bf16_bits_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t float_to_bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
 // Element k of raw data of npy descr \p d, as double.
 double elem(const std::string &raw, const std::string &d, size_t k) {
     const char *p = raw.data();
+    if (d == "<f2") return half_bits_to_float(((const uint16_t *)p)[k]);
     if (d == "<f8") return ((const double *)p)[k];
     if (d == "<f4") return ((const float *)p)[k];
     if (d == "<i8") return (double)((const int64_t *)p)[k];
@@ -171,6 +192,8 @@ double elem(const std::string &raw, const std::string &d, size_t k) {
 double as_double(const void *p, const std::string &dt, size_t k) {
     if (dt == "f32") return ((const float *)p)[k];
     if (dt == "f64") return ((const double *)p)[k];
+    if (dt == "f16") return half_bits_to_float(((const uint16_t *)p)[k]);
+    if (dt == "bf16") return bf16_bits_to_float(((const uint16_t *)p)[k]);
     if (dt == "i64") return (double)((const int64_t *)p)[k];
     if (dt == "i32") return ((const int32_t *)p)[k];
     if (dt == "u8" || dt == "bool") return ((const uint8_t *)p)[k];
@@ -181,6 +204,8 @@ double as_double(const void *p, const std::string &dt, size_t k) {
 const char *npy_descr_of(const std::string &dt) {
     if (dt == "f32") return "<f4";
     if (dt == "f64") return "<f8";
+    if (dt == "f16") return "<f2";
+    if (dt == "bf16") return "<f4";  // NumPy has no bfloat16: Loom writes its float32 widening
     if (dt == "i64") return "<i8";
     if (dt == "i32") return "<i4";
     if (dt == "u8") return "|u1";
@@ -401,6 +426,11 @@ int main(int argc, char **argv) {
         std::vector<int64_t> sh;
         in_data.push_back(read_npy(dir + "/data/" + p.name + ".npy", d, sh));
         if (sh != p.shape || d != npy_descr_of(p.dtype)) die("data/" + p.name + ".npy: shape or dtype differs from the manifest");
+        if (p.dtype == "bf16") {  // the artifact takes bf16 bits
+            std::string bits(p.bytes(), '\0');
+            for (size_t e = 0; e < p.numel(); e++) ((uint16_t *)&bits[0])[e] = float_to_bf16_bits(((const float *)in_data.back().data())[e]);
+            in_data.back() = bits;
+        }
     }
     for (const auto &p : m.outputs) {
         std::string d;
