@@ -105,6 +105,15 @@ TEST(DynamicShapes, TransformerBatchAndSequenceOneCompile) {
     for (const char *spec : {"eager", "auto"}) expect_one_compile_serves(g, sizes, spec);
 }
 
+TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {
+    // Planned at sequence 3, the cost model splits the GEMM updates' rows by 3 with Auto tails
+    // (RoundUp for an update's pure var): at sequence 17 that read the input past its end until the
+    // specialization asked for sequences divisible by 3.
+    Graph g = import_onnx(testing::data_path("dynamic_transformer.onnx"));
+    auto sizes = sizes_of("x", {{2, 3, 64}, {2, 17, 64}, {1, 1, 64}, {1, 4, 64}, {3, 6, 64}, {1, 64, 64}});
+    expect_one_compile_serves(g, sizes, "auto");
+}
+
 // Op families the real models use, each over dims that move: pooling with ceil_mode, resize,
 // concat and slice along moving dims, pad, reductions and softmax over moving dims, a MatMul whose
 // inner dim moves, a transpose and a reshape that merges moving dims.
