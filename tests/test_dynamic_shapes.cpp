@@ -116,7 +116,8 @@ TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {
 
 // Op families the real models use, each over dims that move: pooling with ceil_mode, resize,
 // concat and slice along moving dims, pad, reductions and softmax over moving dims, a MatMul whose
-// inner dim moves, a transpose and a reshape that merges moving dims.
+// inner dim moves, a transpose and a reshape that merges moving dims, convolutions (1x1, padded 3x3,
+// strided depthwise), the detector's ConvTransposes and pointwise activations.
 TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
     auto spatial = sizes_of("x", {{1, 4, 16, 20}, {1, 4, 1, 1}, {2, 4, 7, 5}, {1, 4, 15, 17}, {1, 4, 33, 2}});
     // A window of 2 or 3 needs that much input: the pools' smallest sizes are their windows.
@@ -181,6 +182,31 @@ TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
              std::string rows = b.node("Reshape", {t, b.constant(Tensor::from_ints(DType::I64, {3}, {0, -1, 4}))}, {});
              std::string cols = b.node("Transpose", {rows}, {}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
              return b.node("MatMul", {cols, rows}, {});
+         })},
+        {"conv_1x1", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Conv", {x, b.random_constant("w1", {8, 4, 1, 1}, 4), b.random_constant("b1", {8}, 5)}, {},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+         })},
+        {"conv_3x3_padded", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Conv", {x, b.random_constant("w3", {16, 4, 3, 3}, 6)}, {},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+         })},
+        {"depthwise_conv_stride2", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Relu", {b.node("Conv", {x, b.random_constant("wd", {4, 1, 3, 3}, 7)}, {},
+                                           {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"group", int64_t(4)},
+                                            {"strides", std::vector<int64_t>{2, 2}},
+                                            {"pads", std::vector<int64_t>{1, 1, 1, 1}}})}, {});
+         })},
+        {"conv_transpose_stride2", image([](GraphBuilder &b, const std::string &x) {
+             // The detector's head: a 2x2 stride-2 ConvTranspose, then a 3x3 one with padding.
+             std::string up = b.node("ConvTranspose", {x, b.random_constant("wt", {4, 8, 2, 2}, 8)}, {},
+                                     {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+             return b.node("ConvTranspose", {up, b.random_constant("wt2", {8, 3, 3, 3}, 9), b.random_constant("bt2", {3}, 10)},
+                           {}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+                                {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"output_padding", std::vector<int64_t>{1, 1}}});
+         })},
+        {"hardswish_sigmoid", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Mul", {b.node("HardSwish", {x}, {}), b.node("Sigmoid", {x}, {})}, {});
          })},
         {"layer_norm_moving_rows", image([](GraphBuilder &b, const std::string &x) {
              return b.node("LayerNormalization", {x, b.random_constant("scale", {4, 1, 1}, 3)}, {}, {{"axis", int64_t(1)}});
