@@ -43,6 +43,13 @@ def main():
     ap.add_argument("--json-dir", default="bench/out/dynamic", help="where the loom bench reports go")
     ap.add_argument("--name", help="label of the model in the output (default: the file's stem)")
     ap.add_argument("--out", help="append the markdown section to this file")
+    ap.add_argument("--separate", action="store_true",
+                    help="time the generic compile in step 1's process (--repeats runs per size) instead of a "
+                         "--generic row recompiled in each size's loom bench: for models whose one-pipeline "
+                         "compile takes minutes (not interleaved with the specialized row then)")
+    ap.add_argument("--repeats", type=int, default=3, help="step 1's timed runs per size")
+    ap.add_argument("--generic-log", help="read step 1's output from this file (a saved run of its command) "
+                                          "instead of running it")
     args = ap.parse_args()
     name = args.name or os.path.basename(args.model).split(".")[0]
     os.makedirs(args.json_dir, exist_ok=True)
@@ -50,11 +57,16 @@ def main():
     lines = []
 
     # 1. One compile, every size, checked.
-    gen = [args.loom, "run", args.model, "--auto", "--check", "--repeats", "3", "--input", args.plan]
+    gen = [args.loom, "run", args.model, "--auto", "--check", "--repeats", str(args.repeats), "--input", args.plan]
     gen += sum((["--input", s] for s in args.sizes if s != args.plan), []) + dims
     if not args.dim:
         gen.append("--dynamic")
-    out = run(gen)
+    if args.generic_log:
+        with open(args.generic_log) as f:
+            out = f.read()
+    else:
+        out = run(gen)
+    step1_ms = dict(re.findall(r"^size (\S+): run ([0-9.]+) ms", out, re.M))
     compile_s = float(re.search(r"compiled once .*?: compile ([0-9.]+) s", out).group(1))
     checks = re.findall(r"^size (\S+): .*?\n(?:.*\n)*?\s+check \S+: rel error (\S+),", out, re.M)
     special = re.search(r"^specialized when (.*?) \(", out, re.M)
@@ -66,13 +78,18 @@ def main():
     lines.append("")
 
     # 2. Per size: generic, specialized and ONNX Runtime in one interleaved `loom bench`.
+    if args.separate:
+        lines.append(f"Generic ms: median of {args.repeats} runs in the one-compile process above; specialized "
+                     "and ORT: one interleaved `loom bench` per size (separate processes: compare with care).")
+        lines.append("")
     lines.append("| size | generic ms | specialized ms | generic / specialized | ORT ms | ORT / generic "
                  "| rel err generic | compile s generic / specialized |")
     lines.append("|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         path = os.path.join(args.json_dir, f"{name}_{size.replace('=', '_')}.json")
-        cmd = [args.loom, "bench", args.model, "--input", size, "--auto", "--generic", "--generic-plan", args.plan,
-               "--budget-ms", str(args.budget_ms), "--json", path] + dims + (["--ort"] if args.ort else [])
+        generic = [] if args.separate else ["--generic", "--generic-plan", args.plan] + dims
+        cmd = [args.loom, "bench", args.model, "--input", size, "--auto", "--budget-ms", str(args.budget_ms),
+               "--json", path] + generic + (["--ort"] if args.ort else [])
         run(cmd, ok_codes=(0, 1))  # 1: one of Loom's rows failed; its row says why
         with open(path) as f:
             rows = {r["schedule"]: r for r in json.load(f)["rows"]}
@@ -84,6 +101,10 @@ def main():
         def fmt(v, spec=".3f"):
             return "failed" if v is None else format(v, spec)
         gm, sm, om = ms(g), ms(s), ms(o)
+        if args.separate:
+            gm = float(step1_ms[size]) if size in step1_ms else None
+            g = {"ok": gm is not None, "compile_s": compile_s,
+                 "rel_error": float(dict(checks).get(size, "nan")), "error": "failed"}
         ratio = f"{gm / sm:.2f}x" if gm and sm else "-"
         speed = f"{om / gm:.2f}x" if gm and om else ("-" if not args.ort else "failed")
         err = f"{g['rel_error']:.1e}" if g and g.get("ok") else (g or {}).get("error", "failed")

@@ -14,5 +14,5 @@ run tests/data/dynamic_mlp.onnx --plan x=16x64 x=1x64 x=2x64 x=7x64 x=16x64 x=33
 run tests/data/dynamic_transformer.onnx --plan x=2x64x64 x=2x3x64 x=2x17x64 x=2x64x64 x=1x100x64 x=2x128x64
 run bench/real_models/text_recognizer.dynamic.onnx --plan x=1x3x48x320 \
     x=1x3x48x64 x=1x3x48x160 x=1x3x48x320 x=1x3x48x480 x=1x3x48x640
-run bench/real_models/text_detector.dynamic.onnx --plan x=1x3x640x640 \
+run bench/real_models/text_detector.dynamic.onnx --plan x=1x3x640x640 --separate --repeats 10 \
     x=1x3x32x32 x=1x3x320x320 x=1x3x480x640 x=1x3x640x640 x=1x3x1280x1280
