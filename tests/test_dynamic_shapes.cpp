@@ -315,6 +315,31 @@ TEST(DynamicShapesCli, BadDimFlag) {
     EXPECT_NE(out.find("error: bad --dim 'batch=9..3'; expected NAME=LO..HI"), std::string::npos) << out;
 }
 
+TEST(DynamicShapesCli, BenchGenericRowBesideTheSpecializedOne) {
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("dynamic_mlp.onnx") +
+                                      " --input x=3x64 --auto --generic --generic-plan x=16x64 --budget-ms 20",
+                                  out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("auto generic"), std::string::npos) << out;
+}
+
+TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {
+    std::string out;
+    // --generic-plan without --generic: the flag that describes a row that is not asked for.
+    int rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("dynamic_mlp.onnx") +
+                                      " --input x=3x64 --auto --generic-plan x=16x64",
+                                  out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("error: loom bench: --generic-plan and --dim describe the --generic row; add --generic"),
+              std::string::npos) << out;
+    // A model with no symbolic input dim has no compile for every size.
+    rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("mlp.onnx") + " --auto --generic",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("has no symbolic input dim to keep open; drop --generic"), std::string::npos) << out;
+}
+
 // --- one artifact, many shapes (loom compile --dim, tools/loom_run --input, loom run --artifact) --------
 
 /// A dynamic_cnn artifact (batch 1..4, height and width 8..64, planned at 2x3x24x40) and a host
