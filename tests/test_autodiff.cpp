@@ -9,12 +9,14 @@
 #include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "autodiff/autodiff.h"
 #include "autodiff/loss.h"
 #include "autodiff/parameters.h"
 #include "autodiff/recompute_partition.h"
+#include "autodiff/training_step.h"
 #include "cli/training_model.h"
 #include "codegen/jit.h"
 #include "graph/npy.h"
@@ -518,6 +520,12 @@ TEST(TrainStep, UserErrors) {
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.out.find("--lr -1 is not a positive learning rate"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_lr")));
+    // The cuBLAS/cuDNN switches apply to a CUDA step only.
+    r = loom("compile " + grad_fixture("mlp.onnx") + " --train --tf32 -o " + temp_path("bad_tf32"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("loom compile --train: --tf32 applies to cuBLAS/cuDNN on --target cuda only"), std::string::npos)
+        << r.out;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("bad_tf32")));
 }
 
 // The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start
@@ -692,6 +700,52 @@ TEST(TrainStep, BatchNormRunningStatisticsMatchTorch) {
     EXPECT_EQ(tr.buffer(tr.t, 6), nullptr);
     EXPECT_EQ(tr.buffer_size(-1), -1);
     std::filesystem::remove_all(dir);
+}
+
+// On CUDA a training step's GEMMs and 2-D convs, whose weights are parameters and whose gradient
+// products have only computed operands, are library calls (LowerOptions::gemm_extern and
+// conv_extern, as `loom compile --train --target cuda` lowers them): the CNN fixture's dense convs
+// are cuDNN's forward pass, their input gradients (ConvTranspose by the parameter) the
+// data-gradient pass and their weight gradients (autodiff's Conv of X^T by dY^T) the
+// filter-gradient pass on X and dY, no transposed copy of either realized for it; its Gemm and
+// both Gemms of its gradient are cuBLAS calls. The transformer block's linear layers (MatMul by a
+// Transpose of the weight) call cuBLAS with the transpose as its flag, forward and backward. The
+// CPU lowering of the same graphs has no library stage.
+TEST(TrainStep, CudaLoweringCallsTheLibrariesForParameterWeights) {
+    struct Lowered {
+        std::map<std::string, int> calls;  // extern stages by kind (the suffix of their names)
+        std::vector<std::string> realized_transposes;  // Transposes realized for a library call
+    };
+    auto lowered = [](const std::string &name) {
+        cli::TrainingModel m = cli::load_training_model(grad_fixture(name + ".onnx"), {}, "mse", "", "min-cut");
+        TrainingStepGraph step = make_training_step(m.grad, OptimizerSpec{});
+        EXPECT_TRUE(lower_graph(step.graph).extern_calls.empty()) << name;
+        LowerOptions lo;
+        lo.gemm_extern = lo.conv_extern = true;
+        LoweredPipeline p = lower_graph(step.graph, lo);
+        Lowered out;
+        for (const auto &[ext, shape] : p.extern_shapes)
+            for (const char *kind : {"_cudnn_dgrad", "_cudnn_wgrad", "_cublas_batched", "_cudnn", "_cublas"})
+                if (ext.find(kind) != std::string::npos) {
+                    out.calls[kind]++;
+                    break;
+                }
+        for (const auto &f : p.funcs)
+            if (f.feeds_extern && f.op == "Transpose") out.realized_transposes.push_back(f.name);
+        return out;
+    };
+    Lowered cnn = lowered("cnn");
+    EXPECT_EQ(cnn.calls, (std::map<std::string, int>{
+                             {"_cudnn", 2}, {"_cudnn_dgrad", 1}, {"_cudnn_wgrad", 2}, {"_cublas", 3}}))
+        << "stem and down convs forward and filter gradient, down's input gradient (stem's input is data); fc's "
+           "Gemm, its input and weight gradients";
+    EXPECT_TRUE(cnn.realized_transposes.empty()) << cnn.realized_transposes[0];
+    Lowered tr = lowered("transformer");
+    EXPECT_EQ(tr.calls["_cublas"], 7) << "four linear layers, three input gradients (the block's input is data)";
+    EXPECT_GE(tr.calls["_cublas_batched"], 4) << "attention's products and their gradients";
+    for (const auto &t : tr.realized_transposes)
+        for (const char *weight : {"qkv", "proj", "ff1", "ff2"})
+            EXPECT_NE(t.rfind(std::string(weight) + "_transpose", 0), 0u) << t << ": the weight's transpose is cuBLAS's flag";
 }
 
 }  // namespace

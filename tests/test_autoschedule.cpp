@@ -317,6 +317,27 @@ TEST(Autoschedule, RaggedGemmIsTiledThroughAWrapper) {
     }
 }
 
+// A Linear whose weight is a graph input stored [N, K] (a training step's parameter: no blocked
+// copy as for a constant) has no vectorizable root tile; with a k too long for one tile per
+// micro-kernel it is still tiled through a wrapper whose micro-kernel gathers B, not left to the
+// generic (scalar) schedule (bench/DECISIONS.md#d98-gemm-of-a-parameter-weight). It is correct.
+TEST(Autoschedule, GemmOfAnInputWeightIsTiledThroughAWrapper) {
+    for (const FixedMachine &fm : both_levels()) {
+        Builder b;
+        std::string a = b.input("a", {64, 512}), w = b.input("w", {256, 512});
+        b.out("Gemm", {a, w}, {64, 256}, {{"transB", int64_t(1)}}, DType::F32, "fc");
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(str_cat(fm.name, "\n", text, tilings(r)));
+        EXPECT_TRUE(has_call(r.schedule, "fc", -1, {"in", {}, "fc_out"}));
+        EXPECT_TRUE(r.tiling_of("fc").wrapper);
+        EXPECT_NE(r.tiling_of("fc").path, "gemm.generic");
+        check_auto(b.g, "gemm of an input weight");
+    }
+}
+
 // A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:
 // its column panels (or column tiles) are the parallel loop, not the rows. It is correct.
 TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {

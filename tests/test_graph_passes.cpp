@@ -1,10 +1,12 @@
 // Graph passes: binding, canonical form, shape inference, folding, Conv+BN, CSE, DCE, errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autoschedule/autoschedule.h"
 #include "cli/input_binding.h"
+#include "codegen/jit.h"
 #include "graph/passes.h"
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
@@ -214,6 +216,76 @@ TEST(GraphPasses, ConvBatchNormFoldingIsExact) {
     auto ins = random_inputs(b.g, 7);
     auto a = run_reference(b.g, ins), r = run_reference(unfolded, ins);
     EXPECT_TRUE(loom::testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
+}
+
+// A 2x2 stride-2 ConvTranspose (a learned upsampling) with a BatchNormalization after it becomes a
+// 1x1 Conv and a DepthToSpace, the BN folded in, with the values of the ConvTranspose and the BN:
+// the same graph with the weight given as an input (which nothing rewrites) is the reference. An
+// overlapping ConvTranspose beside it (kernel 3, stride 2) keeps its op. The compiled model agrees.
+TEST(GraphPasses, UpsamplingConvTransposeBecomesConvAndDepthToSpace) {
+    Tensor w(DType::F32, {3, 4, 2, 2}), w3(DType::F32, {3, 2, 3, 3}), bias(DType::F32, {4});
+    fill_random(w, 1), fill_random(w3, 2), fill_random(bias, 3);
+    Tensor sc(DType::F32, {4}), sh(DType::F32, {4}), mean(DType::F32, {4}), var(DType::F32, {4});
+    fill_random(sc, 4), fill_random(sh, 5), fill_random(mean, 6), fill_random(var, 7, 0.5, 2.0);
+    auto build = [&](bool weight_as_input) {
+        Builder b;
+        b.input("x", {1, 3, 5, 7});
+        if (weight_as_input) b.input("w", {3, 4, 2, 2});
+        else b.constant("w", w);
+        b.constant("w3", w3).constant("b", bias).constant("sc", sc).constant("sh", sh).constant("m", mean).constant("v", var);
+        Node &up = b.node("ConvTranspose", {"x", "w", "b"}, {"u"});
+        up.attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
+        up.attrs["strides"] = std::vector<int64_t>{2, 2};
+        b.node("BatchNormalization", {"u", "sc", "sh", "m", "v"}, {"y"});
+        Node &ov = b.node("ConvTranspose", {"x", "w3"}, {"z"});
+        ov.attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+        ov.attrs["strides"] = std::vector<int64_t>{2, 2};
+        ov.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+        ov.attrs["output_padding"] = std::vector<int64_t>{1, 1};
+        b.output("y").output("z");
+        prepare_graph(b.g);
+        return b.g;
+    };
+    Graph g = build(false), kept = build(true);
+    auto count = [](const Graph &gr, const std::string &op) {
+        return std::count_if(gr.nodes.begin(), gr.nodes.end(), [&](const Node &n) { return n.op == op; });
+    };
+    EXPECT_EQ(count(g, "DepthToSpace"), 1);
+    EXPECT_EQ(count(g, "Conv"), 1);
+    EXPECT_EQ(count(g, "ConvTranspose"), 1);
+    EXPECT_EQ(count(g, "BatchNormalization"), 0);
+    EXPECT_EQ(count(kept, "ConvTranspose"), 2);
+    EXPECT_EQ(g.value("y").shape, (Shape{1, 4, 10, 14}));
+    auto ins = random_inputs(g, 8);
+    auto kept_ins = ins;
+    kept_ins["w"] = w;
+    auto got = run_reference(g, ins), want = run_reference(kept, kept_ins);
+    for (const char *out : {"y", "z"}) EXPECT_TRUE(loom::testing::close(got.at(out), want.at(out), 1e-6, 1e-5)) << out;
+    LoweredPipeline lp = lower_graph(g);
+    apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
+    JitModel m(std::move(lp));
+    auto outs = m.run(ins);
+    for (const char *out : {"y", "z"}) EXPECT_TRUE(loom::testing::close(outs.at(out), want.at(out), 1e-5)) << out;
+}
+
+// A DepthToSpace whose channels are not a multiple of blocksize^2, or with an unknown mode, is a
+// user error naming the node, the numbers and what would be valid.
+TEST(GraphPasses, DepthToSpaceErrorsNameTheNodeAndTheFix) {
+    Builder b;
+    b.input("x", {1, 6, 4, 4});
+    Node &n = b.node("DepthToSpace", {"x"}, {"y"});
+    n.attrs["blocksize"] = int64_t(2);
+    const std::string name = n.name;
+    b.output("y");
+    Graph bad_mode = b.g;
+    std::string msg = error_of([&] { prepare_graph(b.g); });
+    EXPECT_NE(msg.find("'" + name + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(6 in 1x6x4x4)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("multiple of blocksize^2 = 4"), std::string::npos) << msg;
+    bad_mode.nodes[0].attrs["mode"] = std::string("RDC");
+    bad_mode.value("x").shape = {1, 8, 4, 4};
+    msg = error_of([&] { prepare_graph(bad_mode); });
+    EXPECT_NE(msg.find("mode='RDC' is not supported; valid: DCR, CRD"), std::string::npos) << msg;
 }
 
 // ReLU6 as PyTorch exports it (Relu, then Clip(0, 6)) becomes one Clip of the Relu's input, with

@@ -42,6 +42,39 @@ TEST(OpsLayout, ReshapeTransposeSliceExpandTile) {
     check(b, random_inputs(b.g, 11));
 }
 
+// DepthToSpace in both modes, block sizes 2 and 3, odd spatial sizes, against the reference; and
+// the reference against the ONNX specification's own example (input 0..47 as [1, 8, 2, 3]).
+TEST(OpsLayout, DepthToSpaceBothModes) {
+    Builder b;
+    std::string x = b.input("x", {2, 18, 3, 5});
+    for (const char *mode : {"DCR", "CRD"}) {
+        b.out("DepthToSpace", {x}, {2, 2, 9, 15}, {{"blocksize", int64_t(3)}, {"mode", std::string(mode)}});
+        b.out("DepthToSpace", {b.node("Relu", {x}, {2, 18, 3, 5})}, {2, 18, 3, 5},
+              {{"blocksize", int64_t(1)}, {"mode", std::string(mode)}});
+    }
+    std::string x2 = b.input("x2", {1, 8, 7, 3});
+    b.out("DepthToSpace", {x2}, {1, 2, 14, 6}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
+    b.out("DepthToSpace", {x2}, {1, 2, 14, 6}, {{"blocksize", int64_t(2)}, {"mode", std::string("DCR")}});
+    check(b, random_inputs(b.g, 12));
+
+    Builder spec;
+    std::string v = spec.input("v", {1, 8, 2, 3});
+    std::string dcr = spec.out("DepthToSpace", {v}, {1, 2, 4, 6}, {{"blocksize", int64_t(2)}, {"mode", std::string("DCR")}});
+    std::string crd = spec.out("DepthToSpace", {v}, {1, 2, 4, 6}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
+    Tensor in(DType::F32, {1, 8, 2, 3});
+    for (int64_t i = 0; i < in.numel(); i++) in.set(i, (double)i);
+    auto ref = run_reference(spec.g, {{v, in}});
+    const std::vector<double> dcr_row0 = {0, 12, 1, 13, 2, 14}, dcr_row1 = {24, 36, 25, 37, 26, 38};
+    const std::vector<double> crd_row0 = {0, 6, 1, 7, 2, 8}, crd_row1 = {12, 18, 13, 19, 14, 20};
+    for (int k = 0; k < 6; k++) {
+        EXPECT_EQ(ref.at(dcr).get(k), dcr_row0[k]);
+        EXPECT_EQ(ref.at(dcr).get(6 + k), dcr_row1[k]);
+        EXPECT_EQ(ref.at(crd).get(k), crd_row0[k]);
+        EXPECT_EQ(ref.at(crd).get(6 + k), crd_row1[k]);
+    }
+    check(spec, {{v, in}});
+}
+
 TEST(OpsLayout, ConcatSplit) {
     Builder b;
     std::string a = b.input("a", {2, 3, 5});

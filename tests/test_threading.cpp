@@ -1,12 +1,17 @@
-// Halide's parallel loops routed through OpenMP (codegen/openmp_threading.h): a JIT run under
-// Threading::OpenMP goes through openmp_do_par_for and matches the reference on poisoned outputs;
-// Halide's own pool is used again when switched back; a failing task's error comes back; a bad
-// --threading value is a user error naming the flag and the valid values.
+// Halide's parallel loops routed through OpenMP (codegen/openmp_threading.h), the default: a JIT
+// run under Threading::OpenMP goes through openmp_do_par_for and matches the reference on poisoned
+// outputs; Halide's own pool is used when switched; a failing task's error comes back; a bad
+// --threading value is a user error naming the flag and the valid values. Denormals are flushed
+// in every task under both threadings (codegen/denormals.h).
 #include <gtest/gtest.h>
 
 #include <omp.h>
 
 #include <atomic>
+#include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
@@ -25,9 +30,9 @@ namespace {
 
 using loom::testing::close;
 
-// Restores Halide's pool whatever a test does.
+// Restores the default (OpenMP) whatever a test does.
 struct ThreadingGuard {
-    ~ThreadingGuard() { set_jit_threading(Threading::Halide); }
+    ~ThreadingGuard() { set_jit_threading(Threading::OpenMP); }
 };
 
 // sigmoid(x * w + b) over 256 rows of 4096: big enough that the auto-schedule makes its rows
@@ -64,6 +69,44 @@ TEST(Threading, OpenMPRunsTheParallelLoopsAndMatchesTheReference) {
     EXPECT_EQ(openmp_loops_run(), before);
     for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t)) << name;
 }
+
+TEST(Threading, OpenMPIsTheDefault) { EXPECT_EQ(jit_threading(), Threading::OpenMP); }
+
+#if defined(__x86_64__) || defined(__i386__)
+// x * w with x = w = 1e-20: the product, 1e-40, is a denormal float. Flushed, every element is
+// exactly 0 under both threadings (outputs are poisoned with NaN before each run), and the calling
+// thread's floating-point control is what it was.
+TEST(Threading, DenormalsAreFlushedInEveryTaskAndTheControlComesBack) {
+    ThreadingGuard guard;
+    volatile float tiny = 1e-20f;
+    ASSERT_GT(tiny * tiny, 0.0f) << "this thread already flushes denormals: the test would prove nothing";
+    loom::testing::GraphBuilder b;
+    Shape s{256, 4096};
+    std::string x = b.input("x", s), w = b.input("w", s);
+    b.out("Mul", {x, w}, s);
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
+    JitModel m(std::move(lp));
+    std::map<std::string, Tensor> in;
+    for (const auto &name : {x, w}) {
+        Tensor t(DType::F32, s);
+        for (int64_t i = 0; i < t.numel(); i++) t.set(i, 1e-20);
+        in[name] = t;
+    }
+    for (Threading t : {Threading::OpenMP, Threading::Halide}) {
+        set_jit_threading(t);
+        const unsigned before = _mm_getcsr();
+        auto outs = m.run(in);
+        EXPECT_EQ(_mm_getcsr(), before);
+        const Tensor &y = outs.begin()->second;
+        int64_t nonzero = 0;
+        for (int64_t i = 0; i < y.numel(); i++) nonzero += y.get(i) != 0.0;
+        EXPECT_EQ(nonzero, 0) << (t == Threading::OpenMP ? "openmp" : "halide") << ": " << nonzero
+                              << " elements kept a denormal (or NaN)";
+    }
+}
+#endif
 
 std::atomic<int> g_calls{0};
 int count_or_fail(Halide::JITUserContext *, int x, uint8_t *) {

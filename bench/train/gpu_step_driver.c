@@ -93,7 +93,21 @@ int main(int argc, char **argv) {
     if (!t) { fprintf(stderr, "create failed: %s\n", last_error()); return 1; }
     const void *inputs[1] = {x};
     float loss = -1;
+    /* LOOM_PARAM_DUMP=FILE: every parameter before and after the first step, each as its int64 size
+     * then its floats (compare_params.py compares two such files' updates). */
+    FILE *dump = getenv("LOOM_PARAM_DUMP") ? fopen(getenv("LOOM_PARAM_DUMP"), "wb") : NULL;
+    for (int k = 0; dump && k < num_parameters(); k++) {
+        int64_t n = parameter_size(k);
+        fwrite(&n, sizeof n, 1, dump);
+        fwrite(parameter(t, k), sizeof(float), (size_t)n, dump);
+    }
     if (step(t, inputs, target, &loss)) { fprintf(stderr, "step failed: %s\n", last_error()); return 1; }
+    for (int k = 0; dump && k < num_parameters(); k++) {
+        int64_t n = parameter_size(k);
+        fwrite(&n, sizeof n, 1, dump);
+        fwrite(parameter(t, k), sizeof(float), (size_t)n, dump);
+    }
+    if (dump) fclose(dump);
     double checksum = 0, abssum = 0;
     for (int k = 0; k < num_parameters(); k++) {
         const float *p = parameter(t, k);

@@ -14,6 +14,9 @@ if [ -z "$WORK" ]; then
   done
 fi
 rm -rf "$DIR"; mkdir -p "$DIR/cpu" "$DIR/cuda" "$DIR/bins"
+# WORK/cuda_halide (the CUDA steps compiled with --no-cublas --no-cudnn), when there: the A/B of the libraries.
+[ -d "$WORK/cuda_halide" ] && mkdir -p "$DIR/cuda_halide" && for m in mlp transformer cnn; do
+  mkdir -p "$DIR/cuda_halide/${m}_step"; cp "$WORK/cuda_halide/${m}_step/lib${m}_step_train.so" "$DIR/cuda_halide/${m}_step/"; done
 for m in mlp transformer cnn; do
   for t in host cuda; do
     dst=$([ $t = host ] && echo cpu || echo cuda)
@@ -24,6 +27,6 @@ for m in mlp transformer cnn; do
     "$WORK/host/${m}_step/data/x.npy" "$DIR/bins/$m.x.bin" "$WORK/host/${m}_step/data/target.npy" "$DIR/bins/$m.t.bin"
 done
 cp "$WORK/host/meta.json" "$DIR/cpu/"
-cp "$HERE/gpu_step_driver.c" "$HERE/train_step_driver.c" "$HERE/gpu_torch_step.py" "$HERE/run_train_bench.py" \
+cp "$HERE/gpu_step_driver.c" "$HERE/train_step_driver.c" "$HERE/compare_params.py" "$HERE/gpu_torch_step.py" "$HERE/run_train_bench.py" \
    "$HERE/run_gpu_bench.sh" "$ROOT/frontends/torch/models.py" "$ROOT/frontends/torch/export_fixtures.py" "$DIR/"
 du -sh "$DIR"

@@ -25,11 +25,13 @@ LossNodes append_loss(Graph &g, const std::string &loss) {
                "; a loss needs a float output");
     autodiff::GraphEmitter e(g, "loss_");
     LossNodes out;
-    std::vector<int64_t> all;
-    for (int64_t i = 0; i < (int64_t)yi.shape.size(); i++) all.push_back(i);
+    // The mean of every element, over one flat axis: one long reduction (a GPU schedule splits it
+    // over blocks) instead of a nest of several, which GPUs run on a single thread.
     auto mean_all = [&](const std::string &v) {
-        if (e.shape(v).empty()) return v;
-        return e.op("ReduceMean", {v}, {}, {{"axes", all}, {"keepdims", int64_t(0)}});
+        const Shape &s = e.shape(v);
+        if (s.empty()) return v;
+        std::string flat = s.size() == 1 ? v : e.reshape(v, {shape_numel(s)});
+        return e.op("ReduceMean", {flat}, {}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}});
     };
     if (loss == "output") {
         user_check(shape_numel(yi.shape) == 1, "--loss output takes the model's output as the loss, but '", y,

@@ -111,7 +111,11 @@ GemmPlan Ctx::choose_gemm() {
     const bool short_k = K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
     const GemmTile root_tile = epilogue ? GemmTile{} : gemm_tile(f, false, m, knobs);
     const bool ragged = root_tile.ok && (N % root_tile.NR != 0 || (root_tile.NC < N && N % root_tile.NC != 0));
-    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows && (short_k || ragged);
+    // A training step's Linear reads its weight, a graph input, as [N, K] (no blocked copy as for
+    // a constant): no root tile vectorizes it, and the generic schedule left the product scalar;
+    // the wrapper's micro-kernel gathers B instead (bench/DECISIONS.md#d98-gemm-of-a-parameter-weight).
+    const bool gathered_input = !epilogue && !root_tile.ok && !lf(F).input_reads.empty();
+    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows && (short_k || ragged || gathered_input);
     const bool per_kernel = wrap && short_k;
     if (!epilogue && !wrap) gt = root_tile;
     if (!gt.ok) return g;  // no vectorised micro-kernel (N under a vector, or gathered B at root)

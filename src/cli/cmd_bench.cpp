@@ -48,7 +48,7 @@ struct BenchCliOptions {
     int warmup = 2, sets = 0;
     double tolerance = 1e-5;
     uint64_t seed = 1;
-    std::string threading = "halide";
+    std::string threading = "openmp";
     std::string peer_memory = "4G", peer_timeout = "300";
 };
 
@@ -172,7 +172,7 @@ void bench(const BenchCliOptions &o) {
     peer_limits.memory_flag = "--peer-memory";
     peer_limits.timeout_flag = "--peer-timeout";
     if (jit_threading() == Threading::OpenMP)
-        std::cerr << "loom bench: parallel loops run on OpenMP's team (" << omp_get_max_threads() << " threads)\n";
+        std::cerr << "loom bench: parallel loops run on OpenMP's team (" << openmp_threads() << " threads)\n";
     Graph g = load_model(o.model, o.inputs);
     g.name = o.name.empty() ? fs::path(o.model).stem().string() : o.name;
     Halide::Target target = host_target();
@@ -247,7 +247,7 @@ void bench(const BenchCliOptions &o) {
     opts.peer_command = peer_worker_command(o);
     opts.peer_limits = peer_limits;
     if (o.ort) opts.ort_command = ort_worker_command(o.model);
-    opts.threads = jit_threading() == Threading::OpenMP ? omp_get_max_threads() : machine.cores;
+    opts.threads = jit_threading() == Threading::OpenMP ? openmp_threads() : machine.cores;
     opts.progress = [&](const std::string &line) { std::cerr << "loom bench " << g.name << ": " << line << "\n"; };
 
     BenchReport rep = run_benchmark(g, variants, opts, machine);
@@ -323,8 +323,8 @@ void add_bench_command(CLI::App &app) {
                   "(and then per timing request); over it the row fails")
         ->default_val("300");
     c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")
-        ->default_val("halide");
+                  "Who runs parallel loops: openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
+        ->default_val("openmp");
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run. Each Halide "
               "autoscheduler runs in its own worker process under --peer-memory and --peer-timeout, so "

@@ -38,6 +38,7 @@ void compile(const CompileOptions &o) {
         TrainCompileOptions t = o.training;
         t.model = o.model, t.target = o.target, t.out = o.out, t.name = o.name, t.inputs = o.inputs;
         t.force = o.force, t.print_schedule = o.print_schedule;
+        t.libs = o.libs;
         t.schedule = !o.schedule.empty() ? o.schedule : o.eager ? "eager" : "auto";
         return compile_training(t);
     }

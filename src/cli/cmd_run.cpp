@@ -38,7 +38,7 @@ struct RunOptions {
     bool profile = false;
     double rtol = 0;  ///< 0: each output's tolerance by the rule of measure/output_tolerance.h
     int repeats = 5;
-    std::string threading = "halide";
+    std::string threading = "openmp";
     std::vector<std::string> dims;  ///< --dim NAME=LO..HI
     bool dynamic = false;           ///< --dynamic
     std::string artifact;           ///< --artifact DIR: run a `loom compile` artifact instead of compiling
@@ -210,7 +210,7 @@ void run(const RunOptions &o) {
         std::vector<double> times = m.time_runs(ins, std::max(1, o.repeats));
         std::sort(times.begin(), times.end());
         std::cout << "compiled " << o.model << " with schedule '" << spec << "' for " << target.to_string()
-                  << (jit_threading() == Threading::OpenMP ? " (parallel loops on OpenMP)" : "")
+                  << (jit_threading() == Threading::Halide ? " (parallel loops on Halide's thread pool)" : "")
                   << ": compile " << std::fixed << std::setprecision(2) << m.compile_seconds() << " s"
                   << (m.segments() > 1 ? " (" + std::to_string(m.segments()) + " pipelines)" : std::string())
                   << ", run "
@@ -257,8 +257,8 @@ void add_run_command(CLI::App &app) {
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");
     c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: halide (its thread pool) | openmp (OpenMP's team, OMP_NUM_THREADS)")
-        ->default_val("halide");
+                  "Who runs parallel loops: openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
+        ->default_val("openmp");
     c->callback([o] { run(*o); });
 }
 

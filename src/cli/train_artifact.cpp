@@ -459,7 +459,11 @@ void compile_training(const TrainCompileOptions &o) {
     TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "", o.recompute);
     TrainingStepGraph step = make_training_step(m.grad, opt);
     std::string spec = o.schedule.empty() ? "auto" : o.schedule;
-    ScheduledModel sm = schedule_model(step.graph, spec, target, o.model);
+    // CUDA: the GEMMs and 2-D convs of the step (weights are parameters, every gradient's operands
+    // computed) go to cuBLAS and cuDNN unless the flags say otherwise; the CPU keeps its lowering.
+    LowerOptions lo = library_lowering(target, o.libs, "loom compile --train");
+    if (!target.has_feature(Halide::Target::CUDA)) lo = LowerOptions{};
+    ScheduledModel sm = schedule_model(step.graph, spec, target, o.model, lo);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     std::string text = print_schedule(sm.schedule);
     if (o.print_schedule) std::cout << text;
@@ -468,7 +472,7 @@ void compile_training(const TrainCompileOptions &o) {
     for (const Node &n : step.graph.nodes)
         if (!is_backward_node(n)) forward.insert(n.name);
     if (!o.report.empty()) {
-        LoweredPipeline lp = lower_graph(step.graph);
+        LoweredPipeline lp = lower_graph(step.graph, lo);
         MachineModel mm = detect_machine(target);
         AutoScheduleResult r = auto_schedule_with_plan(lp, target, mm);
         std::ofstream f(o.report);
@@ -481,6 +485,8 @@ void compile_training(const TrainCompileOptions &o) {
     ao.force = o.force;
     ao.schedule_text = text;
     ao.raise_spilling_budgets = spec == "auto";
+    std::string libraries;  // what the extern stages link (compile_aot fills it in)
+    ao.link_libraries = &libraries;
     std::string name;
     auto write_trainer = [&](const std::string &dir) {
         fs::path d = fs::absolute(dir);
@@ -510,7 +516,7 @@ void compile_training(const TrainCompileOptions &o) {
         std::string cxx = std::getenv("LOOM_CXX") ? std::getenv("LOOM_CXX") : "g++";
         run_or_fail(cxx + " -std=c++17 -O2 -fPIC -shared -fopenmp -o '" + (d / ("lib" + name + "_train.so")).string() + "' '" +
                         (d / (name + "_train.cpp")).string() + "' -Wl,--whole-archive '" +
-                        (d / ("lib" + name + ".a")).string() + "' -Wl,--no-whole-archive -ldl -lpthread",
+                        (d / ("lib" + name + ".a")).string() + "' -Wl,--no-whole-archive" + libraries + " -ldl -lpthread",
                     "building the trainer");
     };
     AotArtifact a = with_schedule_errors(sm.applied, [&] { return compile_aot(sm.pipeline, target, o.out, ao, write_trainer); });

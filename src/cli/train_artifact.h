@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/scheduling.h"
+
 namespace loom::cli {
 
 /// What `loom compile --train` was given.
@@ -37,6 +39,8 @@ struct TrainCompileOptions {
     bool force = false, print_schedule = false;
     std::string recompute = "min-cut";  ///< the save-or-recompute partition (training_model.h)
     std::string report;  ///< write the fusion report of the step's schedule here ("" none)
+    /// cuBLAS/cuDNN switches (CUDA: GEMMs and convs whose weights are parameters go to the libraries).
+    LibraryFlags libs;
 };
 
 /// Builds the training artifact (CPU or CUDA). UserError for an unknown loss, optimizer or

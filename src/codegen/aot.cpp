@@ -219,7 +219,7 @@ ToolBuild tool_sources(const LoweredPipeline &lowered, const SegmentedPipeline &
     const ExternSource externs[] = {
         {{kCublasSgemm, kCublasLtBiasAct, kCublasConv1x1, kCublasBatched}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
          "--no-cublas", cublas_gemm_source},
-        {{kCudnnConv}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn", cudnn_conv_source},
+        {{kCudnnConv, kCudnnConvPass}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn", cudnn_conv_source},
         {{kCudnnAttention}, "_cudnn_attention", "the cuDNN attention extern stage", " -lcudnn -lcudart", "--no-cudnn",
          cudnn_attention_source},
     };
@@ -386,6 +386,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         for (const auto &o : temporaries) fs::remove(o);
         write_text(tmp / "manifest.txt", aot_manifest(lowered, target, name));
         if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
+        if (options.link_libraries) *options.link_libraries = tools.libs;
         if (extra) extra(tmp.string());
 
         replace_directory(tmp, out);

@@ -43,6 +43,10 @@ struct AotOptions {
     /// A budget that spills is raised to the smallest one that does not (the auto-scheduler's
     /// budgets are a rule of thumb), instead of only warned about (a hand schedule's).
     bool raise_spilling_budgets = false;
+    /// When set, receives (before `extra` runs) the linker flags of the libraries the extern
+    /// stages call (CUDA's, with their rpath; "" for none): a caller that links lib<name>.a into
+    /// its own shared object (the training step's trainer) adds them.
+    std::string *link_libraries = nullptr;
 };
 
 /// What was written (absolute paths inside the final folder).

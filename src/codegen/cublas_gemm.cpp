@@ -85,6 +85,9 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
     int rank = y->dimensions;  // 2, or 3 (batch outermost)
     int j0 = y->dim[0].min, nj = y->dim[0].extent, i0 = y->dim[1].min, ni = y->dim[1].extent;
     int b0 = rank == 3 ? y->dim[2].min : 0, nb = rank == 3 ? y->dim[2].extent : 1;
+    // A consumer's GPU tiles can round the region up past the product: only its part inside is computed.
+    nj = nj < N - j0 ? nj : N - j0;
+    ni = ni < M - i0 ? ni : M - i0;
     bool query = false;
     if (a->is_bounds_query()) {
         query = true;
@@ -103,7 +106,7 @@ extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t
         set_dim(b, 1, 0, tb ? N : K);
     }
     if (query || y->is_bounds_query()) return 0;
-    (void)M;
+    if (ni <= 0 || nj <= 0) return 0;
     if (int r = stage_operands(a, b, nullptr, y)) return r;
 
     std::lock_guard<std::mutex> guard(g_lock);

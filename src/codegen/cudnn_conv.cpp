@@ -262,6 +262,177 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     y->set_device_dirty(true);
     return 0;
 }
+
+namespace {
+
+// One configured pass of loom_cudnn_conv_pass: the forward conv's descriptors and the algorithm
+// cuDNN's Find timed fastest for the pass.
+struct PassPlan {
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr;  // the forward conv's input and output
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    int algo = 0;
+    size_t workspace = 0;
+    // When Halide's output region is not exactly the result (a consumer's tiles round it up, or it
+    // needs only a part) or is strided: the result goes to `scratch` (dense) and
+    // cudnnTransformTensor copies the part inside the region into it.
+    void *scratch = nullptr;
+    cudnnTensorDescriptor_t dense = nullptr, strided = nullptr;
+};
+using PassKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+std::map<PassKey, PassPlan> g_pass_plans;
+
+// Whether Find's result of \p math may run at \p precision (as loom_cudnn_conv filters them).
+bool math_allowed(cudnnMathType_t math, int32_t precision) {
+    if (precision == 0) return math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
+    if (precision == 1) return math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    return true;
+}
+
+// The first (fastest) of Find's \p n results that ran and whose math the precision allows: its
+// algorithm, workspace and math into \p p; false when none.
+template <typename Perf>
+bool pick(const Perf *perf, int n, int32_t precision, PassPlan &p) {
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && math_allowed(perf[i].mathType, precision)) {
+            p.algo = (int)perf[i].algo;
+            p.workspace = perf[i].memory;
+            return ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType));
+        }
+    return false;
+}
+
+// Whether \p t is a dense NCHW (Halide order w, h, c, n) buffer.
+bool dense(const halide_buffer_t *t) {
+    int64_t stride = 1;
+    for (int d = 0; d < 4; d++) {
+        if (t->dim[d].stride != stride) return false;
+        stride *= t->dim[d].extent;
+    }
+    return true;
+}
+
+}  // namespace
+
+extern "C" int loom_cudnn_conv_pass(halide_buffer_t *a, halide_buffer_t *b, int32_t pass, int32_t N, int32_t C,
+                                    int32_t H, int32_t W, int32_t K, int32_t R, int32_t S, int32_t pad_h,
+                                    int32_t pad_w, int32_t stride_h, int32_t stride_w, int32_t dil_h, int32_t dil_w,
+                                    int32_t groups, int32_t precision, halide_buffer_t *y) {
+    if (pass < 0 || pass > 2) return fail("unknown pass (0 forward, 1 data gradient, 2 filter gradient)", pass);
+    const int oH = (H + 2 * pad_h - dil_h * (R - 1) - 1) / stride_h + 1;
+    const int oW = (W + 2 * pad_w - dil_w * (S - 1) - 1) / stride_w + 1;
+    const int xs[4] = {N, C, H, W}, ws[4] = {K, C / groups, R, S}, ys[4] = {N, K, oH, oW};
+    const int *sa = pass == 1 ? ys : xs, *sb = pass == 2 ? ys : ws, *so = pass == 0 ? ys : pass == 1 ? xs : ws;
+    auto whole = [](halide_buffer_t *t, const int *s) {  // Halide order: innermost first
+        for (int d = 0; d < 4; d++) set_dim(t, d, 0, s[3 - d]);
+    };
+    bool query = false;
+    if (a->is_bounds_query()) query = true, whole(a, sa);
+    if (b->is_bounds_query()) query = true, whole(b, sb);
+    if (query || y->is_bounds_query()) return 0;
+    halide_buffer_t *const in[] = {a, b};
+    const char *const names[] = {"the first operand", "the second operand"};
+    if (int r = stage_on_device(in, names, 2, y)) return r;
+    if (!dense(a) || !dense(b)) return fail("operands must be dense NCHW", 0);
+    bool exact = dense(y);
+    for (int d = 0; d < 4; d++) exact = exact && y->dim[d].min == 0 && y->dim[d].extent == so[3 - d];
+
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
+    PassKey key{pass, N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups, precision};
+    auto it = g_pass_plans.find(key);
+    if (it == g_pass_plans.end()) {
+        PassPlan p;
+        cudnnStatus_t s = cudnnCreateTensorDescriptor(&p.x);
+        if (ok(s)) s = cudnnCreateTensorDescriptor(&p.y);
+        if (ok(s)) s = cudnnCreateFilterDescriptor(&p.w);
+        if (ok(s)) s = cudnnCreateConvolutionDescriptor(&p.conv);
+        if (ok(s)) s = cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W);
+        if (ok(s)) s = cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, oH, oW);
+        if (ok(s)) s = cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C / groups, R, S);
+        if (ok(s)) s = cudnnSetConvolution2dDescriptor(p.conv, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w,
+                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+        if (ok(s)) s = cudnnSetConvolutionGroupCount(p.conv, groups);
+        if (ok(s)) s = cudnnSetConvolutionMathType(p.conv, precision == 0   ? CUDNN_FMA_MATH
+                                                          : precision == 1 ? CUDNN_TENSOR_OP_MATH
+                                                                           : CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+        if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
+        int n = 0;
+        bool picked = false;
+        if (pass == 0) {
+            cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            s = cudnnFindConvolutionForwardAlgorithm(g_handle, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &n, perf);
+            picked = ok(s) && pick(perf, n, precision, p);
+        } else if (pass == 1) {
+            cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            s = cudnnFindConvolutionBackwardDataAlgorithm(g_handle, p.w, p.y, p.conv, p.x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf);
+            picked = ok(s) && pick(perf, n, precision, p);
+        } else {
+            cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+            s = cudnnFindConvolutionBackwardFilterAlgorithm(g_handle, p.x, p.y, p.conv, p.w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf);
+            picked = ok(s) && pick(perf, n, precision, p);
+        }
+        if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
+        if (!picked) return fail("cuDNN found no algorithm for this convolution pass that runs", n);
+        if (!exact) {
+            s = cudnnCreateTensorDescriptor(&p.dense);
+            if (ok(s)) s = cudnnCreateTensorDescriptor(&p.strided);
+            if (ok(s)) s = cudnnSetTensor4dDescriptor(p.dense, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, so[0], so[1], so[2], so[3]);
+            if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
+            if (cudaMalloc(&p.scratch, sizeof(float) * (size_t)so[0] * so[1] * so[2] * so[3]) != cudaSuccess)
+                return fail("allocating the convolution pass's result", 0);
+        }
+        it = g_pass_plans.emplace(key, p).first;
+    }
+    const PassPlan &p = it->second;
+    if (int r = reserve_workspace(p.workspace)) return r;
+    const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
+    if (!exact && !p.scratch) return fail("the output buffer's layout changed between calls", 0);
+    void *py = exact ? (void *)(uintptr_t)y->device : p.scratch;
+    const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t s = cudnnSetStream(g_handle, (cudaStream_t)stage_stream());
+    if (ok(s) && pass == 0)
+        s = cudnnConvolutionForward(g_handle, &one, p.x, pa, p.w, pb, p.conv, (cudnnConvolutionFwdAlgo_t)p.algo,
+                                    g_workspace, p.workspace, &zero, p.y, py);
+    else if (ok(s) && pass == 1)
+        s = cudnnConvolutionBackwardData(g_handle, &one, p.w, pb, p.y, pa, p.conv,
+                                         (cudnnConvolutionBwdDataAlgo_t)p.algo, g_workspace, p.workspace, &zero, p.x, py);
+    else if (ok(s))
+        s = cudnnConvolutionBackwardFilter(g_handle, &one, p.x, pa, p.y, pb, p.conv,
+                                           (cudnnConvolutionBwdFilterAlgo_t)p.algo, g_workspace, p.workspace, &zero,
+                                           p.w, py);
+    if (ok(s) && !exact) {
+        // The part of the result inside y's region, copied from the dense result into y.
+        int lo[4], count[4], src_stride[4], dst_stride[4];
+        int64_t src_off = 0, dst_off = 0, stride = 1;
+        for (int d = 0; d < 4; d++) {  // Halide order: d 0 innermost
+            int hi = y->dim[d].min + y->dim[d].extent < so[3 - d] ? y->dim[d].min + y->dim[d].extent : so[3 - d];
+            lo[d] = y->dim[d].min > 0 ? y->dim[d].min : 0;
+            count[d] = hi - lo[d];
+            src_stride[d] = (int)stride;
+            dst_stride[d] = (int)y->dim[d].stride;
+            src_off += (int64_t)lo[d] * stride;
+            dst_off += (int64_t)(lo[d] - y->dim[d].min) * y->dim[d].stride;
+            stride *= so[3 - d];
+        }
+        if (count[0] > 0 && count[1] > 0 && count[2] > 0 && count[3] > 0) {
+            s = cudnnSetTensor4dDescriptorEx(p.dense, CUDNN_DATA_FLOAT, count[3], count[2], count[1], count[0],
+                                             src_stride[3], src_stride[2], src_stride[1], src_stride[0]);
+            if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.strided, CUDNN_DATA_FLOAT, count[3], count[2], count[1],
+                                                       count[0], dst_stride[3], dst_stride[2], dst_stride[1],
+                                                       dst_stride[0]);
+            if (ok(s)) s = cudnnTransformTensor(g_handle, &one, p.dense, (float *)py + src_off, &zero, p.strided,
+                                                (float *)(uintptr_t)y->device + dst_off);
+        }
+    }
+    cudnnSetStream(g_handle, nullptr);
+    if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
+    y->set_device_dirty(true);
+    return 0;
+}
 )SRC";
 
 }  // namespace

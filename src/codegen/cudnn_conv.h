@@ -21,6 +21,24 @@
 /// workspace is kept between calls. Stream: the legacy default stream (Halide's); context: the
 /// calling thread's (runtime_glue.h).
 ///
+/// \code
+///   extern "C" int loom_cudnn_conv_pass(halide_buffer_t *a, halide_buffer_t *b, int32_t pass, int32_t n,
+///                                       int32_t c, int32_t h, int32_t w, int32_t k, int32_t r, int32_t s,
+///                                       int32_t pad_h, int32_t pad_w, int32_t stride_h, int32_t stride_w,
+///                                       int32_t dil_h, int32_t dil_w, int32_t groups, int32_t precision,
+///                                       halide_buffer_t *y);
+/// \endcode
+/// One pass of the 2-D convolution of x [n, c, h, w] by the filter [k, c/groups, r, s] (pads,
+/// strides, dilations as above) whose operands are all graph values (a training step's parameters
+/// and gradients, or an inference model's weight inputs): pass 0 forward (a = x, b = filter, y =
+/// conv output), 1 data gradient (a = the output's gradient, b = filter, y = x's gradient: a
+/// ConvTranspose by a computed filter), 2 filter gradient (a = x, b = the output's gradient, y =
+/// the filter's gradient). Every operand whole and dense NCHW; y's region may differ from the result
+/// (a consumer's GPU tiles round it up, or it needs a part: the result then goes through a dense
+/// copy whose part inside the region cudnnTransformTensor writes into y); the algorithm is Find's fastest that
+/// the precision allows, chosen once per shape; the call goes on Halide's stream (captured with the
+/// model's CUDA graph when the glue captures).
+///
 /// cuDNN is not in /usr/local/cuda on the GPU machines seen so far, only in PyTorch's wheels
 /// (`site-packages/nvidia/cudnn/lib`): bench/gpu/run_gpu_bench.sh puts it on LD_LIBRARY_PATH.
 #pragma once

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "codegen/denormals.h"
 #include "codegen/openmp_threading.h"
 #include "codegen/streaming_stores.h"
 #include "graph/symbolic_shapes.h"
@@ -250,6 +251,7 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     t_print_sink = print_sink_;
     auto t0 = Clock::now();
     auto run_segments = [&] {
+        FlushDenormals flush;
         for (size_t s = 0; s < segmented_.segments.size(); s++) {
             auto &seg = segmented_.segments[s];
             std::vector<Halide::Buffer<>> into;
@@ -268,6 +270,7 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
                 continue;
             }
             seg.pipeline.jit_handlers().custom_do_par_for = par_for;
+            seg.pipeline.jit_handlers().custom_do_task = flushing_do_task;
             seg.pipeline.jit_handlers().custom_print = print;
             seg.pipeline.realize(Halide::Realization(into), target_);
         }

@@ -1,14 +1,19 @@
 #include "codegen/openmp_threading.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
+#include <omp.h>
+
+#include "codegen/denormals.h"
 #include "support/error.h"
 
 namespace loom {
 
 namespace {
 
-std::atomic<Threading> g_threading{Threading::Halide};
+std::atomic<Threading> g_threading{Threading::OpenMP};
 std::atomic<uint64_t> g_loops{0};
 
 }  // namespace
@@ -20,8 +25,16 @@ Threading jit_threading() { return g_threading; }
 Threading parse_threading(const std::string &value, const std::string &flag) {
     if (value == "halide") return Threading::Halide;
     if (value == "openmp") return Threading::OpenMP;
-    throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: halide (Halide's thread pool, the ",
-                            "default), openmp (an OpenMP parallel for per Halide parallel loop)"));
+    throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: openmp (an OpenMP parallel for per ",
+                            "Halide parallel loop, the default), halide (Halide's thread pool)"));
+}
+
+int openmp_threads() {
+    static const int from_env = [] {
+        const char *t = std::getenv("HL_NUM_THREADS");
+        return t && std::atoi(t) > 0 ? std::atoi(t) : 0;
+    }();
+    return from_env > 0 ? from_env : omp_get_max_threads();
 }
 
 int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
@@ -29,10 +42,12 @@ int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCo
     g_loops++;
     std::atomic<int> first_error{0};
     // Dynamic, one iteration at a time: Halide hands out its tasks the same way, and the cost
-    // model already sized them (rows_per_task), so a chunk is a task.
-#pragma omp parallel for schedule(dynamic, 1)
+    // model already sized them (rows_per_task), so a chunk is a task. No more threads than tasks.
+    const int threads = std::max(1, std::min(extent, openmp_threads()));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int x = min; x < min + extent; x++) {
         if (first_error.load(std::memory_order_relaxed) != 0) continue;  // a task failed: skip the rest
+        FlushDenormals flush;
         int r = task(ctx, x, closure);
         if (r != 0) {
             int none = 0;

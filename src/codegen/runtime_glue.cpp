@@ -206,7 +206,24 @@ namespace {
 constexpr int kMaxRank = 16;
 char g_error[4096] = "";
 
+// Denormal floats flushed to zero while the model runs, in the calling thread and in each task of
+// its parallel loops, as JIT runs do (codegen/denormals.h says why).
+struct FlushDenormals {
+#if !LOOM_CUDA && (defined(__x86_64__) || defined(__i386__))
+    unsigned saved = _mm_getcsr();
+    FlushDenormals() { _mm_setcsr(saved | 0x8040); }
+    ~FlushDenormals() { _mm_setcsr(saved); }
+#endif
+};
+
 #if !LOOM_CUDA
+// One task of Halide's thread pool with denormals flushed (the pool's threads keep their own
+// floating-point control).
+int flushing_do_task(void *ctx, halide_task_t task, int idx, uint8_t *closure) {
+    FlushDenormals flush;
+    return task(ctx, idx, closure);
+}
+
 // A Halide parallel loop as an OpenMP parallel for, one task a chunk (set_threading(1)): the
 // application's OpenMP team runs the model instead of a second pool of threads (as
 // codegen/openmp_threading.h does for JIT runs). Returns the first nonzero task result.
@@ -215,6 +232,7 @@ int openmp_do_par_for(void *ctx, halide_task_t task, int min, int extent, uint8_
 #pragma omp parallel for schedule(dynamic, 1)
     for (int x = min; x < min + extent; x++) {
         if (__atomic_load_n(&first_error, __ATOMIC_RELAXED) != 0) continue;  // a task failed: skip the rest
+        FlushDenormals flush;
         int r = task(ctx, x, closure);
         int none = 0;
         if (r != 0) __atomic_compare_exchange_n(&first_error, &none, r, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
@@ -440,6 +458,8 @@ void *LOOM_API(_create)(void) {
     // GPU at each (LOOM_REUSE_DEVICE_ALLOCATIONS=0 turns it off).
     const char *reuse = getenv("LOOM_REUSE_DEVICE_ALLOCATIONS");
     if (!reuse || strcmp(reuse, "0") != 0) halide_reuse_device_allocations(nullptr, true);
+#else
+    halide_set_custom_do_task(flushing_do_task);
 #endif
     Model *m = new (std::nothrow) Model;
     if (!m) return nullptr;
@@ -583,7 +603,11 @@ int run_host_buffers(Model &m, const void *const *in, void *const *out) {
         if (k < kNumIn) memcpy(staged[k], p, n);
         m.bufs[k].host = (uint8_t *)staged[k];
     }
-    int r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
+    int r;
+    {
+        FlushDenormals flush;
+        r = LOOM_CAT(LOOM_HALIDE_FN, _argv)(m.args);
+    }
     for (int k = 0; r == 0 && k < kNumOut; k++) r = halide_copy_to_host(nullptr, &m.bufs[kNumIn + k]);
     for (int k = 0; k < kNumIn + kNumOut; k++)
         if (m.bufs[k].device) halide_device_free(nullptr, &m.bufs[k]);
@@ -707,7 +731,7 @@ std::string glue_source(const GlueSpec &s) {
        << "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <mutex>\n#include <new>\n#include <set>\n#include <vector>\n"
        << "#include \"HalideRuntime.h\"\n";
     if (s.cuda) os << "#include \"HalideRuntimeCuda.h\"\n";
-    else os << "#include <omp.h>\n";
+    else os << "#include <omp.h>\n#if defined(__x86_64__) || defined(__i386__)\n#include <xmmintrin.h>\n#endif\n";
     os << "#define LOOM_NAME " << s.name << "\n#define LOOM_HALIDE_FN " << s.halide_fn << "\n"
        << "#define LOOM_STR2(x) #x\n#define LOOM_STR(x) LOOM_STR2(x)\n"
        << "#define LOOM_CUDA " << (s.cuda ? 1 : 0) << "\n#define LOOM_TARGET \"" << s.target << "\"\n"

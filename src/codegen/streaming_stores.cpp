@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "codegen/denormals.h"
+
 namespace loom {
 
 namespace {
@@ -168,6 +170,7 @@ void StreamingJit::realize(const std::vector<Halide::Buffer<>> &outputs,
     RunContext rc;
     rc.handlers.custom_error = collect_error;
     rc.handlers.custom_do_par_for = do_par_for;
+    rc.handlers.custom_do_task = flushing_do_task;
     rc.handlers.custom_print = print;
     Halide::Internal::JITSharedRuntime::populate_jit_handlers(&rc, Halide::JITHandlers{});
     Halide::JITUserContext *ctx = &rc;
@@ -188,3 +191,4 @@ void StreamingJit::realize(const std::vector<Halide::Buffer<>> &outputs,
 }
 
 }  // namespace loom
+

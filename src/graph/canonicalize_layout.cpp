@@ -206,6 +206,16 @@ Result canon_layout(Graph &g, Node &n) {
         }
         n.attrs["perm"] = perm;
         set_output(g, n, 0, in_dtype(g, n, 0), out);
+    } else if (op == "DepthToSpace") {
+        user_check(r == 4, n.describe(), ": input ", shape_str(x), " must be rank 4 (N, C, H, W)");
+        const int64_t bs = n.need_int("blocksize");
+        std::string mode = n.get_string("mode", "DCR");
+        user_check(mode == "DCR" || mode == "CRD", n.describe(), ": mode='", mode, "' is not supported; valid: DCR, CRD");
+        user_check(bs >= 1 && bs <= 64, n.describe(), ": blocksize ", bs, " is out of range; valid: 1..64");
+        user_check(x[1] % (bs * bs) == 0, n.describe(), ": blocksize ", bs, " needs the input's channels (", x[1],
+                   " in ", shape_str(x), ") to be a multiple of blocksize^2 = ", bs * bs);
+        n.attrs = {{"blocksize", bs}, {"mode", mode}};
+        set_output(g, n, 0, in_dtype(g, n, 0), {x[0], x[1] / (bs * bs), x[2] * bs, x[3] * bs});
     } else if (op == "Concat") {
         int64_t axis = norm_axis(n, n.need_int("axis"), r);
         n.attrs["axis"] = axis;

@@ -28,7 +28,7 @@ const std::map<std::string, OpKind> &catalog() {
                                "ReduceL2", "ArgMax", "ArgMin"})
             r[op] = OpKind::Reduce;
         for (const char *op : {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat",
-                               "Split", "Slice", "Expand", "Tile", "Pad"})
+                               "Split", "Slice", "Expand", "Tile", "Pad", "DepthToSpace"})
             r[op] = OpKind::Layout;
         r["Gather"] = OpKind::Gather;
         r["Resize"] = OpKind::Resize;

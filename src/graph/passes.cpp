@@ -293,6 +293,7 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     step("bind_input_shapes", [&] { bind_input_shapes(g, opts.bindings); });
     step("remove_identities", [&] { remove_identities(g); });
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g, evaluate); });
+    step("rewrite_upsampling_conv_transpose", [&] { rewrite_upsampling_conv_transpose(g, opts.fold_conv_bn); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });

@@ -82,6 +82,11 @@ void pretranspose_gemm_weights(Graph &g);
 void fuse_horizontal_slices(Graph &g);
 /// Merges nodes with the same op, inputs and attributes.
 void eliminate_common_subexpressions(Graph &g);
+/// Replaces each 2-D ConvTranspose with constant weights whose kernel equals its stride s >= 2 (no
+/// dilation, pads, output padding or groups) by a 1x1 Conv to s*s channels per output channel
+/// followed by DepthToSpace (CRD, blocksize s); with \p fold_batchnorm, a BatchNormalization that
+/// alone reads it is folded into the 1x1 conv. Returns how many were replaced.
+int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm);
 /// Replaces each region of elementwise nodes with scalar constants that computes the tanh GELU of
 /// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
 /// evaluating the region, not by its node pattern. Returns how many were replaced.
@@ -101,7 +106,8 @@ int recognize_attention(Graph &g, AttentionFusion mode);
 /// to 128, no mask.
 bool fits_cudnn_attention(const Shape &q, const Shape &kt, const Shape &v, bool masked);
 
-/// The whole pipeline: bind inputs, remove identities, infer shapes and fold, conv+bn folding,
+/// The whole pipeline: bind inputs, remove identities, infer shapes and fold, upsampling
+/// ConvTranspose as Conv + DepthToSpace, conv+bn folding,
 /// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition,
 /// attention recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation. \p evaluate computes folded nodes (reference/folding.h's prepare_graph passes the

@@ -212,6 +212,12 @@ SymShape infer_output(Inference &inf, const Node &n, size_t k) {
         for (auto p : n.need_ints("perm")) y.push_back(x.at(p));
         return y;
     }
+    if (op == "DepthToSpace") {
+        SymShape x = inf.in(n, 0);
+        int64_t bs = n.need_int("blocksize");
+        if (!x[1].is_static()) inf.fail(n, "moves channels into space, and its channel count moves");
+        return {x[0], SymDim(o1[1]), x[2] * bs, x[3] * bs};
+    }
     if (op == "Concat") {
         int64_t axis = n.need_int("axis");
         SymShape y = inf.in(n, 0);

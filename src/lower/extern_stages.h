@@ -12,6 +12,9 @@ inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
 inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
 inline constexpr const char *kCublasBatched = "loom_cublas_batched";
 inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
+inline constexpr const char *kCudnnConvPass = "loom_cudnn_conv_pass";
+/// loom_cudnn_conv_pass's passes.
+inline constexpr int kConvForward = 0, kConvDataGradient = 1, kConvFilterGradient = 2;
 inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
 /// loom_cublaslt_bias_act's activations.
 inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;

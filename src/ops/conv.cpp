@@ -11,7 +11,10 @@
 //
 // On CUDA (LowerOptions::conv_extern, gemm_extern) a 2-D conv with constant weights is an extern
 // stage: a 1x1 conv a cuBLAS GEMM per image, any other but a depthwise one cuDNN; the bias then
-// stays a Halide Func unless cuDNN fuses it with a ReLU.
+// stays a Halide Func unless cuDNN fuses it with a ReLU. One whose weights are a graph value (a
+// training step's parameter) is cuDNN's forward pass, a ConvTranspose by such weights its
+// data-gradient pass, and autodiff's filter gradient its filter-gradient pass
+// (loom_cudnn_conv_pass).
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
@@ -174,6 +177,87 @@ Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams
     return ext;
 }
 
+// The forward conv's geometry for loom_cudnn_conv_pass: x [n, c, h, w], filter [k, c/group, r, s].
+struct ConvGeometry {
+    int64_t n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, group;
+    int64_t out(int d) const {  // output rows (d 0) or columns (d 1)
+        return d == 0 ? (h + 2 * pad_h - dil_h * (r - 1) - 1) / stride_h + 1
+                      : (w + 2 * pad_w - dil_w * (s - 1) - 1) / stride_w + 1;
+    }
+};
+
+// The extern stage `<node>_cudnn_<pass>` running one pass of a 2-D convolution of geometry \p g
+// whose operands \p a and \p b are graph values (loom_cudnn_conv_pass: kConvForward a = x, b =
+// filter; kConvDataGradient a = the output's gradient, b = filter; kConvFilterGradient a = x, b =
+// the output's gradient), or an undefined Func when it does not fit. Its result is the forward
+// output, x's gradient or the filter's gradient [k, c/group, r, s].
+Func cudnn_conv_pass(LowerContext &ctx, const Node &node, int pass, const std::string &a, const std::string &b,
+                     const ConvGeometry &g) {
+    if (!ctx.options.conv_extern || ctx.constant(a) || ctx.constant(b) || ctx.dtype(a) != DType::F32 ||
+        ctx.dtype(b) != DType::F32 || ctx.dtype(node.outputs[0]) != DType::F32)
+        return Func();
+    if (g.group < 1 || g.c % g.group != 0 || g.k % g.group != 0 || g.out(0) < 1 || g.out(1) < 1) return Func();
+    const Shape xs = {g.n, g.c, g.h, g.w}, ws = {g.k, g.c / g.group, g.r, g.s}, ys = {g.n, g.k, g.out(0), g.out(1)};
+    const Shape &want_a = pass == kConvDataGradient ? ys : xs, &want_b = pass == kConvFilterGradient ? ys : ws;
+    if (ctx.shape(a) != want_a || ctx.shape(b) != want_b) return Func();
+    for (const Shape *sh : {&xs, &ws, &ys}) {
+        int64_t total = 1;
+        for (auto d : *sh) total *= d;
+        if (total >= (1LL << 31)) return Func();
+    }
+    Halide::ExternFuncArgument arg_a, arg_b;
+    if (!ctx.extern_operand(a, arg_a) || !ctx.extern_operand(b, arg_b)) return Func();
+    const char *suffix = pass == kConvForward ? "_cudnn" : pass == kConvDataGradient ? "_cudnn_dgrad" : "_cudnn_wgrad";
+    Func ext(ctx.reserve_name(ctx.func_base(node) + suffix));
+    std::vector<Var> v = ctx.vars(4);
+    std::vector<Halide::ExternFuncArgument> args = {arg_a, arg_b, Expr(pass)};
+    for (int64_t e : {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w,
+                      g.group, (int64_t)ctx.options.gemm_precision})
+        args.push_back(Expr((int)e));
+    ext.define_extern(kCudnnConvPass, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
+                      Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    ext.compute_root();  // an extern: no schedule touches it
+    ctx.note_extern_call(kCudnnConvPass, ext, pass == kConvForward ? ys : pass == kConvDataGradient ? xs : ws);
+    return ext;
+}
+
+// Whether \p p is a 2-D conv cuDNN's passes take: equal pads on both sides, and not depthwise
+// (one input channel per group: Halide's conv with its neighbours fused wins there,
+// bench/DECISIONS.md#d49-cuda-depthwise-in-halide).
+bool cudnn_pass_fits(const ConvParams &p, int64_t channels_per_group) {
+    if (p.sp != 2 || (p.group > 1 && channels_per_group == 1)) return false;
+    for (int d = 0; d < 2; d++)
+        if (p.pad_begin[d] != p.pad_end[d]) return false;
+    return true;
+}
+
+// A Conv whose weights are a graph value (an input, a training step's parameter): the forward
+// pass on cuDNN. A filter gradient as autodiff writes it (vjp_rules.cpp's conv_weight_grad: a Conv
+// of X^T by dY^T, channels and batch swapped, whose strides are the forward dilations and whose
+// dilations the forward strides) is cuDNN's filter-gradient pass on X and dY instead, read back
+// with the result's first two dims swapped. Undefined when neither fits.
+Func cudnn_conv_of_values(LowerContext &ctx, const Node &node, const ConvParams &p, bool &swapped) {
+    swapped = false;
+    const std::string &x = node.inputs[0], &w = node.inputs[1];
+    if (!ctx.options.conv_extern || ctx.constant(w)) return Func();
+    const Shape &sx = ctx.shape(x), &sw = ctx.shape(w), &sy = ctx.shape(node.outputs[0]);
+    if (!cudnn_pass_fits(p, sw[1]) || sx.size() != 4) return Func();
+    std::string X = transpose_source(ctx, x, {1, 0, 2, 3}), G = transpose_source(ctx, w, {1, 0, 2, 3});
+    if (!X.empty() && !G.empty() && p.group == 1 && !node.has_input(2)) {
+        const Shape &xs = ctx.shape(X), &gs = ctx.shape(G);
+        ConvGeometry g{xs[0], xs[1], xs[2], xs[3], gs[1], sy[2], sy[3], p.pad_begin[0], p.pad_begin[1],
+                       p.dilations[0], p.dilations[1], p.strides[0], p.strides[1], 1};
+        if (g.out(0) == gs[2] && g.out(1) == gs[3])
+            if (Func ext = cudnn_conv_pass(ctx, node, kConvFilterGradient, X, G, g); ext.defined()) {
+                swapped = true;
+                return ext;
+            }
+    }
+    ConvGeometry g{sx[0], sx[1], sx[2], sx[3], sw[0], sw[2], sw[3], p.pad_begin[0], p.pad_begin[1],
+                   p.strides[0], p.strides[1], p.dilations[0], p.dilations[1], p.group};
+    return cudnn_conv_pass(ctx, node, kConvForward, x, w, g);
+}
+
 void lower_conv_forward(LowerContext &ctx, const Node &node) {
     const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
     ConvParams p = conv_params(ctx, node, false);
@@ -182,8 +266,10 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     DType dt = ctx.dtype(y);
     int64_t cg = sw[1], mg = sw[0] / p.group;
     bool fused_relu = false;
+    bool swapped = false;
     Func ext = cublas_pointwise_conv(ctx, node, p);
     if (!ext.defined()) ext = cudnn_conv(ctx, node, p, fused_relu);
+    if (!ext.defined()) ext = cudnn_conv_of_values(ctx, node, p, swapped);
     if (ext.defined()) {
         if (fused_relu) {  // conv + bias + ReLU in one cuDNN call: both values are the extern's
             ctx.bind_output(y, ext);
@@ -192,7 +278,9 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         // The node's Func: the extern's output plus the bias, pointwise (fused into the next kernel).
         Func f = ctx.make_func(node, "", rank);
         std::vector<Var> v = ctx.vars(rank);
-        Expr e = LowerContext::call(ext, exprs(v));
+        std::vector<Expr> at = exprs(v);
+        if (swapped) std::swap(at[0], at[1]);  // the filter gradient [K, C, r, s] read as [C, K, r, s]
+        Expr e = LowerContext::call(ext, at);
         if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));  // no bias in the library call
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
@@ -290,6 +378,20 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
     Var n = v[0], m = v[1];
     Expr init = node.has_input(2) ? LowerContext::cast_to(dt, ctx.at(node.inputs[2], {m}))
                                   : LowerContext::literal(dt, 0);
+    // A 2-D ConvTranspose by a filter that is a graph value (a Conv's input gradient in a training
+    // step) is the data-gradient pass of the Conv it transposes, on cuDNN: that Conv maps this
+    // node's output [N, C_out, ...] through the filter [C_in, C_out / group, kh, kw] to its input.
+    const Shape &sy = ctx.shape(y);
+    if (ctx.options.conv_extern && !ctx.constant(w) && rank == 4 && cudnn_pass_fits(p, sw[1])) {
+        ConvGeometry g{sy[0], sy[1], sy[2], sy[3], sw[0], sw[2], sw[3], p.pad_begin[0], p.pad_begin[1],
+                       p.strides[0], p.strides[1], p.dilations[0], p.dilations[1], p.group};
+        if (Func ext = cudnn_conv_pass(ctx, node, kConvDataGradient, x, w, g); ext.defined()) {
+            ctx.define(f, v, init + LowerContext::call(ext, exprs(v)));
+            ctx.note_cost(f, true, 1);
+            ctx.bind_output(y, f);
+            return;
+        }
+    }
     if (non_overlapping_upsample(p, sx, ctx.shape(y))) {
         // Each output receives exactly one tap per dim, k = o % stride, from input o / stride: the
         // reduction runs over the input channels only, where the general form below visits every
@@ -329,20 +431,39 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
         ctx.bind_output(y, f);
         return;
     }
-    RDom r = conv_rdom(p, cg);
+    // Output o receives input i through tap k when o + pad_begin = i*stride + k*dilation. Without
+    // dilation the taps that reach o are those of its phase, k = (o + pad_begin) % stride +
+    // stride * j: the reduction visits ceil(kernel / stride) of them per dim (the polyphase form;
+    // 4 of a strided 3x3 kernel's 9), each from input (o + pad_begin) / stride - j.
+    bool polyphase = true;
+    for (int d = 0; d < p.sp; d++) polyphase = polyphase && p.dilations[d] == 1;
+    ConvParams visited = p;
+    if (polyphase)
+        for (int d = 0; d < p.sp; d++) visited.kernel[d] = (p.kernel[d] + p.strides[d] - 1) / p.strides[d];
+    RDom r = conv_rdom(visited, cg);
     Expr rc = r[p.sp];
     Expr ch = p.group == 1 ? rc : (m / (int)mg) * (int)cg + rc;
     Expr mm = p.group == 1 ? Expr(m) : Expr(m % (int)mg);
-    // Output o receives input i through tap k when o + pad_begin = i*stride + k*dilation.
     Expr valid = Halide::Internal::const_true();
     std::vector<Expr> ix = {n, ch}, iw = {ch, mm};
     for (int d = 0; d < p.sp; d++) {
-        Expr tap = r[p.sp - 1 - d];
-        Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
+        Expr j = r[p.sp - 1 - d];
         int s = (int)p.strides[d];
-        Expr i = s == 1 ? t : t / s;
-        valid = valid && t >= 0 && i < ctx.extent(x, 2 + d);
-        if (s != 1) valid = valid && t % s == 0;
+        Expr i, tap;
+        if (polyphase) {
+            Expr t = v[2 + d] + (int)p.pad_begin[d];
+            tap = s == 1 ? j : t % s + j * s;
+            i = (s == 1 ? t : t / s) - j;
+            valid = valid && i >= 0 && i < ctx.extent(x, 2 + d);
+            if (p.kernel[d] % s != 0) valid = valid && tap < (int)p.kernel[d];
+            tap = Halide::min(tap, (int)p.kernel[d] - 1);
+        } else {
+            tap = j;
+            Expr t = v[2 + d] + (int)p.pad_begin[d] - tap * (int)p.dilations[d];
+            i = s == 1 ? t : t / s;
+            valid = valid && t >= 0 && i < ctx.extent(x, 2 + d);
+            if (s != 1) valid = valid && t % s == 0;
+        }
         ix.push_back(Halide::clamp(i, 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
         iw.push_back(tap);
     }
@@ -351,7 +472,7 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
     ref(f, exprs(v)) += Halide::select(valid, term, LowerContext::literal(dt, 0));
     ctx.note_update(f, rvar_names(r));
     int64_t taps = cg;
-    for (auto k : p.kernel) taps *= k;
+    for (auto k : visited.kernel) taps *= k;
     ctx.note_cost(f, false, 3.0 * taps + 1);
     ctx.bind_output(y, f);
 }

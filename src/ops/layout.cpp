@@ -111,6 +111,14 @@ void lower_layout(LowerContext &ctx, const Node &node) {
         std::vector<Expr> src(ri);
         for (int d = 0; d < ro; d++) src[perm[d]] = idx[d];
         finish(ctx, out, o, ctx.at(x, src));
+    } else if (op == "DepthToSpace") {
+        // Output [n, c, h*bs + a, w*bs + b] reads channel (a*bs + b)*C + c (DCR) or c*bs*bs + a*bs + b
+        // (CRD) of input pixel (h, w).
+        const int bs = (int)node.need_int("blocksize");
+        const int C = (int)ctx.static_extent(node, out, 1);
+        Expr ab = (idx[2] % bs) * bs + idx[3] % bs;
+        Expr ch = node.get_string("mode", "DCR") == "DCR" ? ab * C + idx[1] : idx[1] * (bs * bs) + ab;
+        finish(ctx, out, o, ctx.at(x, {idx[0], ch, idx[2] / bs, idx[3] / bs}), 2);
     } else if (op == "Concat") {
         int axis = (int)node.need_int("axis");
         // Select chain from the last input back; each read is clamped into its own input, since
@@ -177,6 +185,16 @@ void lower_layout(LowerContext &ctx, const Node &node) {
         throw InternalError(str_cat(node.describe(), ": no layout lowering for op ", op,
                                     " (Flatten/Squeeze/Unsqueeze should be Reshape by now)"));
     }
+}
+
+std::string transpose_source(const LowerContext &ctx, const std::string &value, const std::vector<int64_t> &perm) {
+    int k = ctx.graph.producer(value);
+    if (k < 0) return "";
+    const Node &t = ctx.graph.nodes[k];
+    if (t.op != "Transpose" || t.inputs.empty() || ctx.shape(t.inputs[0]).size() != perm.size()) return "";
+    std::vector<int64_t> reversed(perm.size());
+    for (size_t d = 0; d < perm.size(); d++) reversed[d] = (int64_t)(perm.size() - 1 - d);
+    return t.get_ints("perm", reversed) == perm ? t.inputs[0] : "";
 }
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 // MatMul and Gemm: one Func per node, a pure init (zero or the bias) and one update over the RDom
 // "k" (schedules write it as "k"), so a schedule can tile i/j and split or rfactor k.
-// With LowerOptions::gemm_extern (CUDA targets), a float product with a constant 2-D B is instead
+// With LowerOptions::gemm_extern (CUDA targets), a float product with a 2-D B (a constant, or a
+// graph value such as a training step's parameter, read through a Transpose's flag) is instead
 // an extern stage calling cuBLAS (codegen/cublas_gemm.h; names in lower/extern_stages.h) and the node's Func a pointwise read of it.
 // On the CPU such a B is read from column panels of 16 (LowerOptions::block_matmul_weights).
 #include <algorithm>
@@ -29,32 +30,46 @@ namespace {
 Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha,
                     const std::vector<double> *bias = nullptr, const Node *act = nullptr) {
     if (!ctx.options.gemm_extern) return Func();
-    const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
-    const Shape &sa = ctx.shape(a), &sy = ctx.shape(y);
+    std::string a = node.inputs[0], b = node.inputs[1];
+    const std::string &y = node.outputs[0];
     const Tensor *cb = ctx.constant(b);
+    if (!cb) {
+        // B a graph value (an input, a training step's parameter or gradient): a 2-D Transpose
+        // feeding either operand is read through cuBLAS's transpose flag instead of a copy.
+        if (ctx.shape(a).size() == 2)
+            if (std::string s = transpose_source(ctx, a, {1, 0}); !s.empty()) a = s, ta = !ta;
+        if (std::string s = transpose_source(ctx, b, {1, 0}); !s.empty()) b = s, tb = !tb;
+    }
+    const Shape &sa = ctx.shape(a), &sy = ctx.shape(y);
+    const Shape sb = cb ? cb->shape() : ctx.shape(b);
     int ra = (int)sa.size(), ry = (int)sy.size();
-    if (!cb || cb->rank() != 2 || cb->dtype() != DType::F32 || ctx.dtype(a) != DType::F32 ||
+    if (sb.size() != 2 || (cb ? cb->dtype() : ctx.dtype(b)) != DType::F32 || ctx.dtype(a) != DType::F32 ||
         ctx.dtype(y) != DType::F32 || ctx.constant(a) || ra != ry || ra < 2 || ra > 3 || (ta && ra != 2))
         return Func();
     for (auto d : sy)
         if (d <= 0 || d >= (1LL << 31)) return Func();
     int64_t M = sy[ry - 2], N = sy[ry - 1], K = ta ? sa[ra - 2] : sa[ra - 1];
-    if ((tb ? cb->shape()[1] : cb->shape()[0]) != K || (tb ? cb->shape()[0] : cb->shape()[1]) != N) return Func();
+    if ((tb ? sb[1] : sb[0]) != K || (tb ? sb[0] : sb[1]) != N) return Func();
     if (ra == 3 && sa[0] != sy[0]) return Func();  // broadcast batch: not here
-    Halide::ExternFuncArgument arg_a;
-    if (!ctx.extern_operand(a, arg_a)) return Func();
-    std::vector<int> sizes = {(int)cb->shape()[1], (int)cb->shape()[0]};
-    Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
-    std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
-
     if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
+    Halide::ExternFuncArgument arg_a, arg_b;
+    if (!ctx.extern_operand(a, arg_a)) return Func();
+    if (cb) {
+        std::vector<int> sizes = {(int)sb[1], (int)sb[0]};
+        Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
+        std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
+        arg_b = Halide::ExternFuncArgument(wb);
+    } else if (!ctx.extern_operand(b, arg_b)) {
+        return Func();
+    }
+
     bool fused = act && bias;
     int act_code = !fused ? 0 : act->op == "Relu" ? kCublasLtRelu : kCublasLtGeluTanh;
     std::string suffix = act_code == kCublasLtRelu ? "_relu_cublaslt" : act_code == kCublasLtGeluTanh ? "_gelu_cublaslt" : "_cublas";
     Func ext(ctx.reserve_name(ctx.func_base(node) + suffix));
     std::vector<Var> v = ctx.vars(ry);
     std::vector<Var> halide_order(v.rbegin(), v.rend());
-    std::vector<Halide::ExternFuncArgument> args = {arg_a, Halide::ExternFuncArgument(wb)};
+    std::vector<Halide::ExternFuncArgument> args = {arg_a, arg_b};
     if (fused) {
         Halide::Buffer<float> bb((int)N, ctx.reserve_name("c_" + sanitize_name(node.name) + "_cublaslt_bias"));
         for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];

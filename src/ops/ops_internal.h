@@ -25,4 +25,9 @@ void lower_layout(LowerContext &ctx, const Node &node);
 void lower_gather(LowerContext &ctx, const Node &node);
 void lower_resize(LowerContext &ctx, const Node &node);
 
+/// The input of the Transpose node that produces \p value with permutation \p perm, or "" when
+/// \p value has no such producer: a library stage reads the untransposed operand with a transpose
+/// flag (a cuBLAS op, a cuDNN pass) instead of a materialized copy (src/ops/layout.cpp).
+std::string transpose_source(const LowerContext &ctx, const std::string &value, const std::vector<int64_t> &perm);
+
 }  // namespace loom

@@ -1,5 +1,5 @@
 // Ops that move data without arithmetic: Reshape (and the Flatten/Squeeze/Unsqueeze/Identity
-// forms it replaces), Transpose, Concat, Split, Slice, Gather, Expand, Tile, Pad; and the ops
+// forms it replaces), Transpose, DepthToSpace, Concat, Split, Slice, Gather, Expand, Tile, Pad; and the ops
 // canonicalisation folds away (Shape, Size, Constant, ConstantOfShape, Range), so that folding can
 // still evaluate them. Integer data is copied exactly, never through double.
 #include <algorithm>
@@ -60,6 +60,31 @@ std::vector<Tensor> op_transpose(const OpArgs &a) {
             rem /= os[d];
         }
         src[i] = off;
+    }
+    return {gather_elements(X, src, a.out.at(0))};
+}
+
+// DepthToSpace, straight from the ONNX definition: DCR reads channel (a*bs + b)*C' + c, CRD reads
+// c*bs*bs + a*bs + b, for output [n, c, h*bs + a, w*bs + b] of C' = C / bs^2 channels.
+std::vector<Tensor> op_depth_to_space(const OpArgs &a) {
+    const Tensor &X = a.input(0);
+    a.check(X.rank() == 4, "input must be rank 4 (N, C, H, W), not ", shape_str(X.shape()));
+    const int64_t bs = a.node.get_int("blocksize", 0);
+    const std::string mode = a.node.get_string("mode", "DCR");
+    a.check(mode == "DCR" || mode == "CRD", "mode '", mode, "' is not DCR or CRD");
+    const Shape &xs = X.shape();
+    a.check(bs >= 1 && xs[1] % (bs * bs) == 0, "blocksize ", bs, " does not divide the ", xs[1],
+            " channels into blocksize^2 groups");
+    const Shape os = {xs[0], xs[1] / (bs * bs), xs[2] * bs, xs[3] * bs};
+    a.check(os == a.out_shape(0), "gives ", shape_str(os), " but ", shape_str(a.out_shape(0)), " is declared");
+    const int64_t n_out = shape_numel(os), C = os[1];
+    std::vector<int64_t> src(n_out);
+#pragma omp parallel for if (n_out > kParallelMin)
+    for (int64_t i = 0; i < n_out; i++) {
+        int64_t w = i % os[3], h = (i / os[3]) % os[2], c = (i / (os[3] * os[2])) % C, n = i / (os[3] * os[2] * C);
+        int64_t ab = (h % bs) * bs + w % bs;
+        int64_t ch = mode == "DCR" ? ab * C + c : c * bs * bs + ab;
+        src[i] = ((n * xs[1] + ch) * xs[2] + h / bs) * xs[3] + w / bs;
     }
     return {gather_elements(X, src, a.out.at(0))};
 }
@@ -358,6 +383,7 @@ void register_layout_ops(OpTable &t) {
     for (const char *op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
         t[op] = op_reshape;
     t["Transpose"] = op_transpose;
+    t["DepthToSpace"] = op_depth_to_space;
     t["Concat"] = op_concat;
     t["Split"] = op_split;
     t["Slice"] = op_slice;

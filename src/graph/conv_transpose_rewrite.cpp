@@ -1,0 +1,119 @@
+// rewrite_upsampling_conv_transpose (passes.h): a 2-D ConvTranspose whose kernel equals its stride
+// s (the learned 2x upsampling of segmentation and text-detection heads) gives each output pixel
+// exactly one tap of one input pixel. It is a 1x1 Conv to Cout*s*s channels, one per (channel,
+// tap), followed by DepthToSpace (CRD) that moves each tap to its place. The 1x1 conv is a dense
+// GEMM over the input's pixels that every conv schedule vectorizes; the ConvTranspose itself
+// alternated its weights lane by lane, which Halide computes in deinterleaved half vectors
+// (bench/DECISIONS.md#d83-conv-transpose-as-conv-and-depth-to-space).
+// A BatchNormalization that alone reads the ConvTranspose is folded into the 1x1 conv's weights,
+// as fold_conv_batchnorm does for a Conv (and when it does).
+#include <algorithm>
+#include <cmath>
+
+#include "graph/passes.h"
+
+namespace loom {
+
+namespace {
+
+/// Kernel == stride == s >= 2 in both spatial dims, no dilation, pads or output padding, one
+/// group: the output is the input with each pixel spread over an s x s block.
+int64_t upsampling_stride(const Node &ct) {
+    auto ks = ct.get_ints("kernel_shape"), st = ct.get_ints("strides"), dil = ct.get_ints("dilations"),
+         pads = ct.get_ints("pads"), opad = ct.get_ints("output_padding");
+    if (ks.size() != 2 || st != ks || ks[0] != ks[1] || ks[0] < 2 || ct.get_int("group", 1) != 1) return 0;
+    auto zero = [](const std::vector<int64_t> &v) { return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; }); };
+    auto one = [](const std::vector<int64_t> &v) { return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; }); };
+    return one(dil) && zero(pads) && zero(opad) ? ks[0] : 0;
+}
+
+bool is_output(const Graph &g, const std::string &v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+}  // namespace
+
+int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm) {
+    int rewritten = 0;
+    std::vector<Node> added;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        if (g.nodes[i].op != "ConvTranspose" || g.nodes[i].num_inputs() < 2) continue;
+        Node ct = g.nodes[i];
+        const int64_t s = upsampling_stride(ct);
+        const Tensor *w = g.constant(ct.inputs[1]);
+        const Tensor *b = ct.has_input(2) ? g.constant(ct.inputs[2]) : nullptr;
+        if (s == 0 || !w || (ct.has_input(2) && !b) || !g.value(ct.inputs[0]).has_shape) continue;
+        const Shape sx = g.value(ct.inputs[0]).shape;
+        const int64_t cin = w->shape()[0], cout = w->shape()[1], taps = s * s;
+        if (sx.size() != 4 || sx[1] != cin) continue;
+
+        // Per output channel: y = conv * scale + shift (1 and 0 without a BatchNormalization).
+        std::vector<double> scale(cout, 1.0), shift(cout, 0.0);
+        std::string result = ct.outputs[0];
+        int bn_index = -1;
+        const std::vector<int> readers = g.consumers(result);
+        if (fold_batchnorm && readers.size() == 1 && !is_output(g, result) && g.nodes[readers[0]].op == "BatchNormalization" &&
+            g.nodes[readers[0]].outputs.size() == 1) {
+            const Node &bn = g.nodes[readers[0]];
+            std::vector<const Tensor *> p;
+            for (int k = 1; k < 5; k++) p.push_back(bn.has_input(k) ? g.constant(bn.inputs[k]) : nullptr);
+            if (std::count(p.begin(), p.end(), nullptr) == 0) {
+                const double eps = bn.get_float("epsilon", 1e-5);
+                for (int64_t m = 0; m < cout; m++) {
+                    scale[m] = p[0]->get(m) / std::sqrt(p[3]->get(m) + eps);
+                    shift[m] = p[1]->get(m) - p[2]->get(m) * scale[m];
+                }
+                bn_index = readers[0];
+                result = bn.outputs[0];
+            }
+        }
+
+        // W[c, m, a, b] becomes the 1x1 weight of channel (m, a, b) = m*s*s + a*s + b (CRD order).
+        Tensor nw(w->dtype(), {cout * taps, cin, 1, 1}), nb(w->dtype(), {cout * taps});
+        for (int64_t m = 0; m < cout; m++)
+            for (int64_t t = 0; t < taps; t++) {
+                const int64_t q = m * taps + t;
+                for (int64_t c = 0; c < cin; c++) nw.set(q * cin + c, w->get((c * cout + m) * taps + t) * scale[m]);
+                nb.set(q, (b ? b->get(m) : 0.0) * scale[m] + shift[m]);
+            }
+        const std::string wn = g.unique_name(ct.name + "_tap_weight"), bname = g.unique_name(ct.name + "_tap_bias");
+        g.set_constant(wn, nw);
+        g.set_constant(bname, nb);
+        const std::string tapped = g.unique_name(ct.outputs[0] + "_taps");
+        ValueInfo &tv = g.values[tapped];
+        tv.name = tapped;
+        tv.dtype = g.value(ct.outputs[0]).dtype;
+        tv.shape = {sx[0], cout * taps, sx[2], sx[3]};
+        tv.has_shape = true;
+
+        Node conv;
+        conv.op = "Conv";
+        conv.name = ct.name;  // its Funcs keep the ConvTranspose's name
+        conv.inputs = {ct.inputs[0], wn, bname};
+        conv.outputs = {tapped};
+        conv.attrs = {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{1, 1}},
+                      {"dilations", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                      {"group", int64_t(1)}};
+        Node spread;
+        spread.op = "DepthToSpace";
+        spread.name = g.unique_name(ct.name + "_to_space");
+        spread.inputs = {tapped};
+        spread.outputs = {result};
+        spread.attrs = {{"blocksize", s}, {"mode", std::string("CRD")}};
+        if (bn_index >= 0) {
+            g.value(result).dtype = tv.dtype;
+            g.values.erase(ct.outputs[0]);
+            g.nodes[bn_index].op = "";
+        }
+        g.nodes[i] = conv;
+        added.push_back(spread);
+        rewritten++;
+    }
+    g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const Node &n) { return n.op.empty(); }),
+                  g.nodes.end());
+    for (auto &n : added) g.nodes.push_back(std::move(n));
+    if (rewritten) g.topo_sort();
+    return rewritten;
+}
+
+}  // namespace loom
