@@ -1,23 +1,32 @@
 #!/usr/bin/python3
-"""Dynamic shapes against specialized compiles: one `loom run --auto` compile of a model with open
-dims runs at every size given, beside a compile specialized to each size (`--input` alone), each
-checked against the reference interpreter. Prints a markdown table: run ms of both, their ratio,
-and the compile seconds.
+"""Dynamic shapes against specialized compiles and ONNX Runtime, size by size.
 
-    bench/dynamic_shapes.py build/loom tests/data/dynamic_transformer.onnx x=2x128x64 x=1x1x64 ...
+For a model with symbolic input dims and a list of sizes this does two things:
 
-The first size is the one the shape-generic compile is planned for. Runs are medians of
---repeats timed runs, each compile in its own process (the machine is shared: compare ratios).
+1. One shape-generic compile (`loom run M --auto --dynamic --input PLAN --input S1 ... --check`):
+   one process, one compile, every size run and checked against the reference interpreter.
+2. Per size, one `loom bench M --input S --auto --generic --generic-plan PLAN [--ort]` process:
+   the same shape-generic compile (planned at PLAN, run at S), a compile specialized to S and ONNX
+   Runtime at the same thread count, each validated against the reference interpreter, timed in
+   interleaved rounds on the same inputs (medians). This is the comparison the table reports:
+   within one process, so a shared machine's load falls on all three rows alike.
+
+    bench/dynamic_shapes.py build/loom bench/real_models/text_detector.dynamic.onnx \\
+        --plan x=1x3x640x640 x=1x3x32x32 x=1x3x320x320 ... [--ort] [--budget-ms 1500]
+
+Prints a markdown section (--out appends it to a file); the JSON reports go to --json-dir.
 """
 import argparse
+import json
+import os
 import re
 import subprocess
 import sys
 
 
-def run(cmd):
+def run(cmd, ok_codes=(0,)):
     p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
+    if p.returncode not in ok_codes:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     return p.stdout
 
@@ -26,35 +35,88 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("loom")
     ap.add_argument("model")
-    ap.add_argument("sizes", nargs="+", help="input=DIMS, the first one planned for")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("sizes", nargs="+", help="input=DIMS, one per size")
+    ap.add_argument("--plan", required=True, help="input=DIMS the shape-generic compile is planned for")
     ap.add_argument("--dim", action="append", default=[], help="--dim NAME=LO..HI for the generic compile")
+    ap.add_argument("--ort", action="store_true", help="add ONNX Runtime's row (loom bench --ort)")
+    ap.add_argument("--budget-ms", type=float, default=1000, help="timed runs per row (loom bench --budget-ms)")
+    ap.add_argument("--json-dir", default="bench/out/dynamic", help="where the loom bench reports go")
+    ap.add_argument("--name", help="label of the model in the output (default: the file's stem)")
+    ap.add_argument("--out", help="append the markdown section to this file")
+    ap.add_argument("--separate", action="store_true",
+                    help="time the generic compile in step 1's process (--repeats runs per size) instead of a "
+                         "--generic row recompiled in each size's loom bench: for models whose one-pipeline "
+                         "compile takes minutes (not interleaved with the specialized row then)")
+    ap.add_argument("--repeats", type=int, default=3, help="step 1's timed runs per size")
+    ap.add_argument("--generic-log", help="read step 1's output from this file (a saved run of its command) "
+                                          "instead of running it")
     args = ap.parse_args()
+    name = args.name or os.path.basename(args.model).split(".")[0]
+    os.makedirs(args.json_dir, exist_ok=True)
+    dims = sum((["--dim", d] for d in args.dim), [])
+    lines = []
 
-    base = [args.loom, "run", args.model, "--auto", "--check", "--repeats", str(args.repeats)]
-    gen = base + sum((["--input", s] for s in args.sizes), []) + sum((["--dim", d] for d in args.dim), [])
-    if len(args.sizes) == 1 and not args.dim:
+    # 1. One compile, every size, checked.
+    gen = [args.loom, "run", args.model, "--auto", "--check", "--repeats", str(args.repeats), "--input", args.plan]
+    gen += sum((["--input", s] for s in args.sizes if s != args.plan), []) + dims
+    if not args.dim:
         gen.append("--dynamic")
-    out = run(gen)
-    gen_compile = float(re.search(r"compiled once .*?: compile ([0-9.]+) s", out).group(1))
-    gen_runs = [float(m) for m in re.findall(r"^size .*?: run ([0-9.]+) ms", out, re.M)]
-    guarded = re.search(r"(\d+) splits of loops whose extents move", out)
-    rows = []
-    for size, g_ms in zip(args.sizes, gen_runs):
-        o = run(base + ["--input", size])
-        m = re.search(r": compile ([0-9.]+) s.*?, run ([0-9.]+) ms", o)
-        rows.append((size, g_ms, float(m.group(2)), float(m.group(1))))
-    print(f"one shape-generic compile: {gen_compile:.2f} s"
-          + (f" ({guarded.group(1)} splits made GuardWithIf)" if guarded else ""))
-    print()
-    print("| size | generic ms | specialized ms | generic / specialized | specialized compile s |")
-    print("|---|---|---|---|---|")
-    for size, g, s, c in rows:
-        print(f"| {size} | {g:.3f} | {s:.3f} | {g / s:.2f}x | {c:.2f} |")
-    mean_c = sum(r[3] for r in rows) / len(rows)
-    print()
-    print(f"compile: generic {gen_compile:.2f} s once, specialized {mean_c:.2f} s per size on average "
-          f"(generic / specialized {gen_compile / mean_c:.2f}x; {len(rows)} sizes: {sum(r[3] for r in rows):.1f} s)")
+    if args.generic_log:
+        with open(args.generic_log) as f:
+            out = f.read()
+    else:
+        out = run(gen)
+    step1_ms = dict(re.findall(r"^size (\S+): run ([0-9.]+) ms", out, re.M))
+    compile_s = float(re.search(r"compiled once .*?: compile ([0-9.]+) s", out).group(1))
+    checks = re.findall(r"^size (\S+): .*?\n(?:.*\n)*?\s+check \S+: rel error (\S+),", out, re.M)
+    special = re.search(r"^specialized when (.*?) \(", out, re.M)
+    lines.append(f"### {name}: one compile planned at {args.plan}")
+    lines.append("")
+    lines.append(f"`{' '.join(gen)}`: compile {compile_s:.2f} s, {len(checks)} sizes checked against the "
+                 f"reference interpreter (rel. errors {', '.join(e for _, e in checks)}); specialized when "
+                 f"{special.group(1) if special else '(no specialization)'}.")
+    lines.append("")
+
+    # 2. Per size: generic, specialized and ONNX Runtime in one interleaved `loom bench`.
+    if args.separate:
+        lines.append(f"Generic ms: median of {args.repeats} runs in the one-compile process above; specialized "
+                     "and ORT: one interleaved `loom bench` per size (separate processes: compare with care).")
+        lines.append("")
+    lines.append("| size | generic ms | specialized ms | generic / specialized | ORT ms | ORT / generic "
+                 "| rel err generic | compile s generic / specialized |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        path = os.path.join(args.json_dir, f"{name}_{size.replace('=', '_')}.json")
+        generic = [] if args.separate else ["--generic", "--generic-plan", args.plan] + dims
+        cmd = [args.loom, "bench", args.model, "--input", size, "--auto", "--budget-ms", str(args.budget_ms),
+               "--json", path] + generic + (["--ort"] if args.ort else [])
+        run(cmd, ok_codes=(0, 1))  # 1: one of Loom's rows failed; its row says why
+        with open(path) as f:
+            rows = {r["schedule"]: r for r in json.load(f)["rows"]}
+        g, s, o = rows.get("auto generic"), rows.get("auto"), rows.get("ort")
+
+        def ms(r):
+            return r["median_ms"] if r and r.get("ok") else None
+
+        def fmt(v, spec=".3f"):
+            return "failed" if v is None else format(v, spec)
+        gm, sm, om = ms(g), ms(s), ms(o)
+        if args.separate:
+            gm = float(step1_ms[size]) if size in step1_ms else None
+            g = {"ok": gm is not None, "compile_s": compile_s,
+                 "rel_error": float(dict(checks).get(size, "nan")), "error": "failed"}
+        ratio = f"{gm / sm:.2f}x" if gm and sm else "-"
+        speed = f"{om / gm:.2f}x" if gm and om else ("-" if not args.ort else "failed")
+        err = f"{g['rel_error']:.1e}" if g and g.get("ok") else (g or {}).get("error", "failed")
+        comp = f"{g['compile_s']:.1f} / {s['compile_s']:.1f}" if g and s else "-"
+        lines.append(f"| {size} | {fmt(gm)} | {fmt(sm)} | {ratio} | {fmt(om) if args.ort else '-'} | {speed} "
+                     f"| {err} | {comp} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(text + "\n")
 
 
 if __name__ == "__main__":

@@ -105,9 +105,19 @@ TEST(DynamicShapes, TransformerBatchAndSequenceOneCompile) {
     for (const char *spec : {"eager", "auto"}) expect_one_compile_serves(g, sizes, spec);
 }
 
+TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {
+    // Planned at sequence 3, the cost model splits the GEMM updates' rows by 3 with Auto tails
+    // (RoundUp for an update's pure var): at sequence 17 that read the input past its end until the
+    // specialization asked for sequences divisible by 3.
+    Graph g = import_onnx(testing::data_path("dynamic_transformer.onnx"));
+    auto sizes = sizes_of("x", {{2, 3, 64}, {2, 17, 64}, {1, 1, 64}, {1, 4, 64}, {3, 6, 64}, {1, 64, 64}});
+    expect_one_compile_serves(g, sizes, "auto");
+}
+
 // Op families the real models use, each over dims that move: pooling with ceil_mode, resize,
 // concat and slice along moving dims, pad, reductions and softmax over moving dims, a MatMul whose
-// inner dim moves, a transpose and a reshape that merges moving dims.
+// inner dim moves, a transpose and a reshape that merges moving dims, convolutions (1x1, padded 3x3,
+// strided depthwise), the detector's ConvTransposes and pointwise activations.
 TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
     auto spatial = sizes_of("x", {{1, 4, 16, 20}, {1, 4, 1, 1}, {2, 4, 7, 5}, {1, 4, 15, 17}, {1, 4, 33, 2}});
     // A window of 2 or 3 needs that much input: the pools' smallest sizes are their windows.
@@ -172,6 +182,31 @@ TEST(DynamicShapes, OpFamiliesAtAwkwardSizes) {
              std::string rows = b.node("Reshape", {t, b.constant(Tensor::from_ints(DType::I64, {3}, {0, -1, 4}))}, {});
              std::string cols = b.node("Transpose", {rows}, {}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
              return b.node("MatMul", {cols, rows}, {});
+         })},
+        {"conv_1x1", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Conv", {x, b.random_constant("w1", {8, 4, 1, 1}, 4), b.random_constant("b1", {8}, 5)}, {},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+         })},
+        {"conv_3x3_padded", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Conv", {x, b.random_constant("w3", {16, 4, 3, 3}, 6)}, {},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+         })},
+        {"depthwise_conv_stride2", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Relu", {b.node("Conv", {x, b.random_constant("wd", {4, 1, 3, 3}, 7)}, {},
+                                           {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"group", int64_t(4)},
+                                            {"strides", std::vector<int64_t>{2, 2}},
+                                            {"pads", std::vector<int64_t>{1, 1, 1, 1}}})}, {});
+         })},
+        {"conv_transpose_stride2", image([](GraphBuilder &b, const std::string &x) {
+             // The detector's head: a 2x2 stride-2 ConvTranspose, then a 3x3 one with padding.
+             std::string up = b.node("ConvTranspose", {x, b.random_constant("wt", {4, 8, 2, 2}, 8)}, {},
+                                     {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+             return b.node("ConvTranspose", {up, b.random_constant("wt2", {8, 3, 3, 3}, 9), b.random_constant("bt2", {3}, 10)},
+                           {}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+                                {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"output_padding", std::vector<int64_t>{1, 1}}});
+         })},
+        {"hardswish_sigmoid", image([](GraphBuilder &b, const std::string &x) {
+             return b.node("Mul", {b.node("HardSwish", {x}, {}), b.node("Sigmoid", {x}, {})}, {});
          })},
         {"layer_norm_moving_rows", image([](GraphBuilder &b, const std::string &x) {
              return b.node("LayerNormalization", {x, b.random_constant("scale", {4, 1, 1}, 3)}, {}, {{"axis", int64_t(1)}});
@@ -278,6 +313,31 @@ TEST(DynamicShapesCli, BadDimFlag) {
                                   out);
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("error: bad --dim 'batch=9..3'; expected NAME=LO..HI"), std::string::npos) << out;
+}
+
+TEST(DynamicShapesCli, BenchGenericRowBesideTheSpecializedOne) {
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("dynamic_mlp.onnx") +
+                                      " --input x=3x64 --auto --generic --generic-plan x=16x64 --budget-ms 20",
+                                  out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("auto generic"), std::string::npos) << out;
+}
+
+TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {
+    std::string out;
+    // --generic-plan without --generic: the flag that describes a row that is not asked for.
+    int rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("dynamic_mlp.onnx") +
+                                      " --input x=3x64 --auto --generic-plan x=16x64",
+                                  out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("error: loom bench: --generic-plan and --dim describe the --generic row; add --generic"),
+              std::string::npos) << out;
+    // A model with no symbolic input dim has no compile for every size.
+    rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("mlp.onnx") + " --auto --generic",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("has no symbolic input dim to keep open; drop --generic"), std::string::npos) << out;
 }
 
 // --- one artifact, many shapes (loom compile --dim, tools/loom_run --input, loom run --artifact) --------

@@ -90,7 +90,8 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x):  # [1, S, D]
-        S, H, hd = self.seq, self.heads, self.hd
+        # The --dynamic export leaves the sequence length to the reshapes (-1): it moves with the width.
+        S, H, hd = -1 if getattr(self, "dynamic_seq", False) else self.seq, self.heads, self.hd
         qkv = self.qkv(x).reshape(1, S, 3, H, hd).permute(2, 0, 3, 1, 4)  # [3, 1, H, S, hd]
         q, k, v = qkv[0], qkv[1], qkv[2]
         att = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * self.scale, dim=-1)
@@ -189,7 +190,8 @@ class TextRecognizer(nn.Module):
 
     def forward(self, x):
         x = self.reduce(self.pool(self.backbone(x)))        # [1, dim, 1, T]
-        x = x.reshape(1, x.shape[1], self.seq).permute(0, 2, 1)  # [1, T, dim]
+        seq = -1 if getattr(self, "dynamic_seq", False) else self.seq
+        x = x.reshape(1, x.shape[1], seq).permute(0, 2, 1)  # [1, T, dim]
         x = self.norm(self.blocks(x))
         return torch.softmax(self.fc(x), dim=-1)
 
@@ -291,6 +293,7 @@ def build(name, factory, inputs):
 # compile once for every size.
 DYNAMIC_AXES = {
     "text_detector": {"x": {0: "batch", 2: "height", 3: "width"}, "prob": {0: "batch", 2: "height", 3: "width"}},
+    # The recognizer's reshapes keep batch 1: its width moves (`--dim width=LO..HI`).
     "text_recognizer": {"x": {0: "batch", 3: "width"}, "prob": {0: "batch", 1: "steps"}},
 }
 
@@ -305,6 +308,9 @@ def export(name, spec, out_dir, dynamic=False):
     path = os.path.join(out_dir, name + (".dynamic" if dynamic else "") + ".onnx")
     tmp = path + ".tmp"
     params = sum(p.numel() for p in model.parameters())
+    if dynamic:
+        for m in model.modules():
+            m.dynamic_seq = True
     with torch.no_grad():
         torch.onnx.export(model, args, tmp, input_names=list(inputs), output_names=output_names,
                           opset_version=OPSET, do_constant_folding=True,

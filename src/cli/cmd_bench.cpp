@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 #include "cli/output_files.h"
 #include "cli/scheduling.h"
@@ -19,6 +21,7 @@
 #include "measure/halide_autoschedulers.h"
 #include "measure/machine_probe.h"
 #include "measure/peer_process.h"
+#include "ops/lower_graph.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
@@ -37,6 +40,9 @@ struct BenchCliOptions {
     bool eager = false, inline_ = false, auto_ = false, ort = false, reprobe = false, profile = false;
     std::vector<std::string> halide;
     std::vector<std::string> inputs;
+    bool generic = false;                     ///< --generic
+    std::vector<std::string> generic_plan;    ///< --generic-plan
+    std::vector<std::string> dims;            ///< --dim
     std::string json, csv, plot, name;
     double budget_ms = 2000;
     int warmup = 2, sets = 0;
@@ -194,6 +200,27 @@ void bench(const BenchCliOptions &o) {
         // up fails its row only.
         variants.push_back({name, "halide", nullptr, name});
     }
+    if (o.generic) {
+        // The model compiled for every size (dynamic shapes), planned at --generic-plan, run at
+        // this --input size: the row a compile specialized to the size ("auto") is judged against.
+        DynamicRequest req;
+        for (const auto &d : o.dims) parse_dim_range(d, req.dims);
+        req.all = req.dims.empty();
+        auto gen = std::make_shared<Graph>(
+            load_model(o.model, o.generic_plan.empty() ? o.inputs : o.generic_plan, false, "", req));
+        user_check(gen->dynamic.active(), "loom bench --generic: ", o.model, " has no symbolic input dim to keep "
+                   "open; drop --generic, or export the model with dynamic axes");
+        AutoscheduleFn autofn = autoscheduler_for(target);
+        BenchVariant v{"auto generic", "auto", [autofn](LoweredPipeline &p, const Halide::Target &t) {
+                           Schedule s = resolve_schedule(p, t, "auto", autofn);
+                           apply_schedule(s, p, t);
+                           return print_schedule(s);
+                       }};
+        v.lower = [gen] { return lower_graph(*gen, lowering_for_schedule({}, "auto")); };
+        variants.push_back(v);
+    }
+    user_check(o.generic || (o.generic_plan.empty() && o.dims.empty()),
+               "loom bench: --generic-plan and --dim describe the --generic row; add --generic");
     // ONNX Runtime runs the model file itself, in a worker process under the same limits.
     if (o.ort) variants.push_back({"ort", "ort", nullptr, kOrtPeer});
     for (const auto &path : o.schedules) {
@@ -267,6 +294,12 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--halide", o->halide, "Halide autoschedulers to measure: mullapudi2016,adams2019,li2018")
         ->delimiter(',');
     c->add_option("--input", o->inputs, "Bind an input shape or symbolic dim: x=1x3x224x224 or batch=8");
+    c->add_flag("--generic", o->generic,
+                "Also measure the auto schedule compiled once for every size (dynamic shapes: every symbolic "
+                "input dim open, or those of --dim) and run at this --input size");
+    c->add_option("--generic-plan", o->generic_plan,
+                  "The size the --generic compile is planned for, as --input (default: the --input size)");
+    c->add_option("--dim", o->dims, "A dim the --generic compile keeps open, with its range: H=32..2048");
     c->add_option("--json", o->json, "Write the report as JSON");
     c->add_option("--csv", o->csv, "Write the rows as CSV");
     c->add_option("--plot", o->plot, "Plot the report (bench/plot.py, matplotlib) to this image");

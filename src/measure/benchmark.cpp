@@ -268,7 +268,7 @@ std::unique_ptr<JitModel> build_and_validate(const Graph &g, const BenchVariant 
         row.stage = "schedule";
         say("scheduling");
         auto ts = Clock::now();
-        LoweredPipeline lp = lower_graph(g, lowering_for_schedule({}, v.kind));
+        LoweredPipeline lp = v.lower ? v.lower() : lower_graph(g, lowering_for_schedule({}, v.kind));
         row.schedule_text = v.apply ? v.apply(lp, opts.target) : std::string();
         row.schedule_s = seconds_since(ts);
 

@@ -40,6 +40,9 @@ struct BenchVariant {
     /// worker process (BenchOptions::peer_command or ort_command, measure/peer_worker.h) and
     /// \p apply is not used.
     std::string peer = {};
+    /// When set: lowers the pipeline this row compiles in place of the benchmark's graph (the model
+    /// compiled for every size, `loom bench --generic`); \p apply then schedules it.
+    std::function<LoweredPipeline()> lower = {};
 };
 
 /// BenchVariant::peer of ONNX Runtime's row: the original model file run by onnxruntime-node.

@@ -57,6 +57,8 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
         if (fi == func_of.end() || fi->second->dynamic_vars.empty()) continue;
         const LoweredFunc *lf = fi->second;
         StagePlan &sp = plans[{st.func, st.stage}];
+        const int st_index = st.stage;
+        const bool computed_inside = computed_at.count(st.func) > 0;
         if (sp.root.empty())
             for (const auto &v : lf->vars) sp.root[v] = v;
         auto root = [&](const std::string &n) {
@@ -90,7 +92,12 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
             int64_t &f = sp.factors[r];
             f = std::max<int64_t>(f, st * factor);
-            if (tail == "RoundUp" && lf->is_output) {
+            // RoundUp (Auto's tail for a pure var of an update) widens what a root Func computes,
+            // and with it what its producers read, up to the graph's inputs: the factor must divide
+            // the extent there. Inside a consumer's full tile the extent is the tile's, which the
+            // schedule's factors already fit.
+            bool rounds_up = tail == "RoundUp" || (tail == "Auto" && st_index >= 0);
+            if (rounds_up && (lf->is_output || !computed_inside)) {
                 if (v != r) sp.eligible = false;  // a rounded-up split of a split: not worth the proof
                 else sp.must_divide[r] = std::max<int64_t>(sp.must_divide[r], factor);
             }

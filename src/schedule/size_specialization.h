@@ -6,7 +6,7 @@
 /// (split, tile, vectorize, unroll, parallel, reorder) gets a Halide specialization taken when every
 /// moving loop split anywhere in the schedule is at least as long as the schedule needs (its
 /// representative extent, or the product of its split factors when that is smaller) and every
-/// RoundUp split of an output divides its extent (one condition for all stages); that branch keeps
+/// RoundUp split (Auto's tail for an update's pure var) of an output or a root Func divides its extent (one condition for all stages); that branch keeps
 /// the tails as written, as a compile for one size does. Other sizes run the guarded general case.
 #pragma once
 
