@@ -7,7 +7,7 @@ M=$DATA/mlp.onnx
 
 # 1. every parameter's gradient: compiled backward graph vs the interpreter (double) and finite differences
 show loom grad $M --loss mse --check --fd-samples 4 | tee grad.txt
-expect '^gradient graph of .*: 12 forward nodes, [0-9]+ backward nodes, 6 parameters' grad.txt
+expect '^gradient graph of .*: 13 forward nodes, [0-9]+ backward nodes, 6 parameters' grad.txt
 count ' ok$' grad.txt 6
 
 # 2. the training step as one artifact, with its fusion report
