@@ -288,6 +288,35 @@ TEST(GraphPasses, DepthToSpaceErrorsNameTheNodeAndTheFix) {
     EXPECT_NE(msg.find("mode='RDC' is not supported; valid: DCR, CRD"), std::string::npos) << msg;
 }
 
+// The same for a grouped, overlapping ConvTranspose: its weight is [C, M/group, k...], so each
+// input channel's slice folds with the scales of its group's output channels.
+TEST(GraphPasses, ConvTransposeBatchNormFoldingIsExact) {
+    Builder b;
+    b.input("x", {1, 4, 5, 6});
+    Tensor w(DType::F32, {4, 3, 3, 3}), bias(DType::F32, {6});
+    fill_random(w, 1), fill_random(bias, 2);
+    Tensor sc(DType::F32, {6}), sh(DType::F32, {6}), mean(DType::F32, {6}), var(DType::F32, {6});
+    fill_random(sc, 3), fill_random(sh, 4), fill_random(mean, 5), fill_random(var, 6, 0.5, 2.0);
+    b.constant("w", w).constant("b", bias).constant("sc", sc).constant("sh", sh).constant("m", mean).constant("v", var);
+    Node &c = b.node("ConvTranspose", {"x", "w", "b"}, {"c"});
+    c.attrs["group"] = int64_t(2);
+    c.attrs["strides"] = std::vector<int64_t>{2, 2};
+    c.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    b.node("BatchNormalization", {"c", "sc", "sh", "m", "v"}, {"y"});
+    b.output("y");
+    Graph unfolded = b.g;
+    PrepareOptions no_fold;
+    no_fold.fold_conv_bn = false;
+    prepare_graph(unfolded, no_fold);
+    prepare_graph(b.g);
+    ASSERT_EQ(b.g.nodes.size(), 1u);
+    EXPECT_EQ(b.g.nodes[0].op, "ConvTranspose");
+    EXPECT_EQ(unfolded.nodes.size(), 2u);
+    auto ins = random_inputs(b.g, 7);
+    auto a = run_reference(b.g, ins), r = run_reference(unfolded, ins);
+    EXPECT_TRUE(loom::testing::close(a.at("y"), r.at("y"), 1e-6, 1e-5));
+}
+
 // ReLU6 as PyTorch exports it (Relu, then Clip(0, 6)) becomes one Clip of the Relu's input, with
 // the same values; a Clip that may go below zero, or a Relu read elsewhere too, keeps its Relu.
 TEST(GraphPasses, ReluBeforeNonNegativeClipIsAbsorbed) {

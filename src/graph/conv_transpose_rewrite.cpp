@@ -5,10 +5,9 @@
 // GEMM over the input's pixels that every conv schedule vectorizes; the ConvTranspose itself
 // alternated its weights lane by lane, which Halide computes in deinterleaved half vectors
 // (bench/DECISIONS.md#d83-conv-transpose-as-conv-and-depth-to-space).
-// A BatchNormalization that alone reads the ConvTranspose is folded into the 1x1 conv's weights,
-// as fold_conv_batchnorm does for a Conv (and when it does).
+// It runs after fold_conv_batchnorm, so a BatchNormalization after the ConvTranspose is already in
+// its weights and bias.
 #include <algorithm>
-#include <cmath>
 
 #include "graph/passes.h"
 
@@ -27,13 +26,9 @@ int64_t upsampling_stride(const Node &ct) {
     return one(dil) && zero(pads) && zero(opad) ? ks[0] : 0;
 }
 
-bool is_output(const Graph &g, const std::string &v) {
-    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
-}
-
 }  // namespace
 
-int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm) {
+int rewrite_upsampling_conv_transpose(Graph &g) {
     int rewritten = 0;
     std::vector<Node> added;
     for (size_t i = 0; i < g.nodes.size(); i++) {
@@ -47,34 +42,13 @@ int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm) {
         const int64_t cin = w->shape()[0], cout = w->shape()[1], taps = s * s;
         if (sx.size() != 4 || sx[1] != cin) continue;
 
-        // Per output channel: y = conv * scale + shift (1 and 0 without a BatchNormalization).
-        std::vector<double> scale(cout, 1.0), shift(cout, 0.0);
-        std::string result = ct.outputs[0];
-        int bn_index = -1;
-        const std::vector<int> readers = g.consumers(result);
-        if (fold_batchnorm && readers.size() == 1 && !is_output(g, result) && g.nodes[readers[0]].op == "BatchNormalization" &&
-            g.nodes[readers[0]].outputs.size() == 1) {
-            const Node &bn = g.nodes[readers[0]];
-            std::vector<const Tensor *> p;
-            for (int k = 1; k < 5; k++) p.push_back(bn.has_input(k) ? g.constant(bn.inputs[k]) : nullptr);
-            if (std::count(p.begin(), p.end(), nullptr) == 0) {
-                const double eps = bn.get_float("epsilon", 1e-5);
-                for (int64_t m = 0; m < cout; m++) {
-                    scale[m] = p[0]->get(m) / std::sqrt(p[3]->get(m) + eps);
-                    shift[m] = p[1]->get(m) - p[2]->get(m) * scale[m];
-                }
-                bn_index = readers[0];
-                result = bn.outputs[0];
-            }
-        }
-
         // W[c, m, a, b] becomes the 1x1 weight of channel (m, a, b) = m*s*s + a*s + b (CRD order).
         Tensor nw(w->dtype(), {cout * taps, cin, 1, 1}), nb(w->dtype(), {cout * taps});
         for (int64_t m = 0; m < cout; m++)
             for (int64_t t = 0; t < taps; t++) {
                 const int64_t q = m * taps + t;
-                for (int64_t c = 0; c < cin; c++) nw.set(q * cin + c, w->get((c * cout + m) * taps + t) * scale[m]);
-                nb.set(q, (b ? b->get(m) : 0.0) * scale[m] + shift[m]);
+                for (int64_t c = 0; c < cin; c++) nw.set(q * cin + c, w->get((c * cout + m) * taps + t));
+                nb.set(q, b ? b->get(m) : 0.0);
             }
         const std::string wn = g.unique_name(ct.name + "_tap_weight"), bname = g.unique_name(ct.name + "_tap_bias");
         g.set_constant(wn, nw);
@@ -98,19 +72,12 @@ int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm) {
         spread.op = "DepthToSpace";
         spread.name = g.unique_name(ct.name + "_to_space");
         spread.inputs = {tapped};
-        spread.outputs = {result};
+        spread.outputs = {ct.outputs[0]};
         spread.attrs = {{"blocksize", s}, {"mode", std::string("CRD")}};
-        if (bn_index >= 0) {
-            g.value(result).dtype = tv.dtype;
-            g.values.erase(ct.outputs[0]);
-            g.nodes[bn_index].op = "";
-        }
         g.nodes[i] = conv;
         added.push_back(spread);
         rewritten++;
     }
-    g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const Node &n) { return n.op.empty(); }),
-                  g.nodes.end());
     for (auto &n : added) g.nodes.push_back(std::move(n));
     if (rewritten) g.topo_sort();
     return rewritten;

@@ -159,7 +159,9 @@ void fold_conv_batchnorm(Graph &g) {
         int pi = g.producer(bn.inputs[0]);
         if (pi < 0) continue;
         Node &conv = g.nodes[pi];
-        if (conv.op != "Conv" || g.consumers(conv.outputs[0]).size() != 1 || is_graph_output(g, conv.outputs[0]))
+        const bool transposed = conv.op == "ConvTranspose";
+        if ((conv.op != "Conv" && !transposed) || g.consumers(conv.outputs[0]).size() != 1 ||
+            is_graph_output(g, conv.outputs[0]))
             continue;
         const Tensor *w = g.constant(conv.inputs[1]);
         const Tensor *b = conv.has_input(2) ? g.constant(conv.inputs[2]) : nullptr;
@@ -168,14 +170,23 @@ void fold_conv_batchnorm(Graph &g) {
         for (int i = 1; i < 5; i++) p.push_back(g.constant(bn.inputs[i]));
         if (std::count(p.begin(), p.end(), nullptr)) continue;
         double eps = bn.get_float("epsilon", 1e-5);
-        int64_t M = w->shape()[0], per = w->numel() / M;
+        // Output channel of each weight: a Conv's weight is [M, C/group, k...]; a ConvTranspose's
+        // [C, M/group, k...], input channel c feeding outputs (c / (C/group)) * (M/group) + j.
+        const int64_t groups = conv.get_int("group", 1), taps = w->numel() / (w->shape()[0] * w->shape()[1]);
+        const int64_t M = transposed ? w->shape()[1] * groups : w->shape()[0];
+        auto out_channel = [&](int64_t e) {
+            if (!transposed) return e / (w->numel() / M);
+            const int64_t c = e / (w->shape()[1] * taps), j = (e / taps) % w->shape()[1];
+            return (c / (w->shape()[0] / groups)) * w->shape()[1] + j;
+        };
+        std::vector<double> scale(M);
         Tensor nw(w->dtype(), w->shape()), nb(w->dtype(), {M});
         for (int64_t m = 0; m < M; m++) {
             // y = (conv - mean) * scale / sqrt(var + eps) + beta, folded exactly in double.
-            double s = p[0]->get(m) / std::sqrt(p[3]->get(m) + eps);
-            for (int64_t k = 0; k < per; k++) nw.set(m * per + k, w->get(m * per + k) * s);
-            nb.set(m, ((b ? b->get(m) : 0.0) - p[2]->get(m)) * s + p[1]->get(m));
+            scale[m] = p[0]->get(m) / std::sqrt(p[3]->get(m) + eps);
+            nb.set(m, ((b ? b->get(m) : 0.0) - p[2]->get(m)) * scale[m] + p[1]->get(m));
         }
+        for (int64_t e = 0; e < w->numel(); e++) nw.set(e, w->get(e) * scale[out_channel(e)]);
         std::string wn = g.unique_name(conv.name + "_bn_weight"), bnm = g.unique_name(conv.name + "_bn_bias");
         g.set_constant(wn, nw);
         g.set_constant(bnm, nb);
@@ -294,8 +305,8 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     step("remove_identities", [&] { remove_identities(g); });
     step("infer_shapes_and_fold", [&] { infer_shapes_and_fold(g, evaluate); });
     step("widen_half_precision", [&] { widen_half_precision(g); });
-    step("rewrite_upsampling_conv_transpose", [&] { rewrite_upsampling_conv_transpose(g, opts.fold_conv_bn); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
+    step("rewrite_upsampling_conv_transpose", [&] { rewrite_upsampling_conv_transpose(g); });
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });

@@ -69,8 +69,8 @@ int widen_half_precision(Graph &g);
 void remove_identities(Graph &g);
 /// Removes nodes whose outputs reach no graph output, and unused initializers.
 void eliminate_dead_code(Graph &g);
-/// Folds BatchNormalization into the Conv that feeds it (when the Conv has no other consumer):
-/// exact, in double precision, into the Conv's weights and bias.
+/// Folds BatchNormalization into the Conv or ConvTranspose that feeds it (when it has no other
+/// consumer and constant weights): exact, in double precision, into its weights and bias.
 void fold_conv_batchnorm(Graph &g);
 /// A Clip whose lower bound is >= 0 and whose input a Relu produces reads the Relu's input instead
 /// (clip(relu(x), lo, hi) == clip(x, lo, hi) for lo >= 0; PyTorch exports ReLU6 as Relu then
@@ -91,9 +91,9 @@ void fuse_horizontal_slices(Graph &g);
 void eliminate_common_subexpressions(Graph &g);
 /// Replaces each 2-D ConvTranspose with constant weights whose kernel equals its stride s >= 2 (no
 /// dilation, pads, output padding or groups) by a 1x1 Conv to s*s channels per output channel
-/// followed by DepthToSpace (CRD, blocksize s); with \p fold_batchnorm, a BatchNormalization that
-/// alone reads it is folded into the 1x1 conv. Returns how many were replaced.
-int rewrite_upsampling_conv_transpose(Graph &g, bool fold_batchnorm);
+/// followed by DepthToSpace (CRD, blocksize s). Runs after fold_conv_batchnorm, which has already
+/// folded a following BatchNormalization into the ConvTranspose. Returns how many were replaced.
+int rewrite_upsampling_conv_transpose(Graph &g);
 /// Replaces each region of elementwise nodes with scalar constants that computes the tanh GELU of
 /// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
 /// evaluating the region, not by its node pattern. Returns how many were replaced.
