@@ -48,14 +48,17 @@ int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCo
     // Dynamic, one iteration at a time: Halide hands out its tasks the same way, and the cost
     // model already sized them (rows_per_task), so a chunk is a task. No more threads than tasks.
     const int threads = std::max(1, std::min(extent, openmp_threads()));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int x = min; x < min + extent; x++) {
-        if (first_error.load(std::memory_order_relaxed) != 0) continue;  // a task failed: skip the rest
-        FlushDenormals flush;
-        int r = task(ctx, x, closure);
-        if (r != 0) {
-            int none = 0;
-            first_error.compare_exchange_strong(none, r);
+#pragma omp parallel num_threads(threads)
+    {
+        FlushDenormals flush;  // once per thread of the team, not per task
+#pragma omp for schedule(dynamic, 1)
+        for (int x = min; x < min + extent; x++) {
+            if (first_error.load(std::memory_order_relaxed) != 0) continue;  // a task failed: skip the rest
+            int r = task(ctx, x, closure);
+            if (r != 0) {
+                int none = 0;
+                first_error.compare_exchange_strong(none, r);
+            }
         }
     }
     return first_error;

@@ -229,13 +229,16 @@ int flushing_do_task(void *ctx, halide_task_t task, int idx, uint8_t *closure) {
 // codegen/openmp_threading.h does for JIT runs). Returns the first nonzero task result.
 int openmp_do_par_for(void *ctx, halide_task_t task, int min, int extent, uint8_t *closure) {
     int first_error = 0;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int x = min; x < min + extent; x++) {
-        if (__atomic_load_n(&first_error, __ATOMIC_RELAXED) != 0) continue;  // a task failed: skip the rest
-        FlushDenormals flush;
-        int r = task(ctx, x, closure);
-        int none = 0;
-        if (r != 0) __atomic_compare_exchange_n(&first_error, &none, r, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+#pragma omp parallel
+    {
+        FlushDenormals flush;  // once per thread of the team, not per task
+#pragma omp for schedule(dynamic, 1)
+        for (int x = min; x < min + extent; x++) {
+            if (__atomic_load_n(&first_error, __ATOMIC_RELAXED) != 0) continue;  // a task failed: skip the rest
+            int r = task(ctx, x, closure);
+            int none = 0;
+            if (r != 0) __atomic_compare_exchange_n(&first_error, &none, r, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        }
     }
     return first_error;
 }
