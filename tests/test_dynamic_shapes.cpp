@@ -40,21 +40,23 @@ void symbolic_input(GraphBuilder &b, const std::string &name, Shape dims, std::v
     vi.has_shape = true;
 }
 
-/// Prepares \p imported for every size, compiles it once under \p spec, and runs that one model at
-/// each of \p sizes against the reference interpreter on the graph prepared for that size alone.
-void expect_one_compile_serves(const Graph &imported, const std::vector<InputBindings> &sizes,
-                               const std::string &spec, const std::map<std::string, DimRange> &ranges = {}) {
+/// Prepares \p imported for every size, compiles it once under \p spec (in at most \p max_segments
+/// Pipelines; 0: as the JIT chooses), and runs that one model at each of \p sizes against the
+/// reference interpreter on the graph prepared for that size alone. Returns the Pipelines it ran as.
+int expect_one_compile_serves(const Graph &imported, const std::vector<InputBindings> &sizes,
+                              const std::string &spec, const std::map<std::string, DimRange> &ranges = {},
+                              int max_segments = 1) {
     Graph g = imported;
     PrepareOptions opts;
     opts.bindings = sizes.at(0);
     opts.dynamic_dims = ranges;
     opts.dynamic_all = ranges.empty();
     prepare_graph(g, opts);
-    ASSERT_TRUE(g.dynamic.active());
+    EXPECT_TRUE(g.dynamic.active());
+    if (!g.dynamic.active()) return 0;
     Halide::Target t = host_target();
     cli::ScheduledModel sm = cli::schedule_model(g, spec, t, testing::data_path("dynamic_mlp.onnx"));
-    JitModel m(sm.pipeline, t);
-    ASSERT_EQ(m.segments(), 1);
+    JitModel m(sm.pipeline, t, max_segments);
     for (const auto &b : sizes) {
         Graph gs = imported;
         PrepareOptions so;
@@ -66,11 +68,13 @@ void expect_one_compile_serves(const Graph &imported, const std::vector<InputBin
         std::string at;
         for (const auto &in : gs.inputs) at += in + "=" + shape_str(gs.value(in).shape) + " ";
         for (const auto &[name, r] : ref) {
-            ASSERT_TRUE(outs.count(name));
+            EXPECT_TRUE(outs.count(name)) << name;
+            if (!outs.count(name)) continue;
             EXPECT_EQ(outs.at(name).shape(), r.shape()) << spec << " at " << at;
             EXPECT_TRUE(testing::close(outs.at(name), r, 1e-5, 1e-3)) << spec << " at " << at << name;
         }
     }
+    return m.segments();
 }
 
 std::vector<InputBindings> sizes_of(const std::string &input, const std::vector<Shape> &shapes) {
@@ -103,6 +107,22 @@ TEST(DynamicShapes, TransformerBatchAndSequenceOneCompile) {
     EXPECT_EQ(sym_shape_str(p.value("y").sym), "batchxseqx64");
     auto sizes = sizes_of("x", {{2, 16, 64}, {1, 1, 64}, {1, 7, 64}, {3, 15, 64}, {2, 17, 64}, {1, 33, 64}});
     for (const char *spec : {"eager", "auto"}) expect_one_compile_serves(g, sizes, spec);
+}
+
+// A model compiled for every size is cut into several Pipelines as a fixed-size one is: the buffers
+// crossing a cut take each run's sizes (reallocated when they change), and both sides are compiled
+// for a dense buffer of the Func's symbolic shape.
+TEST(DynamicShapes, CutIntoSeveralPipelinesServesEverySize) {
+    Graph cnn = import_onnx(testing::data_path("dynamic_cnn.onnx"));
+    auto spatial = sizes_of("x", {{2, 3, 24, 40}, {1, 3, 8, 8}, {1, 3, 13, 17}, {3, 3, 31, 33}, {2, 3, 24, 40},
+                                  {1, 3, 23, 25}, {1, 3, 64, 48}});
+    for (const char *spec : {"eager", "auto"}) EXPECT_GT(expect_one_compile_serves(cnn, spatial, spec, {}, 4), 1) << spec;
+    Graph tf = import_onnx(testing::data_path("dynamic_transformer.onnx"));
+    auto seqs = sizes_of("x", {{2, 16, 64}, {1, 1, 64}, {1, 7, 64}, {3, 15, 64}, {2, 17, 64}, {1, 33, 64}});
+    EXPECT_GT(expect_one_compile_serves(tf, seqs, "auto", {}, 4), 1);
+    Graph mlp = import_onnx(testing::data_path("dynamic_mlp.onnx"));
+    auto batches = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {7, 64}, {15, 64}, {17, 64}, {64, 64}});
+    EXPECT_GT(expect_one_compile_serves(mlp, batches, "auto", {}, 3), 1);
 }
 
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {
@@ -342,7 +362,8 @@ TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {
 
 // --- one artifact, many shapes (loom compile --dim, tools/loom_run --input, loom run --artifact) --------
 
-/// A dynamic_cnn artifact (batch 1..4, height and width 8..64, planned at 2x3x24x40) and a host
+/// A dynamic_cnn artifact (batch 1..4, height and width 8..64, planned at 2x3x24x40), cut into three
+/// pipelines (LOOM_PIPELINES=3: its chain sizes the crossing buffers at each call), and a host
 /// loom_run beside it, built once for the suite.
 struct CnnArtifact {
     std::string dir, runner, out;
@@ -352,7 +373,8 @@ struct CnnArtifact {
             CnnArtifact c;
             c.dir = testing::temp_path("dyn_cnn_artifact");
             c.runner = testing::temp_path("dyn_loom_run");
-            c.rc = testing::run_command(testing::loom_binary() + " compile " + testing::data_path("dynamic_cnn.onnx") +
+            c.rc = testing::run_command("LOOM_PIPELINES=3 " + testing::loom_binary() + " compile " +
+                                            testing::data_path("dynamic_cnn.onnx") +
                                             " --auto --dim batch=1..4 --dim height=8..64 --dim width=8..64 --input "
                                             "x=2x3x24x40 --force -o " + c.dir,
                                         c.out);
@@ -371,6 +393,7 @@ TEST(DynamicShapesArtifact, OneLibraryRunsAndChecksEverySize) {
     const CnnArtifact &a = CnnArtifact::get();
     ASSERT_EQ(a.rc, 0) << a.out;
     EXPECT_NE(a.out.find("every size (<name>_run_host_shaped)"), std::string::npos) << a.out;
+    EXPECT_NE(a.out.find("(3 pipelines)"), std::string::npos) << a.out;
     std::string out;
     // Sizes the plan never saw, checked against the reference interpreter at each.
     int rc = testing::run_command(testing::loom_binary() + " run " + testing::data_path("dynamic_cnn.onnx") +
@@ -385,6 +408,14 @@ TEST(DynamicShapesArtifact, OneLibraryRunsAndChecksEverySize) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("output y at x=1x3x9x60: 1x10, 0 NaN -> ok"), std::string::npos) << out;
     EXPECT_NE(out.find("ok=1"), std::string::npos) << out;
+    // One process, sizes that grow and shrink: the crossing buffers kept per thread are replaced
+    // when too small (a smaller call reuses a larger one).
+    rc = testing::run_command(testing::loom_binary() + " run " + testing::data_path("dynamic_cnn.onnx") +
+                                  " --artifact " + a.dir + " --input x=1x3x8x8 --input x=4x3x64x64 --input x=2x3x11x9 "
+                                  "--input x=3x3x47x61 --check --repeats 2",
+                              out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(testing::count_of(out, "  ok"), 4u) << out;
 }
 
 TEST(DynamicShapesArtifact, SizeOutsideTheRangeNamesTheDimAndTheFix) {

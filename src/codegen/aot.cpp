@@ -278,8 +278,8 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // A large model is cut as the JIT cuts a CPU one (jit_segments.h): its pipelines compile in
         // parallel, and a generated chain is the function the glue calls (aot_segments.h). CUDA
         // models too (bench/DECISIONS.md#d51-jit-segments); the chain keeps their buffers on the device.
-        // Crossing buffers have fixed shapes: a model compiled for every size stays one pipeline.
-        SegmentedPipeline segs = segment_pipeline(lowered, target, lowered.dynamic.active() ? 1 : 0, SegmentRunner::Artifact);
+        // A model compiled for every size is cut too: its crossing buffers take each call's sizes.
+        SegmentedPipeline segs = segment_pipeline(lowered, target, 0, SegmentRunner::Artifact);
         const bool cut = segs.segments.size() > 1;
         a.pipelines = (int)std::max<size_t>(1, segs.segments.size());
         std::string cxx = options.cxx;

@@ -5,7 +5,9 @@
 /// the same arguments (every graph input, then every graph output, as halide_buffer_t pointers), so
 /// the glue does not know whether the model was cut. The buffers that cross a cut (dense, 64-byte
 /// aligned) are allocated on a thread's first call and kept for its later ones, as the JIT keeps
-/// them per model: concurrent calls from several threads share nothing. In a CUDA artifact a
+/// them per model: concurrent calls from several threads share nothing. A model compiled for every
+/// size takes its sizes after the inputs (every segment too), and its chain computes each crossing
+/// buffer's shape at the call's sizes, replacing a kept buffer that is too small. In a CUDA artifact a
 /// crossing buffer's data stays on the device: the producing pipeline leaves it there (Halide does
 /// not copy outputs back), the next one reads it in place, and the chain returns its device memory
 /// to Halide's allocation cache when the call ends (so a captured CUDA graph replays the same
@@ -23,8 +25,8 @@
 namespace loom {
 
 /// Halide arguments of segment \p k of \p sp: every graph input of \p p (a segment that reads
-/// none of one still takes it, so every segment has one calling convention), then the boundaries
-/// it reads, in SegmentedPipeline::boundaries order.
+/// none of one still takes it, so every segment has one calling convention), the size Params of a
+/// model compiled for every size, then the boundaries it reads, in SegmentedPipeline::boundaries order.
 std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const SegmentedPipeline &sp, size_t k);
 
 /// Name of segment \p k's Halide function for the pipeline function \p fn.

@@ -149,9 +149,6 @@ JitModel::JitModel(LoweredPipeline lowered, const Halide::Target &target, int ma
 }
 
 void JitModel::compile(int max_segments) {
-    // Crossing buffers between pipelines have fixed shapes: a model compiled for every size
-    // stays one pipeline.
-    if (lowered_.dynamic.active()) max_segments = 1;
     HalideWarningFilter quiet;  // lowering is where Halide warns
     halide_guard("JIT compile for " + target_.to_string(),
                  [&] { segmented_ = segment_pipeline(lowered_, target_, max_segments); });
@@ -162,7 +159,10 @@ void JitModel::compile(int max_segments) {
         halide_guard("JIT compile for " + target_.to_string(), [&] {
             // Halide's JIT cannot stream stores: a pipeline that does compiles through Loom's.
             std::set<std::string> marked = streaming_funcs_in(segs[k].pipeline, *lowered_.streaming_stores);
-            if (marked.empty() || target_.has_gpu_feature()) return segs[k].pipeline.compile_jit(target_);
+            // (Its arguments are buffers only: a model compiled for every size, whose pipelines
+            // also take the size Params, compiles through Halide's, without streaming.)
+            if (marked.empty() || target_.has_gpu_feature() || lowered_.dynamic.active())
+                return segs[k].pipeline.compile_jit(target_);
             std::vector<Halide::ImageParam> params = lowered_.inputs;
             for (int b : segs[k].reads) params.push_back(segmented_.boundaries[b].param);
             streaming_[k] = std::make_unique<StreamingJit>(segs[k].pipeline, params, target_, marked);
@@ -180,18 +180,30 @@ int JitModel::streamed_stores() const {
 
 void JitModel::allocate_boundaries() {
     boundary_buffers_.clear();
-    for (auto &bd : segmented_.boundaries) {
-        boundary_buffers_.emplace_back();
+    boundary_buffers_.resize(segmented_.boundaries.size());
+    size_boundaries();
+}
+
+void JitModel::size_boundaries() {
+    for (size_t b = 0; b < segmented_.boundaries.size(); b++) {
+        auto &bd = segmented_.boundaries[b];
         // A graph output read by a later segment is read from the caller's output buffer, bound
         // at each run.
-        if (bd.graph_output >= 0) continue;
-        boundary_buffers_.back() = Halide::Buffer<>(bd.type, bd.extents, bd.storage_order, bd.func);
-        bd.param.set(boundary_buffers_.back());
+        if (bd.graph_output >= 0 || (!bd.sym_extents.empty() && sizes_.empty())) continue;  // sized at the first run
+        std::vector<int> extents, strides;
+        bd.shape_at(sizes_, extents, strides);
+        Halide::Buffer<> &buf = boundary_buffers_[b];
+        bool same = buf.defined() && buf.dimensions() == (int)extents.size();
+        for (size_t d = 0; same && d < extents.size(); d++) same = buf.dim((int)d).extent() == extents[d];
+        if (same) continue;  // kept from run to run while the sizes repeat (as for a fixed shape)
+        buf = Halide::Buffer<>(bd.type, extents, bd.storage_order, bd.func);
+        bd.param.set(buf);
     }
 }
 
 void JitModel::bind_sizes(const std::map<std::string, Tensor> &inputs) {
     output_shapes_ = lowered_.output_shapes;
+    sizes_.clear();
     if (!lowered_.dynamic.active()) return;
     std::map<std::string, Shape> shapes;
     for (const auto &kv : inputs) shapes[kv.first] = kv.second.shape();
@@ -200,6 +212,7 @@ void JitModel::bind_sizes(const std::map<std::string, Tensor> &inputs) {
     std::map<std::string, int64_t> sizes =
         bind_dynamic_sizes(lowered_.dynamic, lowered_.input_names, lowered_.input_syms, shapes);
     for (auto &kv : lowered_.size_params) kv.second.set((int32_t)sizes.at(kv.first));
+    sizes_ = sizes;
     for (size_t k = 0; k < output_shapes_.size(); k++)
         if (!lowered_.output_syms[k].empty()) output_shapes_[k] = eval_shape(lowered_.output_syms[k], sizes);
     for (size_t k = 0; k < output_shapes_.size(); k++)
@@ -249,6 +262,7 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
     auto par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
     auto print = print_sink_ ? append_print : nullptr;
     t_print_sink = print_sink_;
+    if (lowered_.dynamic.active()) size_boundaries();
     auto t0 = Clock::now();
     auto run_segments = [&] {
         FlushDenormals flush;

@@ -30,7 +30,8 @@ Halide::Target runnable_here(Halide::Target t);
 
 /// A lowered pipeline compiled once with the JIT, run as often as wanted. A large CPU model is cut
 /// into several Pipelines at compute_root boundaries and they compile in parallel (jit_segments.h);
-/// the segments then run one after the other, the buffers that cross a cut allocated once. A
+/// the segments then run one after the other, the buffers that cross a cut allocated once (for a
+/// model compiled for every size, again whenever the sizes change). A
 /// segment that streams stores (stream_stores) compiles through Loom's StreamingJit, since
 /// Halide's JIT cannot.
 class JitModel {
@@ -93,6 +94,9 @@ private:
     /// Allocates each buffer that crosses a cut (dense, the Func's shape) and binds it to the
     /// ImageParam its readers read.
     void allocate_boundaries();
+    /// A model compiled for every size: (re)allocates each crossing buffer whose shape at the
+    /// sizes of the run being made (sizes_) differs from the one it has.
+    void size_boundaries();
 
     LoweredPipeline lowered_;
     Halide::Target target_;
@@ -105,6 +109,7 @@ private:
     std::vector<Tensor> timing_outputs_;  ///< time_run's outputs, reused between timed runs
     std::string *print_sink_ = nullptr;   ///< capture_runtime_prints
     std::vector<Shape> output_shapes_;    ///< of the run being made (bind_sizes)
+    std::map<std::string, int64_t> sizes_;  ///< the symbols' sizes of the run being made (bind_sizes)
 };
 
 /// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,

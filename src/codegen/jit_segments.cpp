@@ -105,8 +105,29 @@ std::vector<int> halide_extents(const LoweredPipeline &p, const std::string &nam
 /// A crossing buffer starts at 0, has the Func's extents and is dense in its storage order:
 /// constants that Halide specialises the code on, as it does for the buffers inside one pipeline
 /// (left symbolic, the cut model ran far slower; bench/DECISIONS.md#d51-jit-segments).
-void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b) {
-    for (size_t d = 0; d < b.extents.size(); d++) p.dim((int)d).set_bounds(0, b.extents[d]).set_stride(b.strides[d]);
+/// A moving shape's extents and strides are Exprs over the size Params: Halide then knows how
+/// the buffer relates to the sizes its specializations test, as inside one pipeline.
+void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b, const LoweredPipeline &lp) {
+    if (b.sym_extents.empty()) {
+        for (size_t d = 0; d < b.extents.size(); d++) p.dim((int)d).set_bounds(0, b.extents[d]).set_stride(b.strides[d]);
+        return;
+    }
+    std::vector<Halide::Expr> extent, stride(b.extents.size());
+    for (const auto &e : b.sym_extents) extent.push_back(lp.size_expr(e));
+    Halide::Expr s = 1;
+    for (int d : b.storage_order) {
+        stride[d] = s;
+        s = Halide::Internal::simplify(s * extent[d]);
+    }
+    for (size_t d = 0; d < extent.size(); d++) p.dim((int)d).set_bounds(0, extent[d]).set_stride(stride[d]);
+}
+
+/// Whether the shape lowering gives Func \p name is exact at every size: fixed, or the symbolic
+/// shape of the graph value it computes (a helper's moving extents are only guessed).
+bool exact_shape_at_every_size(const LoweredPipeline &p, const std::string &name) {
+    if (!p.dynamic.active()) return true;
+    const LoweredFunc *lf = p.find_realized(name);
+    return lf && (!lf->sym_extents.empty() || lf->dynamic_vars.empty());
 }
 
 /// \p f's dimensions from the innermost in memory outwards (its reorder_storage), and whether its
@@ -137,12 +158,16 @@ bool computes_past_extents(const Function &f, const LoweredFunc *lf) {
     const auto &args = f.args();             // Halide order, innermost first
     for (size_t d = 0; d < args.size(); d++)
         extent[args[d]] = lf && lf->extents.size() == args.size() ? lf->extents[args.size() - 1 - d] : -1;
-    std::vector<const Halide::Internal::Definition *> defs{&f.definition()};
-    for (const auto &u : f.updates()) defs.push_back(&u);
+    // Each stage with its specializations (dynamic shapes: the branch that keeps the written tails).
+    std::vector<std::pair<const Halide::Internal::Definition *, bool>> defs{{&f.definition(), false}};
+    for (const auto &u : f.updates()) defs.push_back({&u, true});
+    for (size_t k = 0; k < defs.size(); k++)
+        for (const auto &sp : defs[k].first->specializations()) defs.push_back({&sp.definition, defs[k].second});
     for (size_t k = 0; k < defs.size(); k++) {
-        if (!defs[k]->defined()) continue;
+        const bool update = defs[k].second;
+        if (!defs[k].first->defined()) continue;
         std::map<std::string, int64_t> ext = extent;
-        for (const auto &sp : defs[k]->schedule().splits()) {
+        for (const auto &sp : defs[k].first->schedule().splits()) {
             auto it = ext.find(sp.old_var);
             if (sp.is_rename()) {
                 if (it != ext.end()) ext[sp.outer] = it->second;
@@ -155,7 +180,7 @@ bool computes_past_extents(const Function &f, const LoweredFunc *lf) {
                 const int64_t e = it->second;
                 using TS = Halide::TailStrategy;
                 bool rounds = sp.tail == TS::RoundUp || sp.tail == TS::PredicateLoads ||
-                              sp.tail == TS::PredicateStores || (sp.tail == TS::Auto && k > 0);
+                              sp.tail == TS::PredicateStores || (sp.tail == TS::Auto && update);
                 if (rounds && (!factor || e < 0 || e % *factor != 0)) return true;
                 ext[sp.outer] = factor && e >= 0 ? (e + *factor - 1) / *factor : -1;
                 ext[sp.inner] = factor ? *factor : -1;
@@ -194,7 +219,7 @@ RootGraph analyze(const LoweredPipeline &p) {
         bool plain = true;
         storage_order(f, plain);
         if ((p.find_realized(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && only_root_consumer_wrappers(f) &&
-            plain)
+            plain && exact_shape_at_every_size(p, name))
             g.whole_buffer.insert(name);
     }
 
@@ -399,7 +424,9 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
                 bd.strides[d] = stride;
                 stride *= bd.extents[d];
             }
-            constrain_dense(bd.param, bd);
+            if (const LoweredFunc *lf = p.find_realized(read); lf && !lf->sym_extents.empty())
+                bd.sym_extents.assign(lf->sym_extents.rbegin(), lf->sym_extents.rend());
+            constrain_dense(bd.param, bd, p);
             sp.boundaries.push_back(bd);
         }
         auto &rd = sp.segments[b].reads;
@@ -462,7 +489,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             outs.emplace_back(copied_env.at(seg.outputs[k]));
             // Its readers are compiled for a dense buffer of the Func's own shape: so is its writer.
             if (seg.boundary_of_output[k] >= 0 && seg.graph_output_of_output[k] < 0)
-                constrain_dense(outs.back().output_buffer(), sp.boundaries[seg.boundary_of_output[k]]);
+                constrain_dense(outs.back().output_buffer(), sp.boundaries[seg.boundary_of_output[k]], p);
         }
         seg.pipeline = Halide::Pipeline(outs);
     }
@@ -470,6 +497,23 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
 }
 
 }  // namespace
+
+void SegmentBoundary::shape_at(const std::map<std::string, int64_t> &sizes, std::vector<int> &extents_at,
+                               std::vector<int> &strides_at) const {
+    if (sym_extents.empty()) {
+        extents_at = extents;
+        strides_at = strides;
+        return;
+    }
+    extents_at.clear();
+    for (const auto &e : sym_extents) extents_at.push_back((int)e.eval(sizes));
+    strides_at.assign(extents_at.size(), 0);
+    int64_t stride = 1;
+    for (int d : storage_order) {
+        strides_at[d] = (int)stride;
+        stride *= extents_at[d];
+    }
+}
 
 std::string describe_cuts(const CutPlan &plan) {
     std::vector<size_t> starts{0};

@@ -61,6 +61,16 @@ struct SegmentBoundary {
     /// output, whose layout the caller's buffer fixes.
     std::vector<int> storage_order;
     std::vector<int> strides;  ///< per dimension (Halide order), dense in storage_order
+    /// A model compiled for every size (graph/symbolic_shapes.h): the Func's extents as symbolic
+    /// dims, Halide order; both sides of the cut are compiled for a dense buffer of that shape at
+    /// the run's sizes (extents and strides above are the representative ones). Empty when the
+    /// shape is fixed.
+    SymShape sym_extents;
+
+    /// The extents and strides (Halide order) at \p sizes (symbol -> size): the fixed ones when
+    /// the shape does not move.
+    void shape_at(const std::map<std::string, int64_t> &sizes, std::vector<int> &extents_at,
+                  std::vector<int> &strides_at) const;
 };
 
 /// A scheduled LoweredPipeline as consecutive segments (one segment: uncut).

@@ -197,23 +197,7 @@ Expr LowerContext::at(const std::string &name, const std::vector<Expr> &idx) {
     return call(value(name), own);
 }
 
-Expr LowerContext::size(const SymDim &d) const {
-    switch (d.kind()) {
-    case SymDim::Kind::Const:
-        internal_check(d.value() <= std::numeric_limits<int32_t>::max(), "dim ", d.value(), " exceeds int32");
-        return Expr((int)d.value());
-    case SymDim::Kind::Symbol: {
-        auto it = result.size_params.find(d.name());
-        internal_check(it != result.size_params.end(), "no size Param for dim '", d.name(), "'");
-        return it->second;
-    }
-    case SymDim::Kind::Add: return size(d.lhs()) + size(d.rhs());
-    case SymDim::Kind::Sub: return size(d.lhs()) - size(d.rhs());
-    case SymDim::Kind::Mul: return size(d.lhs()) * size(d.rhs());
-    case SymDim::Kind::FloorDiv: return size(d.lhs()) / size(d.rhs());  // Halide's int division floors
-    }
-    return Expr();
-}
+Expr LowerContext::size(const SymDim &d) const { return result.size_expr(d); }
 
 int64_t LowerContext::static_extent(const Node &node, const std::string &name, int d) const {
     SymDim s = sym(name).at(d);
@@ -372,7 +356,9 @@ void LowerContext::bind_output(const std::string &name, Func f) {
         lf.dtype = dtype(name);
         lf.dynamic_vars.clear();
         lf.dynamic_extents.clear();
+        lf.sym_extents.clear();
         SymShape sy = sym(name);
+        if (!sym_shape_static(sy)) lf.sym_extents = sy;
         if (!sym_shape_static(sy))
             for (const auto &d : sy) {
                 lf.dynamic_vars.push_back(!d.is_static());

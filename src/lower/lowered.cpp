@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "support/error.h"
 
@@ -67,6 +68,24 @@ int64_t representative_extent(const Halide::Expr &e) {
     Halide::Expr rep = Halide::Internal::simplify(ParamsAtEstimates().mutate(e));
     const int64_t *c = Halide::Internal::as_const_int(rep);
     return c ? *c : -1;
+}
+
+Halide::Expr LoweredPipeline::size_expr(const SymDim &d) const {
+    switch (d.kind()) {
+    case SymDim::Kind::Const:
+        internal_check(d.value() <= std::numeric_limits<int32_t>::max(), "dim ", d.value(), " exceeds int32");
+        return Halide::Expr((int)d.value());
+    case SymDim::Kind::Symbol: {
+        auto it = size_params.find(d.name());
+        internal_check(it != size_params.end(), "no size Param for dim '", d.name(), "'");
+        return it->second;
+    }
+    case SymDim::Kind::Add: return size_expr(d.lhs()) + size_expr(d.rhs());
+    case SymDim::Kind::Sub: return size_expr(d.lhs()) - size_expr(d.rhs());
+    case SymDim::Kind::Mul: return size_expr(d.lhs()) * size_expr(d.rhs());
+    case SymDim::Kind::FloorDiv: return size_expr(d.lhs()) / size_expr(d.rhs());  // Halide's int division floors
+    }
+    return Halide::Expr();
 }
 
 const LoweredFunc *LoweredPipeline::find(const std::string &name) const {

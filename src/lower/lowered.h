@@ -32,6 +32,11 @@ struct LoweredFunc {
     /// knows it (undefined otherwise; empty when no var moves). A schedule's specialization for
     /// large enough extents reads it (schedule_apply.h).
     std::vector<Halide::Expr> dynamic_extents;
+    /// Dynamic shapes: the Func's exact extents as symbolic dims, outermost first, for a Func bound
+    /// to a graph value whose shape moves (empty otherwise, and for helpers, whose moving extents
+    /// lowering only guesses). A cut (codegen/jit_segments.h) passes such a Func between pipelines
+    /// in a buffer of that shape at each run's sizes.
+    SymShape sym_extents;
     /// For each update stage k, the reduction vars as a schedule names them ("k", "r.x", "r.y").
     std::vector<std::vector<std::string>> update_rvars;
     std::vector<std::string> producers;  ///< Funcs (not inputs) this Func reads
@@ -143,6 +148,8 @@ struct LoweredPipeline {
     DynamicDims dynamic;
     std::vector<SymShape> input_syms, output_syms;
     std::map<std::string, Halide::Param<int32_t>> size_params;
+    /// The Expr of a symbolic dim over size_params (a constant for a static one).
+    Halide::Expr size_expr(const SymDim &d) const;
     /// C functions the pipeline's extern stages call ("loom_cublas_sgemm"): the artifact must
     /// define them (codegen/aot.cpp compiles codegen/cublas_gemm.h's source in).
     std::vector<std::string> extern_calls;
