@@ -284,6 +284,10 @@ Func LowerContext::make_func(const Node &node, const std::string &suffix, const 
     return f;
 }
 
+void LowerContext::exact_extents(const Func &f, const SymShape &shape) {
+    if (!sym_shape_static(shape)) record(f).sym_extents = shape;
+}
+
 bool LowerContext::extern_operand(const std::string &name, Halide::ExternFuncArgument &arg) {
     for (size_t k = 0; k < result.input_names.size(); k++)
         if (result.input_names[k] == name) {

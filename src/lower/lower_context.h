@@ -68,6 +68,10 @@ public:
     /// As above, and records the Func's extents (\p shape, outermost first) for listings and the
     /// cost model. Use it for helper Funcs; bind_output records the extents of output Funcs.
     Halide::Func make_func(const Node &node, const std::string &suffix, const Shape &shape);
+    /// Dynamic shapes: records \p shape as the exact symbolic extents of helper \p f (made by
+    /// make_func), whose moving extents make_func only guesses; a cut may then pass it between
+    /// pipelines (LoweredFunc::sym_extents). Nothing for a static shape.
+    void exact_extents(const Halide::Func &f, const SymShape &shape);
     /// The pure Vars of a Func made by make_func, outermost first.
     std::vector<Halide::Var> vars(int rank) const;
     /// Defines \p f(vars outermost first) = e. (Pure definition, reversing to Halide order.)

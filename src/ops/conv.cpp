@@ -296,6 +296,9 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         Shape ps = sx;
         for (int d = 0; d < p.sp; d++) ps[2 + d] += p.pad_begin[d] + p.pad_end[d];
         xin = ctx.make_func(node, "pad", ps);
+        SymShape sym_ps = ctx.sym(x);
+        for (int d = 0; d < p.sp; d++) sym_ps[2 + d] = sym_ps[2 + d] + (p.pad_begin[d] + p.pad_end[d]);
+        if (sym_ps.size() == ps.size()) ctx.exact_extents(xin, sym_ps);
         std::vector<Var> v = ctx.vars(rank);
         Expr inside = Halide::Internal::const_true();
         std::vector<Expr> idx = {v[0], v[1]};
