@@ -1026,6 +1026,9 @@ TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
             EXPECT_EQ(loom::testing::count_of(text, "_pad.compute_inline()"), 0u);
             EXPECT_EQ(loom::testing::count_of(text, "(14-wide rows rounded up)"), 1u);
             EXPECT_EQ(loom::testing::count_of(text, "(7-wide rows rounded up)"), output ? 0u : 1u);
+            // The taps run innermost around one vector per channel of the block, so that the
+            // block's accumulators stay in registers.
+            EXPECT_EQ(loom::testing::count_of(text, ".reorder(wi, r.x, r.y, r.z, c, wo)"), 2u);
             std::vector<std::string> warnings;
             validate_schedule(sch, lp, fm.target, &warnings);
             EXPECT_TRUE(warnings.empty()) << warnings.front();

@@ -738,7 +738,7 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     tiling.tile_channels = CB;
     st.comments.back() = str_cat("depthwise conv in blocks of ", CB, " channels: a task per block, its rows inside, ",
                                  vl, "-lane vectors", round_up ? str_cat(" (", e[3], "-wide rows rounded up)") : "",
-                                 ", the taps unrolled, the padded input per task");
+                                 ", the taps unrolled around the block's accumulators, the padded input per task");
     Args vec = {w, vl};
     if (round_up) vec.push_back(ScheduleArg::tail("RoundUp"));
     st.add("split", {c, co, ci, CB}).add("reorder", {w, ci, h, co, n});
@@ -754,12 +754,29 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     if (CB > 1) fs.add("unroll", {c});
     ScheduleStatement &u = add(F, 0);
     const auto &rv = lf(F).update_rvars[0];
-    Args reorder = {w, c};
-    for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder).add("vectorize", vec);
-    if (CB > 1) u.add("unroll", {c});
     const auto &re = fi(F).rvar_extents[0];
-    if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    // The taps innermost around one vector of each channel of the block: the block's accumulators
+    // stay in registers for every tap instead of being loaded and stored once per tap
+    // (bench/DECISIONS.md#d86-depthwise-taps-in-registers).
+    const bool taps_inside = knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 25;
+    if (taps_inside) {
+        std::vector<std::string> fused_ = names_of(F);
+        const std::string wo = fresh(fused_, w + "o"), wi = fresh(fused_, w + "i");
+        Args split = {w, wo, wi, vl};
+        if (round_up) split.push_back(ScheduleArg::tail("RoundUp"));
+        Args reorder = {wi};
+        for (const auto &x : rv) reorder.push_back(x);
+        reorder.push_back(c);
+        reorder.push_back(wo);
+        u.add("split", split).add("reorder", reorder).add("vectorize", {wi});
+        if (CB > 1) u.add("unroll", {c});
+        u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    } else {
+        Args reorder = {w, c};
+        for (const auto &x : rv) reorder.push_back(x);
+        u.add("reorder", reorder).add("vectorize", vec);
+        if (CB > 1) u.add("unroll", {c});
+    }
     std::set<std::string> placed;
     for (const auto &pr : lf(F).producers) {
         const FuncDecision *d = plan.decision(pr);
