@@ -757,7 +757,7 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     const auto &re = fi(F).rvar_extents[0];
     // The taps innermost around one vector of each channel of the block: the block's accumulators
     // stay in registers for every tap instead of being loaded and stored once per tap
-    // (bench/DECISIONS.md#d86-depthwise-taps-in-registers).
+    // (bench/DECISIONS.md#d101-depthwise-taps-in-registers).
     const bool taps_inside = knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 25;
     if (taps_inside) {
         std::vector<std::string> fused_ = names_of(F);
