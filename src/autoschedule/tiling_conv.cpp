@@ -439,6 +439,18 @@ ConvPlan Ctx::choose_conv() {
             c.vl = c.WT;
             c.nvec = 1;
         }
+        // Channel counts with few small factors (ShuffleNet's 58, 116) leave a tile of one row
+        // with 2-4 accumulators, too few chains to hide the FMA latency: rows are added to the tile
+        // (dividing the height) until it holds about 8
+        // (bench/DECISIONS.md#d102-conv-root-tile-rows).
+        const int acc = c.CB * (c.vl ? c.nvec : 1);
+        const int budget = std::max(1, m.vector_registers - 8);
+        if (r == 4 && c.vl && acc < 8)
+            for (int ht : {4, 2})
+                if (acc * ht <= std::max(8, acc) && acc * ht <= budget && e[2] % ht == 0) {
+                    c.HT = ht;
+                    break;
+                }
     }
     return c;
 }
@@ -457,10 +469,12 @@ std::string Ctx::explain_conv(const ConvPlan &c) const {
     if (c.path == ConvPlan::Path::RowBlocks)
         return str_cat("conv tile ", c.V, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ", c.HT * c.CB,
                        " vector accumulators; reduction over ", dims, " dims outside it; parallel over (n, row block)");
+    const std::string rows = c.HT > 1 ? str_cat(" x ", c.HT, " (rows)") : std::string();
     if (c.path == ConvPlan::Path::RootTiles && c.round_up)
-        return str_cat("conv tile ", c.WT, " (w, the ", c.W, "-wide rows rounded up) x ", c.CB, " (channels): ",
-                       c.nvec * c.CB, " vector accumulators; reduction over ", dims, " dims outside it");
-    return str_cat("conv tile ", c.WT, " (w) x ", c.CB, " (channels): ", c.nvec * c.CB,
+        return str_cat("conv tile ", c.WT, " (w, the ", c.W, "-wide rows rounded up)", rows, " x ", c.CB,
+                       " (channels): ", c.nvec * c.CB * c.HT, " vector accumulators; reduction over ", dims,
+                       " dims outside it");
+    return str_cat("conv tile ", c.WT, " (w)", rows, " x ", c.CB, " (channels): ", c.nvec * c.CB * c.HT,
                    " vector accumulators; reduction over ", dims, " dims outside it");
 }
 
@@ -681,19 +695,27 @@ void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     u.add("split", wsplit);
     if (vl && nvec > 1) u.add("split", {wi, wvo, wvi, vl});
     if (CB > 1) u.add("split", {cv, co, ci, CB});
+    const int HT = c.HT;
+    std::string ho, hi;
+    if (HT > 1) {
+        ho = fresh(fused_, v[2] + "o"), hi = fresh(fused_, v[2] + "i");
+        u.add("split", {v[2], ho, hi, HT});
+    }
     Args reorder;
     if (vl && nvec > 1) reorder = {wvi, wvo};
     else reorder = {wi};
     if (CB > 1) reorder.push_back(ci);
+    if (HT > 1) reorder.push_back(hi);
     for (const auto &x : rv) reorder.push_back(x);
     reorder.push_back(wo);
-    for (int d = r - 2; d >= 2; d--) reorder.push_back(v[d]);
+    for (int d = r - 2; d >= 2; d--) reorder.push_back(HT > 1 && d == 2 ? ho : v[d]);
     reorder.push_back(CB > 1 ? co : cv);
     reorder.push_back(v[0]);
     u.add("reorder", reorder);
     if (vl) u.add("vectorize", {nvec > 1 ? wvi : wi});
     if (vl && nvec > 1) u.add("unroll", {wvo});
     if (CB > 1) u.add("unroll", {ci});
+    if (HT > 1) u.add("unroll", {hi});
     // With a batch, the images and channel blocks are one parallel loop: a training step's
     // gradient convs have few channel blocks (one, for a MaxPool's scatter) and many images,
     // which a parallel loop over the blocks alone, inside the images, left serial
