@@ -1329,6 +1329,31 @@ TEST(Autoschedule, ReductionOverInnerDimsFusesItsRVars) {
     }
 }
 
+// A global average pool of a conv's 14-wide rows (a squeeze-excitation block): the conv may store
+// its rows rounded up to whole vectors, so the pool does not fuse H and W into one run (each lane
+// would be a gather) but sums vectors of a divisor of the row, 7 lanes on AVX2, 14 on AVX-512.
+TEST(Autoschedule, PoolOfComputedRowsSumsVectorsWithinARow) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 14, 14});
+    std::string c = b.node("Conv", {x, b.random_constant("w", {24, 1, 3, 3}, 41)}, {1, 24, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                            {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                            {"group", int64_t(24)}});
+    std::string h = b.node("HardSwish", {c}, {1, 24, 14, 14});
+    std::string g = b.node("GlobalAveragePool", {h}, {1, 24, 1, 1}, {}, DType::F32, "pool");
+    b.out("Mul", {h, g}, {1, 24, 14, 14});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        std::string text = print_schedule(plan_on(lp, fm).schedule);
+        SCOPED_TRACE(fm.name + "\n" + text);
+        const std::string lanes = fm.model.vector_bytes == 64 ? "14" : "7";
+        EXPECT_EQ(text.find("pool.update(0).fuse("), std::string::npos);
+        EXPECT_NE(text.find("pool.update(0).split(r.x, rxo, rxi, " + lanes + ").rfactor(rxi, u)"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "squeeze-excitation pool of a conv's rows");
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});
