@@ -123,6 +123,7 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     JitModel &m = compile_scheduled(g, sm, target);
     std::cout << "compiled once with schedule '" << spec << "' for " << target.to_string() << ": compile "
               << std::fixed << std::setprecision(2) << m.compile_seconds() << " s" << std::defaultfloat;
+    if (m.segments() > 1) std::cout << " as " << m.segments() << " pipelines";
     if (sm.applied.guarded_for_sizes)
         std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
     std::cout << "\n";
