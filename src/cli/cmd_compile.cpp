@@ -95,12 +95,7 @@ void compile(const CompileOptions &o) {
               << a.manifest << "\n";
     if (g.dynamic.active()) {
         std::cout << "  every size (<name>_run_host_shaped), planned at the sizes of data/:\n" << describe_dynamic(g);
-        if (!applied.specialized.empty()) {
-            std::cout << "  specialized when " << applied.specialized_when
-                      << " (tails as written; the guarded loops otherwise):";
-            for (const auto &sp : applied.specialized) std::cout << " " << sp;
-            std::cout << "\n";
-        }
+        std::cout << applied.specializations_text("  ");
     }
     if (!o.no_reference)
         std::cout << "  data/: seeded inputs (seed " << o.seed << "), reference outputs and their tolerances ("

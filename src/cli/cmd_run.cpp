@@ -127,12 +127,7 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     if (sm.applied.guarded_for_sizes)
         std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
     std::cout << "\n";
-    if (!sm.applied.specialized.empty()) {
-        std::cout << "specialized when " << sm.applied.specialized_when
-                  << " (tails as written; the guarded loops otherwise):";
-        for (const auto &sp : sm.applied.specialized) std::cout << " " << sp;
-        std::cout << "\n";
-    }
+    std::cout << sm.applied.specializations_text("");
     bool ok = true;
     for (const auto &set : sets) {
         // The reference runs the model prepared for this size alone.

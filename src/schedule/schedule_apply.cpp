@@ -80,8 +80,7 @@ private:
             Halide::Stage sp = st.stage < 0 ? f.specialize(plan->second.condition)
                                             : f.update(st.stage).specialize(plan->second.condition);
             it = made_.emplace(key, sp).first;
-            out_.specialized_when = plan->second.text;
-            out_.specialized.push_back(st.stage_name());
+            out_.specialized[plan->second.text].push_back(st.stage_name());
         }
         return &it->second;
     }
@@ -123,6 +122,16 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     Applier ap(m, final_model, p, out, plan_size_specializations(s, p, target));
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;
+}
+
+std::string AppliedSchedule::specializations_text(const std::string &indent) const {
+    std::string t;
+    for (const auto &[when, stages] : specialized) {
+        t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";
+        for (const auto &sp : stages) t += " " + sp;
+        t += "\n";
+    }
+    return t;
 }
 
 const ScheduleStatement *AppliedSchedule::culprit(const std::string &msg) const {

@@ -30,10 +30,11 @@ struct AppliedSchedule {
     /// whole moving loops left plain instead of unrolled or vectorized.
     int guarded_for_sizes = 0;
     /// Dynamic shapes: the stages specialized for large enough sizes, where the tails stay as
-    /// written ("matmul.update(0)"), and when ("size_seq*size_batch >= 6, …";
-    /// schedule/size_specialization.h).
-    std::vector<std::string> specialized;
-    std::string specialized_when;
+    /// written ("matmul.update(0)"), by when ("size_seq*size_batch >= 6, …"; one condition per
+    /// kernel, schedule/size_specialization.h).
+    std::map<std::string, std::vector<std::string>> specialized;
+    /// The specializations for a person: one line per condition, each starting with \p indent.
+    std::string specializations_text(const std::string &indent) const;
     /// The statement most likely behind a Halide error message (names the Func, or a Func it
     /// made, and most of the vars), or nullptr when none is named.
     const ScheduleStatement *culprit(const std::string &halide_message) const;

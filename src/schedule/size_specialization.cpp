@@ -133,10 +133,21 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             }
         }
     }
-    // One condition for every stage: a stage computed inside another sees that one's full tiles only
-    // where both take their specializations, and identical conditions let Halide fold the nesting.
-    std::map<std::string, std::pair<Halide::Expr, int64_t>> at_least;  // extent text -> (extent, size it needs)
-    std::map<std::string, std::pair<Halide::Expr, int64_t>> divides;   // extent text -> (extent, divisor)
+    // One condition per kernel (a root Func and every stage computed inside it): a stage computed
+    // inside another sees that one's full tiles only where both take their specializations, and
+    // identical conditions let Halide fold the nesting; separate kernels meet only through whole
+    // buffers, so each takes its own, and a short size still runs the kernels it is long enough for.
+    auto kernel_of = [&](std::string f) {
+        std::set<std::string> seen;
+        for (auto it = computed_at.find(f); it != computed_at.end() && seen.insert(f).second; it = computed_at.find(f))
+            f = it->second;
+        return f;
+    };
+    struct Need {
+        std::map<std::string, std::pair<Halide::Expr, int64_t>> at_least;  // extent text -> (extent, size it needs)
+        std::map<std::string, std::pair<Halide::Expr, int64_t>> divides;   // extent text -> (extent, divisor)
+    };
+    std::map<std::string, Need> needs;  // kernel -> what its specialization needs
     std::set<std::string> specialized_funcs;
     for (auto &[key, sp] : plans) {
         if (!sp.eligible || rfactored.count(key.first)) continue;
@@ -149,40 +160,47 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             }
         }
         if (!sp.eligible) continue;
+        Need &nd = needs[kernel_of(key.first)];
         for (const auto &[v, f] : sp.factors) {
             size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
             const Halide::Expr &e = lf->dynamic_extents[i];
             std::ostringstream es;
             es << e;
             int64_t need = std::min<int64_t>(f, lf->extents[i]);
-            auto &al = at_least[es.str()];
+            auto &al = nd.at_least[es.str()];
             al = {e, std::max(al.second, need)};
             auto d = sp.must_divide.find(v);
             if (d != sp.must_divide.end() && d->second > 1) {
-                auto &dv = divides[es.str()];
+                auto &dv = nd.divides[es.str()];
                 dv = {e, std::max(dv.second, d->second)};
             }
         }
         if (!sp.factors.empty()) specialized_funcs.insert(key.first);
     }
-    Halide::Expr cond;
-    std::ostringstream text;
-    auto add = [&](const Halide::Expr &term, const std::string &t) {
-        cond = cond.defined() ? (cond && term) : term;
-        text << (text.tellp() > 0 ? ", " : "") << t;
-    };
-    for (const auto &[t, en] : at_least)
-        if (en.second > 1) add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
-    for (const auto &[t, en] : divides) add(en.first % (int)en.second == 0, t + " % " + std::to_string(en.second) + " == 0");
-    if (!cond.defined()) return out;
+    std::map<std::string, std::pair<Halide::Expr, std::string>> cond_of;  // kernel -> (condition, its text)
+    for (const auto &[kernel, nd] : needs) {
+        Halide::Expr cond;
+        std::ostringstream text;
+        auto add = [&](const Halide::Expr &term, const std::string &t) {
+            cond = cond.defined() ? (cond && term) : term;
+            text << (text.tellp() > 0 ? ", " : "") << t;
+        };
+        for (const auto &[t, en] : nd.at_least)
+            if (en.second > 1) add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
+        for (const auto &[t, en] : nd.divides)
+            add(en.first % (int)en.second == 0, t + " % " + std::to_string(en.second) + " == 0");
+        if (cond.defined()) cond_of[kernel] = {cond, text.str()};
+    }
     for (const auto &[key, sp] : plans) {
         if (!sp.eligible || rfactored.count(key.first)) continue;
+        auto c = cond_of.find(kernel_of(key.first));
+        if (c == cond_of.end()) continue;
         // A whole moving loop unrolls or vectorizes where its Func is computed inside a full tile of
         // a specialized one (a constant extent there); elsewhere it stays a plain loop.
         auto at = computed_at.find(key.first);
         bool full_tiles = at != computed_at.end() && specialized_funcs.count(at->second);
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
-        out[key] = {cond, text.str(), sp.whole_moving_loop && full_tiles};
+        out[key] = {c->second.first, c->second.second, sp.whole_moving_loop && full_tiles};
     }
     return out;
 }

@@ -4,10 +4,11 @@
 /// of a loop whose extent moves is GuardWithIf (correct at every extent; bench/DECISIONS.md#d65),
 /// which cost the transformer fixture about 2x. A stage whose moving splits are plain loop calls
 /// (split, tile, vectorize, unroll, parallel, reorder) gets a Halide specialization taken when every
-/// moving loop split anywhere in the schedule is at least as long as the schedule needs (its
-/// representative extent, or the product of its split factors when that is smaller) and every
-/// RoundUp split (Auto's tail for an update's pure var) of an output or a root Func divides its extent (one condition for all stages); that branch keeps
-/// the tails as written, as a compile for one size does. Other sizes run the guarded general case.
+/// moving loop split in its kernel (its root Func and the stages computed inside it) is at least as
+/// long as the schedule needs (its representative extent, or the product of its split factors when
+/// that is smaller) and every RoundUp split (Auto's tail for an update's pure var) of an output or a
+/// root Func divides its extent: one condition per kernel. That branch keeps the tails as written,
+/// as a compile for one size does; other sizes run the guarded general case.
 #pragma once
 
 #include <Halide.h>
