@@ -69,12 +69,14 @@ def main():
     step1_ms = dict(re.findall(r"^size (\S+): run ([0-9.]+) ms", out, re.M))
     compile_s = float(re.search(r"compiled once .*?: compile ([0-9.]+) s", out).group(1))
     checks = re.findall(r"^size (\S+): .*?\n(?:.*\n)*?\s+check \S+: rel error (\S+),", out, re.M)
-    special = re.search(r"^specialized when (.*?) \(", out, re.M)
+    special = re.findall(r"^specialized when (.*?) \(tails as written", out, re.M)
     lines.append(f"### {name}: one compile planned at {args.plan}")
     lines.append("")
     lines.append(f"`{' '.join(gen)}`: compile {compile_s:.2f} s, {len(checks)} sizes checked against the "
-                 f"reference interpreter (rel. errors {', '.join(e for _, e in checks)}); specialized when "
-                 f"{special.group(1) if special else '(no specialization)'}.")
+                 f"reference interpreter (rel. errors {', '.join(e for _, e in checks)}); "
+                 + (f"specialized when {special[0]}" if len(special) == 1 else
+                    f"{len(special)} kernel conditions, shortest: {min(special, key=len)}" if special else
+                    "no specialization") + ".")
     lines.append("")
 
     # 2. Per size: generic, specialized and ONNX Runtime in one interleaved `loom bench`.

@@ -159,6 +159,13 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
                 break;
             }
         }
+        // A RoundUp split whose factor does not divide even the planned extent (a 40-wide row in
+        // vectors of 16) would make its kernel's condition false at every size the plan was made
+        // for: that stage stays guarded instead, and its kernel keeps its specialization.
+        for (const auto &[v, d] : sp.must_divide) {
+            size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+            if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) sp.eligible = false;
+        }
         if (!sp.eligible) continue;
         Need &nd = needs[kernel_of(key.first)];
         for (const auto &[v, f] : sp.factors) {
