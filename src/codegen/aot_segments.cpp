@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "codegen/runtime_glue.h"
+
 namespace loom {
 
 std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const SegmentedPipeline &sp, size_t k) {
@@ -14,24 +16,6 @@ std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const 
 }
 
 std::string segment_function(const std::string &fn, size_t k) { return fn + "_s" + std::to_string(k); }
-
-namespace {
-
-/// \p d as a C expression over `size[i]` (int64_t, the i-th of \p symbols).
-std::string c_expr(const SymDim &d, const std::vector<std::string> &symbols) {
-    switch (d.kind()) {
-    case SymDim::Kind::Const: return "(int64_t)" + std::to_string(d.value());
-    case SymDim::Kind::Symbol:
-        return "size[" + std::to_string(std::find(symbols.begin(), symbols.end(), d.name()) - symbols.begin()) + "]";
-    case SymDim::Kind::Add: return "(" + c_expr(d.lhs(), symbols) + " + " + c_expr(d.rhs(), symbols) + ")";
-    case SymDim::Kind::Sub: return "(" + c_expr(d.lhs(), symbols) + " - " + c_expr(d.rhs(), symbols) + ")";
-    case SymDim::Kind::Mul: return "(" + c_expr(d.lhs(), symbols) + " * " + c_expr(d.rhs(), symbols) + ")";
-    case SymDim::Kind::FloorDiv: return "floordiv64(" + c_expr(d.lhs(), symbols) + ", " + c_expr(d.rhs(), symbols) + ")";
-    }
-    return "0";
-}
-
-}  // namespace
 
 std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeline &sp, const std::string &fn) {
     const size_t nin = p.inputs.size(), nb = sp.boundaries.size(), nsizes = p.dynamic.symbols.size();
@@ -68,10 +52,7 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
     // replaced when it is too small for them.
     os << "};\nconstexpr int kNumSizes = " << nsizes << ";\n";
     if (nsizes > 0) {
-        os << "int64_t floordiv64(int64_t a, int64_t b) {\n"
-           << "    if (b == 0) return 0;\n    int64_t q = a / b;\n"
-           << "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
-           << "void shape_at(int b, const int64_t *size, int *extent, int *stride) {\n"
+        os << kFloorDiv64Source << "void shape_at(int b, const int64_t *size, int *extent, int *stride) {\n"
            << "    const Crossing &c = kCrossing[b];\n    for (int d = 0; d < c.dims; d++) {\n"
            << "        extent[d] = c.extent[d];\n        stride[d] = c.stride[d];\n    }\n"
            << "    switch (b) {\n";
@@ -80,7 +61,7 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
             if (bd.sym_extents.empty() || bd.graph_output >= 0) continue;
             os << "    case " << b << ": {\n";
             for (size_t d = 0; d < bd.sym_extents.size(); d++)
-                os << "        extent[" << d << "] = (int)" << c_expr(bd.sym_extents[d], p.dynamic.symbols) << ";\n";
+                os << "        extent[" << d << "] = (int)" << sym_dim_c_expr(bd.sym_extents[d], p.dynamic.symbols, "size") << ";\n";
             os << "        int64_t s = 1;\n";
             for (int d : bd.storage_order)
                 os << "        stride[" << d << "] = (int)s;\n        s *= extent[" << d << "];\n";

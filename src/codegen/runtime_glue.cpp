@@ -44,21 +44,7 @@ void emit_tables(std::ostringstream &os, const char *side, const std::vector<std
 }
 
 // \p d as a C expression over `s[i]`, the value of symbol i of \p syms.
-std::string c_expr(const SymDim &d, const std::vector<std::string> &syms) {
-    switch (d.kind()) {
-    case SymDim::Kind::Const: return "INT64_C(" + std::to_string(d.value()) + ")";
-    case SymDim::Kind::Symbol: {
-        size_t i = std::find(syms.begin(), syms.end(), d.name()) - syms.begin();
-        internal_check(i < syms.size(), "glue: unknown size symbol ", d.name());
-        return "s[" + std::to_string(i) + "]";
-    }
-    case SymDim::Kind::Add: return "(" + c_expr(d.lhs(), syms) + " + " + c_expr(d.rhs(), syms) + ")";
-    case SymDim::Kind::Sub: return "(" + c_expr(d.lhs(), syms) + " - " + c_expr(d.rhs(), syms) + ")";
-    case SymDim::Kind::Mul: return "(" + c_expr(d.lhs(), syms) + " * " + c_expr(d.rhs(), syms) + ")";
-    case SymDim::Kind::FloorDiv: return "floordiv64(" + c_expr(d.lhs(), syms) + ", " + c_expr(d.rhs(), syms) + ")";
-    }
-    return "0";
-}
+std::string c_expr(const SymDim &d, const std::vector<std::string> &syms) { return sym_dim_c_expr(d, syms, "s"); }
 
 std::string c_string(const std::string &t) {
     std::string r = "\"";
@@ -106,10 +92,7 @@ void emit_size_functions(std::ostringstream &os, const GlueSpec &g) {
     const auto &syms = g.dynamic.symbols;
     auto sym_of = [&](size_t k) { return k < g.input_syms.size() && !g.input_syms[k].empty() ? g.input_syms[k] : SymShape(); };
     os << "namespace {\n\n"
-       << "int64_t floordiv64(int64_t a, int64_t b) {\n"
-       << "    if (b == 0) return 0;\n"
-       << "    int64_t q = a / b;\n"
-       << "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n\n"
+       << kFloorDiv64Source << "\n"
        << "int size_error(void) {\n"
        << "    fprintf(stderr, \"loom artifact %s: %s\\n\", LOOM_STR(LOOM_NAME), g_error);\n    return -1;\n}\n\n"
        << "int bind_sizes(const char *fn, const int64_t *const *in, int64_t *s) {\n"
@@ -652,6 +635,28 @@ void *LOOM_API(_cuda_context)(void) {
 )GLUE";
 
 }  // namespace
+
+const char *const kFloorDiv64Source =
+    "int64_t floordiv64(int64_t a, int64_t b) {\n"
+    "    if (b == 0) return 0;\n"
+    "    int64_t q = a / b;\n"
+    "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n";
+
+std::string sym_dim_c_expr(const SymDim &d, const std::vector<std::string> &syms, const std::string &array) {
+    switch (d.kind()) {
+    case SymDim::Kind::Const: return "INT64_C(" + std::to_string(d.value()) + ")";
+    case SymDim::Kind::Symbol: {
+        size_t i = std::find(syms.begin(), syms.end(), d.name()) - syms.begin();
+        internal_check(i < syms.size(), "glue: unknown size symbol ", d.name());
+        return array + "[" + std::to_string(i) + "]";
+    }
+    case SymDim::Kind::Add: return "(" + sym_dim_c_expr(d.lhs(), syms, array) + " + " + sym_dim_c_expr(d.rhs(), syms, array) + ")";
+    case SymDim::Kind::Sub: return "(" + sym_dim_c_expr(d.lhs(), syms, array) + " - " + sym_dim_c_expr(d.rhs(), syms, array) + ")";
+    case SymDim::Kind::Mul: return "(" + sym_dim_c_expr(d.lhs(), syms, array) + " * " + sym_dim_c_expr(d.rhs(), syms, array) + ")";
+    case SymDim::Kind::FloorDiv: return "floordiv64(" + sym_dim_c_expr(d.lhs(), syms, array) + ", " + sym_dim_c_expr(d.rhs(), syms, array) + ")";
+    }
+    return "0";
+}
 
 std::string glue_halide_type(DType t) {
     switch (t) {

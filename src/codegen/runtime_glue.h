@@ -64,6 +64,12 @@ std::string glue_header(const GlueSpec &s);
 /// The C++ source of the glue (compiled with Halide's runtime headers on the include path).
 std::string glue_source(const GlueSpec &s);
 
+/// \p d as a C expression over `<array>[i]`, the int64_t value of symbol i of \p syms; a floor
+/// division calls `floordiv64`, which kFloorDiv64Source defines.
+std::string sym_dim_c_expr(const SymDim &d, const std::vector<std::string> &syms, const std::string &array);
+/// C source of `int64_t floordiv64(int64_t a, int64_t b)`: floor division (0 when b is 0).
+extern const char *const kFloorDiv64Source;
+
 /// Halide's type code/bits for a Loom dtype, as the glue writes them into halide_type_t
 /// ("halide_type_float, 32").
 std::string glue_halide_type(DType t);
