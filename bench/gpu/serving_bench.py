@@ -84,9 +84,12 @@ def parse_folder(folder):
 
 def compile_and_run(model, x, mode, gemm_backends=None):
     """torch.compile(model, mode) run thrice (the compile happens in the first call; CUDA graphs
-    record by the third): (the compiled module, its last output, seconds)."""
+    record by the third): (the compiled module, its last output, seconds, inductor's FX graph
+    cache hits and misses in this compile)."""
     import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
     torch._dynamo.reset()  # a fresh compile: no earlier mode's code or CUDA graphs reused
+    before = dict(counters["inductor"])
     t0 = time.time()
     patch = {"max_autotune_gemm_backends": gemm_backends} if gemm_backends else {}
     with inductor_config.patch(patch):
@@ -94,7 +97,8 @@ def compile_and_run(model, x, mode, gemm_backends=None):
         for _ in range(3):
             y = cm(x)
         torch.cuda.synchronize()
-    return cm, y, time.time() - t0
+    cache = {k: counters["inductor"][k] - before.get(k, 0) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")}
+    return cm, y, time.time() - t0, cache
 
 
 def warm_mark(warm_dir, folder, mode):
@@ -167,8 +171,9 @@ def main():
             set_precision(prec)
             for mode in modes_of(batch):
                 with torch.no_grad(), autocast(prec):
-                    _, _, secs = compile_and_run(model, x, mode)
-                print(f"WARM {os.path.basename(os.path.normpath(folder))} {mode}: compiled in {secs:.0f} s", flush=True)
+                    _, _, secs, cache = compile_and_run(model, x, mode)
+                print(f"WARM {os.path.basename(os.path.normpath(folder))} {mode}: compiled in {secs:.0f} s ({cache})",
+                      flush=True)
                 if args.warm_dir:
                     with open(warm_mark(args.warm_dir, folder, mode), "w") as f:
                         f.write(f"{secs:.1f}\n")
@@ -263,15 +268,15 @@ def measure_row(args, serving_models, modules, folder, name, batch, prec, dev, m
                 gemm = args.fallback_gemm_backends
             col = mode if gemm is None else f"{mode}[gemm={gemm}]"
             columns.append(col)
-            cm, y, secs = compile_and_run(model, x, mode, gemm)
+            cm, y, secs, cache = compile_and_run(model, x, mode, gemm)
             row[f"{col}_compile_s"] = secs
             row[f"{col}_inductor"] = {"conv_backends": inductor_config.max_autotune_conv_backends,
                                       "gemm_backends": gemm or inductor_config.max_autotune_gemm_backends,
-                                      "compiled_from_warm_cache": warm}
+                                      "warmed_up": warm, "fx_graph_cache": cache}
             row[f"{col}_err"] = rel_err(y, ref)
             row[f"{col}_ms"] = bench(lambda: cm(x), rounds=3)
             print(f"PARTIAL {label}: {col} {row[col + '_ms']:.3f} ms (compile {secs:.0f} s"
-                  f"{', warm cache' if warm else ''}, err {row[col + '_err']:.2e})", flush=True)
+                  f"{', warmed up' if warm else ''}, {cache}, err {row[col + '_err']:.2e})", flush=True)
             if profiled:
                 profiles[col] = kernel_profile(lambda: cm(x), args.top)
                 print_profile(f"{label} {col}", profiles[col])
