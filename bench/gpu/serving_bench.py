@@ -53,7 +53,7 @@ def bench(fn, rounds=1):
 
 
 def kernel_profile(fn, top, reps=20):
-    """The CUDA kernels of one call of \p fn (torch.profiler/CUPTI, averaged over \p reps warm
+    r"""The CUDA kernels of one call of \p fn (torch.profiler/CUPTI, averaged over \p reps warm
     calls): (microseconds per call, kernels per call, [(us, count per call, name)] of the top)."""
     for _ in range(5):
         fn()
@@ -212,7 +212,7 @@ def main():
 
 
 def measure_row(args, serving_models, modules, folder, name, batch, prec, dev, modes):
-    """One row: Loom's artifact in \p folder against eager and each of \p modes, every output
+    r"""One row: Loom's artifact in \p folder against eager and each of \p modes, every output
     checked against the module in float64."""
     key = (name, batch)
     if key not in modules:
