@@ -54,9 +54,11 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
     // In BF16 a constant B is rounded to BF16 here, once, and A by a Halide copy: given FP32
     // operands, cuBLASLt's FAST_16BF compute type ran TF32 kernels at half the BF16 rate
-    // (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands).
+    // (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands). A's producer stays materialized, as for
+    // an FP32 GEMM: inlined into the copy, a LayerNorm's statistics became 1.5 ms kernels.
     const bool bf16_operands = cb && !ta && ctx.options.gemm_precision == Precision::BF16;
     Halide::ExternFuncArgument arg_a, arg_b;
+    if (!ctx.extern_operand(a, arg_a)) return Func();
     if (bf16_operands) {
         Func a16 = ctx.make_func(node, "a_bf16", sa);
         std::vector<Var> va = ctx.vars(ra);
@@ -67,8 +69,6 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         rec.feeds_extern = true;
         for (int k = 0; k < ra; k++) a16.bound(va[k], 0, (int)sa[k]);
         arg_a = a16;
-    } else if (!ctx.extern_operand(a, arg_a)) {
-        return Func();
     }
     if (cb) {
         std::vector<int> sizes = {(int)sb[1], (int)sb[0]};
