@@ -307,6 +307,32 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
 }
 
+// In BF16 a GEMM with a constant B reads BF16 operands: B rounded at compile time, A through a
+// Halide copy `<node>_a_bf16` that the schedule computes at root (cuBLASLt's FAST_16BF on FP32
+// operands ran TF32 kernels); FP32 and TF32 keep FP32 operands. The artifact compiles and links.
+TEST(Aot, CudaBf16GemmReadsBf16Operands) {
+    Graph g = import_onnx(loom::testing::data_path("mlp.onnx"));
+    prepare_graph(g);
+    auto copies = [](const LoweredPipeline &p) {
+        int n = 0;
+        for (const auto &f : p.funcs) n += f.feeds_extern && ends_with(f.name, "_a_bf16") && f.dtype == DType::I16;
+        return n;
+    };
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16}) {
+        lo.gemm_precision = p;
+        EXPECT_EQ(copies(lower_graph(g, lo)), 0) << precision_name(p);
+    }
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline p = lower_graph(g, lo);
+    EXPECT_EQ(p.extern_calls, (std::vector<std::string>{"loom_cublaslt_bias_act", "loom_cublas_sgemm"}));
+    EXPECT_EQ(copies(p), 3);  // fc1 (the RELU_BIAS epilogue), fc2, fc3
+    auto [object, output] = cuda_artifact(p, "mlp_bf16");
+    EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+    EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
+}
+
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
 // become extern stages calling cuDNN. Both feed only a Relu, so cuDNN applies the bias and the ReLU
 // (fuse_activation_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the

@@ -728,6 +728,37 @@ TEST(Autoschedule, RootConvTilesOfFewChannelsTakeRows) {
     check_auto_with_avx2(b.g, "root conv tiles of 116 channels");
 }
 
+// A depthwise conv with no epilogue of its own (its HardSwish read by a squeeze-excitation pool
+// and scale) whose plan inlines its padded input: the input is computed per channel block of the
+// conv's tiles, not inlined into every tap (a clamped index and a select per tap, a gather per
+// lane). One core, so that no epilogue kernel takes the conv.
+TEST(Autoschedule, InlinedPadOfARootConvIsComputedPerChannelBlock) {
+    Builder b;
+    std::string x = b.input("x", {1, 672, 14, 14});  // MobileNetV3-large's features.12
+    std::string c = b.node("Conv", {x, b.random_constant("w", {672, 1, 5, 5}, 43)}, {1, 672, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{5, 5}},
+                            {"pads", std::vector<int64_t>{2, 2, 2, 2}},
+                            {"group", int64_t(672)}},
+                           DType::F32, "dw");
+    std::string h = b.node("HardSwish", {c}, {1, 672, 14, 14});
+    std::string g = b.node("GlobalAveragePool", {h}, {1, 672, 1, 1});
+    b.out("Mul", {h, g}, {1, 672, 14, 14});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    int per_block = 0;
+    for (FixedMachine fm : {machines::avx2_2core(), machines::avx512_16core()}) {
+        fm.model.cores = 1;
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
+        EXPECT_EQ(r.tiling_of("dw").path, "conv.root_tiles");
+        EXPECT_EQ(text.find("dw_pad.compute_inline()"), std::string::npos);
+        per_block += text.find("dw_pad.compute_at(dw, co)") != std::string::npos;
+    }
+    EXPECT_GE(per_block, 1);  // the AVX-512 plan inlined it before
+    check_auto_with_avx2(b.g, "depthwise conv of an SE block, its pad per channel block");
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {

@@ -128,6 +128,20 @@ TEST(Threading, EveryIterationRunsOnceAndTheFirstErrorComesBack) {
     EXPECT_EQ(openmp_do_par_for(nullptr, count_or_fail, 0, 8, nullptr), 42);
 }
 
+std::atomic<int> g_team{0};
+int record_team(Halide::JITUserContext *, int, uint8_t *) {
+    g_team = omp_get_num_threads();
+    return 0;
+}
+
+// A loop of fewer tasks than threads still runs on the whole team: a team that shrank would have
+// to wake its docked threads again for the next, wider loop.
+TEST(Threading, ALoopOfFewTasksKeepsTheWholeTeam) {
+    g_team = 0;
+    EXPECT_EQ(openmp_do_par_for(nullptr, record_team, 0, 1, nullptr), 0);
+    EXPECT_EQ(g_team.load(), openmp_threads());
+}
+
 TEST(Threading, BadValueNamesTheFlagAndTheValidOnes) {
     EXPECT_EQ(parse_threading("openmp"), Threading::OpenMP);
     EXPECT_EQ(parse_threading("halide"), Threading::Halide);

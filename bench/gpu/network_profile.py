@@ -13,25 +13,13 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from in_process import Artifact  # noqa: E402
+from serving_bench import kernel_profile, print_profile  # noqa: E402
 
 REPS = 20
 
 
 def profile(label, fn, top):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(REPS):
-            fn()
-        torch.cuda.synchronize()
-    rows = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
-    total = sum(e.device_time_total for e in rows) / REPS
-    launches = sum(e.count for e in rows) / REPS
-    print(f"== {label}: {total:.1f} us of kernels per call, {launches:.0f} kernels")
-    for e in rows[:top]:
-        print(f"  {e.device_time_total / REPS:8.1f} us  x{e.count // REPS:<3d} {e.key[:110]}")
-    sys.stdout.flush()
+    print_profile(label, kernel_profile(fn, top, REPS))
 
 
 def main():

@@ -146,7 +146,7 @@ def fingerprint(model):
 
 
 def rebatch(path, batch):
-    """A BERT export traced at batch 1 made batch \p batch: the input's and output's first dim and
+    r"""A BERT export traced at batch 1 made batch \p batch: the input's and output's first dim and
     the first entry of every Reshape target (the encoder's static [B, S, ...] reshapes) become
     \p batch. The weights do not depend on the batch, so the fingerprint stands; serving_bench.py
     checks the outputs against PyTorch's module built at \p batch."""
@@ -170,7 +170,7 @@ def rebatch(path, batch):
 
 
 def export(name, batch, out_dir, trace_batch=None):
-    """Exports \p name at \p batch; BERT may be traced at batch 1 (\p trace_batch) and rebatched,
+    r"""Exports \p name at \p batch; BERT may be traced at batch 1 (\p trace_batch) and rebatched,
     which takes a sixteenth of the CPU time a batch-16 trace does."""
     model, x = build(name, batch)
     base = os.path.join(out_dir, f"{name}_b{batch}")

@@ -501,7 +501,7 @@ void Ctx::emit_conv(const ConvPlan &c) {
     case ConvPlan::Path::RootTiles: conv_root_tiles(st, c); break;
     default: break;
     }
-    inline_members();
+    inline_members(member_pads_placed);
 }
 
 // A depthwise conv that is a graph output, per row of its wrapper T: (n, channel block) tasks,
@@ -730,6 +730,7 @@ void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     // The padded input per channel block, in cache, not a pass of its own at root
     // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
     place_pads(F, F, tasks, "channel block of " + F + " (a depthwise conv reads its own channels)");
+    member_pads_placed = place_member_pads(F, F, tasks);
 }
 
 // A depthwise conv \p F under its epilogue \p T (MobileNetV2's conv + clip): a task per block of
@@ -799,6 +800,14 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
         u.add("reorder", reorder).add("vectorize", vec);
         if (CB > 1) u.add("unroll", {c});
     }
+    inline_members(place_member_pads(F, T, par));
+}
+
+// The padded inputs of conv \p F that the plan inlines into its kernel, computed at \p owner.\p var
+// instead (a channel block's planes, in cache): inlined, every tap reads through the clamped index
+// and the border select, a gather per lane in vector code
+// (bench/DECISIONS.md#d35-depthwise-conv-under-epilogue). Returns the pads placed.
+std::set<std::string> Ctx::place_member_pads(const std::string &F, const std::string &owner, const std::string &var) {
     std::set<std::string> placed;
     for (const auto &pr : lf(F).producers) {
         const FuncDecision *d = plan.decision(pr);
@@ -807,13 +816,14 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
             continue;
         ScheduleStatement &ps = add(pr);
         tiling.pad_per = "channel block";
-        ps.comments.push_back(pr + ": padded input computed per channel block of " + T +
+        ps.comments.push_back(pr + ": padded input computed per channel block of " + owner +
                               " (its border tested once per point, not once per tap)");
-        ps.add("compute_at", {T, par});
+        ps.add("compute_at", {owner, var});
+        const int V = lanes(pr);
         if (fit_lanes(V, lf(pr).extents.back())) ps.add("vectorize", {lf(pr).vars.back(), V});
         placed.insert(pr);
     }
-    inline_members(placed);
+    return placed;
 }
 
 }  // namespace loom::autosched

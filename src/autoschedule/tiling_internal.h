@@ -130,6 +130,8 @@ struct Ctx {
     void depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F);
     /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
     void inline_members(const std::set<std::string> &placed = {});
+    std::set<std::string> place_member_pads(const std::string &F, const std::string &owner, const std::string &var);
+    std::set<std::string> member_pads_placed;  ///< pads conv_root_tiles computed per task (not inlined)
     /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
     /// false when it does not fit. \p row_tile: that loop holds several rows, so the partial is
     /// stored lanes innermost (each row's lanes one dense vector).

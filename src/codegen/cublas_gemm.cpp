@@ -1,8 +1,10 @@
 #include "codegen/cublas_gemm.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "codegen/extern_stage_source.h"
+#include "lower/extern_stages.h"
 
 namespace loom {
 
@@ -23,11 +25,11 @@ namespace {
 cublasHandle_t g_handle = nullptr;
 std::mutex g_lock;
 
-// Device address of the element at coordinates \p at (Halide order) of \p b.
+// Device address of the element at coordinates \p at (Halide order) of \p b (FP32 or BF16 elements).
 uint64_t addr(const halide_buffer_t *b, const int *at) {
     int64_t off = 0;
     for (int d = 0; d < b->dimensions; d++) off += (int64_t)(at[d] - b->dim[d].min) * b->dim[d].stride;
-    return b->device + off * (int64_t)sizeof(float);
+    return b->device + off * (int64_t)((b->type.bits + 7) / 8);
 }
 
 // Both entry points: operands (and the bias, when given) on the device, Y allocated there, every
@@ -45,6 +47,7 @@ int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias
 // 3 FP16): FP32 operands and results, products on tensor cores from operands rounded to the low
 // precision, accumulated in FP32 (the FAST types), or full FP32 math.
 cublasComputeType_t compute_type(int32_t precision) {
+    if (precision & kBf16Operands) return CUBLAS_COMPUTE_32F;  // BF16 operands: FP32 accumulation
     switch (precision) {
     case 1: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case 2: return CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -52,6 +55,9 @@ cublasComputeType_t compute_type(int32_t precision) {
     default: return CUBLAS_COMPUTE_32F;
     }
 }
+
+// The type of A and B for a stage's precision argument: BF16 when kBf16Operands is added to it.
+cudaDataType_t operand_type(int32_t precision) { return precision & kBf16Operands ? CUDA_R_16BF : CUDA_R_32F; }
 
 // g_handle created (once), in the default math mode (the compute type of each call decides) with
 // its stream Halide's (g_lock held).
@@ -64,12 +70,13 @@ int prepare_handle() {
     return 0;
 }
 
-// Column-major y = alpha op(a) op(b) for \p batch FP32 GEMMs in \p precision's compute type.
+// Column-major y = alpha op(a) op(b) for \p batch GEMMs (FP32 output) in \p precision's types.
 cublasStatus_t gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
                             const void *a, int lda, long long sa, const void *b, int ldb, long long sb, void *y,
                             int ldy, long long sy, int batch, int32_t precision) {
     const float zero = 0.0f;
-    return cublasGemmStridedBatchedEx(g_handle, opa, opb, m, n, k, &alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb,
+    const cudaDataType_t t = operand_type(precision);
+    return cublasGemmStridedBatchedEx(g_handle, opa, opb, m, n, k, &alpha, a, t, lda, sa, b, t, ldb,
                                       sb, &zero, y, CUDA_R_32F, ldy, sy, batch, compute_type(precision),
                                       CUBLAS_GEMM_DEFAULT);
 }
@@ -154,12 +161,14 @@ const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes
 // these layouts (its epilogue included) within the workspace, up to kLtEnumerated, no split-K. The
 // heuristic's eight miss faster ones, such as a tile it offers only for another algorithm
 // (bench/DECISIONS.md#d46-cuda-gemm-cublaslt).
-std::vector<cublasLtMatmulAlgo_t> lt_enumerate(cublasComputeType_t compute, cublasLtMatmulDesc_t op,
+std::vector<cublasLtMatmulAlgo_t> lt_enumerate(int32_t precision, cublasLtMatmulDesc_t op,
                                                cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                cublasLtMatrixLayout_t y) {
     std::vector<cublasLtMatmulAlgo_t> out;
+    const cublasComputeType_t compute = compute_type(precision);
+    const cudaDataType_t t = operand_type(precision);
     int ids[128], n = 0;
-    if (cublasLtMatmulAlgoGetIds(g_lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 128, ids,
+    if (cublasLtMatmulAlgoGetIds(g_lt, compute, CUDA_R_32F, t, t, CUDA_R_32F, CUDA_R_32F, 128, ids,
                                  &n) != CUBLAS_STATUS_SUCCESS)
         return out;
     auto caps = [](const cublasLtMatmulAlgo_t &algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t none) {
@@ -174,7 +183,7 @@ std::vector<cublasLtMatmulAlgo_t> lt_enumerate(cublasComputeType_t compute, cubl
     };
     for (int k = 0; k < n && (int)out.size() < kLtEnumerated; k++) {
         cublasLtMatmulAlgo_t algo;
-        if (cublasLtMatmulAlgoInit(g_lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, ids[k],
+        if (cublasLtMatmulAlgoInit(g_lt, compute, CUDA_R_32F, t, t, CUDA_R_32F, CUDA_R_32F, ids[k],
                                    &algo) != CUBLAS_STATUS_SUCCESS)
             continue;
         for (uint32_t tile : caps(algo, CUBLASLT_ALGO_CAP_TILE_IDS, CUBLASLT_MATMUL_TILE_UNDEFINED))
@@ -233,9 +242,9 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
             s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof pbias);
         // Column-major layouts: "A" is b (N × K when not transposed), "B" is a (K × M), y is N × M.
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb);
+            s = cublasLtMatrixLayoutCreate(&p.a, operand_type(precision), tb ? K : N, tb ? N : K, ldb);
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, ta ? M : K, ta ? K : M, lda);
+            s = cublasLtMatrixLayoutCreate(&p.b, operand_type(precision), ta ? M : K, ta ? K : M, lda);
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, N, M, ldy);
         if (s != CUBLAS_STATUS_SUCCESS) return fail("cuBLASLt descriptors", (int)s);
         cublasLtMatmulPreference_t pref = nullptr;
@@ -270,7 +279,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         // Timing a candidate costs milliseconds of host time (gpu_time_ms's holds): only a GEMM long
         // enough for a few percent to matter is worth the enumeration's dozens more.
         if (best / kGpuTimeCalls >= kLtEnumerateMinMs)  // gpu_time_ms: the total of its calls
-            time_all(lt_enumerate(compute_type(precision), p.op, p.a, p.b, p.y));
+            time_all(lt_enumerate(precision, p.op, p.a, p.b, p.y));
         if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }
@@ -395,7 +404,10 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
 
 }  // namespace
 
-std::string cublas_gemm_source() { return extern_stage_prelude(kCublasSgemm) + kSource; }
+std::string cublas_gemm_source() {
+    return extern_stage_prelude(kCublasSgemm) + "static const int kBf16Operands = " + std::to_string(kGemmBf16Operands) +
+           ";  // lower/extern_stages.h kGemmBf16Operands\n" + kSource;
+}
 
 std::string cuda_home() {
     if (const char *e = std::getenv("CUDA_HOME")) return e;

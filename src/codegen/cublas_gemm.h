@@ -21,10 +21,11 @@
 /// cublasGemmStridedBatchedEx with b's stride 0). Bounds queries fill in a's rows of the requested
 /// output region and all of b. Inputs are copied to the device through Halide's CUDA device
 /// interface when needed (the constant b once: Halide keeps its device copy), y is device-malloc'd
-/// when Halide gave it none and marked device-dirty. Operands and y are FP32 whatever the
-/// precision (lower/precision.h: 0 FP32, 1 TF32, 2 BF16, 3 FP16), which picks the compute type:
-/// CUBLAS_COMPUTE_32F (full FP32), or _32F_FAST_TF32 / _FAST_16BF / _FAST_16F (tensor cores on
-/// operands rounded to that precision, FP32 accumulation). The stream is the legacy default stream, the one
+/// when Halide gave it none and marked device-dirty. y is FP32; so are the operands, except that
+/// a precision plus kGemmBf16Operands (lower/extern_stages.h) says a and b are BF16 bits
+/// (CUBLAS_COMPUTE_32F on them). The precision (lower/precision.h: 0 FP32, 1 TF32, 2 BF16, 3 FP16)
+/// picks the compute type: CUBLAS_COMPUTE_32F (full FP32), or _32F_FAST_TF32 / _FAST_16BF /
+/// _FAST_16F (tensor cores on operands rounded to that precision, FP32 accumulation). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
 ///
 /// loom_cublas_batched: y[b] = a[b] b[b] for a [(outer,) inner, M, K] and b [(outer,) inner, K, N]

@@ -46,8 +46,10 @@ int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCo
     g_loops++;
     std::atomic<int> first_error{0};
     // Dynamic, one iteration at a time: Halide hands out its tasks the same way, and the cost
-    // model already sized them (rows_per_task), so a chunk is a task. No more threads than tasks.
-    const int threads = std::max(1, std::min(extent, openmp_threads()));
+    // model already sized them (rows_per_task), so a chunk is a task. Always the whole team, even
+    // for fewer tasks: a team that shrinks and grows again wakes its docked threads, the cost this
+    // replaces Halide's pool to avoid (bench/DECISIONS.md#d85-openmp-above-four-threads).
+    const int threads = openmp_threads();
 #pragma omp parallel num_threads(threads)
     {
         FlushDenormals flush;  // once per thread of the team, not per task

@@ -16,6 +16,9 @@ inline constexpr const char *kCudnnConvPass = "loom_cudnn_conv_pass";
 /// loom_cudnn_conv_pass's passes.
 inline constexpr int kConvForward = 0, kConvDataGradient = 1, kConvFilterGradient = 2;
 inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
+/// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act) when its
+/// A and B are bfloat16 bits rather than FP32: cuBLAS then computes in FP32 from BF16 operands.
+inline constexpr int kGemmBf16Operands = 16;
 /// loom_cublaslt_bias_act's activations.
 inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
 

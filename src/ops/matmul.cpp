@@ -52,13 +52,37 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if ((tb ? sb[1] : sb[0]) != K || (tb ? sb[0] : sb[1]) != N) return Func();
     if (ra == 3 && sa[0] != sy[0]) return Func();  // broadcast batch: not here
     if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
+    // In BF16 a constant B is rounded to BF16 here, once, and A by a Halide copy: given FP32
+    // operands, cuBLASLt's FAST_16BF compute type ran TF32 kernels at half the BF16 rate
+    // (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands). A's producer stays materialized, as for
+    // an FP32 GEMM: inlined into the copy, a LayerNorm's statistics became 1.5 ms kernels.
+    const bool bf16_operands = cb && !ta && ctx.options.gemm_precision == Precision::BF16;
     Halide::ExternFuncArgument arg_a, arg_b;
     if (!ctx.extern_operand(a, arg_a)) return Func();
+    if (bf16_operands) {
+        Func a16 = ctx.make_func(node, "a_bf16", sa);
+        std::vector<Var> va = ctx.vars(ra);
+        ctx.define(a16, va, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(a, exprs(va)))));
+        ctx.note_cost(a16, true, 4);
+        LoweredFunc &rec = ctx.record(a16);
+        rec.dtype = DType::I16;
+        rec.feeds_extern = true;
+        for (int k = 0; k < ra; k++) a16.bound(va[k], 0, (int)sa[k]);
+        arg_a = a16;
+    }
     if (cb) {
         std::vector<int> sizes = {(int)sb[1], (int)sb[0]};
-        Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(b) + "_cublas"));
-        std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
-        arg_b = Halide::ExternFuncArgument(wb);
+        const std::string name = ctx.reserve_name("c_" + sanitize_name(b) + "_cublas");
+        if (bf16_operands) {
+            Halide::Buffer<uint16_t> wb(sizes, name);
+            const float *w = static_cast<const float *>(cb->data());
+            for (int64_t k = 0; k < cb->numel(); k++) wb.data()[k] = Halide::bfloat16_t(w[k]).to_bits();
+            arg_b = Halide::ExternFuncArgument(wb);
+        } else {
+            Halide::Buffer<float> wb(sizes, name);
+            std::memcpy(wb.data(), cb->data(), (size_t)cb->numel() * sizeof(float));
+            arg_b = Halide::ExternFuncArgument(wb);
+        }
     } else if (!ctx.extern_operand(b, arg_b)) {
         return Func();
     }
@@ -75,8 +99,9 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];
         args.push_back(Halide::ExternFuncArgument(bb));
     }
+    const int precision = (int)ctx.options.gemm_precision + (bf16_operands ? kGemmBf16Operands : 0);
     for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
-                   Expr((int)ctx.options.gemm_precision)})
+                   Expr(precision)})
         args.push_back(e);
     if (fused) args.push_back(Expr(act_code));
     const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
