@@ -84,6 +84,20 @@ std::string GraphEmitter::transpose(const std::string &x, const std::vector<int6
     bool identity = true;
     for (size_t i = 0; i < perm.size(); i++) identity = identity && perm[i] == (int64_t)i;
     if (identity) return x;
+    // A transpose of a transpose by the inverse permutation is its source (a weight read
+    // transposed by the forward gets its gradient back in its stored layout).
+    if (int k = g_.producer(x); k >= 0 && g_.nodes[k].op == "Transpose" && !g_.nodes[k].inputs.empty()) {
+        const Node &t = g_.nodes[k];
+        std::vector<int64_t> inner = t.get_ints("perm");
+        if (inner.empty())
+            for (int64_t d = (int64_t)perm.size() - 1; d >= 0; d--) inner.push_back(d);
+        if (inner.size() == perm.size()) {
+            bool inverse = true;
+            for (size_t i = 0; i < perm.size(); i++) inverse = inverse && perm[i] >= 0 && perm[i] < (int64_t)inner.size() &&
+                                                                 inner[perm[i]] == (int64_t)i;
+            if (inverse) return t.inputs[0];
+        }
+    }
     const Shape &s = shape(x);
     Shape out(perm.size());
     for (size_t i = 0; i < perm.size(); i++) out[i] = s[perm[i]];

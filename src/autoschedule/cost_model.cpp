@@ -144,6 +144,19 @@ struct Planner {
             // by the sum and by the output). Worth it when the arithmetic recomputed costs more than
             // the buffer's stores and loads, each counted as one pointwise operation. group() makes
             // it Row where the consumers share a row kernel, else inlines it after all.
+            // A transpose of a graph input (a training step's weight) read as a GEMM's B: inlined,
+            // every vector of B the micro-kernel loads is a gather; materialized once, B is read
+            // along its rows (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
+            if (inl && !f.transposed_from.empty() && !p.find(f.transposed_from) && total >= 8 * f.points)
+                for (const auto &c : cs)
+                    if (fi(c).is_matmul && fi(c).matmul_a != lf.name) {
+                        inl = false;
+                        d.placement = Placement::Root;
+                        d.why = str_cat("materialize: the B operand of ", c, ", a transpose of an input: inlined, ",
+                                        "its vectors would be gathers (", fmt(total / std::max(1.0, f.points)),
+                                        "x evaluations)");
+                        break;
+                    }
             double recompute = extra * lf.flops_per_point / m.pointwise_flops_per_s();
             double buffered = f.points * (1.0 + (double)cs.size()) / m.pointwise_flops_per_s();
             // Only where the extra evaluations are the readers' own (each reads each point once), not
