@@ -752,7 +752,8 @@ TEST(TrainStep, CudaLoweringCallsTheLibrariesForParameterWeights) {
            "Gemm, its input and weight gradients";
     EXPECT_TRUE(cnn.realized_transposes.empty()) << cnn.realized_transposes[0];
     Lowered tr = lowered("transformer");
-    EXPECT_EQ(tr.calls["_cublas"], 7) << "four linear layers, three input gradients (the block's input is data)";
+    EXPECT_EQ(tr.calls["_cublas"], 11) << "four linear layers, three input gradients (the block's input is data), "
+                                          "four weight gradients (one product over every row each)";
     EXPECT_GE(tr.calls["_cublas_batched"], 4) << "attention's products and their gradients";
     for (const auto &t : tr.realized_transposes)
         for (const char *weight : {"qkv", "proj", "ff1", "ff2"})

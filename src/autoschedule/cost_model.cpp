@@ -147,6 +147,17 @@ struct Planner {
             // A transpose of a graph input (a training step's weight) read as a GEMM's B: inlined,
             // every vector of B the micro-kernel loads is a gather; materialized once, B is read
             // along its rows (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
+            // A transpose read as a GEMM's A operand is inlined: the micro-kernel broadcasts each
+            // element of A once per column tile, MR of them from one row of the source, so the
+            // reads above are counted per column and per cache miss where they are neither; a
+            // buffer per row block (D3) gathered every vector instead.
+            if (!inl && !f.transposed_from.empty() && lf.flops_per_point <= 1 && cs.size() == 1 &&
+                fi(*cs.begin()).is_matmul && fi(*cs.begin()).matmul_a == lf.name) {
+                inl = true;
+                d.placement = Placement::Inline;
+                d.why = str_cat("inline: the A operand of ", *cs.begin(), ", a transpose: its micro-kernel broadcasts ",
+                                "rows of the source from cache (", fmt(total / std::max(1.0, f.points)), "x evaluations)");
+            }
             if (inl && !f.transposed_from.empty() && !p.find(f.transposed_from) && total >= 8 * f.points)
                 for (const auto &c : cs)
                     if (fi(c).is_matmul && fi(c).matmul_a != lf.name) {
