@@ -118,7 +118,7 @@ std::string GraphEmitter::reduce_sum(const std::string &x, std::vector<int64_t> 
     // Several axes (a BatchNorm's N, H, W; a bias over N, H, W): the trailing ones as one flat
     // axis first, then the leading ones over what is left, so each stage is one long reduction per
     // output, which the GPU splits over threads, where a reduction over several axes took one
-    // thread per output (bench/DECISIONS.md#d96-flat-loss-mean).
+    // thread per output (bench/DECISIONS.md#d92-staged-multi-axis-reductions).
     size_t t = 0;
     while (t < axes.size() && axes[axes.size() - 1 - t] == r - 1 - (int64_t)t) t++;
     if (t > 0 && axes.size() > 1) {

@@ -23,7 +23,7 @@ bool unrolls_k(int64_t kext) { return kext % kGemmKUnroll == 0 && kext >= 2 * kG
 // The side of an epilogue's tile along a dim of \p extent: \p def, unless a last tile that it
 // does not divide (shifted inwards, so computed twice in part: a batch's 64 rows in tiles of 48
 // computed 96) makes another multiple of \p unit from half to twice def, or the whole extent,
-// compute fewer (bench/DECISIONS.md#d92-gemm-epilogue-tiles-without-overlap).
+// compute fewer (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
 int64_t whole_tiles(int64_t extent, int64_t unit, int64_t def) {
     if (extent <= def || extent % def == 0) return std::min(extent, def);
     auto computed = [&](int64_t c) { return (extent + c - 1) / c * c; };
