@@ -144,7 +144,7 @@ struct Planner {
             // by the sum and by the output). Worth it when the arithmetic recomputed costs more than
             // the buffer's stores and loads, each counted as one pointwise operation. group() makes
             // it Row where the consumers share a row kernel, else inlines it after all.
-            // A transpose of a graph input (a training step's weight) read as a GEMM's B: inlined,
+            // A 2-D transpose of a graph input (a training step's weight) read as a GEMM's B: inlined,
             // every vector of B the micro-kernel loads is a gather; materialized once, B is read
             // along its rows (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
             // A transpose read as a GEMM's A operand is inlined: the micro-kernel broadcasts each
@@ -158,7 +158,8 @@ struct Planner {
                 d.why = str_cat("inline: the A operand of ", *cs.begin(), ", a transpose: its micro-kernel broadcasts ",
                                 "rows of the source from cache (", fmt(total / std::max(1.0, f.points)), "x evaluations)");
             }
-            if (inl && !f.transposed_from.empty() && !p.find(f.transposed_from) && total >= 8 * f.points)
+            if (inl && !f.transposed_from.empty() && !p.find(f.transposed_from) && lf.extents.size() == 2 &&
+                total >= 8 * f.points)
                 for (const auto &c : cs)
                     if (fi(c).is_matmul && fi(c).matmul_a != lf.name) {
                         inl = false;

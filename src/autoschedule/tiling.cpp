@@ -272,7 +272,7 @@ bool Ctx::transposed_tile() {
     const int V = lanes(R);
     // A graph input transposed for a GEMM's B (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized)
     // is staged at any size: gathered straight from its rows it took ~3 ns an element in L2.
-    bool gemm_operand = !f.transposed_from.empty() && !p.find(f.transposed_from);
+    bool gemm_operand = !f.transposed_from.empty() && !p.find(f.transposed_from) && L.extents.size() == 2;
     if (gemm_operand) {
         gemm_operand = false;
         for (const auto &c : L.consumers) gemm_operand |= fi(c).is_matmul;
