@@ -719,6 +719,39 @@ TEST(Autoschedule, ConvRowTailsRoundUpWithoutMasks) {
     check_auto_with_avx2(b.g, "conv row tails");
 }
 
+// A root conv whose channel count has few small factors (ShuffleNet's 116 = 4 x 29) takes rows
+// into its tile until it holds 8 accumulators, where one row of 4 channels held 4; a height the
+// rows do not divide keeps one row. The schedules are correct.
+TEST(Autoschedule, RootConvTilesOfFewChannelsTakeRows) {
+    Builder b;
+    std::map<std::string, AttrValue> pw = {{"kernel_shape", std::vector<int64_t>{1, 1}}};
+    std::map<std::string, AttrValue> dw = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                           {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                           {"group", int64_t(116)}};
+    for (int64_t hw : {14, 7}) {
+        const std::string s = std::to_string(hw);
+        std::string x = b.input("x" + s, {1, 116, hw, hw});
+        std::string c = b.node("Conv", {x, b.random_constant("w" + s, {116, 116, 1, 1}, 80 + hw)}, {1, 116, hw, hw},
+                               pw, DType::F32, "pw" + s);
+        b.out("Conv", {c, b.random_constant("d" + s, {116, 1, 3, 3}, 90 + hw)}, {1, 116, hw, hw}, dw, DType::F32,
+              "dw" + s);
+    }
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
+        EXPECT_EQ(r.tiling_of("pw14").path, "conv.root_tiles");
+        EXPECT_EQ(r.tiling_of("pw14").tile_rows, 2);
+        EXPECT_EQ(r.tiling_of("pw7").tile_rows, 1);
+        EXPECT_EQ(loom::testing::count_of(text, "x 2 (rows) x 4 (channels): 8 vector accumulators"), 1u);
+        EXPECT_NE(text.find("pw14.update(0)"), std::string::npos);
+        EXPECT_NE(text.find(".unroll(hi)"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "root conv tiles of 116 channels");
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {
@@ -1050,6 +1083,9 @@ TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
             EXPECT_EQ(loom::testing::count_of(text, "_pad.compute_inline()"), 0u);
             EXPECT_EQ(loom::testing::count_of(text, "(14-wide rows rounded up)"), 1u);
             EXPECT_EQ(loom::testing::count_of(text, "(7-wide rows rounded up)"), output ? 0u : 1u);
+            // The taps run innermost around one vector per channel of the block, so that the
+            // block's accumulators stay in registers.
+            EXPECT_EQ(loom::testing::count_of(text, ".reorder(wi, r.x, r.y, r.z, c, wo)"), 2u);
             std::vector<std::string> warnings;
             validate_schedule(sch, lp, fm.target, &warnings);
             EXPECT_TRUE(warnings.empty()) << warnings.front();
@@ -1315,6 +1351,31 @@ TEST(Autoschedule, ReductionOverInnerDimsFusesItsRVars) {
         }
         check_auto(b.g, block ? "mean over H x W" : "mean over C and W", 1e-5);
     }
+}
+
+// A global average pool of a conv's 14-wide rows (a squeeze-excitation block): the conv may store
+// its rows rounded up to whole vectors, so the pool does not fuse H and W into one run (each lane
+// would be a gather) but sums vectors of a divisor of the row, 7 lanes on AVX2, 14 on AVX-512.
+TEST(Autoschedule, PoolOfComputedRowsSumsVectorsWithinARow) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 14, 14});
+    std::string c = b.node("Conv", {x, b.random_constant("w", {24, 1, 3, 3}, 41)}, {1, 24, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                            {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                            {"group", int64_t(24)}});
+    std::string h = b.node("HardSwish", {c}, {1, 24, 14, 14});
+    std::string g = b.node("GlobalAveragePool", {h}, {1, 24, 1, 1}, {}, DType::F32, "pool");
+    b.out("Mul", {h, g}, {1, 24, 14, 14});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        std::string text = print_schedule(plan_on(lp, fm).schedule);
+        SCOPED_TRACE(fm.name + "\n" + text);
+        const std::string lanes = fm.model.vector_bytes == 64 ? "14" : "7";
+        EXPECT_EQ(text.find("pool.update(0).fuse("), std::string::npos);
+        EXPECT_NE(text.find("pool.update(0).split(r.x, rxo, rxi, " + lanes + ").rfactor(rxi, u)"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "squeeze-excitation pool of a conv's rows");
 }
 
 TEST(Autoschedule, OneOutputReductionIsSplit) {

@@ -135,6 +135,31 @@ bool Ctx::rfactor_block(const std::string &s, const std::string &at_var) {
     const auto &rv = lf(s).update_rvars[0];
     if (V < 2 || n < 2 * V || rv.size() < 2) return false;
     std::vector<std::string> used = names_of(s);
+    // A row that is no whole number of vectors, of a Func the pipeline computes: its rows may be
+    // stored rounded up to whole vectors (a conv's RoundUp tail), and fused RVars then index it by
+    // row and column of every lane, a gather. Vectors of a divisor of the row stay in one row
+    // (bench/DECISIONS.md#d103-row-chunks-of-padded-rows).
+    const int64_t row = f.rvar_extents[0][0];
+    bool reads_computed_rows = false;
+    for (const auto &pr : lf(s).producers) reads_computed_rows |= !lf(pr).extents.empty() && lf(pr).extents.back() == row;
+    int U = 0;
+    if (row % V != 0 && reads_computed_rows)
+        for (int l = V; l >= 4 && !U; l--)
+            if (row % l == 0) U = l;
+    if (U) {
+        std::string rxo = fresh(used, "rxo"), rxi = fresh(used, "rxi"), u = fresh(used, "u");
+        std::string part = fresh(func_names, s + "_rf");
+        tiling.partial_sums[s] = {U, 0};
+        ScheduleStatement &st = add(s, 0);
+        st.comments.push_back(str_cat(s, ": ", U, " partial sums in vector lanes (rfactor), ", row / U,
+                                      " vectors a row of ", row, " (rows of a computed Func may be stored rounded up)"));
+        st.add("split", {rv[0], rxo, rxi, U}).add("rfactor", {rxi, u}, part);
+        add(part).add("compute_at", {s, at_var}).add("vectorize", {u, U});
+        Args order = {u, rxo};
+        for (size_t q = 1; q < rv.size(); q++) order.push_back(rv[q]);
+        add(part, 0).add("reorder", order).add("vectorize", {u});
+        return true;
+    }
     std::string fused = rv[0];
     ScheduleStatement &st = add(s, 0);
     for (size_t q = 1; q < rv.size(); q++) {

@@ -439,6 +439,18 @@ ConvPlan Ctx::choose_conv() {
             c.vl = c.WT;
             c.nvec = 1;
         }
+        // Channel counts with few small factors (ShuffleNet's 58, 116) leave a tile of one row
+        // with 2-4 accumulators, too few chains to hide the FMA latency: rows are added to the tile
+        // (dividing the height) until it holds about 8
+        // (bench/DECISIONS.md#d102-conv-root-tile-rows).
+        const int acc = c.CB * (c.vl ? c.nvec : 1);
+        const int budget = std::max(1, m.vector_registers - 8);
+        if (r == 4 && c.vl && acc < 8)
+            for (int ht : {4, 2})
+                if (acc * ht <= std::max(8, acc) && acc * ht <= budget && e[2] % ht == 0) {
+                    c.HT = ht;
+                    break;
+                }
     }
     return c;
 }
@@ -457,10 +469,12 @@ std::string Ctx::explain_conv(const ConvPlan &c) const {
     if (c.path == ConvPlan::Path::RowBlocks)
         return str_cat("conv tile ", c.V, " (w) x ", c.HT, " (rows) x ", c.CB, " (channels): ", c.HT * c.CB,
                        " vector accumulators; reduction over ", dims, " dims outside it; parallel over (n, row block)");
+    const std::string rows = c.HT > 1 ? str_cat(" x ", c.HT, " (rows)") : std::string();
     if (c.path == ConvPlan::Path::RootTiles && c.round_up)
-        return str_cat("conv tile ", c.WT, " (w, the ", c.W, "-wide rows rounded up) x ", c.CB, " (channels): ",
-                       c.nvec * c.CB, " vector accumulators; reduction over ", dims, " dims outside it");
-    return str_cat("conv tile ", c.WT, " (w) x ", c.CB, " (channels): ", c.nvec * c.CB,
+        return str_cat("conv tile ", c.WT, " (w, the ", c.W, "-wide rows rounded up)", rows, " x ", c.CB,
+                       " (channels): ", c.nvec * c.CB * c.HT, " vector accumulators; reduction over ", dims,
+                       " dims outside it");
+    return str_cat("conv tile ", c.WT, " (w)", rows, " x ", c.CB, " (channels): ", c.nvec * c.CB * c.HT,
                    " vector accumulators; reduction over ", dims, " dims outside it");
 }
 
@@ -681,19 +695,27 @@ void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     u.add("split", wsplit);
     if (vl && nvec > 1) u.add("split", {wi, wvo, wvi, vl});
     if (CB > 1) u.add("split", {cv, co, ci, CB});
+    const int HT = c.HT;
+    std::string ho, hi;
+    if (HT > 1) {
+        ho = fresh(fused_, v[2] + "o"), hi = fresh(fused_, v[2] + "i");
+        u.add("split", {v[2], ho, hi, HT});
+    }
     Args reorder;
     if (vl && nvec > 1) reorder = {wvi, wvo};
     else reorder = {wi};
     if (CB > 1) reorder.push_back(ci);
+    if (HT > 1) reorder.push_back(hi);
     for (const auto &x : rv) reorder.push_back(x);
     reorder.push_back(wo);
-    for (int d = r - 2; d >= 2; d--) reorder.push_back(v[d]);
+    for (int d = r - 2; d >= 2; d--) reorder.push_back(HT > 1 && d == 2 ? ho : v[d]);
     reorder.push_back(CB > 1 ? co : cv);
     reorder.push_back(v[0]);
     u.add("reorder", reorder);
     if (vl) u.add("vectorize", {nvec > 1 ? wvi : wi});
     if (vl && nvec > 1) u.add("unroll", {wvo});
     if (CB > 1) u.add("unroll", {ci});
+    if (HT > 1) u.add("unroll", {hi});
     // With a batch, the images and channel blocks are one parallel loop: a training step's
     // gradient convs have few channel blocks (one, for a MaxPool's scatter) and many images,
     // which a parallel loop over the blocks alone, inside the images, left serial
@@ -738,7 +760,7 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     tiling.tile_channels = CB;
     st.comments.back() = str_cat("depthwise conv in blocks of ", CB, " channels: a task per block, its rows inside, ",
                                  vl, "-lane vectors", round_up ? str_cat(" (", e[3], "-wide rows rounded up)") : "",
-                                 ", the taps unrolled, the padded input per task");
+                                 ", the taps unrolled around the block's accumulators, the padded input per task");
     Args vec = {w, vl};
     if (round_up) vec.push_back(ScheduleArg::tail("RoundUp"));
     st.add("split", {c, co, ci, CB}).add("reorder", {w, ci, h, co, n});
@@ -754,12 +776,29 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     if (CB > 1) fs.add("unroll", {c});
     ScheduleStatement &u = add(F, 0);
     const auto &rv = lf(F).update_rvars[0];
-    Args reorder = {w, c};
-    for (const auto &x : rv) reorder.push_back(x);
-    u.add("reorder", reorder).add("vectorize", vec);
-    if (CB > 1) u.add("unroll", {c});
     const auto &re = fi(F).rvar_extents[0];
-    if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 9) u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    // The taps innermost around one vector of each channel of the block: the block's accumulators
+    // stay in registers for every tap instead of being loaded and stored once per tap
+    // (bench/DECISIONS.md#d101-depthwise-taps-in-registers).
+    const bool taps_inside = knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 25;
+    if (taps_inside) {
+        std::vector<std::string> fused_ = names_of(F);
+        const std::string wo = fresh(fused_, w + "o"), wi = fresh(fused_, w + "i");
+        Args split = {w, wo, wi, vl};
+        if (round_up) split.push_back(ScheduleArg::tail("RoundUp"));
+        Args reorder = {wi};
+        for (const auto &x : rv) reorder.push_back(x);
+        reorder.push_back(c);
+        reorder.push_back(wo);
+        u.add("split", split).add("reorder", reorder).add("vectorize", {wi});
+        if (CB > 1) u.add("unroll", {c});
+        u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+    } else {
+        Args reorder = {w, c};
+        for (const auto &x : rv) reorder.push_back(x);
+        u.add("reorder", reorder).add("vectorize", vec);
+        if (CB > 1) u.add("unroll", {c});
+    }
     std::set<std::string> placed;
     for (const auto &pr : lf(F).producers) {
         const FuncDecision *d = plan.decision(pr);

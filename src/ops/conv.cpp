@@ -297,16 +297,8 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         for (int d = 0; d < p.sp; d++) ps[2 + d] += p.pad_begin[d] + p.pad_end[d];
         xin = ctx.make_func(node, "pad", ps);
         std::vector<Var> v = ctx.vars(rank);
-        Expr inside = Halide::Internal::const_true();
-        std::vector<Expr> idx = {v[0], v[1]};
-        for (int d = 0; d < p.sp; d++) {
-            Expr h = v[2 + d] - (int)p.pad_begin[d];
-            inside = inside && h >= 0 && h < ctx.extent(x, 2 + d);
-            idx.push_back(Halide::clamp(h, 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
-        }
-        ctx.define(xin, v,
-                   Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)),
-                                  LowerContext::literal(dt, 0)));
+        Expr e = bordered_read(ctx, x, v, p.pad_begin, dt, LowerContext::literal(dt, 0));
+        ctx.define(xin, v, e);
         ctx.note_cost(xin, true, 1);
     }
 
@@ -478,6 +470,20 @@ void lower_conv_transpose(LowerContext &ctx, const Node &node) {
 }
 
 }  // namespace
+
+Expr bordered_read(LowerContext &ctx, const std::string &x, const std::vector<Var> &v,
+                   const std::vector<int64_t> &pad_begin, DType dt, const Expr &border) {
+    const int sp = (int)pad_begin.size();
+    std::vector<Expr> idx = {v[0], v[1]}, inside;
+    for (int d = 0; d < sp; d++) {
+        Expr h = v[2 + d] - (int)pad_begin[d];
+        inside.push_back(h >= 0 && h < ctx.extent(x, 2 + d));
+        idx.push_back(Halide::clamp(Halide::likely(h), 0, ctx.size(ctx.sym(x)[2 + d] - 1)));
+    }
+    Expr e = LowerContext::cast_to(dt, ctx.at(x, idx));
+    for (const auto &in : inside) e = Halide::select(in, Halide::likely(e), border);
+    return e;
+}
 
 void lower_conv(LowerContext &ctx, const Node &node) {
     if (node.op == "Conv") return lower_conv_forward(ctx, node);

@@ -25,6 +25,13 @@ void lower_layout(LowerContext &ctx, const Node &node);
 void lower_gather(LowerContext &ctx, const Node &node);
 void lower_resize(LowerContext &ctx, const Node &node);
 
+/// The value of \p x at the point \p v of a copy with \p pad_begin more on each spatial dim
+/// (dims 2..): \p border outside \p x. One select per dim, its in-bounds side `likely`, so that
+/// Halide's loop partitioning gives each loop a steady state without the index clamp (which would
+/// make every vector read a gather) and without the select (src/ops/conv.cpp).
+Halide::Expr bordered_read(LowerContext &ctx, const std::string &x, const std::vector<Halide::Var> &v,
+                           const std::vector<int64_t> &pad_begin, DType dt, const Halide::Expr &border);
+
 /// The input of the Transpose node that produces \p value with permutation \p perm, or "" when
 /// \p value has no such producer: a library stage reads the untransposed operand with a transpose
 /// flag (a cuBLAS op, a cuDNN pass) instead of a materialized copy (src/ops/layout.cpp).

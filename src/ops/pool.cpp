@@ -54,15 +54,7 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
     Func xin;
     if (need_pad) {
         xin = ctx.make_func(node, "pad", ps);
-        Expr inside = Halide::Internal::const_true();
-        std::vector<Expr> idx = {v[0], v[1]};
-        for (int d = 0; d < sp; d++) {
-            Expr h = v[2 + d] - (int)pads[d];
-            SymDim n = ctx.sym(x)[2 + d];
-            inside = inside && h >= 0 && h < ctx.size(n);
-            idx.push_back(Halide::clamp(h, 0, ctx.size(n - 1)));
-        }
-        ctx.define(xin, v, Halide::select(inside, LowerContext::cast_to(dt, ctx.at(x, idx)), border));
+        ctx.define(xin, v, bordered_read(ctx, x, v, std::vector<int64_t>(pads.begin(), pads.begin() + sp), dt, border));
         ctx.note_cost(xin, true, 1);
     }
 
