@@ -121,6 +121,17 @@ TEST(AutodiffRules, MatMulAndGemm) {
     GraphBuilder b;
     b.out("MatMul", {b.input("a", {2, 3, 4}), b.input("w", {4, 5})}, {2, 3, 5});
     check_rule(b, "MatMul batched x matrix");
+    GraphBuilder t;  // a Linear as exported: the weight [N, K] read through a Transpose
+    std::string wt = t.node("Transpose", {t.input("w", {5, 4})}, {4, 5}, {{"perm", std::vector<int64_t>{1, 0}}});
+    t.out("MatMul", {t.input("a", {2, 3, 4}), wt}, {2, 3, 5});
+    check_rule(t, "MatMul batched x transposed matrix");
+    // Its weight gradient is one product over every row, in the weight's layout: no sum over the
+    // batch, no transpose between the product and the update.
+    GradientGraph tg = differentiate(t.g, {"w"}, "mse", reference_evaluator());
+    int k = tg.graph.producer(tg.gradient_of.at("w"));
+    ASSERT_GE(k, 0);
+    EXPECT_EQ(tg.graph.nodes[k].op, "MatMul");
+    for (const Node &n : tg.graph.nodes) EXPECT_NE(n.op, "ReduceSum") << n.name;
     GraphBuilder v;
     v.out("MatMul", {v.input("a", {4}), v.input("w", {2, 4, 3})}, {2, 3});
     check_rule(v, "MatMul vector x batched");
@@ -741,7 +752,8 @@ TEST(TrainStep, CudaLoweringCallsTheLibrariesForParameterWeights) {
            "Gemm, its input and weight gradients";
     EXPECT_TRUE(cnn.realized_transposes.empty()) << cnn.realized_transposes[0];
     Lowered tr = lowered("transformer");
-    EXPECT_EQ(tr.calls["_cublas"], 7) << "four linear layers, three input gradients (the block's input is data)";
+    EXPECT_EQ(tr.calls["_cublas"], 11) << "four linear layers, three input gradients (the block's input is data), "
+                                          "four weight gradients (one product over every row each)";
     EXPECT_GE(tr.calls["_cublas_batched"], 4) << "attention's products and their gradients";
     for (const auto &t : tr.realized_transposes)
         for (const char *weight : {"qkv", "proj", "ff1", "ff2"})

@@ -321,21 +321,36 @@ TEST(Autoschedule, RaggedGemmIsTiledThroughAWrapper) {
 // copy as for a constant) has no vectorizable root tile; with a k too long for one tile per
 // micro-kernel it is still tiled through a wrapper whose micro-kernel gathers B, not left to the
 // generic (scalar) schedule (bench/DECISIONS.md#d98-gemm-of-a-parameter-weight). It is correct.
+//
+// A training step reads such a weight through a Transpose (graph/passes.h
+// transpose_gemm_value_weights): the transpose is then materialized, staged through a tile of
+// dense loads, and the GEMM reads B along its rows with the plain micro-kernel
+// (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized). Both correct.
 TEST(Autoschedule, GemmOfAnInputWeightIsTiledThroughAWrapper) {
-    for (const FixedMachine &fm : both_levels()) {
-        Builder b;
-        std::string a = b.input("a", {64, 512}), w = b.input("w", {256, 512});
-        b.out("Gemm", {a, w}, {64, 256}, {{"transB", int64_t(1)}}, DType::F32, "fc");
-        prepare_graph(b.g);
-        LoweredPipeline lp = lower_graph(b.g);
-        AutoScheduleResult r = plan_on(lp, fm);
-        std::string text = print_schedule(r.schedule);
-        SCOPED_TRACE(str_cat(fm.name, "\n", text, tilings(r)));
-        EXPECT_TRUE(has_call(r.schedule, "fc", -1, {"in", {}, "fc_out"}));
-        EXPECT_TRUE(r.tiling_of("fc").wrapper);
-        EXPECT_NE(r.tiling_of("fc").path, "gemm.generic");
-        check_auto(b.g, "gemm of an input weight");
-    }
+    for (bool transposed : {false, true})
+        for (const FixedMachine &fm : both_levels()) {
+            Builder b;
+            std::string a = b.input("a", {64, 512}), w = b.input("w", {256, 512});
+            b.out("Gemm", {a, w}, {64, 256}, {{"transB", int64_t(1)}}, DType::F32, "fc");
+            prepare_graph(b.g);
+            if (transposed) ASSERT_EQ(transpose_gemm_value_weights(b.g), 1);
+            LoweredPipeline lp = lower_graph(b.g);
+            AutoScheduleResult r = plan_on(lp, fm);
+            std::string text = print_schedule(r.schedule);
+            SCOPED_TRACE(str_cat(fm.name, transposed ? " transposed\n" : "\n", text, tilings(r)));
+            EXPECT_NE(r.tiling_of("fc").path, "gemm.generic");
+            if (!transposed) {
+                EXPECT_TRUE(has_call(r.schedule, "fc", -1, {"in", {}, "fc_out"}));
+                EXPECT_TRUE(r.tiling_of("fc").wrapper);
+            } else {
+                const FuncDecision *d = r.plan.decision("fc_weight_transpose");
+                ASSERT_NE(d, nullptr);
+                EXPECT_EQ(d->placement, Placement::Root) << d->why;
+                EXPECT_TRUE(has_call(r.schedule, "w", -1, {"in", {"fc_weight_transpose"}, "w_tile"}));
+                EXPECT_GT(r.tiling_of("fc").tile_n, r.tiling_of("fc").vector_lanes);  // two vectors: no gathers
+            }
+            check_auto(b.g, transposed ? "gemm of a transposed input weight" : "gemm of an input weight");
+        }
 }
 
 // A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:

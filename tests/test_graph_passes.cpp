@@ -61,6 +61,32 @@ std::string error_of(const std::function<void()> &f) {
 
 }  // namespace
 
+// Gemm with transB=1 reading a graph value (a training step's parameter) reads it through a
+// Transpose node and transB=0; a constant B is left to pretranspose_gemm_weights. Same outputs.
+TEST(GraphPasses, GemmOfAValueWeightReadsItThroughATranspose) {
+    loom::testing::GraphBuilder b;
+    std::string y = b.out("Gemm", {b.input("a", {3, 4}), b.input("w", {5, 4}), b.input("c", {5})}, {3, 5},
+                          {{"transB", int64_t(1)}, {"alpha", 0.5}});
+    b.out("Gemm", {y, b.random_constant("k", {2, 5}, 7)}, {3, 2}, {{"transB", int64_t(1)}});
+    Graph g = b.g;
+    EXPECT_EQ(transpose_gemm_value_weights(g), 1);
+    g.validate();
+    int transposes = 0;
+    for (const Node &n : g.nodes) {
+        if (n.op == "Transpose") {
+            transposes++;
+            EXPECT_EQ(n.inputs[0], "w");
+            EXPECT_EQ(g.value(n.outputs[0]).shape, (Shape{4, 5}));
+        }
+        if (n.op == "Gemm" && n.inputs[0] == "a") EXPECT_EQ(n.get_int("transB", 1), 0);
+        if (n.op == "Gemm" && n.inputs[0] != "a") EXPECT_EQ(n.get_int("transB", 0), 1);  // the constant
+    }
+    EXPECT_EQ(transposes, 1);
+    auto in = random_inputs(b.g, 5);
+    auto want = run_reference(b.g, in), got = run_reference(g, in);
+    for (const auto &o : b.g.outputs) EXPECT_TRUE(loom::testing::close(got.at(o), want.at(o), 1e-6, 1e-5)) << o;
+}
+
 TEST(GraphPasses, ShapeGatherConcatReshapeChainFolds) {
     // The exporter pattern: Reshape(x, Concat(Gather(Shape(x), 0), [-1])).
     Builder b;

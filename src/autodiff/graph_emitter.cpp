@@ -84,6 +84,20 @@ std::string GraphEmitter::transpose(const std::string &x, const std::vector<int6
     bool identity = true;
     for (size_t i = 0; i < perm.size(); i++) identity = identity && perm[i] == (int64_t)i;
     if (identity) return x;
+    // A transpose of a transpose by the inverse permutation is its source (a weight read
+    // transposed by the forward gets its gradient back in its stored layout).
+    if (int k = g_.producer(x); k >= 0 && g_.nodes[k].op == "Transpose" && !g_.nodes[k].inputs.empty()) {
+        const Node &t = g_.nodes[k];
+        std::vector<int64_t> inner = t.get_ints("perm");
+        if (inner.empty())
+            for (int64_t d = (int64_t)perm.size() - 1; d >= 0; d--) inner.push_back(d);
+        if (inner.size() == perm.size()) {
+            bool inverse = true;
+            for (size_t i = 0; i < perm.size(); i++) inverse = inverse && perm[i] >= 0 && perm[i] < (int64_t)inner.size() &&
+                                                                 inner[perm[i]] == (int64_t)i;
+            if (inverse) return t.inputs[0];
+        }
+    }
     const Shape &s = shape(x);
     Shape out(perm.size());
     for (size_t i = 0; i < perm.size(); i++) out[i] = s[perm[i]];
@@ -93,12 +107,27 @@ std::string GraphEmitter::transpose(const std::string &x, const std::vector<int6
 std::string GraphEmitter::reduce_sum(const std::string &x, std::vector<int64_t> axes, bool keepdims) {
     if (axes.empty()) return x;
     std::sort(axes.begin(), axes.end());
-    const Shape &s = shape(x);
+    const Shape s = shape(x);
+    const int64_t r = (int64_t)s.size();
     Shape out;
-    for (int64_t i = 0; i < (int64_t)s.size(); i++) {
+    for (int64_t i = 0; i < r; i++) {
         bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
         if (!reduced) out.push_back(s[i]);
         else if (keepdims) out.push_back(1);
+    }
+    // Several axes (a BatchNorm's N, H, W; a bias over N, H, W): the trailing ones as one flat
+    // axis first, then the leading ones over what is left, so each stage is one long reduction per
+    // output, which the GPU splits over threads, where a reduction over several axes took one
+    // thread per output (bench/DECISIONS.md#d92-staged-multi-axis-reductions).
+    size_t t = 0;
+    while (t < axes.size() && axes[axes.size() - 1 - t] == r - 1 - (int64_t)t) t++;
+    if (t > 0 && axes.size() > 1) {
+        Shape flat(s.begin(), s.end() - (int64_t)t), kept = flat;
+        flat.push_back(shape_numel(Shape(s.end() - (int64_t)t, s.end())));
+        std::string y = op("ReduceSum", {reshape(x, flat)}, kept,
+                           {{"axes", std::vector<int64_t>{(int64_t)kept.size()}}, {"keepdims", int64_t(0)}}, dtype(x));
+        y = reduce_sum(y, std::vector<int64_t>(axes.begin(), axes.end() - (int64_t)t), false);
+        return reshape(y, out);
     }
     return op("ReduceSum", {x}, out, {{"axes", axes}, {"keepdims", int64_t(keepdims ? 1 : 0)}}, dtype(x));
 }

@@ -44,7 +44,8 @@ public:
     std::string reshape(const std::string &x, const Shape &s);
     /// Transpose by \p perm (nothing for the identity).
     std::string transpose(const std::string &x, const std::vector<int64_t> &perm);
-    /// ReduceSum over \p axes (nothing when \p axes is empty).
+    /// ReduceSum over \p axes (nothing when \p axes is empty); over several axes in stages, the
+    /// trailing ones reshaped to one flat axis first, then the leading ones.
     std::string reduce_sum(const std::string &x, std::vector<int64_t> axes, bool keepdims);
     /// Broadcasts \p x to \p s (nothing when equal).
     std::string expand(const std::string &x, const Shape &s);

@@ -18,9 +18,15 @@ std::string normalize(GraphEmitter &e, const std::string &x, const std::vector<i
         ks[a] = 1;
     }
     std::map<std::string, AttrValue> attrs = {{"axes", axes}, {"keepdims", int64_t(1)}};
-    std::string mean = e.op("ReduceMean", {x}, ks, attrs);
+    // Over one axis a ReduceMean (a LayerNorm's row); over several (a BatchNorm's N, H, W) the
+    // emitter's staged sum (graph_emitter.h reduce_sum) times 1/n.
+    auto mean_of = [&](const std::string &v) {
+        if (axes.size() == 1) return e.op("ReduceMean", {v}, ks, attrs);
+        return e.reshape(e.mul(e.reduce_sum(v, axes, true), e.scalar(1.0 / n)), ks);
+    };
+    std::string mean = mean_of(x);
     std::string xc = e.sub(x, mean);
-    std::string var = e.op("ReduceMean", {e.mul(xc, xc)}, ks, attrs);
+    std::string var = mean_of(e.mul(xc, xc));
     if (mean_out) *mean_out = mean;
     if (var_out) *var_out = var;
     std::string inv = e.unary("Reciprocal", e.unary("Sqrt", e.add(var, e.scalar(eps))));

@@ -95,6 +95,9 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
     for (const auto &p : s.parameters) g.outputs.push_back(s.next_of[p]);
     for (const auto &st : s.state) g.outputs.push_back(s.next_of[st]);
     for (const auto &b : s.buffers) g.outputs.push_back(s.next_of[b]);
+    // After autodiff, so only the forward's products read a parameter through transB (the
+    // gradient Gemms read it as stored).
+    transpose_gemm_value_weights(g);
     eliminate_dead_code(g);
     g.topo_sort();
     g.validate();

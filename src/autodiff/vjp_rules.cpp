@@ -77,12 +77,27 @@ Grads matmul(VjpArgs &a) {
         return s;
     };
     Grads out(2);
+    // A batched A times a 2-D B (a Linear over [batch, seq, features]): B's gradient is one GEMM
+    // over the rows of every batch instead of a product per batch summed afterwards. (A's stays
+    // batched: its shape is the one the activation's gradient, its epilogue, has.)
+    if (sb.size() == 2 && pa.size() >= 3 && a.want(1)) {
+        int64_t rows = 1;
+        for (size_t d = 0; d + 1 < pa.size(); d++) rows *= pa[d];
+        std::string a2 = e.reshape(A, {rows, pa.back()}), g2 = e.reshape(G, {rows, pb.back()});
+        // B read through a transpose (a weight stored [N, K]): its gradient is computed in the
+        // weight's own layout, so the transposes cancel and the update reads it as stored.
+        int k = e.graph().producer(B);
+        if (k >= 0 && e.graph().nodes[k].op == "Transpose")
+            out[1] = swap_last(e.op("MatMul", {swap_last(g2), a2}, {pb[1], pb[0]}));
+        else
+            out[1] = e.op("MatMul", {swap_last(a2), g2}, {pb[0], pb[1]});
+    }
     if (a.want(0)) {
         std::string bt = swap_last(B);
         std::string da = e.op("MatMul", {G, bt}, matmul_shape(G, bt));
         out[0] = e.reshape(e.unbroadcast(da, pa), sa);
     }
-    if (a.want(1)) {
+    if (a.want(1) && out[1].empty()) {
         std::string at = swap_last(A);
         std::string db = e.op("MatMul", {at, G}, matmul_shape(at, G));
         out[1] = e.reshape(e.unbroadcast(db, pb), sb);

@@ -144,6 +144,31 @@ struct Planner {
             // by the sum and by the output). Worth it when the arithmetic recomputed costs more than
             // the buffer's stores and loads, each counted as one pointwise operation. group() makes
             // it Row where the consumers share a row kernel, else inlines it after all.
+            // A 2-D transpose of a graph input (a training step's weight) read as a GEMM's B: inlined,
+            // every vector of B the micro-kernel loads is a gather; materialized once, B is read
+            // along its rows (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
+            // A transpose read as a GEMM's A operand is inlined: the micro-kernel broadcasts each
+            // element of A once per column tile, MR of them from one row of the source, so the
+            // reads above are counted per column and per cache miss where they are neither; a
+            // buffer per row block (D3) gathered every vector instead.
+            if (!inl && !f.transposed_from.empty() && lf.flops_per_point <= 1 && cs.size() == 1 &&
+                fi(*cs.begin()).is_matmul && fi(*cs.begin()).matmul_a == lf.name) {
+                inl = true;
+                d.placement = Placement::Inline;
+                d.why = str_cat("inline: the A operand of ", *cs.begin(), ", a transpose: its micro-kernel broadcasts ",
+                                "rows of the source from cache (", fmt(total / std::max(1.0, f.points)), "x evaluations)");
+            }
+            if (inl && !f.transposed_from.empty() && !p.find(f.transposed_from) && lf.extents.size() == 2 &&
+                total >= 8 * f.points)
+                for (const auto &c : cs)
+                    if (fi(c).is_matmul && fi(c).matmul_a != lf.name) {
+                        inl = false;
+                        d.placement = Placement::Root;
+                        d.why = str_cat("materialize: the B operand of ", c, ", a transpose of an input: inlined, ",
+                                        "its vectors would be gathers (", fmt(total / std::max(1.0, f.points)),
+                                        "x evaluations)");
+                        break;
+                    }
             double recompute = extra * lf.flops_per_point / m.pointwise_flops_per_s();
             double buffered = f.points * (1.0 + (double)cs.size()) / m.pointwise_flops_per_s();
             // Only where the extra evaluations are the readers' own (each reads each point once), not

@@ -295,8 +295,15 @@ bool Ctx::transposed_tile() {
     const LoweredFunc &L = lf(R);
     const int r = (int)L.vars.size();
     const int V = lanes(R);
+    // A graph input transposed for a GEMM's B (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized)
+    // is staged at any size: gathered straight from its rows it took ~3 ns an element in L2.
+    bool gemm_operand = !f.transposed_from.empty() && !p.find(f.transposed_from) && L.extents.size() == 2;
+    if (gemm_operand) {
+        gemm_operand = false;
+        for (const auto &c : L.consumers) gemm_operand |= fi(c).is_matmul;
+    }
     if (k.kind != KernelKind::Pointwise || f.transposed_from.empty() || f.transposed_row_bytes < kTransposeMinRowBytes ||
-        k.bytes_read + k.bytes_written <= (double)m.llc_bytes / 4 ||
+        (k.bytes_read + k.bytes_written <= (double)m.llc_bytes / 4 && !gemm_operand) ||
         r < 2 || V < 2 || !L.update_rvars.empty() ||
         L.extents.back() < V || concat_piece(R) > 0)
         return false;

@@ -20,6 +20,20 @@ constexpr int kGemmKUnroll = 4;
 // increments and the A/B address updates; bench/DECISIONS.md#d23-gemm-micro-kernel).
 bool unrolls_k(int64_t kext) { return kext % kGemmKUnroll == 0 && kext >= 2 * kGemmKUnroll; }
 
+// The side of an epilogue's tile along a dim of \p extent: \p def, unless a last tile that it
+// does not divide (shifted inwards, so computed twice in part: a batch's 64 rows in tiles of 48
+// computed 96) makes another multiple of \p unit from half to twice def, or the whole extent,
+// compute fewer (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized).
+int64_t whole_tiles(int64_t extent, int64_t unit, int64_t def) {
+    if (extent <= def || extent % def == 0) return std::min(extent, def);
+    auto computed = [&](int64_t c) { return (extent + c - 1) / c * c; };
+    int64_t best = def;
+    for (int64_t c = std::max(unit, def / 2 / unit * unit); c <= 2 * def && c < extent; c += unit)
+        if (computed(c) < computed(best)) best = c;
+    if (extent <= 2 * def && extent < computed(best)) best = extent;
+    return best;
+}
+
 }  // namespace
 
 std::string Ctx::member_with(Placement pl) const {
@@ -451,8 +465,8 @@ GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, cons
     else
         while (t.KC * 2 * t.NR * f.esize <= m.l1_bytes * 3 / 4) t.KC *= 2;
     int tiles = knobs.gemm_tile_kernels > 0 ? knobs.gemm_tile_kernels : 8;
-    t.MC = std::min<int64_t>(t.M, (int64_t)tiles * t.MR);
-    t.NCt = std::min<int64_t>(t.N, (int64_t)tiles * t.NR);
+    t.MC = whole_tiles(t.M, t.MR, (int64_t)tiles * t.MR);
+    t.NCt = whole_tiles(t.N, t.NR, (int64_t)tiles * t.NR);
     // One micro-kernel row per tile (a batch-1 Linear): no other row reuses a B strip from L1, and
     // chunks of k only cut B's panels into short streams
     // (bench/DECISIONS.md#d24-gemm-cache-blocking).

@@ -232,6 +232,36 @@ void pretranspose_gemm_weights(Graph &g) {
     }
 }
 
+int transpose_gemm_value_weights(Graph &g) {
+    std::map<size_t, Node> before;  // node index -> the Transpose inserted before it
+    for (size_t k = 0; k < g.nodes.size(); k++) {
+        Node &n = g.nodes[k];
+        if (n.op != "Gemm" || n.get_int("transB", 0) == 0 || !n.has_input(1) || g.is_constant(n.inputs[1]) ||
+            g.value(n.inputs[1]).shape.size() != 2)
+            continue;
+        const ValueInfo b = g.value(n.inputs[1]);
+        std::string t = g.unique_name(n.inputs[1] + "_t");
+        g.values[t] = ValueInfo{t, b.dtype, {b.shape[1], b.shape[0]}, {}, true};
+        Node tr;
+        tr.name = g.unique_name(n.name + "_weight_transpose");
+        tr.op = "Transpose";
+        tr.inputs = {n.inputs[1]};
+        tr.outputs = {t};
+        tr.attrs["perm"] = std::vector<int64_t>{1, 0};
+        before[k] = std::move(tr);
+        n.inputs[1] = t;
+        n.attrs["transB"] = int64_t(0);
+    }
+    if (before.empty()) return 0;
+    std::vector<Node> out;
+    for (size_t k = 0; k < g.nodes.size(); k++) {
+        if (auto it = before.find(k); it != before.end()) out.push_back(std::move(it->second));
+        out.push_back(std::move(g.nodes[k]));
+    }
+    g.nodes = std::move(out);
+    return (int)before.size();
+}
+
 void eliminate_common_subexpressions(Graph &g) {
     std::map<std::string, size_t> seen;  // node key -> index in kept
     std::map<std::string, std::string> renamed;

@@ -80,6 +80,12 @@ int absorb_relu_into_clip(Graph &g);
 /// Gemm with transB=1 and a constant B (PyTorch's Linear stores weights [N, K]) gets B transposed
 /// once at compile time and transB=0, so the kernel reads weights along N, the vectorised dim.
 void pretranspose_gemm_weights(Graph &g);
+/// Gemm with transB=1 and a B that is a graph value (a training step's parameter, stored [N, K]):
+/// B is read through a Transpose node and transB=0, which the CPU scheduler materializes once per
+/// run (bench/DECISIONS.md#d90-transposed-gemm-operand-materialized) so the GEMM's micro-kernel
+/// loads B along N instead of gathering it; cuBLAS reads the Transpose through its flag. Returns
+/// how many Gemms were rewritten.
+int transpose_gemm_value_weights(Graph &g);
 /// Horizontal fusion of siblings: K isomorphic chains of pointwise ops, last-axis reductions,
 /// Softmax or LayerNormalization over the K equal slices of a Split along the last axis, whose
 /// results a Concat joins back along that axis, become one chain over the input viewed as
