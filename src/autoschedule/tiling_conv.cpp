@@ -490,6 +490,7 @@ void Ctx::emit_conv(const ConvPlan &c) {
     }
     ScheduleStatement &st = add(c.T);
     if (!c.wrap) comment_kernel(st);
+    std::set<std::string> placed;
     st.comments.push_back(explain_conv(c));
     st.add("compute_root");
     switch (c.path) {
@@ -498,10 +499,10 @@ void Ctx::emit_conv(const ConvPlan &c) {
     case ConvPlan::Path::DepthwiseBlocks: return depthwise_blocks(st, c.T, c.F);  // it places the members
     case ConvPlan::Path::RowBlocks: conv_row_blocks(st, c); break;
     case ConvPlan::Path::EpilogueTiles: conv_epilogue_tiles(st, c); break;
-    case ConvPlan::Path::RootTiles: conv_root_tiles(st, c); break;
+    case ConvPlan::Path::RootTiles: placed = conv_root_tiles(st, c); break;
     default: break;
     }
-    inline_members(member_pads_placed);
+    inline_members(placed);
 }
 
 // A depthwise conv that is a graph output, per row of its wrapper T: (n, channel block) tasks,
@@ -665,7 +666,7 @@ void Ctx::conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c) {
 
 // A conv with no epilogue: the root's channels (fused with n) in parallel, the update's own
 // WT x CB tiles; the padded input per channel block.
-void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
+std::set<std::string> Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     const std::string &F = c.F;
     const auto &v = lf(F).vars;
     const auto &e = lf(F).extents;
@@ -730,7 +731,7 @@ void Ctx::conv_root_tiles(ScheduleStatement &st, const ConvPlan &c) {
     // The padded input per channel block, in cache, not a pass of its own at root
     // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
     place_pads(F, F, tasks, "channel block of " + F + " (a depthwise conv reads its own channels)");
-    member_pads_placed = place_member_pads(F, F, tasks);
+    return place_member_pads(F, F, tasks);
 }
 
 // A depthwise conv \p F under its epilogue \p T (MobileNetV2's conv + clip): a task per block of

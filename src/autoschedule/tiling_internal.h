@@ -131,7 +131,6 @@ struct Ctx {
     /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
     void inline_members(const std::set<std::string> &placed = {});
     std::set<std::string> place_member_pads(const std::string &F, const std::string &owner, const std::string &var);
-    std::set<std::string> member_pads_placed;  ///< pads conv_root_tiles computed per task (not inlined)
     /// Row reduction \p s vectorised by rfactor, its partial computed at \p at_func.\p at_var;
     /// false when it does not fit. \p row_tile: that loop holds several rows, so the partial is
     /// stored lanes innermost (each row's lanes one dense vector).
@@ -249,7 +248,8 @@ struct Ctx {
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
     void conv_row_blocks(ScheduleStatement &st, const ConvPlan &c);
     void conv_epilogue_tiles(ScheduleStatement &st, const ConvPlan &c);
-    void conv_root_tiles(ScheduleStatement &st, const ConvPlan &c);
+    /// Returns the padded inputs it placed per task (place_member_pads), which stay out of inline_members.
+    std::set<std::string> conv_root_tiles(ScheduleStatement &st, const ConvPlan &c);
 
     // --- any kernel (tiling.cpp) ---
 

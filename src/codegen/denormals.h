@@ -1,9 +1,8 @@
 /// \file
 /// Denormal floats flushed to zero while a CPU model runs (x86's MXCSR: FTZ for results, DAZ for
 /// operands), in the calling thread and in every task of its parallel loops. An FMA on a denormal
-/// operand takes a microcode assist of about a hundred cycles on Intel cores: random-weight
-/// MobileNetV3s ran 2-3x slower on a Xeon through denormal activations
-/// (bench/DECISIONS.md#d84-denormals-flushed). Values that small are below every tolerance a model
+/// operand takes a microcode assist on Intel cores, and the activations of random-weight networks
+/// decay into that range (bench/DECISIONS.md#d84-denormals-flushed). Values that small are below every tolerance a model
 /// is checked at; TensorFlow flushes them the same way.
 #pragma once
 

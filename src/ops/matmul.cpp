@@ -53,9 +53,9 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if (ra == 3 && sa[0] != sy[0]) return Func();  // broadcast batch: not here
     if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
     // In BF16 a constant B is rounded to BF16 here, once, and A by a Halide copy: given FP32
-    // operands, cuBLASLt's FAST_16BF compute type ran TF32 kernels at half the BF16 rate
-    // (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands). A's producer stays materialized, as for
-    // an FP32 GEMM: inlined into the copy, a LayerNorm's statistics became 1.5 ms kernels.
+    // operands, cuBLASLt's FAST_16BF compute type runs TF32 kernels, not BF16 ones. A's producer
+    // stays materialized, as for an FP32 GEMM, since inlined into the copy it drags its own
+    // reductions (a LayerNorm's statistics) in (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands).
     const bool bf16_operands = cb && !ta && ctx.options.gemm_precision == Precision::BF16;
     Halide::ExternFuncArgument arg_a, arg_b;
     if (!ctx.extern_operand(a, arg_a)) return Func();
