@@ -17,6 +17,7 @@
 #include "autodiff/parameters.h"
 #include "autodiff/recompute_partition.h"
 #include "autodiff/training_step.h"
+#include "cli/train_artifact.h"
 #include "cli/training_model.h"
 #include "codegen/jit.h"
 #include "graph/npy.h"
@@ -537,6 +538,52 @@ TEST(TrainStep, UserErrors) {
     EXPECT_NE(r.out.find("loom compile --train: --tf32 applies to cuBLAS/cuDNN on --target cuda only"), std::string::npos)
         << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_tf32")));
+}
+
+// The CPU trainer's buffer allocator, compiled alone with a stand-in for Halide's hooks: over
+// repeated steps whose buffers of 1 MiB and 768 KiB are never live together it keeps one block of
+// 1 MiB (best fit; an exact-size cache kept both), never lends a block to a request of less than
+// half its size, and gives what it keeps back when the last trainer goes.
+TEST(TrainStep, BufferCacheSharesBlocksAcrossSizes) {
+    std::string dir = temp_path("buffer_cache");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/cache.cpp") << R"(#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+)" << loom::cli::host_buffer_cache_source()
+                                      << R"(
+halide_malloc_t hook_malloc;
+halide_free_t hook_free;
+halide_malloc_t halide_set_custom_malloc(halide_malloc_t m) { hook_malloc = m; return nullptr; }
+halide_free_t halide_set_custom_free(halide_free_t f) { hook_free = f; return nullptr; }
+int main() {
+    buffer_cache_retain();
+    for (int step = 0; step < 3; step++) {
+        void *a = hook_malloc(nullptr, 1 << 20);
+        static_cast<char *>(a)[(1 << 20) - 1] = 1;
+        hook_free(nullptr, a);
+        void *b = hook_malloc(nullptr, 768 << 10);
+        void *c = hook_malloc(nullptr, 4096);
+        hook_free(nullptr, c);
+        hook_free(nullptr, b);
+    }
+    std::printf("kept %zu\n", cache_bytes);
+    void *big = hook_malloc(nullptr, 1 << 20);
+    hook_free(nullptr, big);
+    void *small = hook_malloc(nullptr, 8192);
+    std::printf("small request took the large block: %d\n", small == big);
+    hook_free(nullptr, small);
+    buffer_cache_release();
+    std::printf("released %zu\n", cache_bytes);
+}
+)";
+    Cli c;
+    c.rc = run_command("g++ -std=c++17 -O1 -o " + dir + "/cache " + dir + "/cache.cpp && " + dir + "/cache", c.out);
+    ASSERT_EQ(c.rc, 0) << c.out;
+    EXPECT_NE(c.out.find("kept " + std::to_string((1 << 20) + 4096) + "\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("small request took the large block: 0\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("released 0\n"), std::string::npos) << c.out;
 }
 
 // The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start
