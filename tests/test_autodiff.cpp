@@ -226,6 +226,55 @@ TEST(AutodiffRules, Pooling) {
     check_rule(gm, "GlobalMaxPool");
 }
 
+// A backward that recomputes a max's input may round it otherwise than the forward did (a CUDA
+// kernel's fused multiply-adds; the CNN step's stem gradients were off by 100% on the GPU). Each
+// rule for a maximum is run with its backward reading X scaled by (1 + 2^-20), which moves every
+// value off the forward's maximum but keeps the argmax: its gradients must equal the plain run's.
+TEST(AutodiffRules, MaximaRouteGradientsWhenTheBackwardRoundsXOtherwise) {
+    std::vector<std::pair<std::string, GraphBuilder>> cases;
+    GraphBuilder mp;
+    mp.out("MaxPool", {mp.input("x", {1, 2, 6, 6})}, {1, 2, 3, 3}, window({2, 2}, {2, 2}, {0, 0, 0, 0}));
+    cases.emplace_back("MaxPool", mp);
+    GraphBuilder gm;
+    gm.out("GlobalMaxPool", {gm.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
+    cases.emplace_back("GlobalMaxPool", gm);
+    GraphBuilder rm;
+    rm.out("ReduceMax", {rm.input("x", {3, 5})}, {3}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}});
+    cases.emplace_back("ReduceMax", rm);
+    GraphBuilder em;
+    em.out("Max", {em.input("x", {3, 5}), em.input("z", {3, 5})}, {3, 5});
+    cases.emplace_back("Max", em);
+    for (auto &[what, b] : cases) {
+        std::vector<std::string> params;
+        for (const auto &i : b.g.inputs) params.push_back(i);
+        GradientGraph gg = differentiate(b.g, params, "mse", reference_evaluator());
+        auto in = random_inputs(gg.graph, 5);
+        auto plain = run_reference(gg.graph, in);
+        Graph rounded = gg.graph;
+        Node scale;
+        scale.op = "Mul";
+        scale.name = "round_x_otherwise";
+        rounded.values["x_scale"] = ValueInfo{"x_scale", DType::F32, {}, {}, true};
+        rounded.initializers["x_scale"] = Tensor::scalar(DType::F32, 1.0 + std::ldexp(1.0, -20));
+        rounded.values["x_rounded"] = ValueInfo{"x_rounded", DType::F32, rounded.value("x").shape, {}, true};
+        scale.inputs = {"x", "x_scale"};
+        scale.outputs = {"x_rounded"};
+        for (size_t k = (size_t)gg.forward_nodes; k < rounded.nodes.size(); k++)
+            for (auto &v : rounded.nodes[k].inputs)
+                if (v == "x") v = "x_rounded";
+        rounded.nodes.insert(rounded.nodes.begin() + gg.forward_nodes, scale);
+        auto got = run_reference(rounded, in);
+        for (const auto &p : params) {
+            const Tensor &want = plain.at(gg.gradient_of.at(p)), &have = got.at(gg.gradient_of.at(p));
+            double scale_of = 0;
+            for (int64_t i = 0; i < want.numel(); i++) scale_of = std::max(scale_of, std::abs(want.get(i)));
+            ASSERT_GT(scale_of, 0) << what;
+            for (int64_t i = 0; i < want.numel(); i++)
+                ASSERT_NEAR(have.get(i), want.get(i), 1e-5 * scale_of) << what << " d" << p << "[" << i << "]";
+        }
+    }
+}
+
 TEST(AutodiffRules, ReductionsAndSoftmax) {
     for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceProd"}) {
         GraphBuilder b;
