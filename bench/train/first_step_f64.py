@@ -29,20 +29,7 @@ except ImportError:
     sys.modules["onnx"] = types.ModuleType("onnx")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_train_bench as b  # noqa: E402
-
-def read_dump(path):
-    raw = open(path, "rb").read()
-    out, at = [], 0
-    while at < len(raw):
-        n = int(np.frombuffer(raw, np.int64, 1, at)[0])
-        at += 8
-        out.append(np.frombuffer(raw, np.float32, n, at).copy())
-        at += 4 * n
-    names = open(path + ".names").read().split()
-    half = len(out) // 2
-    assert len(names) == half, f"{path}: {half} parameters, {len(names)} names"
-    return names, out[:half], out[half:]
-
+from compare_params import read_dump  # noqa: E402
 
 def f64_updates(name, lr, x, target, names, before):
     factory, shape, loss, _ = b.models()[name]
