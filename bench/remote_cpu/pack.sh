@@ -31,5 +31,5 @@ rm -rf "$tmp"
 cp "$(command -v zstd)" "$out/zl/"
 for l in $(ldd "$(command -v zstd)" | awk '/liblz4|libzstd/{print $3}'); do cp -L "$l" "$out/zl/"; done
 for m in "$here"/../real_models/*.onnx; do /usr/bin/python3 "$here/strip_weights.py" "$m" "$out/models/$(basename "$m")"; done
-cp "$here"/regen_weights.py "$here"/ort_time.py "$here"/run.sh "$out/"
+cp "$here"/regen_weights.py "$here"/ort_time.py "$here"/ort_node_profile.py "$here"/run.sh "$out/"
 echo "packed into $out: $(du -sh "$out" | cut -f1)"
