@@ -1117,6 +1117,36 @@ TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
     }
 }
 
+// A conv with no epilogue whose output outgrows half of L2 (a 1x1 conv to 64 channels at 112x112,
+// 3.2 MB; its ReLU inlined into the next conv's padded input) is computed per row block of a
+// `<conv>_out` wrapper, its initial value per tile instead of a pass through memory; a small one
+// (at 14x14) keeps its root tiles. On both ISAs; the schedules are correct.
+TEST(Autoschedule, LargeRootConvsArePerRowBlockOfAWrapper) {
+    for (int64_t width : {112, 14}) {
+        Builder b;
+        std::string x = b.input("x", {1, 16, width, width});
+        std::string c = b.node("Conv", {x, b.random_constant("pw", {64, 16, 1, 1}, 93)}, {1, 64, width, width},
+                               {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+        std::string r = b.node("Relu", {c}, {1, 64, width, width});
+        std::map<std::string, AttrValue> dw = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                               {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                               {"group", int64_t(64)}};
+        b.out("Conv", {r, b.random_constant("dw", {64, 1, 3, 3}, 94)}, {1, 64, width, width}, dw);
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            std::string text = print_schedule(res.schedule);
+            SCOPED_TRACE(fm.name + " width " + std::to_string(width) + "\n" + text + tilings(res));
+            const bool large = width == 112;
+            EXPECT_EQ(res.tiling_of("expand").path, large ? "conv.row_blocks" : "conv.root_tiles");
+            EXPECT_EQ(res.tiling_of("expand").wrapper, large);
+            EXPECT_EQ(loom::testing::count_of(text, "expand.in() as expand_out;"), large ? 1u : 0u);
+        }
+        check_auto_with_avx2(b.g, "a 1x1 conv read through a ReLU by a depthwise conv");
+    }
+}
+
 // A padded input whose rows hold under 4 vectors (a depthwise conv's 14-wide input, 16 padded) is
 // copied in scalar code: every vector of such a row meets the border and reads through clamped
 // indices (a gather per lane). A 112-wide one keeps its vectors. On both ISAs; the schedules are

@@ -384,8 +384,14 @@ ConvPlan Ctx::choose_conv() {
     // result, where at root the initial value was a pass of its own over the output and the
     // update re-read it (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
     c.wrap = R == F && lf(F).is_output && depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers;
-    c.T = c.wrap ? fresh(func_names, F + "_out") : R;
     const auto &e = lf(F).extents;
+    // A conv with no epilogue whose output outgrows half of L2 is computed per row block of a
+    // wrapper too (RowBlocks): at root, its initial value was a pass through memory of its own and
+    // the update read it back (bench/DECISIONS.md#d121-large-root-convs-per-row-block).
+    if (R == F && !lf(F).is_output && !depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers &&
+        e[3] >= lanes(F) && fi(F).points * fi(F).esize > (double)m.l2_bytes / 2)
+        c.wrap = true;
+    c.T = c.wrap ? fresh(func_names, F + "_out") : R;
     const int r = (int)lf(F).vars.size();
     const int V = lanes(F);
     const int64_t W = e[r - 1], C = e[1];
@@ -404,7 +410,7 @@ ConvPlan Ctx::choose_conv() {
             break;
         }
     const bool epilogue = c.T != F;
-    if (c.wrap) {
+    if (c.wrap && depthwise(fi(F))) {
         c.path = ConvPlan::Path::DepthwiseOutput;
         // The conv's row is a buffer of its own per row of the wrapper, so a tile past its end is
         // rounded up (computed into the rounded allocation, never copied out) where the reads past
@@ -564,7 +570,7 @@ void Ctx::conv_row_blocks(ScheduleStatement &st, const ConvPlan &c) {
     const auto &v = lf(F).vars;
     const std::string &w = v[3], &cv = v[1];
     const int V = c.V, HT = c.HT, CB = c.CB;
-    std::vector<std::string> rused = names_of(T);
+    std::vector<std::string> rused = names_of(c.wrap ? F : T);  // a wrapper has F's vars
     std::string wo = fresh(rused, w + "o"), wi = fresh(rused, w + "i");
     std::string ho = fresh(rused, v[2] + "o"), hi = fresh(rused, v[2] + "i");
     std::string co = fresh(rused, cv + "o"), ci = fresh(rused, cv + "i");
