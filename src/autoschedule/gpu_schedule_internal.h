@@ -189,6 +189,9 @@ struct GpuCtx {
 
     /// A pure Func as its own kernel: 4-wide vectors, 2-D blocks of kPointThreads threads.
     void pointwise_kernel(const LoweredFunc &f);
+    /// A pure rank-4 Func stored channels innermost (LoweredFunc::channels_last): reorder_storage
+    /// to NHWC, 16-byte vectors and the threads along the channels, then along the columns.
+    void channels_last_kernel(const LoweredFunc &f);
 
     // gpu_reduction.cpp
 

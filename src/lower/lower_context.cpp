@@ -386,4 +386,9 @@ void LowerContext::note_cost(Func f, bool pointwise, double flops_per_point) {
 
 void LowerContext::note_inline_by_default(Func f) { record(f).inline_by_default = true; }
 
+void LowerContext::rebind(const std::string &name, Func f) {
+    internal_check(values_.count(name), "value '", name, "' is rebound before it is bound");
+    values_[name] = f;
+}
+
 }  // namespace loom

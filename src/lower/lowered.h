@@ -60,6 +60,11 @@ struct LoweredFunc {
     /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
     /// model vectorizes such a conv over output channels (one dense load per weight vector).
     int conv_weight_block = 0;
+    /// A rank-4 (n, c, h, w) Func stored channels innermost (NHWC), the layout a cuDNN stage in
+    /// BF16 reads (LowerOptions::conv_extern with Precision::BF16): the GPU auto-scheduler stores
+    /// it so (reorder_storage) and runs its threads along the channels, so that its reads of
+    /// NHWC library outputs and its own writes stay coalesced.
+    bool channels_last = false;
 
     /// The constant extent of update \p k's RVar when that update has exactly one, else -1.
     int64_t single_rvar_extent(int k = 0) const;
