@@ -153,7 +153,12 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         return 0;
     }
     if (w->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;  // constants: never queried
-    const int K = w->dim[3].extent, Cg = w->dim[2].extent, R = w->dim[1].extent, S = w->dim[0].extent;
+    // precision + 8: x, the filter and y are bfloat16 bits, channels innermost (the filter KRSC,
+    // Halide order c/g, s, r, k; x and y as their strides say), so cuDNN runs BF16 kernels with no
+    // layout conversion.
+    const bool bf16 = (precision & 8) != 0;
+    const int K = w->dim[3].extent, Cg = w->dim[bf16 ? 0 : 2].extent, R = w->dim[bf16 ? 2 : 1].extent,
+              S = w->dim[bf16 ? 1 : 0].extent;
     const int oN = y->dim[3].extent, oK = y->dim[2].extent, oH = y->dim[1].extent, oW = y->dim[0].extent;
     for (int d = 0; d < 4; d++)
         if (y->dim[d].min != 0) return fail("the output region must start at 0 (compute the extern at root)", d);
@@ -162,9 +167,6 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     const char *const names[] = {"X", "W", "the bias"};
     if (int r = stage_on_device(in, names, 3, y)) return r;
 
-    // precision + 8: x, the filter and y are bfloat16 bits, channels innermost (the filter KRSC,
-    // x and y as their strides say), so cuDNN runs BF16 kernels with no layout conversion.
-    const bool bf16 = (precision & 8) != 0;
     const int32_t math_precision = precision & 7;
     if (bf16 && mode) return fail("the fused bias and ReLU take FP32 tensors only", mode);
     const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
