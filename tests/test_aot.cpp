@@ -461,6 +461,43 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
 }
 
+// A kernel reading a BF16 NHWC stage through inlined Funcs (here a MaxPool of a conv's biased
+// output) is stored NHWC with its threads along the channels, its init and its taps in the same
+// tiles (D116); in FP32 nothing reads NHWC data and no kernel reorders its storage. The artifact
+// compiles and links.
+TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    std::string x = b.input("x", {2, 8, 8, 8});
+    std::string w1 = b.random_constant("w1", {16, 8, 3, 3}, 1), b1 = b.random_constant("b1", {16}, 2);
+    std::string w2 = b.random_constant("w2", {16, 16, 3, 3}, 3);
+    const std::map<std::string, AttrValue> k3 = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}};
+    std::string c1 = b.node("Conv", {x, w1, b1}, {2, 16, 8, 8}, k3, DType::F32, "conv1");
+    std::string pool = b.node("MaxPool", {c1}, {2, 16, 4, 4}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}},
+                              DType::F32, "pool");
+    b.out("Tanh", {b.node("Conv", {b.node("Relu", {pool}, {2, 16, 4, 4}), w2}, {2, 16, 4, 4}, k3, DType::F32, "conv2")},
+          {2, 16, 4, 4});
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = true;
+    const Halide::Target t = aot_target("cuda");
+    lo.gemm_precision = Precision::FP32;
+    LoweredPipeline fp32 = lower_graph(b.g, lo);
+    std::string text = print_schedule(gpu_auto_schedule(fp32, t));
+    EXPECT_EQ(text.find("reorder_storage"), std::string::npos) << text;
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    text = print_schedule(gpu_auto_schedule(p, t));
+    EXPECT_NE(text.find("pool.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos) << text;
+    const size_t up = text.find("pool.update(0)");
+    ASSERT_NE(up, std::string::npos) << text;
+    const std::string update = text.substr(up, text.find(';', up) - up);
+    EXPECT_NE(update.find(".gpu_threads(ct, wt)"), std::string::npos) << update;
+    EXPECT_NE(update.find("r.x, r.y, ct, wt"), std::string::npos) << "the taps serial inside each thread: " << update;
+    auto [object, output] = cuda_artifact(p, "nhwc_pool");
+    EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+}
+
 // With gemm_extern, a 1x1 conv (stride 1, no pads, one group) is a cuBLAS GEMM per image
 // (loom_cublas_conv1x1). The inverted_residual fixture (MobileNetV2's block, ReLU6 exported as Relu
 // then Clip, absorbed into the Clip by prepare_graph): its expand and project convs call cuBLAS,
