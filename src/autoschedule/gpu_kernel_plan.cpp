@@ -177,7 +177,7 @@ private:
     // A rank-4 kernel reading NHWC data (a BF16 cuDNN stage's output, a channels-last copy) through
     // inlined Funcs is stored NHWC with its threads along the channels too, so that its reads and
     // the reads of its NHWC consumers stay coalesced; a pure kernel, or a reduction over a few taps
-    // (a pool, a depthwise conv) that no other rule fused.
+    // (a pool, a depthwise conv) that no other rule fused (bench/DECISIONS.md#d116-gpu-channels-last-kernels).
     void find_channels_last() {
         std::map<std::string, bool> reads;
         std::function<bool(const Halide::Internal::Function &, int)> nhwc_input = [&](const Halide::Internal::Function &fn,
