@@ -81,7 +81,8 @@ struct LowerOptions {
     bool gemm_extern = false;
     /// The precision cuBLAS and cuDNN compute in (lower/precision.h): FP32 math, or tensor cores
     /// on operands rounded to TF32, BF16 or FP16 with FP32 accumulation; passed to each library
-    /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says.
+    /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says, except the BF16
+    /// copies that library stages read in BF16 (a GEMM's A, a conv's NHWC input: D93, D115).
     Precision gemm_precision = Precision::FP32;
     /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
     /// depthwise one: Halide's fused conv is faster there) becomes a
