@@ -383,6 +383,121 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
 }
 
+// In BF16 (D115) every cuDNN conv reads and writes BF16 tensors with channels innermost: the
+// constant filter rounded once at compile time and stored KRSC, the input a Halide copy
+// `<node>_x_nhwc_bf16` (stored NHWC by the schedule, threads along the channels) that the input's
+// other consumers share (the residual Add reads it through `_x_view`), the output an NHWC BF16
+// extern whose bias and ReLU stay Halide Funcs; a 1x1 conv goes to cuDNN too, not cuBLAS. FP32 and
+// TF32 keep FP32 NCHW stages and no copies. The artifact compiles and links.
+TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    const Shape s = {2, 8, 6, 6};
+    std::string x = b.input("x", s);
+    std::string w1 = b.random_constant("w1", {8, 8, 3, 3}, 1), w2 = b.random_constant("w2", {8, 8, 1, 1}, 2);
+    std::string w3 = b.random_constant("w3", {8, 8, 3, 3}, 3), b1 = b.random_constant("b1", {8}, 4);
+    std::string b2 = b.random_constant("b2", {8}, 5);
+    const std::map<std::string, AttrValue> k3 = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}};
+    std::string r1 = b.node("Relu", {b.node("Conv", {x, w1, b1}, s, k3, DType::F32, "conv1")}, s);
+    std::string c2 = b.node("Conv", {r1, w2, b2}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "conv2");
+    std::string r2 = b.node("Relu", {b.node("Add", {c2, r1}, s, {}, DType::F32, "residual")}, s);
+    b.out("Tanh", {b.node("Conv", {r2, w3}, s, k3, DType::F32, "conv3")}, s);
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = true;
+    // The extern stage a conv's node Func reads.
+    auto stage_of = [](const LoweredPipeline &p, const std::string &conv) {
+        for (const auto &c : Halide::Internal::find_direct_calls(p.find(conv)->func.function()))
+            if (c.second.has_extern_definition()) return c.second;
+        ADD_FAILURE() << conv << " reads no extern stage";
+        return Halide::Internal::Function();
+    };
+    for (Precision prec : {Precision::FP32, Precision::TF32}) {
+        lo.gemm_precision = prec;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        for (const auto &f : p.funcs) EXPECT_FALSE(f.channels_last || ends_with(f.name, "_x_nhwc_bf16")) << f.name;
+        EXPECT_EQ(stage_of(p, "conv3").output_types()[0], Halide::Float(32)) << precision_name(prec);
+    }
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    EXPECT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"}) << "the 1x1 conv is cuDNN's too";
+    std::vector<std::string> copies;
+    for (const auto &f : p.funcs)
+        if (ends_with(f.name, "_x_nhwc_bf16")) {
+            copies.push_back(f.name);
+            EXPECT_TRUE(f.channels_last && f.feeds_extern && f.dtype == DType::I16) << f.name;
+        }
+    EXPECT_EQ(copies, (std::vector<std::string>{"conv1_x_nhwc_bf16", "conv2_x_nhwc_bf16", "conv3_x_nhwc_bf16"}));
+    // The residual Add reads conv2's copy of r1, not r1's FP32 Func.
+    const std::vector<std::string> &add_reads = p.find("residual")->producers;
+    EXPECT_NE(std::find(add_reads.begin(), add_reads.end(), "conv2_x_view"), add_reads.end());
+    for (const char *conv : {"conv1", "conv2", "conv3"}) {
+        Halide::Internal::Function ext = stage_of(p, conv);
+        ASSERT_TRUE(ext.has_extern_definition()) << conv;
+        EXPECT_EQ(ext.output_types()[0], Halide::UInt(16)) << conv;
+        const auto &dims = ext.schedule().storage_dims();
+        ASSERT_EQ(dims.size(), 4u);
+        EXPECT_EQ(dims[0].var, ext.args()[2]) << conv << ": channels innermost in memory";  // args (w, h, c, n)
+        const std::vector<Halide::ExternFuncArgument> &args = ext.extern_arguments();
+        EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, 2 + kConvBf16Nhwc) << conv;
+        EXPECT_EQ(args[3 + 4 + 7].expr.as<Halide::Internal::IntImm>()->value, 0) << conv << ": mode 0, no fused ReLU";
+    }
+    // conv1's filter: bfloat16 bits in KRSC order (Halide order c, s, r, k).
+    Halide::Buffer<uint16_t> wb = stage_of(p, "conv1").extern_arguments()[1].buffer;
+    ASSERT_EQ(wb.dimensions(), 4);
+    EXPECT_EQ(wb.dim(0).extent(), 8);
+    const float *wf = static_cast<const float *>(b.g.constant(w1)->data());
+    for (int k : {0, 5})
+        for (int c : {1, 7})
+            for (int r : {0, 2})
+                for (int q : {1, 2})
+                    EXPECT_EQ(wb(c, q, r, k), Halide::bfloat16_t(wf[((k * 8 + c) * 3 + r) * 3 + q]).to_bits());
+    // The schedule stores the copies NHWC and runs their threads along the channels.
+    const Schedule sched = gpu_auto_schedule(p, aot_target("cuda"));
+    std::string text = print_schedule(sched);
+    EXPECT_NE(text.find("conv2_x_nhwc_bf16.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos) << text;
+    EXPECT_NE(text.find(".gpu_threads(ct, wt)"), std::string::npos) << text;
+    auto [object, output] = cuda_artifact(p, "bf16_nhwc_convs");
+    EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+}
+
+// A kernel reading a BF16 NHWC stage through inlined Funcs (here a MaxPool of a conv's biased
+// output) is stored NHWC with its threads along the channels, its init and its taps in the same
+// tiles (D116); in FP32 nothing reads NHWC data and no kernel reorders its storage. The artifact
+// compiles and links.
+TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    std::string x = b.input("x", {2, 8, 8, 8});
+    std::string w1 = b.random_constant("w1", {16, 8, 3, 3}, 1), b1 = b.random_constant("b1", {16}, 2);
+    std::string w2 = b.random_constant("w2", {16, 16, 3, 3}, 3);
+    const std::map<std::string, AttrValue> k3 = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}};
+    std::string c1 = b.node("Conv", {x, w1, b1}, {2, 16, 8, 8}, k3, DType::F32, "conv1");
+    std::string pool = b.node("MaxPool", {c1}, {2, 16, 4, 4}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}},
+                              DType::F32, "pool");
+    b.out("Tanh", {b.node("Conv", {b.node("Relu", {pool}, {2, 16, 4, 4}), w2}, {2, 16, 4, 4}, k3, DType::F32, "conv2")},
+          {2, 16, 4, 4});
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = true;
+    const Halide::Target t = aot_target("cuda");
+    lo.gemm_precision = Precision::FP32;
+    LoweredPipeline fp32 = lower_graph(b.g, lo);
+    std::string text = print_schedule(gpu_auto_schedule(fp32, t));
+    EXPECT_EQ(text.find("reorder_storage"), std::string::npos) << text;
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    text = print_schedule(gpu_auto_schedule(p, t));
+    EXPECT_NE(text.find("pool.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos) << text;
+    const size_t up = text.find("pool.update(0)");
+    ASSERT_NE(up, std::string::npos) << text;
+    const std::string update = text.substr(up, text.find(';', up) - up);
+    EXPECT_NE(update.find(".gpu_threads(ct, wt)"), std::string::npos) << update;
+    EXPECT_NE(update.find("r.x, r.y, ct, wt"), std::string::npos) << "the taps serial inside each thread: " << update;
+    auto [object, output] = cuda_artifact(p, "nhwc_pool");
+    EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+}
+
 // With gemm_extern, a 1x1 conv (stride 1, no pads, one group) is a cuBLAS GEMM per image
 // (loom_cublas_conv1x1). The inverted_residual fixture (MobileNetV2's block, ReLU6 exported as Relu
 // then Clip, absorbed into the Clip by prepare_graph): its expand and project convs call cuBLAS,

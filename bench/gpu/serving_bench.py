@@ -146,6 +146,9 @@ def main():
     ap.add_argument("--profile", default=None,
                     help="regex of artifact folder names whose kernels are listed (Loom and each mode)")
     ap.add_argument("--top", type=int, default=12, help="kernels listed per profile")
+    ap.add_argument("--baseline-root", default=None,
+                    help="folder of earlier artifacts of the same names: each one found is checked and timed "
+                         "in its row beside the artifact (columns loom_base_*), before and after PyTorch")
     args = ap.parse_args()
     sys.path.insert(0, args.models)
     import torch._inductor.config as inductor_config
@@ -252,6 +255,23 @@ def measure_row(args, serving_models, modules, folder, name, batch, prec, dev, m
     if profiled:
         profiles["loom"] = kernel_profile(art.run, args.top)
         print_profile(f"{label} Loom", profiles["loom"])
+    base = None
+    base_dir = args.baseline_root and os.path.join(args.baseline_root, os.path.basename(os.path.normpath(folder)))
+    if base_dir and os.path.isdir(base_dir):
+        art.close()  # one artifact's buffers on the GPU at a time
+        base = Artifact(base_dir)
+        base.bind([x])
+        row["loom_base_err"] = rel_err(base.run()[0], ref)
+        row["loom_base_ms"] = bench(base.run)
+        print(f"BASE {label}: {row['loom_base_ms']:.3f} ms (err {row['loom_base_err']:.2e})", flush=True)
+        if profiled:
+            profiles["loom_base"] = kernel_profile(base.run, args.top)
+            print_profile(f"{label} Loom baseline", profiles["loom_base"])
+        base.close()
+        base = Artifact(base_dir)
+        art = Artifact(folder)
+        art.bind([x])
+        art.run()
 
     import torch._inductor.config as inductor_config
     columns = []
@@ -283,11 +303,19 @@ def measure_row(args, serving_models, modules, folder, name, batch, prec, dev, m
             cm = y = None
     row["loom_ms_again"] = bench(art.run)
     art.close()
+    if base is not None:
+        base.bind([x])
+        base.run()
+        row["loom_base_ms_again"] = bench(base.run)
+        base.close()
     if profiles:
         row["kernels"] = profiles
     ok = all(row[k] < tol for k in row if k.endswith("_err") or k == "loom_err_after")
     row["ok"] = ok
     best_pt = min(row[k] for k in row if k.endswith("_ms") and not k.startswith("loom"))
+    if "loom_base_ms" in row:
+        print(f"BASE {label}: baseline {min(row['loom_base_ms'], row['loom_base_ms_again']):.3f} ms -> "
+              f"{min(row['loom_ms'], row['loom_ms_again']):.3f} ms", flush=True)
     loom = min(row["loom_ms"], row["loom_ms_again"])
     print(f"ROW {label}: loom {row['loom_ms']:.3f}/{row['loom_ms_again']:.3f} ms "
           f"(err {row['loom_err']:.2e}, tol {tol:.1e}) eager {row['eager_ms']:.3f} "

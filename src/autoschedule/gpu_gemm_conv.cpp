@@ -146,33 +146,61 @@ void GpuCtx::gemm_kernel(const LoweredFunc &c, const LoweredFunc &g) {
 // Conv \p g + pointwise epilogue \p c (vars n, c, h, w): the conv is computed at the epilogue's
 // innermost thread var with its reduction (r.z, r.y, r.x) outside the unrolled register tile, the
 // padded input inlined; the epilogue writes from registers. All splits exact (ConvTile), so no
-// producer reads past its input.
+// producer reads past its input. An epilogue stored channels innermost (LoweredFunc::channels_last:
+// a BF16 copy a cuDNN stage reads, whose producers are NHWC too) is stored so and runs its threads
+// along the channels first, each thread's channels a vector, so that reads and writes stay coalesced.
 void GpuCtx::conv_kernel(const LoweredFunc &c, const LoweredFunc &g) {
-    const ConvTile t = choose_conv_tile(c);
+    ConvTile t = choose_conv_tile(c);
+    const bool nhwc = c.channels_last;
+    if (nhwc) {
+        t.tc = pick_div(c.extents[1] / t.cr, {32, 16, 8, 4, 2, 1});
+        t.tx = pick_div(c.extents[3] / t.rw, {4, 2, 1});
+        t.th = 1;
+        for (int h : {16, 8, 4, 2, 1})
+            if (c.extents[2] % h == 0 && t.tx * t.tc * h <= 128) {
+                t.th = h;
+                break;
+            }
+    }
     std::string n = c.vars[0], ch = c.vars[1], h = c.vars[2], w = c.vars[3];
     std::string wo = ident(c, w + "o"), wi = ident(c, w + "i"), wt = ident(c, w + "t"), wr = ident(c, w + "r");
     std::string ho = ident(c, h + "o"), ht = ident(c, h + "t");
     std::string co = ident(c, ch + "o"), ci = ident(c, ch + "i"), ct = ident(c, ch + "t"), crr = ident(c, ch + "r");
     std::string con = ident(c, ch + "_" + n);
     ScheduleStatement st(c.name);
-    st.comments.push_back(explain_conv_tile(t, g));
+    st.comments.push_back(explain_conv_tile(t, g) + (nhwc ? ", stored NHWC, threads along c" : ""));
     st.add("compute_root");
+    if (nhwc) st.add("reorder_storage", {ch, w, h, n});
     st.add("split", {w, wo, wi, (int64_t)(t.tx * t.rw), tail(true)}).add("split", {wi, wt, wr, (int64_t)t.rw, tail(true)});
     st.add("split", {h, ho, ht, (int64_t)t.th, tail(true)});
     st.add("split", {ch, co, ci, (int64_t)(t.tc * t.cr), tail(true)}).add("split", {ci, ct, crr, (int64_t)t.cr, tail(true)});
-    st.add("reorder", {wr, crr, wt, ht, ct, wo, ho, co, n});
+    if (nhwc) st.add("reorder", {crr, wr, ct, wt, ht, wo, ho, co, n});
+    else st.add("reorder", {wr, crr, wt, ht, ct, wo, ho, co, n});
     st.add("fuse", {co, n, con});
-    st.add("unroll", {wr}).add("unroll", {crr});
-    st.add("gpu_threads", {wt, ht, ct}).add("gpu_blocks", {wo, ho, con});
+    if (nhwc) {
+        st.add("vectorize", {crr}).add("unroll", {wr});
+        st.add("gpu_threads", {ct, wt, ht}).add("gpu_blocks", {wo, ho, con});
+    } else {
+        st.add("unroll", {wr}).add("unroll", {crr});
+        st.add("gpu_threads", {wt, ht, ct}).add("gpu_blocks", {wo, ho, con});
+    }
     s.statements.push_back(st);
+    const std::string &gn = g.vars[0], &gc = g.vars[1], &gh = g.vars[2], &gw = g.vars[3];
     ScheduleStatement gp(g.name);
-    gp.add("compute_at", {c.name, wt}).add("reorder", {g.vars[3], g.vars[1], g.vars[2], g.vars[0]});
-    gp.add("unroll", {g.vars[3]}).add("unroll", {g.vars[1]});
-    s.statements.push_back(gp);
     const auto &rv = g.update_rvars[0];  // r.x (kw), r.y (kh), r.z (input channel)
     ScheduleStatement up(g.name, 0);
-    up.add("reorder", {g.vars[3], g.vars[1], rv[0], rv[1], rv[2], g.vars[2], g.vars[0]});
-    up.add("unroll", {g.vars[3]}).add("unroll", {g.vars[1]}).add("unroll", {rv[0]});
+    if (nhwc) {
+        gp.add("compute_at", {c.name, ct}).add("reorder", {gc, gw, gh, gn});
+        gp.add("vectorize", {gc}).add("unroll", {gw});
+        up.add("reorder", {gc, gw, rv[0], rv[1], rv[2], gh, gn});
+        up.add("vectorize", {gc}).add("unroll", {gw}).add("unroll", {rv[0]});
+    } else {
+        gp.add("compute_at", {c.name, wt}).add("reorder", {gw, gc, gh, gn});
+        gp.add("unroll", {gw}).add("unroll", {gc});
+        up.add("reorder", {gw, gc, rv[0], rv[1], rv[2], gh, gn});
+        up.add("unroll", {gw}).add("unroll", {gc}).add("unroll", {rv[0]});
+    }
+    s.statements.push_back(gp);
     s.statements.push_back(up);
 }
 

@@ -40,6 +40,7 @@ public:
         fuse_conv_epilogues();
         fuse_row_reductions();
         buffer_short_row_values();
+        find_channels_last();
         return std::move(plan_);
     }
 
@@ -171,6 +172,51 @@ private:
         for (const auto &f : p_.funcs)
             if (plan_.owner.count(f.name) && num_updates(f) > 0) plan_.rows[plan_.owner[f.name]].push_back(f.name);
         for (const auto &[c, br] : plan_.branches) plan_.rows[c];  // a concat with per-row inputs is a row kernel
+    }
+
+    // A rank-4 kernel reading NHWC data (a BF16 cuDNN stage's output, a channels-last copy) through
+    // inlined Funcs is stored NHWC with its threads along the channels too, so that its reads and
+    // the reads of its NHWC consumers stay coalesced; a pure kernel, or a reduction over a few taps
+    // (a pool, a depthwise conv) that no other rule fused (bench/DECISIONS.md#d116-gpu-channels-last-kernels).
+    void find_channels_last() {
+        std::map<std::string, bool> reads;
+        std::function<bool(const Halide::Internal::Function &, int)> nhwc_input = [&](const Halide::Internal::Function &fn,
+                                                                                    int depth) {
+            if (fn.has_extern_definition())
+                return fn.dimensions() == 4 && fn.schedule().storage_dims()[0].var == fn.args()[2];
+            const LoweredFunc *lf = p_.find(fn.name());
+            if (!lf) return false;
+            if (lf->channels_last) return true;
+            if (!plan_.inlined.count(lf->name) || depth > 16) return false;
+            if (auto it = reads.find(lf->name); it != reads.end()) return it->second;
+            bool any = false;
+            for (const auto &[name, g] : Halide::Internal::find_direct_calls(fn)) any = any || nhwc_input(g, depth + 1);
+            return reads[lf->name] = any;
+        };
+        for (const auto &f : p_.funcs) {
+            if (f.is_extern || !f.func.defined() || f.vars.size() != 4 || plan_.inlined.count(f.name) ||
+                plan_.owner.count(f.name) || plan_.gemm_of.count(f.name) || plan_.rows.count(f.name))
+                continue;
+            if (f.channels_last) {
+                plan_.channels_last.insert(f.name);
+                continue;
+            }
+            // A graph output keeps the caller's layout; a library stage's operand the one it declares.
+            if (f.is_output || f.feeds_extern || plan_.conv_of.count(f.name) || num_updates(f) > 1) continue;
+            if (num_updates(f) == 1) {  // a few taps, each a constant extent
+                int64_t taps = 1;
+                for (const auto &rv : f.func.function().update(0).schedule().rvars()) {
+                    const int64_t *e = Halide::Internal::as_const_int(rv.extent);
+                    taps = e ? taps * *e : kMaxChannelsLastTaps + 1;
+                }
+                if (taps > kMaxChannelsLastTaps) continue;
+            }
+            for (const auto &[name, g] : Halide::Internal::find_direct_calls(f.func.function()))
+                if (name != f.name && nhwc_input(g, 0)) {
+                    plan_.channels_last.insert(f.name);
+                    break;
+                }
+        }
     }
 
     // In a kernel of short rows, a costly pointwise Func of the row's shape that a statistic and

@@ -18,6 +18,7 @@ void GpuCtx::pointwise_kernel(const LoweredFunc &f) {
     }
     st.comments.push_back("pointwise kernel: " + std::to_string(kVec) + " elements per thread (16-byte accesses), " +
                           std::to_string(kPointThreads) + " threads per block");
+    if (rank == 4 && num_updates(f) == 0 && plan.channels_last.count(f.name)) return channels_last_kernel(f);
     std::string x = f.vars.back();
     int64_t nx = f.extents.back();
     int v = nx % kVec == 0 ? kVec : 1;
@@ -61,6 +62,65 @@ void GpuCtx::pointwise_kernel(const LoweredFunc &f) {
     }
     st.add("gpu_blocks", blocks);
     s.statements.push_back(st);
+}
+
+namespace {
+
+// The channels-last tiling of rank-4 Func \p f (vars n, c, h, w) into \p st: channels split into
+// 16-byte vectors (4-wide when they do not divide), threads along the channels then the columns,
+// rows and images fused into one block dim; \p inner (a reduction's RVars) run serially inside each
+// thread, outside the vector. Splits of an update take GuardWithIf (Halide refuses RoundUp there).
+void channels_last_tiles(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &inner,
+                         bool update) {
+    const std::string &n = f.vars[0], &c = f.vars[1], &h = f.vars[2], &w = f.vars[3];
+    const int64_t nc = f.extents[1], nw = f.extents[3];
+    const int want = 16 / std::max(1, dtype_size(f.dtype));
+    int v = nc % want == 0 ? want : nc % kVec == 0 ? kVec : 1;
+    std::string cq = c, cv = ident(f, c + "v");
+    if (v > 1) {
+        cq = ident(f, c + "q");
+        st.add("split", {c, cq, cv, v});
+        st.add("vectorize", {cv});
+    }
+    const int64_t nq = nc / v;
+    const int tx = (int)std::min<int64_t>(kPointThreads, pow2_floor(nq));
+    const int ty = (int)std::max<int64_t>(1, std::min<int64_t>(kPointThreads / tx, pow2_floor(nw)));
+    std::string co = ident(f, c + "o"), ct = ident(f, c + "t"), wo = ident(f, w + "o"), wt = ident(f, w + "t");
+    std::string hn = ident(f, h + "_" + n);
+    st.add("split", {cq, co, ct, tx, tail(!update && nq % tx == 0)});
+    st.add("split", {w, wo, wt, ty, tail(!update && nw % ty == 0)});
+    st.add("fuse", {h, n, hn});
+    // Past gridDim.z's limit the fused rows take blockIdx.x.
+    std::vector<ScheduleArg> blocks = {co, wo, hn};
+    if (f.extents[0] * f.extents[2] > kMaxGridYZ) blocks = {hn, co, wo};
+    std::vector<ScheduleArg> order;
+    if (v > 1) order.push_back(cv);
+    for (const auto &r : inner) order.push_back(r);
+    order.push_back(ct);
+    order.push_back(wt);
+    order.insert(order.end(), blocks.begin(), blocks.end());
+    st.add("reorder", order);
+    st.add("gpu_threads", {ct, wt});
+    st.add("gpu_blocks", blocks);
+}
+
+}  // namespace
+
+void GpuCtx::channels_last_kernel(const LoweredFunc &f) {
+    ScheduleStatement st(f.name);
+    st.add("compute_root");
+    st.comments.push_back("channels-last kernel: stored NHWC, threads along the channels, then the columns");
+    st.add("reorder_storage", {f.vars[1], f.vars[3], f.vars[2], f.vars[0]});
+    channels_last_tiles(st, f, {}, false);
+    s.statements.push_back(st);
+}
+
+void GpuCtx::channels_last_reduction(const LoweredFunc &r) {
+    channels_last_kernel(r);
+    ScheduleStatement up(r.name, 0);
+    std::vector<std::string> taps = r.update_rvars[0];
+    channels_last_tiles(up, r, taps, true);
+    s.statements.push_back(up);
 }
 
 int64_t outer_extent(const LoweredFunc &f, int n) {

@@ -36,6 +36,7 @@ void GpuCtx::reduction_kernel(const LoweredFunc &r) {
     switch (choose_reduction_way(r)) {
     case ReductionWay::Gemm: return gemm_kernel(r, r);
     case ReductionWay::Default:
+        if (plan.channels_last.count(r.name)) return channels_last_reduction(r);
         for (auto &d : default_statements(r, target)) s.statements.push_back(d);
         return;
     case ReductionWay::Short: return short_reduction(r);

@@ -30,6 +30,7 @@ namespace loom::gpu_autosched {
 
 constexpr int kVec = 4;             ///< floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128;  ///< threads per block of a pointwise kernel
+constexpr int64_t kMaxChannelsLastTaps = 64;  ///< taps of a reduction a channels-last kernel runs serially per thread
 constexpr int64_t kMaxGridYZ = 65535;  ///< CUDA's limit on gridDim.y and .z (gridDim.x: 2^31 - 1)
 
 /// Product of the extents of \p f's outermost \p n vars (what fuse_outer makes one var of).
@@ -113,6 +114,10 @@ struct KernelPlan {
     std::set<std::string> segment;                                  ///< fused reductions with several outputs per row
     std::map<std::string, std::vector<std::string>> branches;       ///< concat kernel → costly inputs computed per row
     std::map<std::string, std::vector<std::string>> buffered;       ///< short-row kernel → pointwise Funcs kept per lane
+    /// Rank-4 kernels stored channels innermost: LoweredFunc::channels_last ones, and pure or
+    /// small-reduction kernels (pools, depthwise convs) that read, through inlined Funcs, a buffer
+    /// stored so (a BF16 cuDNN stage's output, a channels-last copy).
+    std::set<std::string> channels_last;
 
     /// The reductions fused into row kernel \p c (empty when none).
     const std::vector<std::string> &stats_of(const std::string &c) const { return list(rows, c); }
@@ -189,6 +194,12 @@ struct GpuCtx {
 
     /// A pure Func as its own kernel: 4-wide vectors, 2-D blocks of kPointThreads threads.
     void pointwise_kernel(const LoweredFunc &f);
+    /// A pure rank-4 Func stored channels innermost (LoweredFunc::channels_last): reorder_storage
+    /// to NHWC, 16-byte vectors and the threads along the channels, then along the columns.
+    void channels_last_kernel(const LoweredFunc &f);
+    /// channels_last_kernel for a reduction's init, and its update in the same tiles with the
+    /// reduction serial inside each thread (a pool or a depthwise conv over NHWC data).
+    void channels_last_reduction(const LoweredFunc &r);
 
     // gpu_reduction.cpp
 

@@ -153,7 +153,12 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         return 0;
     }
     if (w->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;  // constants: never queried
-    const int K = w->dim[3].extent, Cg = w->dim[2].extent, R = w->dim[1].extent, S = w->dim[0].extent;
+    // precision + 8: x, the filter and y are bfloat16 bits, channels innermost (the filter KRSC,
+    // Halide order c/g, s, r, k; x and y as their strides say), so cuDNN runs BF16 kernels with no
+    // layout conversion.
+    const bool bf16 = (precision & 8) != 0;
+    const int K = w->dim[3].extent, Cg = w->dim[bf16 ? 0 : 2].extent, R = w->dim[bf16 ? 2 : 1].extent,
+              S = w->dim[bf16 ? 1 : 0].extent;
     const int oN = y->dim[3].extent, oK = y->dim[2].extent, oH = y->dim[1].extent, oW = y->dim[0].extent;
     for (int d = 0; d < 4; d++)
         if (y->dim[d].min != 0) return fail("the output region must start at 0 (compute the extern at root)", d);
@@ -162,10 +167,14 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     const char *const names[] = {"X", "W", "the bias"};
     if (int r = stage_on_device(in, names, 3, y)) return r;
 
+    const int32_t math_precision = precision & 7;
+    if (bf16 && mode) return fail("the fused bias and ReLU take FP32 tensors only", mode);
+    const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+
     std::lock_guard<std::mutex> guard(g_lock);
     if (!g_handle && !ok(cudnnCreate(&g_handle))) return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
     if (!ok(cudnnSetStream(g_handle, nullptr))) return fail("cudnnSetStream", 0);
-    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 8 + mode * 4 + precision};
+    Key key{N, C, H, W, K, Cg, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups * 32 + mode * 16 + precision};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
         Plan p;
@@ -173,11 +182,11 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         if (ok(s)) s = cudnnCreateTensorDescriptor(&p.y);
         if (ok(s)) s = cudnnCreateFilterDescriptor(&p.w);
         if (ok(s)) s = cudnnCreateConvolutionDescriptor(&p.conv);
-        if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.x, CUDNN_DATA_FLOAT, N, C, H, W, (int)x->dim[3].stride,
+        if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.x, data, N, C, H, W, (int)x->dim[3].stride,
                                                    (int)x->dim[2].stride, (int)x->dim[1].stride, (int)x->dim[0].stride);
-        if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.y, CUDNN_DATA_FLOAT, oN, oK, oH, oW, (int)y->dim[3].stride,
+        if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.y, data, oN, oK, oH, oW, (int)y->dim[3].stride,
                                                    (int)y->dim[2].stride, (int)y->dim[1].stride, (int)y->dim[0].stride);
-        if (ok(s)) s = cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, Cg, R, S);
+        if (ok(s)) s = cudnnSetFilter4dDescriptor(p.w, data, bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, K, Cg, R, S);
         if (ok(s)) s = cudnnSetConvolution2dDescriptor(p.conv, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
         if (ok(s)) s = cudnnSetConvolutionGroupCount(p.conv, groups);
@@ -190,9 +199,9 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         // The precision (lower/precision.h) sets the math Find may use: FP32 FMA only, so float32
         // results hold 1e-5; tensor ops on FP32 data (TF32); or down-conversion of the FP32
         // operands to a 16-bit type (BF16, FP16: cuDNN's legacy API converts to half for both).
-        const cudnnMathType_t math = precision == 0   ? CUDNN_FMA_MATH
-                                     : precision == 1 ? CUDNN_TENSOR_OP_MATH
-                                                      : CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        const cudnnMathType_t math = math_precision == 0 ? CUDNN_FMA_MATH
+                                     : math_precision == 1 || bf16 ? CUDNN_TENSOR_OP_MATH
+                                                                   : CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (ok(s)) s = cudnnSetConvolutionMathType(p.conv, math);
         if (!ok(s)) return fail(cudnnGetErrorString(s), (int)s);
         int en = 0, on = 0, ok_n = 0, ow_n = 0;
@@ -218,8 +227,9 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
             // Skip failures and math the precision does not allow.
             if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (precision == 0 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-            if (precision == 1 && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+            if (math_precision == 0 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+                continue;
+            if (math_precision == 1 && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
             // Run it in the math mode it was timed in (cuDNN's advice for Find results).
             if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
             if (int r = reserve_workspace(perf[i].memory)) return r;

@@ -388,4 +388,9 @@ void LowerContext::note_inline_by_default(Func f) { record(f).inline_by_default 
 
 void LowerContext::note_padded_input(Func f) { record(f).padded_input = true; }
 
+void LowerContext::rebind(const std::string &name, Func f) {
+    internal_check(values_.count(name), "value '", name, "' is rebound before it is bound");
+    values_[name] = f;
+}
+
 }  // namespace loom

@@ -63,6 +63,11 @@ struct LoweredFunc {
     /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
     /// model vectorizes such a conv over output channels (one dense load per weight vector).
     int conv_weight_block = 0;
+    /// A rank-4 (n, c, h, w) Func stored channels innermost (NHWC), the layout a cuDNN stage in
+    /// BF16 reads (LowerOptions::conv_extern with Precision::BF16): the GPU auto-scheduler stores
+    /// it so (reorder_storage) and runs its threads along the channels, so that its reads of
+    /// NHWC library outputs and its own writes stay coalesced.
+    bool channels_last = false;
 
     /// The constant extent of update \p k's RVar when that update has exactly one, else -1.
     int64_t single_rvar_extent(int k = 0) const;
@@ -79,7 +84,8 @@ struct LowerOptions {
     bool gemm_extern = false;
     /// The precision cuBLAS and cuDNN compute in (lower/precision.h): FP32 math, or tensor cores
     /// on operands rounded to TF32, BF16 or FP16 with FP32 accumulation; passed to each library
-    /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says.
+    /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says, except the BF16
+    /// copies that library stages read in BF16 (a GEMM's A, a conv's NHWC input: D93, D115).
     Precision gemm_precision = Precision::FP32;
     /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
     /// depthwise one: Halide's fused conv is faster there) becomes a

@@ -14,11 +14,13 @@
 // stays a Halide Func unless cuDNN fuses it with a ReLU. One whose weights are a graph value (a
 // training step's parameter) is cuDNN's forward pass, a ConvTranspose by such weights its
 // data-gradient pass, and autodiff's filter gradient its filter-gradient pass
-// (loom_cudnn_conv_pass).
+// (loom_cudnn_conv_pass). Under Precision::BF16 the constant-weight cuDNN stages (1x1 ones too)
+// take and give BF16 tensors with channels innermost (bf16_nhwc_operand, kConvBf16Nhwc).
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
 // stride, inside the input).
+#include <algorithm>
 #include <cstring>
 
 #include "lower/extern_stages.h"
@@ -83,6 +85,41 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
     return RDom(region, "r");
 }
 
+// Graph value \p x as the BF16 NHWC input of a conv stage in BF16 (kConvBf16Nhwc): the Func a
+// conv stage made it in (an output without bias, or an earlier copy), else a new copy
+// `<node>_x_nhwc_bf16` computed at root. An op's output that is no graph output is then rebound
+// to a read of the copy, so that its other consumers (a residual add, a second conv) share it and
+// its FP32 Func, read by the copy alone, is inlined into it rather than stored as well.
+bool bf16_nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x, Halide::ExternFuncArgument &arg) {
+    if (Func f = ctx.nhwc_bf16(x); f.defined()) {
+        arg = f;
+        return true;
+    }
+    const Graph &g = ctx.graph;
+    const bool graph_input = std::find(g.inputs.begin(), g.inputs.end(), x) != g.inputs.end();
+    const bool graph_output = std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end();
+    if (!ctx.has_value(x) || ctx.constant(x)) return false;
+    const Shape &sx = ctx.shape(x);
+    Func copy = ctx.make_func(node, "x_nhwc_bf16", sx);
+    std::vector<Var> v = ctx.vars(4);
+    ctx.define(copy, v, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(x, exprs(v)))));
+    ctx.note_cost(copy, true, 4);
+    LoweredFunc &rec = ctx.record(copy);
+    rec.dtype = DType::I16;
+    rec.feeds_extern = true;
+    rec.channels_last = true;
+    for (int k = 0; k < 4; k++) copy.bound(v[k], 0, (int)sx[k]);
+    ctx.note_nhwc_bf16(x, copy);
+    if (!graph_input && !graph_output) {
+        Func view = ctx.make_func(node, "x_view", sx);
+        ctx.define(view, v, from_bf16_bits(LowerContext::call(copy, exprs(v))));
+        ctx.note_cost(view, true, 1);
+        ctx.rebind(x, view);
+    }
+    arg = copy;
+    return true;
+}
+
 // The extern stage `<node>_cudnn` computing the convolution on the GPU, or an undefined Func when
 // it does not fit cuDNN's legacy 2-D API (then the caller lowers it in Halide). When the Conv's only
 // consumer is a Relu (LowerOptions::fuse_activation_epilogue), cuDNN applies the bias and the ReLU too and
@@ -108,12 +145,34 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         if (d <= 0 || d >= (1LL << 31)) return Func();
     const Tensor *cb = node.has_input(2) ? ctx.constant(node.inputs[2]) : nullptr;
     if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
-    const Node *relu = ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
-    Halide::ExternFuncArgument arg_x;
-    if (!ctx.extern_operand(x, arg_x)) return Func();
-    std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
-    Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn"));
-    std::memcpy(wb.data(), cw->data(), (size_t)cw->numel() * sizeof(float));
+    // In BF16, x, the filter and y are BF16 with channels innermost (kConvBf16Nhwc): given FP32
+    // NCHW tensors cuDNN runs TF32 kernels and converts layouts on every call, the constant
+    // filter included (bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs). The bias and any ReLU then
+    // stay Halide Funcs, fused into the next copy.
+    const bool nhwc_bf16 = ctx.options.gemm_precision == Precision::BF16;
+    const Node *relu =
+        nhwc_bf16 ? nullptr : ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
+    Halide::ExternFuncArgument arg_x, arg_w;
+    if (nhwc_bf16) {
+        if (!bf16_nhwc_operand(ctx, node, x, arg_x)) return Func();
+        // Halide order (c/g, s, r, k): the KRSC filter cuDNN's NHWC kernels read, rounded once here.
+        Halide::Buffer<uint16_t> wb({(int)sw[1], (int)sw[3], (int)sw[2], (int)sw[0]},
+                                    ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn_bf16"));
+        const float *wf = static_cast<const float *>(cw->data());
+        for (int64_t k = 0; k < sw[0]; k++)
+            for (int64_t c = 0; c < sw[1]; c++)
+                for (int64_t r = 0; r < sw[2]; r++)
+                    for (int64_t q = 0; q < sw[3]; q++)
+                        wb((int)c, (int)q, (int)r, (int)k) =
+                            Halide::bfloat16_t(wf[((k * sw[1] + c) * sw[2] + r) * sw[3] + q]).to_bits();
+        arg_w = Halide::ExternFuncArgument(wb);
+    } else {
+        if (!ctx.extern_operand(x, arg_x)) return Func();
+        std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
+        Halide::Buffer<float> wb(sizes, ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn"));
+        std::memcpy(wb.data(), cw->data(), (size_t)cw->numel() * sizeof(float));
+        arg_w = Halide::ExternFuncArgument(wb);
+    }
     // The bias cuDNN adds in mode 1; mode 0 leaves it to Halide and passes a 1-element placeholder.
     int nbias = relu ? (int)sw[0] : 1;
     Halide::Buffer<float> bb(nbias, ctx.reserve_name("c_" + sanitize_name(node.name) + "_cudnn_bias"));
@@ -122,13 +181,18 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 
     Func ext(ctx.reserve_name(ctx.func_base(node) + (relu ? "_relu_cudnn" : "_cudnn")));
     std::vector<Var> v = ctx.vars(4);
-    std::vector<Halide::ExternFuncArgument> args = {arg_x, Halide::ExternFuncArgument(wb), Halide::ExternFuncArgument(bb)};
+    std::vector<Halide::ExternFuncArgument> args = {arg_x, arg_w, Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
+    const int64_t precision = (int64_t)ctx.options.gemm_precision + (nhwc_bf16 ? kConvBf16Nhwc : 0);
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
-                      p.group, (int64_t)(relu ? 1 : 0), (int64_t)ctx.options.gemm_precision})
+                      p.group, (int64_t)(relu ? 1 : 0), precision})
         args.push_back(Expr((int)e));
-    ext.define_extern(kCudnnConv, args, Halide::Float(32), std::vector<Var>(v.rbegin(), v.rend()),
-                      Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    ext.define_extern(kCudnnConv, args, nhwc_bf16 ? Halide::UInt(16) : Halide::Float(32),
+                      std::vector<Var>(v.rbegin(), v.rend()), Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    if (nhwc_bf16) {
+        ext.reorder_storage(v[1], v[3], v[2], v[0]);  // c, w, h, n: NHWC
+        if (!node.has_input(2)) ctx.note_nhwc_bf16(y, ext);
+    }
     ext.compute_root();  // an extern: no schedule touches it
     ctx.note_extern_call(kCudnnConv, ext, sy);
     if (relu) {
@@ -147,6 +211,8 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // [C_out, C_in] matrix, N, C, H, W, C_out, precision, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
+    // In BF16 cuDNN takes it, in the NHWC layout of the convs around it (cudnn_conv).
+    if (ctx.options.conv_extern && ctx.options.gemm_precision == Precision::BF16) return Func();
     for (int d = 0; d < 2; d++)
         if (p.kernel[d] != 1 || p.strides[d] != 1 || p.pad_begin[d] != 0 || p.pad_end[d] != 0) return Func();
     const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
@@ -281,6 +347,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         std::vector<Expr> at = exprs(v);
         if (swapped) std::swap(at[0], at[1]);  // the filter gradient [K, C, r, s] read as [C, K, r, s]
         Expr e = LowerContext::call(ext, at);
+        if (e.type() == Halide::UInt(16)) e = from_bf16_bits(e);  // a BF16 NHWC stage (kConvBf16Nhwc)
         if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));  // no bias in the library call
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
