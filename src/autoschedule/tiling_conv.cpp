@@ -424,16 +424,13 @@ ConvPlan Ctx::choose_conv() {
         c.path = ConvPlan::Path::EpilogueTiles;
     } else {
         c.path = ConvPlan::Path::RootTiles;
-        // A row narrower than a vector and no multiple of the tile is one vector rounded up
-        // (RoundUp: the last columns are computed into the padded allocation and never read) where
-        // the conv is not a graph output; guarded (GuardWithIf), the tail columns ran as scalar
-        // code. Wider rows keep the guard: rounding them up too computes more padding than it
-        // saves (bench/DECISIONS.md#d33-narrow-conv-rows-round-up). Only where every read past
-        // the row stays in bounds (LoweredPipeline::rows_extend_safely).
-        // Without AVX-512's masks the guarded tail of a wider row runs as scalar code, so there
-        // every such row is rounded up (bench/DECISIONS.md#d61-conv-row-tails-without-masks).
-        const bool scalar_tails = m.vector_bytes < 64;
-        c.round_up = !lf(F).is_output && c.vl && (W < V || scalar_tails) && W % c.WT != 0 && p.rows_extend_safely(F);
+        // A row no multiple of the tile is rounded up (RoundUp: the last columns are computed into
+        // the padded allocation and never read) where the conv is not a graph output and every read
+        // past the row stays in bounds (LoweredPipeline::rows_extend_safely). Guarded
+        // (GuardWithIf), the tail ran as scalar code on AVX2 and as masked vectors, still slower
+        // than the wasted columns, on AVX-512 (bench/DECISIONS.md#d33-narrow-conv-rows-round-up,
+        // bench/DECISIONS.md#d61-conv-row-tails-rounded-up).
+        c.round_up = !lf(F).is_output && c.vl && W % c.WT != 0 && p.rows_extend_safely(F);
         if (c.round_up && W < V) {
             while (c.WT < W) c.WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
             c.vl = c.WT;
