@@ -176,6 +176,22 @@ TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
     }
 }
 
+// A split the schedule itself writes GuardWithIf (the MLP's GEMM rows by 6 and 8) holds at every
+// batch: it asks for no specialization, which would only compile the same loops twice.
+TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
+    Graph imported = import_onnx(testing::data_path("dynamic_mlp.onnx"));
+    Graph g = imported;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {16, 64}}};
+    opts.dynamic_all = true;
+    prepare_graph(g, opts);
+    Halide::Target t = host_target();
+    cli::ScheduledModel sm = cli::schedule_model(g, "auto", t, testing::data_path("dynamic_mlp.onnx"));
+    EXPECT_EQ(sm.applied.specializations_text(""), "");
+    auto sizes = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {5, 64}, {7, 64}, {64, 64}});
+    expect_one_compile_serves(imported, sizes, "auto");
+}
+
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {
     // Planned at sequence 3, the cost model splits the GEMM updates' rows by 3 with Auto tails
     // (RoundUp for an update's pure var): at sequence 17 that read the input past its end until the

@@ -52,8 +52,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             if (c.name == "rfactor") rfactored.insert(st.func);
             if (c.name == "compute_at" && !c.args.empty()) computed_at[st.func] = c.args[0].name;
         }
+    std::set<std::string> hosts;  // Funcs with another computed inside them
+    for (const auto &[inner, at] : computed_at) hosts.insert(at);
     for (const auto &st : s.statements) {
         auto fi = func_of.find(st.func);
+        const std::string &st_func = st.func;
         if (fi == func_of.end() || fi->second->dynamic_vars.empty()) continue;
         const LoweredFunc *lf = fi->second;
         StagePlan &sp = plans[{st.func, st.stage}];
@@ -89,6 +92,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
                 sp.eligible = false;
                 return;
             }
+            // A split the schedule itself guards holds at every extent: it asks nothing of the sizes,
+            // unless Funcs computed inside its tiles unroll their whole loops where the tiles are full.
+            bool guarded = tail == "GuardWithIf" || tail == "Predicate" || tail == "PredicateLoads" ||
+                           tail == "PredicateStores";
+            if (guarded && !hosts.count(st_func)) return;
             // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
             int64_t &f = sp.factors[r];
             f = std::max<int64_t>(f, st * factor);
