@@ -17,6 +17,7 @@
 #include "autodiff/parameters.h"
 #include "autodiff/recompute_partition.h"
 #include "autodiff/training_step.h"
+#include "cli/train_artifact.h"
 #include "cli/training_model.h"
 #include "codegen/jit.h"
 #include "graph/npy.h"
@@ -223,6 +224,55 @@ TEST(AutodiffRules, Pooling) {
     GraphBuilder gm;
     gm.out("GlobalMaxPool", {gm.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
     check_rule(gm, "GlobalMaxPool");
+}
+
+// A backward that recomputes a max's input may round it otherwise than the forward did (a CUDA
+// kernel's fused multiply-adds; the CNN step's stem gradients were off by 100% on the GPU). Each
+// rule for a maximum is run with its backward reading X scaled by (1 + 2^-20), which moves every
+// value off the forward's maximum but keeps the argmax: its gradients must equal the plain run's.
+TEST(AutodiffRules, MaximaRouteGradientsWhenTheBackwardRoundsXOtherwise) {
+    std::vector<std::pair<std::string, GraphBuilder>> cases;
+    GraphBuilder mp;
+    mp.out("MaxPool", {mp.input("x", {1, 2, 6, 6})}, {1, 2, 3, 3}, window({2, 2}, {2, 2}, {0, 0, 0, 0}));
+    cases.emplace_back("MaxPool", mp);
+    GraphBuilder gm;
+    gm.out("GlobalMaxPool", {gm.input("x", {2, 3, 4, 5})}, {2, 3, 1, 1});
+    cases.emplace_back("GlobalMaxPool", gm);
+    GraphBuilder rm;
+    rm.out("ReduceMax", {rm.input("x", {3, 5})}, {3}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}});
+    cases.emplace_back("ReduceMax", rm);
+    GraphBuilder em;
+    em.out("Max", {em.input("x", {3, 5}), em.input("z", {3, 5})}, {3, 5});
+    cases.emplace_back("Max", em);
+    for (auto &[what, b] : cases) {
+        std::vector<std::string> params;
+        for (const auto &i : b.g.inputs) params.push_back(i);
+        GradientGraph gg = differentiate(b.g, params, "mse", reference_evaluator());
+        auto in = random_inputs(gg.graph, 5);
+        auto plain = run_reference(gg.graph, in);
+        Graph rounded = gg.graph;
+        Node scale;
+        scale.op = "Mul";
+        scale.name = "round_x_otherwise";
+        rounded.values["x_scale"] = ValueInfo{"x_scale", DType::F32, {}, {}, true};
+        rounded.initializers["x_scale"] = Tensor::scalar(DType::F32, 1.0 + std::ldexp(1.0, -20));
+        rounded.values["x_rounded"] = ValueInfo{"x_rounded", DType::F32, rounded.value("x").shape, {}, true};
+        scale.inputs = {"x", "x_scale"};
+        scale.outputs = {"x_rounded"};
+        for (size_t k = (size_t)gg.forward_nodes; k < rounded.nodes.size(); k++)
+            for (auto &v : rounded.nodes[k].inputs)
+                if (v == "x") v = "x_rounded";
+        rounded.nodes.insert(rounded.nodes.begin() + gg.forward_nodes, scale);
+        auto got = run_reference(rounded, in);
+        for (const auto &p : params) {
+            const Tensor &want = plain.at(gg.gradient_of.at(p)), &have = got.at(gg.gradient_of.at(p));
+            double scale_of = 0;
+            for (int64_t i = 0; i < want.numel(); i++) scale_of = std::max(scale_of, std::abs(want.get(i)));
+            ASSERT_GT(scale_of, 0) << what;
+            for (int64_t i = 0; i < want.numel(); i++)
+                ASSERT_NEAR(have.get(i), want.get(i), 1e-5 * scale_of) << what << " d" << p << "[" << i << "]";
+        }
+    }
 }
 
 TEST(AutodiffRules, ReductionsAndSoftmax) {
@@ -537,6 +587,52 @@ TEST(TrainStep, UserErrors) {
     EXPECT_NE(r.out.find("loom compile --train: --tf32 applies to cuBLAS/cuDNN on --target cuda only"), std::string::npos)
         << r.out;
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_tf32")));
+}
+
+// The CPU trainer's buffer allocator, compiled alone with a stand-in for Halide's hooks: over
+// repeated steps whose buffers of 1 MiB and 768 KiB are never live together it keeps one block of
+// 1 MiB (best fit; an exact-size cache kept both), never lends a block to a request of less than
+// half its size, and gives what it keeps back when the last trainer goes.
+TEST(TrainStep, BufferCacheSharesBlocksAcrossSizes) {
+    std::string dir = temp_path("buffer_cache");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/cache.cpp") << R"(#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+)" << loom::cli::host_buffer_cache_source()
+                                      << R"(
+halide_malloc_t hook_malloc;
+halide_free_t hook_free;
+halide_malloc_t halide_set_custom_malloc(halide_malloc_t m) { hook_malloc = m; return nullptr; }
+halide_free_t halide_set_custom_free(halide_free_t f) { hook_free = f; return nullptr; }
+int main() {
+    buffer_cache_retain();
+    for (int step = 0; step < 3; step++) {
+        void *a = hook_malloc(nullptr, 1 << 20);
+        static_cast<char *>(a)[(1 << 20) - 1] = 1;
+        hook_free(nullptr, a);
+        void *b = hook_malloc(nullptr, 768 << 10);
+        void *c = hook_malloc(nullptr, 4096);
+        hook_free(nullptr, c);
+        hook_free(nullptr, b);
+    }
+    std::printf("kept %zu\n", cache_bytes);
+    void *big = hook_malloc(nullptr, 1 << 20);
+    hook_free(nullptr, big);
+    void *small = hook_malloc(nullptr, 8192);
+    std::printf("small request took the large block: %d\n", small == big);
+    hook_free(nullptr, small);
+    buffer_cache_release();
+    std::printf("released %zu\n", cache_bytes);
+}
+)";
+    Cli c;
+    c.rc = run_command("g++ -std=c++17 -O1 -o " + dir + "/cache " + dir + "/cache.cpp && " + dir + "/cache", c.out);
+    ASSERT_EQ(c.rc, 0) << c.out;
+    EXPECT_NE(c.out.find("kept " + std::to_string((1 << 20) + 4096) + "\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("small request took the large block: 0\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("released 0\n"), std::string::npos) << c.out;
 }
 
 // The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start

@@ -1117,6 +1117,41 @@ TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
     }
 }
 
+// A padded input whose rows hold under 4 vectors (a depthwise conv's 14-wide input, 16 padded) is
+// copied in scalar code: every vector of such a row meets the border and reads through clamped
+// indices (a gather per lane). A 112-wide one keeps its vectors. On both ISAs; the schedules are
+// correct.
+TEST(Autoschedule, NarrowPaddedRowsAreCopiedInScalarCode) {
+    for (int64_t width : {14, 112}) {
+        Builder b;
+        const int64_t C = width == 14 ? 64 : 16;
+        std::string x = b.input("x", {1, C, width, width});
+        std::string a = b.node("Relu", {x}, {1, C, width, width});
+        std::map<std::string, AttrValue> dw = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                               {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                               {"group", C}};
+        std::string c = b.node("Conv", {a, b.random_constant("dw", {C, 1, 3, 3}, 91)}, {1, C, width, width}, dw,
+                               DType::F32, "dwconv");
+        b.out("Conv", {c, b.random_constant("pw", {C, C, 1, 1}, 92)}, {1, C, width, width},
+              {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        const LoweredFunc *pad = lp.find("dwconv_pad");
+        ASSERT_NE(pad, nullptr);
+        EXPECT_TRUE(pad->padded_input);
+        for (const FixedMachine &fm : both_levels()) {
+            std::string text = print_schedule(plan_on(lp, fm).schedule);
+            SCOPED_TRACE(fm.name + " width " + std::to_string(width) + "\n" + text);
+            std::string stmt;  // the pad's statement, up to its ';'
+            size_t at = text.find("\ndwconv_pad.");
+            ASSERT_NE(at, std::string::npos);
+            stmt = text.substr(at, text.find(';', at) - at);
+            EXPECT_EQ(stmt.find(".vectorize(w") == std::string::npos, width == 14) << stmt;
+        }
+        check_auto_with_avx2(b.g, "a depthwise conv's padded input");
+    }
+}
+
 // Convs with weights blocked by 16 channels are vectorized over output channels: a tile of
 // pixels x 16 channels, the conv stored channels-innermost at the tile of its epilogue (ReLU, a
 // residual Add) or of a `<conv>_out` wrapper when it has none; small weights put the row blocks

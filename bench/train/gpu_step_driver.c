@@ -41,6 +41,8 @@ typedef int (*CountFn)(void);
 typedef int64_t (*SizeFn)(int);
 typedef float *(*ParamFn)(void *, int);
 typedef const char *(*ErrorFn)(void);
+typedef const char *(*NameFn)(int);
+typedef void (*SetLrFn)(void *, float);
 #define SYM(type, var, suffix)                                   \
     snprintf(sym, sizeof sym, "%s%s", argv[2], suffix);          \
     type var = (type)dlsym(lib, sym);                            \
@@ -58,6 +60,8 @@ int main(int argc, char **argv) {
     SYM(SyncFn, synchronize, "_train_synchronize");
     SYM(CountFn, num_parameters, "_train_num_parameters");
     SYM(SizeFn, parameter_size, "_train_parameter_size");
+    SYM(NameFn, parameter_name, "_train_parameter_name");
+    SYM(SetLrFn, set_learning_rate, "_train_set_learning_rate");
     SYM(ParamFn, parameter, "_train_parameter");
     SYM(ErrorFn, last_error, "_train_last_error");
     long xb, tb;
@@ -101,6 +105,10 @@ int main(int argc, char **argv) {
         fwrite(&n, sizeof n, 1, dump);
         fwrite(parameter(t, k), sizeof(float), (size_t)n, dump);
     }
+    /* LOOM_DUMP_LR=LR: the dumped step takes this learning rate, large enough that the update
+     * outweighs the parameter and is read back without its float32 rounding (the gradient check;
+     * the steps after it go on from there, so time another run). */
+    if (dump && getenv("LOOM_DUMP_LR")) set_learning_rate(t, (float)atof(getenv("LOOM_DUMP_LR")));
     if (step(t, inputs, target, &loss)) { fprintf(stderr, "step failed: %s\n", last_error()); return 1; }
     for (int k = 0; dump && k < num_parameters(); k++) {
         int64_t n = parameter_size(k);
@@ -108,6 +116,14 @@ int main(int argc, char **argv) {
         fwrite(parameter(t, k), sizeof(float), (size_t)n, dump);
     }
     if (dump) fclose(dump);
+    /* Beside it, FILE.names: the parameters' names, one a line (first_step_f64.py reads them). */
+    if (dump) {
+        char names_path[1024];
+        snprintf(names_path, sizeof names_path, "%s.names", getenv("LOOM_PARAM_DUMP"));
+        FILE *names = fopen(names_path, "w");
+        for (int k = 0; names && k < num_parameters(); k++) fprintf(names, "%s\n", parameter_name(k));
+        if (names) fclose(names);
+    }
     double checksum = 0, abssum = 0;
     for (int k = 0; k < num_parameters(); k++) {
         const float *p = parameter(t, k);

@@ -3,9 +3,15 @@
 shapes, losses and SGD as bench/train/run_train_bench.py, on the GPU in FP32 (TF32 off, as Loom's
 kernels), eager and torch.compile (default and max-autotune, the model compiled: forward and
 backward; the optimizer step eager). Per mode: ms per step (REPS steps back to back, then one
-synchronize; median and min of five such trials) and torch.cuda.max_memory_allocated over them.
+synchronize; median and min of five such trials), torch.cuda.max_memory_allocated over them, and
+the device memory the process holds after them above what was free once its CUDA context existed
+(cudaMemGetInfo: the measure gpu_step_driver.c takes of Loom's trainer; it counts the caching
+allocator's reserve and the libraries' handles, workspaces and loaded kernels).
+With TIMING_LOCK=FILE the timed trials hold an exclusive lock on FILE, so that several modes can
+compile at once on one host and still be timed one at a time.
 usage: gpu_torch_step.py MODEL MODE REPS   (MODE: eager | default | max-autotune)
 """
+import fcntl
 import os
 import sys
 import time
@@ -20,6 +26,8 @@ name, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 factory, shape, loss, _ = b.models()[name]
+torch.cuda.init()
+free0 = torch.cuda.mem_get_info()[0]
 torch.manual_seed(0)
 model = factory().train().cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -45,6 +53,12 @@ for _ in range(20):
     step()
 torch.cuda.synchronize()
 warm_s = time.perf_counter() - t0
+lock = open(os.environ["TIMING_LOCK"], "a") if os.environ.get("TIMING_LOCK") else None
+if lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
 torch.cuda.reset_peak_memory_stats()
 ms = []
 for _ in range(5):
@@ -53,6 +67,10 @@ for _ in range(5):
         l = step()
     torch.cuda.synchronize()
     ms.append((time.perf_counter() - t) * 1e3 / reps)
+if lock:
+    fcntl.flock(lock, fcntl.LOCK_UN)
 ms.sort()
-print("torch %s %s median_ms %.4f min_ms %.4f max_allocated_mib %.1f warmup_s %.1f loss %.5f %s" % (
-    name, mode, ms[2], ms[0], torch.cuda.max_memory_allocated() / 2**20, warm_s, l.item(), torch.__version__), flush=True)
+held = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
+print("torch %s %s median_ms %.4f min_ms %.4f max_allocated_mib %.1f device_mib_held %.1f warmup_s %.1f loss %.5f %s" % (
+    name, mode, ms[2], ms[0], torch.cuda.max_memory_allocated() / 2**20, held, warm_s, l.item(), torch.__version__),
+    flush=True)

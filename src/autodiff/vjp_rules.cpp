@@ -300,19 +300,28 @@ Grads max_pool(VjpArgs &a) {
                ": no gradient rule for MaxPool's Indices output; export the model without return_indices");
     std::vector<int64_t> pe = pooling_end_pads(w, xs, ys);
     std::string xp = pad_window(e, a.x(0), w, pe, -3.4e38);
-    // Each output's gradient goes to the first tap (in row-major order) that holds the maximum,
-    // as PyTorch's does.
+    // Each output's gradient goes to the first tap (in row-major order) that holds the maximum, as
+    // PyTorch's does: the tap that beats every earlier one and ties or beats every later one. The
+    // taps are compared with each other, never with a maximum computed elsewhere: a backward that
+    // recomputes X (the save-or-recompute partition) evaluates it in several kernels, which round
+    // alike only up to their fused multiply-adds, and an equality test across kernels then held for
+    // no tap (the CNN step's stem gradients were off by 50-170%, on the GPU and with this rule's
+    // earlier form on the CPU). A comparison flips only between taps within rounding of each other.
     int64_t taps = 1;
     for (auto k : w.kernel) taps *= k;
     Shape flat = concat({xs[0] * xs[1], 1}, Shape(ys.begin() + 2, ys.end()));
-    std::string taken, y = a.y(), dy = a.dy[0];
-    std::vector<std::string> parts;
+    std::string dy = a.dy[0];
+    std::vector<std::string> parts, tap_values;
+    for (int64_t t = 0; t < taps; t++) tap_values.push_back(tap_slice(e, xp, w, t, ys));
     for (int64_t t = 0; t < taps; t++) {
-        std::string xt = tap_slice(e, xp, w, t, ys);
-        std::string m = as_f32(e, e.binary("Equal", xt, y));
-        if (!taken.empty()) m = e.mul(m, e.sub(e.scalar(1), taken));
-        taken = taken.empty() ? m : e.add(taken, m);
-        parts.push_back(e.reshape(e.mul(m, dy), flat));
+        std::string m;
+        for (int64_t s = 0; s < taps; s++) {
+            if (s == t) continue;
+            const std::string &xt = tap_values[(size_t)t], &xs_ = tap_values[(size_t)s];
+            std::string wins = s < t ? e.binary("Greater", xt, xs_) : e.unary("Not", e.binary("Less", xt, xs_));
+            m = m.empty() ? as_f32(e, wins) : e.mul(m, as_f32(e, wins));
+        }
+        parts.push_back(e.reshape(m.empty() ? dy : e.mul(m, dy), flat));
     }
     std::string stacked = parts.size() == 1 ? parts[0]
                                              : e.op("Concat", parts, concat({flat[0], taps}, Shape(ys.begin() + 2, ys.end())),
@@ -369,10 +378,18 @@ Grads global_average_pool(VjpArgs &a) {
     return {a.e.expand(a.e.mul(a.dy[0], a.e.scalar(1.0 / n)), xs)};
 }
 
+// The maximum (or minimum) over \p axes of \p x, kept dims, taken again in the backward from the
+// values it is compared with, not read from the forward's output, which a recomputed X need not
+// equal bit for bit (see max_pool; where X is recomputed in two kernels the test can still miss).
+std::string extreme_again(GraphEmitter &e, const std::string &op, const std::string &x, const std::vector<int64_t> &axes) {
+    return e.op(op, {x}, keep_dims(e.shape(x), axes), {{"axes", axes}, {"keepdims", int64_t(1)}}, e.dtype(x));
+}
+
 Grads global_max_pool(VjpArgs &a) {
     GraphEmitter &e = a.e;
-    std::string m = as_f32(e, e.binary("Equal", a.x(0), e.expand(a.y(), a.xs(0))));
     std::vector<int64_t> axes = iota(2, (int64_t)a.xs(0).size());
+    std::string y = extreme_again(e, "ReduceMax", a.x(0), axes);
+    std::string m = as_f32(e, e.binary("Equal", a.x(0), e.expand(y, a.xs(0))));
     std::string count = e.reduce_sum(m, axes, true);
     return {e.mul(m, e.div(a.dy[0], count))};
 }
@@ -389,7 +406,8 @@ Grads reduce_mean(VjpArgs &a) {
 
 Grads reduce_extreme(VjpArgs &a) {
     GraphEmitter &e = a.e;
-    std::string m = as_f32(e, e.binary("Equal", a.x(0), y_keepdims(a)));
+    std::string y = extreme_again(e, a.node.op, a.x(0), a.node.get_ints("axes"));
+    std::string m = as_f32(e, e.binary("Equal", a.x(0), y));
     std::string count = e.reduce_sum(m, a.node.get_ints("axes"), true);
     return {e.mul(m, e.div(dy_keepdims(a), count))};
 }
@@ -705,9 +723,21 @@ std::map<std::string, VjpRule> make_rules() {
     auto extreme = [](VjpArgs &a) {
         GraphEmitter &e = a.e;
         Grads out(a.node.inputs.size());
-        for (size_t i = 0; i < out.size(); i++)
-            if (a.want((int)i))
-                out[i] = e.unbroadcast(e.mul(a.dy[0], as_f32(e, e.binary("Equal", a.x((int)i), a.y()))), a.xs((int)i));
+        // An input holds the extreme where no other input beats it: compared with the other inputs,
+        // not with the forward's output, which a backward that recomputes them may round otherwise
+        // (see max_pool).
+        const std::string beats = a.node.op == "Max" ? "Less" : "Greater";
+        for (size_t i = 0; i < out.size(); i++) {
+            if (!a.want((int)i)) continue;
+            std::string m;
+            for (size_t j = 0; j < out.size(); j++) {
+                if (j == i) continue;
+                std::string holds = as_f32(e, e.unary("Not", e.binary(beats, a.x((int)i), a.x((int)j))));
+                m = m.empty() ? holds : e.mul(m, holds);
+            }
+            std::string g = m.empty() ? a.dy[0] : e.mul(a.dy[0], m);
+            out[i] = e.unbroadcast(g, a.xs((int)i));
+        }
         return out;
     };
     r["Max"] = extreme;

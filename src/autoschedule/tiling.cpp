@@ -189,6 +189,15 @@ int64_t Ctx::rows_per_task(double rows, double row_elems) const {
 
 // Pure-stage loops of a root: returns the row var (parallel), fusing outer vars up to \p depth
 // (0 = choose), and vectorises the innermost var.
+int Ctx::row_lanes(const std::string &f) const {
+    const LoweredFunc &L = lf(f);
+    if (L.extents.empty()) return 0;
+    const int V = lanes(f);
+    // Scalar copies beat those gathers (bench/DECISIONS.md#d120-narrow-padded-rows-scalar).
+    if (L.padded_input && L.extents.back() < 4 * (int64_t)V) return 0;
+    return fit_lanes(V, L.extents.back());
+}
+
 std::string Ctx::pure_loops(ScheduleStatement &st, const std::string &f, int depth) {
     const auto &v = lf(f).vars;
     const auto &e = lf(f).extents;
@@ -224,7 +233,7 @@ std::string Ctx::pure_loops(ScheduleStatement &st, const std::string &f, int dep
         st.add("fuse", {v[d], row, fused});
         row = fused;
     }
-    int lv = fit_lanes(V, e[r - 1]);
+    int lv = row_lanes(f);
     int64_t piece = lv ? concat_piece(f) : 0;
     if (piece > 0) {
         // A concat along the inner var: one unrolled copy per input, each a plain vector

@@ -111,8 +111,7 @@ void Ctx::place_pads(const std::string &F, const std::string &owner, const std::
         ScheduleStatement &ps = add(pr);
         ps.comments.push_back(pr + ": padded input computed per " + per);
         ps.add("compute_at", {owner, var});
-        int pl = fit_lanes(lanes(pr), lf(pr).extents.back());
-        if (pl) ps.add("vectorize", {lf(pr).vars.back(), pl});
+        if (int pl = row_lanes(pr)) ps.add("vectorize", {lf(pr).vars.back(), pl});
     }
 }
 
@@ -817,8 +816,7 @@ std::set<std::string> Ctx::place_member_pads(const std::string &F, const std::st
         ps.comments.push_back(pr + ": padded input computed per channel block of " + owner +
                               " (its border tested once per point, not once per tap)");
         ps.add("compute_at", {owner, var});
-        const int V = lanes(pr);
-        if (fit_lanes(V, lf(pr).extents.back())) ps.add("vectorize", {lf(pr).vars.back(), V});
+        if (int pl = row_lanes(pr)) ps.add("vectorize", {lf(pr).vars.back(), pl});
         placed.insert(pr);
     }
     return placed;

@@ -116,6 +116,10 @@ struct Ctx {
     const LoweredFunc &lf(const std::string &n) const { return *fi(n).lf; }
     /// Vector lanes of Func \p n's element type.
     int lanes(const std::string &n) const { return m.lanes(lf(n).dtype); }
+    /// Lanes that \p f's rows are vectorized with (fit_lanes), or 0 for scalar rows: a padded input
+    /// (LoweredFunc::padded_input) whose rows hold fewer than 4 vectors stays scalar, since every
+    /// vector of such a row meets the border and reads through clamped indices, a gather per lane.
+    int row_lanes(const std::string &f) const;
 
     // --- common (tiling.cpp) ---
 

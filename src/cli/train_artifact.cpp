@@ -311,79 +311,6 @@ void @N@_train_destroy(void *h) {
 )TRAINER";
 }
 
-// The CPU trainer's allocator for Halide's buffers (halide_set_custom_malloc while a trainer
-// exists): a freed buffer is kept for the next request of its size, so each step reuses the last
-// step's pages instead of mapping fresh ones from the OS and faulting them in
-// (bench/DECISIONS.md#d91-trainer-reuses-step-buffers).
-std::string host_buffer_cache_source() {
-    return R"CACHE(extern "C" {
-typedef void *(*halide_malloc_t)(void *, size_t);
-typedef void (*halide_free_t)(void *, void *);
-halide_malloc_t halide_set_custom_malloc(halide_malloc_t);
-halide_free_t halide_set_custom_free(halide_free_t);
-}
-// Halide's buffers are 128-byte aligned; the block's size sits in the header before them.
-constexpr size_t kCacheAlign = 128;
-constexpr size_t kCacheLimit = size_t(1) << 30;  // bytes kept for reuse at most
-std::mutex cache_mutex;
-std::multimap<size_t, void *> cache_free;  // size -> block (its header)
-size_t cache_bytes = 0;
-int cache_users = 0;
-bool cache_installed = false;
-void *cached_malloc(void *, size_t size) {
-    size = (size + kCacheAlign - 1) / kCacheAlign * kCacheAlign;
-    void *block = nullptr;
-    {
-        std::lock_guard<std::mutex> lock(cache_mutex);
-        auto it = cache_free.find(size);
-        if (it != cache_free.end()) {
-            block = it->second;
-            cache_free.erase(it);
-            cache_bytes -= size;
-        }
-    }
-    if (!block) {
-        block = std::aligned_alloc(kCacheAlign, size + kCacheAlign);
-        if (!block) return nullptr;
-        *static_cast<size_t *>(block) = size;
-    }
-    return static_cast<char *>(block) + kCacheAlign;
-}
-void cached_free(void *, void *ptr) {
-    if (!ptr) return;
-    void *block = static_cast<char *>(ptr) - kCacheAlign;
-    size_t size = *static_cast<size_t *>(block);
-    {
-        std::lock_guard<std::mutex> lock(cache_mutex);
-        if (cache_users > 0 && cache_bytes + size <= kCacheLimit) {
-            cache_free.emplace(size, block);
-            cache_bytes += size;
-            return;
-        }
-    }
-    std::free(block);
-}
-// Installed by the first trainer and kept: a block freed later (Halide's thread pool outlives a
-// trainer) must come back to the allocator that made it.
-void buffer_cache_retain() {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (cache_users++ == 0 && !cache_installed) {
-        halide_set_custom_malloc(cached_malloc);
-        halide_set_custom_free(cached_free);
-        cache_installed = true;
-    }
-}
-// The last trainer gone, the kept blocks go back to the OS.
-void buffer_cache_release() {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (--cache_users > 0) return;
-    for (auto &kv : cache_free) std::free(kv.second);
-    cache_free.clear();
-    cache_bytes = 0;
-}
-)CACHE";
-}
-
 std::string train_source(const std::string &n, const TrainingStepGraph &s, const std::string &blob, bool cuda) {
     const Graph &g = s.graph;
     std::ostringstream c;
@@ -525,6 +452,77 @@ void run_or_fail(const std::string &cmd, const std::string &what) {
 }
 
 }  // namespace
+
+std::string host_buffer_cache_source() {
+    return R"CACHE(extern "C" {
+typedef void *(*halide_malloc_t)(void *, size_t);
+typedef void (*halide_free_t)(void *, void *);
+halide_malloc_t halide_set_custom_malloc(halide_malloc_t);
+halide_free_t halide_set_custom_free(halide_free_t);
+}
+// Halide's buffers are 128-byte aligned; the block's size sits in the header before them.
+constexpr size_t kCacheAlign = 128;
+constexpr size_t kCacheLimit = size_t(1) << 30;  // bytes kept for reuse at most
+std::mutex cache_mutex;
+std::multimap<size_t, void *> cache_free;  // size -> block (its header)
+size_t cache_bytes = 0;
+int cache_users = 0;
+bool cache_installed = false;
+void *cached_malloc(void *, size_t size) {
+    size = (size + kCacheAlign - 1) / kCacheAlign * kCacheAlign;
+    void *block = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(cache_mutex);
+        // The smallest kept block that holds the request, if it wastes less than the request:
+        // buffers of different sizes that are never live together then share their pages.
+        auto it = cache_free.lower_bound(size);
+        if (it != cache_free.end() && it->first - size <= size) {
+            block = it->second;
+            cache_bytes -= it->first;
+            cache_free.erase(it);
+        }
+    }
+    if (!block) {
+        block = std::aligned_alloc(kCacheAlign, size + kCacheAlign);
+        if (!block) return nullptr;
+        *static_cast<size_t *>(block) = size;
+    }
+    return static_cast<char *>(block) + kCacheAlign;
+}
+void cached_free(void *, void *ptr) {
+    if (!ptr) return;
+    void *block = static_cast<char *>(ptr) - kCacheAlign;
+    size_t size = *static_cast<size_t *>(block);
+    {
+        std::lock_guard<std::mutex> lock(cache_mutex);
+        if (cache_users > 0 && cache_bytes + size <= kCacheLimit) {
+            cache_free.emplace(size, block);
+            cache_bytes += size;
+            return;
+        }
+    }
+    std::free(block);
+}
+// Installed by the first trainer and kept: a block freed later (Halide's thread pool outlives a
+// trainer) must come back to the allocator that made it.
+void buffer_cache_retain() {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (cache_users++ == 0 && !cache_installed) {
+        halide_set_custom_malloc(cached_malloc);
+        halide_set_custom_free(cached_free);
+        cache_installed = true;
+    }
+}
+// The last trainer gone, the kept blocks go back to the OS.
+void buffer_cache_release() {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (--cache_users > 0) return;
+    for (auto &kv : cache_free) std::free(kv.second);
+    cache_free.clear();
+    cache_bytes = 0;
+}
+)CACHE";
+}
 
 void compile_training(const TrainCompileOptions &o) {
     Halide::Target target = aot_target(o.target);

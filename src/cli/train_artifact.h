@@ -47,4 +47,12 @@ struct TrainCompileOptions {
 /// --recompute, and every error `loom compile` gives.
 void compile_training(const TrainCompileOptions &o);
 
+/// C++ source of the CPU trainer's allocator for Halide's buffers (installed with
+/// halide_set_custom_malloc while a trainer exists; `buffer_cache_retain`/`_release`): a freed
+/// buffer is kept and handed back for the next request it holds without wasting more than that
+/// request (best fit), so each step reuses the last step's pages instead of faulting fresh ones in
+/// (bench/DECISIONS.md#d91-trainer-reuses-step-buffers), and buffers of different sizes that are
+/// never live together share them (#d110-best-fit-step-buffers). `cache_bytes` is what it keeps.
+std::string host_buffer_cache_source();
+
 }  // namespace loom::cli

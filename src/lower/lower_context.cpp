@@ -386,4 +386,6 @@ void LowerContext::note_cost(Func f, bool pointwise, double flops_per_point) {
 
 void LowerContext::note_inline_by_default(Func f) { record(f).inline_by_default = true; }
 
+void LowerContext::note_padded_input(Func f) { record(f).padded_input = true; }
+
 }  // namespace loom

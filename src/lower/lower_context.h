@@ -89,6 +89,9 @@ public:
     /// Marks Func \p f (made by make_func) as a helper the default schedules inline
     /// (LoweredFunc::inline_by_default).
     void note_inline_by_default(Halide::Func f);
+    /// Marks Func \p f (made by make_func) as a conv's or pool's padded input
+    /// (LoweredFunc::padded_input).
+    void note_padded_input(Halide::Func f);
 
     /// Graph value \p name as an argument of an extern stage (a cuBLAS GEMM, a cuDNN conv): the
     /// input's ImageParam, or the producing Func, then bound to its whole shape (the extern's bounds

@@ -56,6 +56,9 @@ struct LoweredFunc {
     /// read by the sum and by the output): the defaults (eager, Funcs a schedule leaves out) inline
     /// it, so an unscheduled op computes as before; a schedule may still buffer it per row.
     bool inline_by_default = false;
+    /// A conv's or pool's input copied into a constant border (ops/conv.cpp bordered_read): each
+    /// point a select between a clamped read and the border.
+    bool padded_input = false;
     /// A Conv whose constant weights are stored in blocks of this many output channels, the block
     /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
     /// model vectorizes such a conv over output channels (one dense load per weight vector).

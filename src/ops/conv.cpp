@@ -303,6 +303,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         Expr e = bordered_read(ctx, x, v, p.pad_begin, dt, LowerContext::literal(dt, 0));
         ctx.define(xin, v, e);
         ctx.note_cost(xin, true, 1);
+        ctx.note_padded_input(xin);
     }
 
     Func f = ctx.make_func(node, "", rank);

@@ -56,6 +56,7 @@ void lower_window_pool(LowerContext &ctx, const Node &node) {
         xin = ctx.make_func(node, "pad", ps);
         ctx.define(xin, v, bordered_read(ctx, x, v, std::vector<int64_t>(pads.begin(), pads.begin() + sp), dt, border));
         ctx.note_cost(xin, true, 1);
+        ctx.note_padded_input(xin);
     }
 
     Halide::Region region;
