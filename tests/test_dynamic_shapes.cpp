@@ -4,6 +4,8 @@
 // poisoned outputs (JitModel::run); and the user errors, each naming the culprit and the fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
@@ -30,6 +32,20 @@ TEST(SymDim, FoldsStaticPartsAndKeepsTheRest) {
     EXPECT_EQ(floordiv(h + 1, 2).eval({{"H", 7}}), 4);
     EXPECT_EQ(floordiv(h - 8, 4).eval({{"H", 5}}), -1);  // floors, as ONNX's size formulas do
     EXPECT_EQ(sym_shape_str({SymDim::symbol("N"), 3, floordiv(h + 1, 2)}), "Nx3x((H + 1)/2)");
+}
+
+TEST(SymDim, LeastSizesFollowTheModelsRequirements) {
+    SymDim h = SymDim::symbol("H"), w = SymDim::symbol("W");
+    DynamicDims d;
+    d.symbols = {"H", "W"};
+    d.ranges["H"] = DimRange{1, 2048};
+    d.ranges["W"] = DimRange{40, 2048};
+    // Sizes divisible by 32, as an FPN's adds ask of a detector's height and width.
+    for (const SymDim &s : {h, w}) d.requirements.push_back({floordiv(s, 32) * 32, s, false, "Add"});
+    d.requirements.push_back({h * w, SymDim(1), true, "both"});  // on two symbols: no bound of either
+    auto least = d.least_sizes();
+    EXPECT_EQ(least.at("H"), 32);
+    EXPECT_EQ(least.at("W"), 64);  // the declared 40 raised to the first size the model accepts
 }
 
 /// An imported graph with input \p name of \p dims, where -1 dims are named by \p symbols.
@@ -123,6 +139,57 @@ TEST(DynamicShapes, CutIntoSeveralPipelinesServesEverySize) {
     Graph mlp = import_onnx(testing::data_path("dynamic_mlp.onnx"));
     auto batches = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {7, 64}, {15, 64}, {17, 64}, {64, 64}});
     EXPECT_GT(expect_one_compile_serves(mlp, batches, "auto", {}, 3), 1);
+}
+
+// Where the declared ranges make every loop of a kernel long enough for its splits, the kernel is
+// compiled once with the tails as written (no specialization and no guarded copy); a RoundUp split
+// (which no size is known to divide) is guarded in that one copy. Checked at the range's lower end,
+// at sizes no tile divides, and at the planned size.
+TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
+    Graph imported = import_onnx(testing::data_path("dynamic_cnn.onnx"));
+    Graph g = imported;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {2, 3, 24, 40}}};
+    opts.dynamic_dims = {{"batch", DimRange{1, 4}}, {"height", DimRange{24, 64}}, {"width", DimRange{24, 64}}};
+    prepare_graph(g, opts);
+    ASSERT_TRUE(g.dynamic.active());
+    Halide::Target t = host_target();
+    cli::ScheduledModel sm = cli::schedule_model(g, "auto", t, testing::data_path("dynamic_cnn.onnx"));
+    std::vector<std::string> once;
+    for (const auto &[when, stages] : sm.applied.specialized)
+        if (when.rfind("every size", 0) == 0) once = stages;
+    ASSERT_FALSE(once.empty()) << sm.applied.specializations_text("");
+    for (const auto &lf : sm.pipeline.funcs) {
+        if (std::find(once.begin(), once.end(), lf.name) == once.end()) continue;
+        EXPECT_TRUE(sm.applied.funcs.at(lf.name).function().definition().specializations().empty()) << lf.name;
+    }
+    JitModel m(sm.pipeline, t, 1);
+    for (Shape s : std::vector<Shape>{{1, 3, 24, 24}, {3, 3, 31, 33}, {1, 3, 25, 63}, {2, 3, 24, 40}, {4, 3, 64, 64}}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", s}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 5);
+        auto outs = m.run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+    }
+}
+
+// A split the schedule itself writes GuardWithIf (the MLP's GEMM rows by 6 and 8) holds at every
+// batch: it asks for no specialization, which would only compile the same loops twice.
+TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
+    Graph imported = import_onnx(testing::data_path("dynamic_mlp.onnx"));
+    Graph g = imported;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {16, 64}}};
+    opts.dynamic_all = true;
+    prepare_graph(g, opts);
+    Halide::Target t = host_target();
+    cli::ScheduledModel sm = cli::schedule_model(g, "auto", t, testing::data_path("dynamic_mlp.onnx"));
+    EXPECT_EQ(sm.applied.specializations_text(""), "");
+    auto sizes = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {5, 64}, {7, 64}, {64, 64}});
+    expect_one_compile_serves(imported, sizes, "auto");
 }
 
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {

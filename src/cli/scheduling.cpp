@@ -1,3 +1,6 @@
+#include <ctime>
+#include <cstdlib>
+#include <iostream>
 #include "cli/scheduling.h"
 
 #include <openssl/evp.h>
@@ -92,14 +95,20 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
                               const std::string &model_path, const LowerOptions &lower_options) {
     ScheduledModel m;
+    std::clock_t c0 = std::clock();
     m.pipeline = lower_graph(g, lowering_for_schedule(lower_options, spec));
+    std::clock_t c1 = std::clock();
     std::string sha = model_path.empty() ? "" : file_sha256(model_path);
     m.schedule = resolve_schedule(m.pipeline, target, spec, autoscheduler_for(target), &m.warnings, sha);
     if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();
     if (m.schedule.sha256.empty()) m.schedule.sha256 = sha;
     if (m.schedule.target.empty()) m.schedule.target = target.to_string();
     validate_schedule(m.schedule, m.pipeline, target, &m.warnings);  // apply_schedule validates again, silently
+    std::clock_t c2 = std::clock();
     m.applied = apply_schedule(m.schedule, m.pipeline, target);
+    if (const char *e = std::getenv("LOOM_DEBUG"); e && std::string(e) != "0")
+        std::cerr << "loom: CPU s: lowering " << double(c1 - c0) / CLOCKS_PER_SEC << ", schedule "
+                  << double(c2 - c1) / CLOCKS_PER_SEC << ", apply " << double(std::clock() - c2) / CLOCKS_PER_SEC << "\n";
     for (auto &w : lint_gpu_loops(m.applied, m.pipeline)) m.warnings.push_back(w);
     return m;
 }

@@ -5,6 +5,7 @@
 #endif
 
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -155,7 +156,19 @@ void JitModel::compile(int max_segments) {
     auto &segs = segmented_.segments;
     streaming_.clear();
     streaming_.resize(segs.size());
+    const char *debug = std::getenv("LOOM_DEBUG");
+    std::vector<double> cpu_s(segs.size());
     run_in_parallel(segs.size(), [&](size_t k) {
+        timespec c0{}, c1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        struct Stamp {
+            timespec &c0, &c1;
+            double &out;
+            ~Stamp() {
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+                out = double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec);
+            }
+        } stamp{c0, c1, cpu_s[k]};
         halide_guard("JIT compile for " + target_.to_string(), [&] {
             // Halide's JIT cannot stream stores: a pipeline that does compiles through Loom's.
             std::set<std::string> marked = streaming_funcs_in(segs[k].pipeline, *lowered_.streaming_stores);
@@ -168,6 +181,11 @@ void JitModel::compile(int max_segments) {
             streaming_[k] = std::make_unique<StreamingJit>(segs[k].pipeline, params, target_, marked);
         });
     });
+    if (debug && std::string(debug) != "0") {
+        std::cerr << "loom: CPU s per pipeline:";
+        for (double c : cpu_s) std::cerr << " " << c;
+        std::cerr << "\n";
+    }
     allocate_boundaries();
 }
 

@@ -171,4 +171,36 @@ void DynamicDims::check(const std::map<std::string, int64_t> &sizes) const {
     }
 }
 
+std::map<std::string, int64_t> DynamicDims::least_sizes() const {
+    std::map<std::string, int64_t> least;
+    for (const auto &s : symbols) {
+        const DimRange &r = ranges.at(s);
+        std::vector<const Requirement *> own;  // requirements on this symbol alone
+        for (const auto &q : requirements) {
+            std::set<std::string> read;
+            q.a.symbols(read);
+            q.b.symbols(read);
+            if (read.size() == 1 && read.count(s)) own.push_back(&q);
+        }
+        auto accepted = [&](int64_t v) {
+            std::map<std::string, int64_t> at{{s, v}};
+            for (const Requirement *q : own) {
+                try {
+                    int64_t a = q->a.eval(at), b = q->b.eval(at);
+                    if (q->at_least ? a < b : a != b) return false;
+                } catch (const UserError &) {  // a division by a size that is not positive there
+                    return false;
+                }
+            }
+            return true;
+        };
+        // A bounded scan: past it the range's own lower end stands (always a valid lower bound).
+        int64_t v = r.lo;
+        const int64_t last = std::min<int64_t>(r.hi, r.lo + 4096);
+        while (v < last && !accepted(v)) v++;
+        least[s] = accepted(v) ? v : r.lo;
+    }
+    return least;
+}
+
 }  // namespace loom

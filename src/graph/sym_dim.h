@@ -87,6 +87,10 @@ struct DynamicDims {
     bool active() const { return !symbols.empty(); }
     /// UserError naming the first requirement or range that \p sizes break.
     void check(const std::map<std::string, int64_t> &sizes) const;
+    /// Per symbol, the smallest size a run can have: its range's lower end raised to the first
+    /// size every requirement on that symbol alone accepts (an FPN's adds make a detector's height
+    /// a multiple of 32: no run is smaller than 32). What a schedule may assume at every size.
+    std::map<std::string, int64_t> least_sizes() const;
 };
 
 /// "Nx3xHxW"-style text of a symbolic shape ("(H + 1) / 2" dims in parentheses when compound).

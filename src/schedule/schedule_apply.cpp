@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <set>
 
 #include "schedule/primitives/call_context.h"
 #include "schedule/primitives/families.h"
@@ -50,6 +51,17 @@ public:
                 if (!actions || !actions->apply)
                     throw InternalError("schedule apply: primitive " + c.name + " has no Halide action");
                 CallApply call(m_, final_, p_, out_, st, c, before);
+                auto plan = plan_.find({st.func, st.stage});
+                if (plan != plan_.end() && plan->second.always && changes_stage_loops(c.name)) {
+                    // True at every size a run can have: the tails as written, nothing guarded.
+                    call.specialized = true;
+                    call.whole_loops = plan->second.whole_loops;
+                    call.guard_round_ups = plan->second.guard_round_ups;
+                    if (noted_.insert({st.func, st.stage}).second)
+                        out_.specialized[plan->second.text].push_back(st.stage_name());
+                    actions->apply(call);
+                    continue;
+                }
                 Halide::Stage *special = specialized_stage(st, c, call);
                 actions->apply(call);
                 if (special) {  // the same loops, with the tails as written
@@ -73,7 +85,7 @@ private:
     Halide::Stage *specialized_stage(const ScheduleStatement &st, const PrimitiveCall &c, const CallApply &call) {
         auto key = std::make_pair(st.func, st.stage);
         auto plan = plan_.find(key);
-        if (plan == plan_.end() || !changes_stage_loops(c.name)) return nullptr;
+        if (plan == plan_.end() || plan->second.always || !changes_stage_loops(c.name)) return nullptr;
         auto it = made_.find(key);
         if (it == made_.end()) {
             Halide::Func f = call.f;
@@ -91,6 +103,7 @@ private:
     AppliedSchedule &out_;
     std::map<std::pair<std::string, int>, SizeSpecialization> plan_;
     std::map<std::pair<std::string, int>, Halide::Stage> made_;
+    std::set<std::pair<std::string, int>> noted_;  // stages listed under their `always` plan
 };
 
 bool word_in(const std::string &text, const std::string &w) {
@@ -127,7 +140,8 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
 std::string AppliedSchedule::specializations_text(const std::string &indent) const {
     std::string t;
     for (const auto &[when, stages] : specialized) {
-        t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";
+        if (when.rfind("every size", 0) == 0) t += indent + "tails as written at " + when + ", nothing guarded:";
+        else t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";
         for (const auto &sp : stages) t += " " + sp;
         t += "\n";
     }

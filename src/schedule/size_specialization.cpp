@@ -52,8 +52,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             if (c.name == "rfactor") rfactored.insert(st.func);
             if (c.name == "compute_at" && !c.args.empty()) computed_at[st.func] = c.args[0].name;
         }
+    std::set<std::string> hosts;  // Funcs with another computed inside them
+    for (const auto &[inner, at] : computed_at) hosts.insert(at);
     for (const auto &st : s.statements) {
         auto fi = func_of.find(st.func);
+        const std::string &st_func = st.func;
         if (fi == func_of.end() || fi->second->dynamic_vars.empty()) continue;
         const LoweredFunc *lf = fi->second;
         StagePlan &sp = plans[{st.func, st.stage}];
@@ -89,6 +92,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
                 sp.eligible = false;
                 return;
             }
+            // A split the schedule itself guards holds at every extent: it asks nothing of the sizes,
+            // unless Funcs computed inside its tiles unroll their whole loops where the tiles are full.
+            bool guarded = tail == "GuardWithIf" || tail == "Predicate" || tail == "PredicateLoads" ||
+                           tail == "PredicateStores";
+            if (guarded && !hosts.count(st_func)) return;
             // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
             int64_t &f = sp.factors[r];
             f = std::max<int64_t>(f, st * factor);
@@ -184,7 +192,30 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
         }
         if (!sp.factors.empty()) specialized_funcs.insert(key.first);
     }
-    std::map<std::string, std::pair<Halide::Expr, std::string>> cond_of;  // kernel -> (condition, its text)
+    // What every run's sizes are known to be: a term true over these intervals needs no test.
+    Halide::Internal::Scope<Halide::Internal::Interval> sizes;
+    std::ostringstream least_text;
+    for (const auto &[sym, least] : p.dynamic.least_sizes()) {
+        auto param = p.size_params.find(sym);
+        if (param == p.size_params.end()) continue;
+        const DimRange &r = p.dynamic.ranges.at(sym);
+        sizes.push(param->second.name(), Halide::Internal::Interval(Halide::Expr((int)least),
+                                                                    Halide::Expr((int)std::min<int64_t>(r.hi, 1 << 30))));
+        least_text << (least_text.tellp() > 0 ? ", " : "") << sym << " >= " << least;
+    }
+    auto always_holds = [&](const Halide::Expr &extent, int64_t need) {
+        Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(extent, sizes);
+        if (!in.has_lower_bound()) return false;
+        const int64_t *lo = Halide::Internal::as_const_int(Halide::Internal::simplify(in.min));
+        return lo && *lo >= need;
+    };
+    struct Condition {
+        Halide::Expr cond;
+        std::string text;
+        bool always = false;
+        bool guard_round_ups = false;
+    };
+    std::map<std::string, Condition> cond_of;  // kernel -> its condition
     for (const auto &[kernel, nd] : needs) {
         Halide::Expr cond;
         std::ostringstream text;
@@ -192,8 +223,18 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             cond = cond.defined() ? (cond && term) : term;
             text << (text.tellp() > 0 ? ", " : "") << t;
         };
-        for (const auto &[t, en] : nd.at_least)
-            if (en.second > 1) add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
+        bool proved = false;
+        for (const auto &[t, en] : nd.at_least) {
+            if (en.second <= 1) continue;
+            if (always_holds(en.first, en.second)) proved = true;
+            else add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
+        }
+        // Loops long enough at every size: one copy of the kernel, its divisions (RoundUp splits)
+        // guarded, rather than two copies of it (compile time; bench/DECISIONS.md#d105).
+        if (!cond.defined() && (proved || !nd.divides.empty())) {
+            cond_of[kernel] = {Halide::Expr(), "every size (" + least_text.str() + ")", true, !nd.divides.empty()};
+            continue;
+        }
         for (const auto &[t, en] : nd.divides)
             add(en.first % (int)en.second == 0, t + " % " + std::to_string(en.second) + " == 0");
         if (cond.defined()) cond_of[kernel] = {cond, text.str()};
@@ -207,7 +248,8 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
         auto at = computed_at.find(key.first);
         bool full_tiles = at != computed_at.end() && specialized_funcs.count(at->second);
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
-        out[key] = {c->second.first, c->second.second, sp.whole_moving_loop && full_tiles};
+        out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
+                    c->second.guard_round_ups};
     }
     return out;
 }

@@ -8,7 +8,9 @@
 /// long as the schedule needs (its representative extent, or the product of its split factors when
 /// that is smaller) and every RoundUp split (Auto's tail for an update's pure var) of an output or a
 /// root Func divides its extent: one condition per kernel. That branch keeps the tails as written,
-/// as a compile for one size does; other sizes run the guarded general case.
+/// as a compile for one size does; other sizes run the guarded general case. A kernel whose
+/// condition holds at every size the declared ranges and the model allow keeps the written tails
+/// with no guarded copy: half the code to compile.
 #pragma once
 
 #include <Halide.h>
@@ -29,6 +31,13 @@ struct SizeSpecialization {
     /// The stage's Func is computed inside a full tile of a specialized Func there: its whole
     /// moving loops unroll and vectorize as written (a constant extent).
     bool whole_loops = false;
+    /// The condition holds at every size a run can have (the dims' declared lower ends, raised to
+    /// what the model's own requirements allow; DynamicDims::least_sizes): the stage takes the
+    /// written tails with no specialization and no guarded copy to compile.
+    bool always = false;
+    /// With \p always: a RoundUp split of a moving loop (the divisions the condition would test)
+    /// is guarded instead, in the one copy of the stage.
+    bool guard_round_ups = false;
 };
 
 /// The specializations of \p s on the dynamic pipeline \p p, by (schedule Func name, stage: -1 for

@@ -156,7 +156,13 @@ Halide::TailStrategy CallApply::tail(size_t i) const {
     // Dynamic shapes: a split of a loop whose extent moves must hold at every extent, those
     // smaller than its factor included; only a guard does (ShiftInwards needs the extent to reach
     // the factor, RoundUp writes past an output's end).
-    bool guard = !specialized && (moves(0) || (c.name == "tile" && moves(1)));
+    bool moving = moves(0) || (c.name == "tile" && moves(1));
+    bool rounds_up = t == Halide::TailStrategy::RoundUp || (t == Halide::TailStrategy::Auto && st.stage >= 0);
+    if (specialized && guard_round_ups && moving && rounds_up) {
+        out.guarded_for_sizes++;
+        return Halide::TailStrategy::GuardWithIf;
+    }
+    bool guard = !specialized && moving;
     if (guard && (t == Halide::TailStrategy::Auto || t == Halide::TailStrategy::RoundUp ||
                   t == Halide::TailStrategy::ShiftInwards)) {
         out.guarded_for_sizes++;

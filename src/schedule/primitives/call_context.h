@@ -95,6 +95,9 @@ public:
     /// In that specialization, whole moving loops unroll and vectorize as written (the Func is
     /// computed inside full tiles of a specialized consumer).
     bool whole_loops = false;
+    /// In a stage taken as written at every size, a split of a moving loop that rounds it up is
+    /// guarded (no size is known to divide by its factor).
+    bool guard_round_ups = false;
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;
