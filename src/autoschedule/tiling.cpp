@@ -187,8 +187,6 @@ int64_t Ctx::rows_per_task(double rows, double row_elems) const {
     return (int64_t)std::min(std::floor(rows / (m.cores * 8.0)), std::ceil(task / std::max(1.0, row_elems)));
 }
 
-// Pure-stage loops of a root: returns the row var (parallel), fusing outer vars up to \p depth
-// (0 = choose), and vectorises the innermost var.
 int Ctx::row_lanes(const std::string &f) const {
     const LoweredFunc &L = lf(f);
     if (L.extents.empty()) return 0;
@@ -198,6 +196,8 @@ int Ctx::row_lanes(const std::string &f) const {
     return fit_lanes(V, L.extents.back());
 }
 
+// Pure-stage loops of a root: returns the row var (parallel), fusing outer vars up to \p depth
+// (0 = choose), and vectorises the innermost var.
 std::string Ctx::pure_loops(ScheduleStatement &st, const std::string &f, int depth) {
     const auto &v = lf(f).vars;
     const auto &e = lf(f).extents;

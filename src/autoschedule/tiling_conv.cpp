@@ -383,14 +383,13 @@ ConvPlan Ctx::choose_conv() {
     // wrapper (realized in its place): its initial value and taps in the row, one store of the
     // result, where at root the initial value was a pass of its own over the output and the
     // update re-read it (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
-    c.wrap = R == F && lf(F).is_output && depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers;
+    // Another conv with no epilogue whose output outgrows half of L2 is computed per row block of a
+    // wrapper (RowBlocks): at root, its initial value was a pass through memory of its own and the
+    // update read it back (bench/DECISIONS.md#d121-large-root-convs-per-row-block).
     const auto &e = lf(F).extents;
-    // A conv with no epilogue whose output outgrows half of L2 is computed per row block of a
-    // wrapper too (RowBlocks): at root, its initial value was a pass through memory of its own and
-    // the update read it back (bench/DECISIONS.md#d121-large-root-convs-per-row-block).
-    if (R == F && !lf(F).is_output && !depthwise(fi(F)) && lf(F).vars.size() == 4 && knobs.tile_wrappers &&
-        e[3] >= lanes(F) && fi(F).points * fi(F).esize > (double)m.l2_bytes / 2)
-        c.wrap = true;
+    const bool dw = depthwise(fi(F));
+    const bool large = fi(F).points * fi(F).esize > (double)m.l2_bytes / 2 && e.size() == 4 && e[3] >= lanes(F);
+    c.wrap = R == F && lf(F).vars.size() == 4 && knobs.tile_wrappers && (dw ? lf(F).is_output : !lf(F).is_output && large);
     c.T = c.wrap ? fresh(func_names, F + "_out") : R;
     const int r = (int)lf(F).vars.size();
     const int V = lanes(F);
@@ -410,7 +409,7 @@ ConvPlan Ctx::choose_conv() {
             break;
         }
     const bool epilogue = c.T != F;
-    if (c.wrap && depthwise(fi(F))) {
+    if (c.wrap && dw) {
         c.path = ConvPlan::Path::DepthwiseOutput;
         // The conv's row is a buffer of its own per row of the wrapper, so a tile past its end is
         // rounded up (computed into the rounded allocation, never copied out) where the reads past
