@@ -67,16 +67,20 @@ def main():
     else:
         out = run(gen)
     step1_ms = dict(re.findall(r"^size (\S+): run ([0-9.]+) ms", out, re.M))
-    compile_s = float(re.search(r"compiled once .*?: compile ([0-9.]+) s", out).group(1))
+    m = re.search(r"compiled once .*?: compile ([0-9.]+) s(?: \(([0-9.]+) CPU s\))?", out)
+    compile_s = float(m.group(2) or m.group(1))  # CPU seconds where loom prints them
+    second = re.search(r"^sizes where not \((.*?)\) run a second plan, made for (\S+)", out, re.M)
     checks = re.findall(r"^size (\S+): .*?\n(?:.*\n)*?\s+check \S+: rel error (\S+),", out, re.M)
     special = re.findall(r"^specialized when (.*?) \(tails as written", out, re.M)
     lines.append(f"### {name}: one compile planned at {args.plan}")
     lines.append("")
-    lines.append(f"`{' '.join(gen)}`: compile {compile_s:.2f} s, {len(checks)} sizes checked against the "
+    lines.append(f"`{' '.join(gen)}`: compile {compile_s:.2f} CPU s, {len(checks)} sizes checked against the "
                  f"reference interpreter (rel. errors {', '.join(e for _, e in checks)}); "
                  + (f"specialized when {special[0]}" if len(special) == 1 else
                     f"{len(special)} kernel conditions, shortest: {min(special, key=len)}" if special else
-                    "no specialization") + ".")
+                    "no specialization") + "."
+                 + (f" Sizes where not ({second.group(1)}) run a second plan, made for {second.group(2)}."
+                    if second else ""))
     lines.append("")
 
     # 2. Per size: generic, specialized and ONNX Runtime in one interleaved `loom bench`.
@@ -85,7 +89,7 @@ def main():
                      "and ORT: one interleaved `loom bench` per size (separate processes: compare with care).")
         lines.append("")
     lines.append("| size | generic ms | specialized ms | generic / specialized | ORT ms | ORT / generic "
-                 "| rel err generic | compile s generic / specialized |")
+                 "| rel err generic | compile CPU s generic / specialized |")
     lines.append("|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         path = os.path.join(args.json_dir, f"{name}_{size.replace('=', '_')}.json")
@@ -110,7 +114,9 @@ def main():
         ratio = f"{gm / sm:.2f}x" if gm and sm else "-"
         speed = f"{om / gm:.2f}x" if gm and om else ("-" if not args.ort else "failed")
         err = f"{g['rel_error']:.1e}" if g and g.get("ok") else (g or {}).get("error", "failed")
-        comp = f"{g['compile_s']:.1f} / {s['compile_s']:.1f}" if g and s else "-"
+        def cpu(r):  # CPU seconds where the report has them
+            return r.get("compile_cpu_s") or r["compile_s"]
+        comp = f"{cpu(g):.1f} / {cpu(s):.1f}" if g and s else "-"
         lines.append(f"| {size} | {fmt(gm)} | {fmt(sm)} | {ratio} | {fmt(om) if args.ort else '-'} | {speed} "
                      f"| {err} | {comp} |")
         print(lines[-1], file=sys.stderr, flush=True)

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "autoschedule/autoschedule.h"
+#include "cli/input_binding.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
@@ -190,6 +192,51 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
     EXPECT_EQ(sm.applied.specializations_text(""), "");
     auto sizes = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {5, 64}, {7, 64}, {64, 64}});
     expect_one_compile_serves(imported, sizes, "auto");
+}
+
+// Planned at sequence 64 (on the fixed avx2_2core machine), the transformer's GEMM kernels need
+// sequences long enough for their row splits; shorter ones run a second plan made at the range's
+// small end (sequence 1), and the first plan then compiles no guarded copies. Both are checked
+// against the reference on each side of the threshold.
+TEST(DynamicShapes, ShortSizesRunASecondPlan) {
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, fixed);
+    ASSERT_TRUE(em.short_sizes) << em.main.applied.specializations_text("");
+    EXPECT_EQ(em.short_plan, "x=2x1x64");
+    EXPECT_EQ(em.long_enough.text, "size_seq >= 16, size_seq >= 6, size_seq >= 8");
+    for (const auto &[when, stages] : em.main.applied.specialized)
+        EXPECT_EQ(when, "every size this plan runs at (its loops long enough)");
+    for (const auto &lf : em.main.pipeline.funcs)
+        EXPECT_TRUE(lf.func.function().definition().specializations().empty()) << lf.name;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    ASSERT_NE(m->short_sizes_model(), nullptr);
+    for (Shape s : std::vector<Shape>{{2, 3, 64}, {1, 1, 64}, {2, 15, 64}, {1, 16, 64}, {3, 17, 64}, {2, 64, 64},
+                                      {1, 7, 64}, {1, 100, 64}}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", s}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 3);
+        EXPECT_EQ(&m->model_for(ins) == m.get(), s[1] >= 16) << shape_str(s);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+    }
 }
 
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {

@@ -210,13 +210,16 @@ void bench(const BenchCliOptions &o) {
             load_model(o.model, o.generic_plan.empty() ? o.inputs : o.generic_plan, false, "", req));
         user_check(gen->dynamic.active(), "loom bench --generic: ", o.model, " has no symbolic input dim to keep "
                    "open; drop --generic, or export the model with dynamic axes");
-        AutoscheduleFn autofn = autoscheduler_for(target);
-        BenchVariant v{"auto generic", "auto", [autofn](LoweredPipeline &p, const Halide::Target &t) {
-                           Schedule s = resolve_schedule(p, t, "auto", autofn);
-                           apply_schedule(s, p, t);
-                           return print_schedule(s);
-                       }};
-        v.lower = [gen] { return lower_graph(*gen, lowering_for_schedule({}, "auto")); };
+        BenchVariant v{"auto generic", "auto", nullptr};
+        std::string model = o.model;
+        v.build = [gen, model, req](const Halide::Target &t, std::string &schedule_text) {
+            EverySizeModel em = schedule_compiled_for_every_size(
+                *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
+                "auto", t, model);
+            schedule_text = print_schedule(em.main.schedule);
+            if (em.short_sizes) schedule_text += "\n# " + em.describe() + print_schedule(em.short_sizes->schedule);
+            return compile_every_size(em, t);
+        };
         variants.push_back(v);
     }
     user_check(o.generic || (o.generic_plan.empty() && o.dims.empty()),

@@ -119,15 +119,30 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     std::cout << "dynamic shapes of " << o.model << (g.dynamic.active() ? "" : " (no dim left open: static)")
               << ":\n" << describe_dynamic(g);
     Halide::Target target = host_target();
-    ScheduledModel sm = schedule_model(g, spec, target, o.model);
-    JitModel &m = compile_scheduled(g, sm, target);
+    EverySizeModel em = schedule_compiled_for_every_size(
+        g, [&](const std::vector<std::string> &plan) { return load_model(o.model, plan, false, "", req); }, spec,
+        target, o.model);
+    ScheduledModel &sm = em.main;
+    for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
+    JitKey key{graph_fingerprint(g),
+               print_schedule(sm.schedule) + (em.short_sizes ? print_schedule(em.short_sizes->schedule) : ""),
+               target.to_string()};
+    JitModel &m = jit_cache_get(key, [&] { return compile_every_size(em, target); });
     std::cout << "compiled once with schedule '" << spec << "' for " << target.to_string() << ": compile "
-              << std::fixed << std::setprecision(2) << m.compile_seconds() << " s" << std::defaultfloat;
+              << std::fixed << std::setprecision(2) << m.compile_seconds() << " s (" << m.compile_cpu_seconds()
+              << " CPU s)" << std::defaultfloat;
     if (m.segments() > 1) std::cout << " as " << m.segments() << " pipelines";
     if (sm.applied.guarded_for_sizes)
         std::cout << "; " << sm.applied.guarded_for_sizes << " splits of loops whose extents move made GuardWithIf";
     std::cout << "\n";
     std::cout << sm.applied.specializations_text("");
+    if (em.short_sizes) {
+        std::cout << em.describe();
+        if (em.short_sizes->applied.guarded_for_sizes)
+            std::cout << "  " << em.short_sizes->applied.guarded_for_sizes
+                      << " splits of loops whose extents move made GuardWithIf\n";
+        std::cout << em.short_sizes->applied.specializations_text("  ");
+    }
     bool ok = true;
     for (const auto &set : sets) {
         // The reference runs the model prepared for this size alone.

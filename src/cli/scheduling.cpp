@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -92,25 +93,109 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
                     "that precision and FP32 accumulation, as autocast; everything else and the outputs stay FP32");
 }
 
-ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
-                              const std::string &model_path, const LowerOptions &lower_options) {
+namespace {
+
+/// schedule_model up to (not including) apply_schedule; \p c2 receives when planning ended.
+ScheduledModel plan_model(const Graph &g, const std::string &spec, const Halide::Target &target,
+                          const std::string &model_path, const LowerOptions &lower_options, std::clock_t &c2,
+                          const AutoscheduleFn &autofn = nullptr) {
     ScheduledModel m;
     std::clock_t c0 = std::clock();
     m.pipeline = lower_graph(g, lowering_for_schedule(lower_options, spec));
     std::clock_t c1 = std::clock();
     std::string sha = model_path.empty() ? "" : file_sha256(model_path);
-    m.schedule = resolve_schedule(m.pipeline, target, spec, autoscheduler_for(target), &m.warnings, sha);
+    m.schedule = resolve_schedule(m.pipeline, target, spec, autofn ? autofn : autoscheduler_for(target), &m.warnings, sha);
     if (m.schedule.model.empty()) m.schedule.model = std::filesystem::path(model_path).filename().string();
     if (m.schedule.sha256.empty()) m.schedule.sha256 = sha;
     if (m.schedule.target.empty()) m.schedule.target = target.to_string();
     validate_schedule(m.schedule, m.pipeline, target, &m.warnings);  // apply_schedule validates again, silently
-    std::clock_t c2 = std::clock();
-    m.applied = apply_schedule(m.schedule, m.pipeline, target);
+    c2 = std::clock();
     if (const char *e = std::getenv("LOOM_DEBUG"); e && std::string(e) != "0")
         std::cerr << "loom: CPU s: lowering " << double(c1 - c0) / CLOCKS_PER_SEC << ", schedule "
-                  << double(c2 - c1) / CLOCKS_PER_SEC << ", apply " << double(std::clock() - c2) / CLOCKS_PER_SEC << "\n";
-    for (auto &w : lint_gpu_loops(m.applied, m.pipeline)) m.warnings.push_back(w);
+                  << double(c2 - c1) / CLOCKS_PER_SEC << "\n";
     return m;
+}
+
+/// The rest of schedule_model: applies \p m's schedule (planning ended at \p c2).
+void apply_planned(ScheduledModel &m, const Halide::Target &target, std::clock_t c2, bool assume_long_enough) {
+    m.applied = apply_schedule(m.schedule, m.pipeline, target, assume_long_enough);
+    if (const char *e = std::getenv("LOOM_DEBUG"); e && std::string(e) != "0")
+        std::cerr << "loom: CPU s: apply " << double(std::clock() - c2) / CLOCKS_PER_SEC << "\n";
+    for (auto &w : lint_gpu_loops(m.applied, m.pipeline)) m.warnings.push_back(w);
+}
+
+}  // namespace
+
+ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
+                              const std::string &model_path, const LowerOptions &lower_options) {
+    std::clock_t c2;
+    ScheduledModel m = plan_model(g, spec, target, model_path, lower_options, c2);
+    apply_planned(m, target, c2, false);
+    return m;
+}
+
+std::string EverySizeModel::describe() const {
+    if (!short_sizes) return "";
+    return "sizes where not (" + long_enough.text + ") run a second plan, made for " + short_plan + "\n";
+}
+
+EverySizeModel schedule_compiled_for_every_size(const Graph &g,
+                                                const std::function<Graph(const std::vector<std::string> &)> &prepare_at,
+                                                const std::string &spec, const Halide::Target &target,
+                                                const std::string &model_path, const AutoscheduleFn &autofn) {
+    EverySizeModel r;
+    std::clock_t c2;
+    r.main = plan_model(g, spec, target, model_path, {}, c2, autofn);
+    if (spec == "auto" && !target.has_gpu_feature() && g.dynamic.active())
+        plan_size_specializations(r.main.schedule, r.main.pipeline, target, &r.long_enough);
+    // The symbols the kernels' lengths test go to the small end of their ranges.
+    std::map<std::string, int64_t> sizes = g.dynamic.representative;
+    bool smaller = false;
+    if (r.long_enough.condition.defined())
+        for (const auto &[sym, least] : g.dynamic.least_sizes()) {
+            auto param = r.main.pipeline.size_params.find(sym);
+            if (param == r.main.pipeline.size_params.end() ||
+                !Halide::Internal::expr_uses_var(r.long_enough.condition, param->second.name()))
+                continue;
+            // The small end, rounded up to the power of two the representative size is a multiple
+            // of (at most the small end): a detector planned at 640 gets 32 where its requirements
+            // first accept 29, so that the second plan's tiles divide the sizes it meets.
+            int64_t rep = sizes.at(sym), align = 1;
+            while (align * 2 <= least && rep % (align * 2) == 0) align *= 2;
+            int64_t small = std::min(rep, (least + align - 1) / align * align);
+            smaller |= small < rep;
+            sizes[sym] = small;
+        }
+    if (!smaller) {
+        r.long_enough = {};
+        apply_planned(r.main, target, c2, false);
+        return r;
+    }
+    std::vector<std::string> flags;
+    for (const auto &name : g.inputs) {
+        const ValueInfo &vi = g.value(name);
+        std::string f = name + "=";
+        std::vector<int64_t> shape = vi.sym.empty() ? vi.shape : eval_shape(vi.sym, sizes);
+        for (size_t d = 0; d < shape.size(); d++) f += (d ? "x" : "") + std::to_string(shape[d]);
+        flags.push_back(f);
+        r.short_plan += (r.short_plan.empty() ? "" : " ") + f;
+    }
+    std::clock_t c2s;
+    r.short_sizes = std::make_shared<ScheduledModel>(plan_model(prepare_at(flags), spec, target, model_path, {}, c2s, autofn));
+    apply_planned(*r.short_sizes, target, c2s, false);
+    c2 = std::clock();
+    apply_planned(r.main, target, c2, true);
+    return r;
+}
+
+std::unique_ptr<JitModel> compile_every_size(const EverySizeModel &m, const Halide::Target &target) {
+    auto jit = with_schedule_errors(m.main.applied, [&] { return std::make_unique<JitModel>(m.main.pipeline, target); });
+    if (m.short_sizes)
+        jit->serve_short_sizes_with(with_schedule_errors(m.short_sizes->applied, [&] {
+                                        return std::make_unique<JitModel>(m.short_sizes->pipeline, target);
+                                    }),
+                                    m.long_enough.condition);
+    return jit;
 }
 
 }  // namespace loom::cli

@@ -7,8 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <Halide.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "codegen/jit.h"
 
 #include "graph/graph.h"
 #include "graph/passes.h"
@@ -16,6 +20,7 @@
 #include "ops/lower_graph.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
+#include "schedule/size_specialization.h"
 
 namespace loom::cli {
 
@@ -62,5 +67,34 @@ struct ScheduledModel {
 /// header is checked against. \p lower_options go to lower_graph (default: all off).
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
                               const std::string &model_path, const LowerOptions &lower_options = {});
+
+/// A model compiled for every size (dynamic shapes), scheduled by schedule_compiled_for_every_size.
+struct EverySizeModel {
+    ScheduledModel main;  ///< planned at the representative sizes
+    /// Planned at the declared ranges' small end, for the sizes where main's loops are too short for
+    /// its splits (main then compiles no guarded copies); null where main serves every size.
+    std::shared_ptr<ScheduledModel> short_sizes;
+    LongEnough long_enough;  ///< where main runs (with short_sizes)
+    std::string short_plan;  ///< the input shapes short_sizes was planned at ("x=2x1x64")
+    /// "sizes where not (…) run a plan made for x=2x1x64" for the reports; "" without short_sizes.
+    std::string describe() const;
+};
+
+/// schedule_model for \p g prepared for every size. Under the cost model ("auto", CPU), where the
+/// plan for the representative sizes has kernels whose loops are too short for their splits at
+/// some sizes, a second plan is made at the declared ranges' small end (the symbols those kernels
+/// test at DynamicDims::least_sizes, rounded up to the power of two their representative size is a
+/// multiple of, the others at their representative size; \p prepare_at
+/// prepares the model for every size, planned at the input flags it is given, "x=2x1x64"). That
+/// plan serves those sizes; the first compiles no guarded copies
+/// (bench/DECISIONS.md#d107-dynamic-shapes-small-size-plan). \p autofn plans in place of the
+/// cost model for \p target (a fixed machine's, in tests).
+EverySizeModel schedule_compiled_for_every_size(const Graph &g,
+                                                const std::function<Graph(const std::vector<std::string> &)> &prepare_at,
+                                                const std::string &spec, const Halide::Target &target,
+                                                const std::string &model_path, const AutoscheduleFn &autofn = nullptr);
+
+/// The JIT model of \p m: main's, serving the short sizes with short_sizes' where there is one.
+std::unique_ptr<JitModel> compile_every_size(const EverySizeModel &m, const Halide::Target &target);
 
 }  // namespace loom::cli

@@ -56,7 +56,9 @@ public:
     double time_run(const std::map<std::string, Tensor> &inputs);
 
     /// The outputs of the last time_run, in lowered().output_names order (empty before one).
-    const std::vector<Tensor> &timed_outputs() const { return timing_outputs_; }
+    const std::vector<Tensor> &timed_outputs() const {
+        return ran_short_ ? short_->timed_outputs() : timing_outputs_;
+    }
 
     /// time_run \p reps times on the same inputs (after one warm-up run); each run's milliseconds.
     std::vector<double> time_runs(const std::map<std::string, Tensor> &inputs, int reps);
@@ -67,14 +69,31 @@ public:
     /// measure/profile.h reads the profiler's reports this way.
     void capture_runtime_prints(std::string *sink) { print_sink_ = sink; }
 
+    /// Dynamic shapes: \p short_sizes runs the sizes where \p long_enough (over this model's size
+    /// Params) is false. This model was scheduled for the sizes where it holds, its kernels' loops
+    /// long enough for their splits (apply_schedule's assume_long_enough: no guarded copies), and
+    /// \p short_sizes, planned at the declared ranges' small end, for every size
+    /// (bench/DECISIONS.md#d107-dynamic-shapes-small-size-plan).
+    void serve_short_sizes_with(std::unique_ptr<JitModel> short_sizes, Halide::Expr long_enough);
+    /// The model that runs \p inputs: this one, or the one serve_short_sizes_with gave.
+    JitModel &model_for(const std::map<std::string, Tensor> &inputs);
+    /// The model serve_short_sizes_with gave, or nullptr.
+    const JitModel *short_sizes_model() const { return short_.get(); }
+
     /// Pipelines the model was compiled as (1: uncut).
     int segments() const { return (int)segmented_.segments.size(); }
     /// Vector stores compiled non-temporal (the schedule's stream_stores; codegen/streaming_stores.h).
     int streamed_stores() const;
-    /// Seconds the JIT compile took (wall clock; segments compile in parallel).
-    double compile_seconds() const { return compile_s_; }
+    /// Seconds the JIT compile took (wall clock; segments compile in parallel), with the model for
+    /// short sizes when there is one.
+    double compile_seconds() const { return compile_s_ + (short_ ? short_->compile_seconds() : 0.0); }
+    /// CPU seconds the JIT compile took over its segments (each thread's CPU time: a shared
+    /// machine's wall clock counts other processes' time too), with the model for short sizes.
+    double compile_cpu_seconds() const {
+        return compile_cpu_s_ + (short_ ? short_->compile_cpu_seconds() : 0.0);
+    }
     /// Milliseconds the last run() took (the realize call only: no conversions).
-    double last_run_ms() const { return last_run_ms_; }
+    double last_run_ms() const { return ran_short_ ? short_->last_run_ms() : last_run_ms_; }
     const LoweredPipeline &lowered() const { return lowered_; }
     const Halide::Target &target() const { return target_; }
 
@@ -105,11 +124,17 @@ private:
     /// Per segment: the segment compiled by Loom's JIT when it streams stores, else null (Halide's).
     std::vector<std::unique_ptr<StreamingJit>> streaming_;
     double compile_s_ = 0;
+    double compile_cpu_s_ = 0;
     double last_run_ms_ = 0;
     std::vector<Tensor> timing_outputs_;  ///< time_run's outputs, reused between timed runs
     std::string *print_sink_ = nullptr;   ///< capture_runtime_prints
     std::vector<Shape> output_shapes_;    ///< of the run being made (bind_sizes)
     std::map<std::string, int64_t> sizes_;  ///< the symbols' sizes of the run being made (bind_sizes)
+    std::unique_ptr<JitModel> short_;       ///< serve_short_sizes_with
+    Halide::Expr long_enough_;              ///< where this model runs rather than short_
+    std::map<std::string, int64_t> picked_sizes_;  ///< the sizes model_for decided last
+    bool picked_short_ = false;                    ///< and whether short_ runs them
+    bool ran_short_ = false;                       ///< short_ made the last run or time_run
 };
 
 /// A stable hash of everything that changes the code Loom makes for a graph: nodes, attributes,

@@ -43,6 +43,10 @@ struct BenchVariant {
     /// When set: lowers the pipeline this row compiles in place of the benchmark's graph (the model
     /// compiled for every size, `loom bench --generic`); \p apply then schedules it.
     std::function<LoweredPipeline()> lower = {};
+    /// When set: schedules and compiles the row's model itself (\p schedule_text receives what
+    /// the row reports as its schedule), in place of lower, apply and one JitModel: the model
+    /// compiled for every size with a second plan for short sizes (cli/scheduling.h).
+    std::function<std::unique_ptr<JitModel>(const Halide::Target &, std::string &schedule_text)> build = {};
 };
 
 /// BenchVariant::peer of ONNX Runtime's row: the original model file run by onnxruntime-node.
@@ -113,6 +117,7 @@ struct BenchRow {
     std::string fail_reason;
     double schedule_s = 0;    ///< applying / searching the schedule
     double compile_s = 0;     ///< JIT compile
+    double compile_cpu_s = 0; ///< JIT compile, CPU seconds over its segments (JitModel::compile_cpu_seconds)
     int pipelines = 0;        ///< Halide pipelines it compiled as (jit_segments.h); 0 if it never compiled
     double rel_error = 0, max_abs = 0;  ///< validation against the reference (worst output)
     int runs = 0;

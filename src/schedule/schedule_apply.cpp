@@ -121,7 +121,8 @@ bool word_in(const std::string &text, const std::string &w) {
 
 }  // namespace
 
-AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target) {
+AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target,
+                               bool assume_long_enough) {
     validate_schedule(s, p, target);
     // The final model names the loop levels compute_at may point to before their vars exist.
     Model final_model = build_model(p, target);
@@ -132,7 +133,7 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     Model m = build_model(p, target);
     p.streaming_stores->clear();
     p.output_wrappers->clear();
-    Applier ap(m, final_model, p, out, plan_size_specializations(s, p, target));
+    Applier ap(m, final_model, p, out, plan_size_specializations(s, p, target, nullptr, assume_long_enough));
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;
 }

@@ -44,7 +44,10 @@ struct AppliedSchedule {
 
 /// Validates \p s (schedule_validate.h) and applies it to the Funcs of \p p (which share state with
 /// \p p's Halide Funcs, so \p p is scheduled afterwards). Throws UserError on any mistake.
-AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target);
+/// \p assume_long_enough (dynamic shapes): the caller runs \p p only where every kernel's loops are
+/// long enough for its splits (plan_size_specializations): no guarded copies are compiled.
+AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, const Halide::Target &target,
+                               bool assume_long_enough = false);
 
 /// Runs \p fn; a Halide::Error it throws comes back as a UserError explained against \p applied.
 template <typename F>

@@ -35,10 +35,11 @@ bool changes_stage_loops(const std::string &name) {
     return s.count(name) > 0;
 }
 
-std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(const Schedule &s,
-                                                                                    const LoweredPipeline &p,
-                                                                                    const Halide::Target &target) {
+std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
+    const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough,
+    bool assume_long_enough) {
     std::map<std::pair<std::string, int>, SizeSpecialization> out;
+    if (long_enough) *long_enough = {};
     if (!p.dynamic.active() || target.has_gpu_feature()) return out;
     std::map<std::pair<std::string, int>, StagePlan> plans;
     std::map<std::string, const LoweredFunc *> func_of;  // schedule name -> the pipeline Func whose loops it has
@@ -216,6 +217,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
         bool guard_round_ups = false;
     };
     std::map<std::string, Condition> cond_of;  // kernel -> its condition
+    std::map<std::string, Halide::Expr> long_terms;  // text -> term, over every kernel
     for (const auto &[kernel, nd] : needs) {
         Halide::Expr cond;
         std::ostringstream text;
@@ -223,21 +225,35 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             cond = cond.defined() ? (cond && term) : term;
             text << (text.tellp() > 0 ? ", " : "") << t;
         };
-        bool proved = false;
+        bool proved = false, assumed = false;
         for (const auto &[t, en] : nd.at_least) {
             if (en.second <= 1) continue;
-            if (always_holds(en.first, en.second)) proved = true;
-            else add(en.first >= (int)en.second, t + " >= " + std::to_string(en.second));
+            if (always_holds(en.first, en.second)) {
+                proved = true;
+                continue;
+            }
+            std::string term = t + " >= " + std::to_string(en.second);
+            long_terms[term] = en.first >= (int)en.second;
+            if (assume_long_enough) proved = assumed = true;  // the caller runs this plan only there
+            else add(long_terms[term], term);
         }
         // Loops long enough at every size: one copy of the kernel, its divisions (RoundUp splits)
         // guarded, rather than two copies of it (compile time; bench/DECISIONS.md#d105).
         if (!cond.defined() && (proved || !nd.divides.empty())) {
-            cond_of[kernel] = {Halide::Expr(), "every size (" + least_text.str() + ")", true, !nd.divides.empty()};
+            std::string where = assumed ? "every size this plan runs at (its loops long enough)"
+                                        : "every size (" + least_text.str() + ")";
+            cond_of[kernel] = {Halide::Expr(), where, true, !nd.divides.empty()};
             continue;
         }
         for (const auto &[t, en] : nd.divides)
             add(en.first % (int)en.second == 0, t + " % " + std::to_string(en.second) + " == 0");
         if (cond.defined()) cond_of[kernel] = {cond, text.str()};
+    }
+    if (long_enough) {
+        for (const auto &[text, term] : long_terms) {
+            long_enough->condition = long_enough->condition.defined() ? (long_enough->condition && term) : term;
+            long_enough->text += (long_enough->text.empty() ? "" : ", ") + text;
+        }
     }
     for (const auto &[key, sp] : plans) {
         if (!sp.eligible || rfactored.count(key.first)) continue;

@@ -40,11 +40,23 @@ struct SizeSpecialization {
     bool guard_round_ups = false;
 };
 
+/// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction
+/// of the kernels' "extent >= n" terms that do not hold at every size (undefined when none is
+/// left), and its text ("size_seq >= 16, ..."). Divisibility terms are not in it.
+struct LongEnough {
+    Halide::Expr condition;
+    std::string text;
+};
+
 /// The specializations of \p s on the dynamic pipeline \p p, by (schedule Func name, stage: -1 for
-/// the pure definition); empty for a static pipeline or a GPU target.
-std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(const Schedule &s,
-                                                                                    const LoweredPipeline &p,
-                                                                                    const Halide::Target &target);
+/// the pure definition); empty for a static pipeline or a GPU target. \p long_enough, when given,
+/// receives where every kernel's loops are long enough. With \p assume_long_enough the caller runs
+/// this pipeline only there (a second plan serves the other sizes; codegen/jit.h): every kernel
+/// then takes its written tails in one copy, its RoundUp splits guarded, as where the declared
+/// ranges prove its loops long enough (bench/DECISIONS.md#d107-dynamic-shapes-small-size-plan).
+std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
+    const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough = nullptr,
+    bool assume_long_enough = false);
 
 /// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
 /// than the Func (compute_at, store_in … applied once).
