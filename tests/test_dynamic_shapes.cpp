@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "autoschedule/autoschedule.h"
 #include "cli/input_binding.h"
@@ -16,6 +17,8 @@
 #include "graph_builder.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/schedule_parser.h"
+#include "schedule/size_specialization.h"
 #include "test_util.h"
 
 namespace loom {
@@ -237,6 +240,37 @@ TEST(DynamicShapes, ShortSizesRunASecondPlan) {
         auto ref = run_reference(gs, ins);
         EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
     }
+}
+
+// A Func computed at its host's loop over channel blocks (a split of a loop that does not move)
+// spans the host's whole moving width: vectorizing that whole loop "as written" in the host's
+// specialization was refused by Halide (not a constant extent), as the detector's second plan
+// (planned at 32x32) met. It stays a plain loop; the model compiles and is right at every size.
+TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
+    GraphBuilder b;
+    symbolic_input(b, "x", {-1, 4, -1, -1}, {"N", "", "H", "W"});
+    b.output(b.node("Add", {b.node("Relu", {"x"}, {}), "x"}, {}));
+    Graph g = b.g;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {1, 4, 8, 16}}};
+    opts.dynamic_all = true;
+    prepare_graph(g, opts);
+    LoweredPipeline lp = lower_graph(g, {});
+    const std::string host = lp.output_funcs.at(0);
+    std::string inner;
+    for (const auto &lf : lp.funcs)
+        if (lf.name != host && lf.vars.size() == 4) inner = lf.name;
+    ASSERT_FALSE(inner.empty());
+    std::string text = host + ".compute_root().split(c, co, ci, 2).reorder(w, h, ci, co, n).vectorize(w, 8);\n" +
+                       inner + ".compute_at(" + host + ", co).vectorize(w);\n";
+    Schedule s = parse_schedule(text);
+    auto plan = plan_size_specializations(s, lp, host_target());
+    auto it = plan.find({inner, -1});
+    EXPECT_TRUE(it == plan.end() || !it->second.whole_loops);
+    std::string path = testing::temp_path("whole_loop_outside_tiles.sched");
+    std::ofstream(path) << text;
+    auto sizes = sizes_of("x", {{1, 4, 8, 16}, {1, 4, 3, 5}, {2, 4, 9, 31}, {1, 4, 8, 8}});
+    expect_one_compile_serves(b.g, sizes, path);
 }
 
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {

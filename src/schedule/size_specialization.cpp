@@ -44,6 +44,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
     std::map<std::pair<std::string, int>, StagePlan> plans;
     std::map<std::string, const LoweredFunc *> func_of;  // schedule name -> the pipeline Func whose loops it has
     std::map<std::string, std::string> computed_at;      // Func -> the Func it is computed inside
+    std::map<std::string, std::string> computed_at_loop;  // Func -> the loop of that Func it is computed in
     std::set<std::string> rfactored;  // Halide cannot rfactor a specialized definition: none for those Funcs
     for (const auto &lf : p.funcs) func_of[lf.name] = &lf;
     for (const auto &st : s.statements)
@@ -51,7 +52,10 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             // A wrapper's loops span the wrapped Func's.
             if (c.name == "in" && !c.as_name.empty() && func_of.count(st.func)) func_of[c.as_name] = func_of[st.func];
             if (c.name == "rfactor") rfactored.insert(st.func);
-            if (c.name == "compute_at" && !c.args.empty()) computed_at[st.func] = c.args[0].name;
+            if (c.name == "compute_at" && !c.args.empty()) {
+                computed_at[st.func] = c.args[0].name;
+                if (c.args.size() > 1) computed_at_loop[st.func] = c.args[1].name;
+            }
         }
     std::set<std::string> hosts;  // Funcs with another computed inside them
     for (const auto &[inner, at] : computed_at) hosts.insert(at);
@@ -255,14 +259,37 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
             long_enough->text += (long_enough->text.empty() ? "" : ", ") + text;
         }
     }
+    // Whether a Func computed at loop \p loop of Func \p host covers a tile of it rather than whole
+    // moving loops: the loop is a moving loop itself, or a piece of a split (the outer piece of a
+    // moving loop's, or an inner one). Computed at the outer piece of a split of a loop that does
+    // not move, it spans the host's whole moving loops inside.
+    auto in_moving_tile = [&](const std::string &host, const std::string &loop) {
+        const LoweredFunc *hf = func_of.at(host);
+        auto moving_var = [&](const std::string &v) {
+            for (size_t i = 0; i < hf->vars.size() && i < hf->dynamic_vars.size(); i++)
+                if (hf->vars[i] == v) return bool(hf->dynamic_vars[i]);
+            return false;
+        };
+        if (moving_var(loop)) return true;
+        for (const auto &[key, hp] : plans) {
+            if (key.first != host) continue;
+            if (hp.inner.count(loop)) return true;
+            auto r = hp.root.find(loop);
+            if (hp.step.count(loop) && hp.step.at(loop) > 1 && r != hp.root.end() && moving_var(r->second)) return true;
+        }
+        return false;
+    };
     for (const auto &[key, sp] : plans) {
         if (!sp.eligible || rfactored.count(key.first)) continue;
         auto c = cond_of.find(kernel_of(key.first));
         if (c == cond_of.end()) continue;
         // A whole moving loop unrolls or vectorizes where its Func is computed inside a full tile of
         // a specialized one (a constant extent there); elsewhere it stays a plain loop.
+        // Tiles whose RoundUp splits are guarded (one copy taken at every size) are not all full,
+        // and a Func computed outside its host's split of a moving loop spans that whole loop.
         auto at = computed_at.find(key.first);
-        bool full_tiles = at != computed_at.end() && specialized_funcs.count(at->second);
+        bool full_tiles = at != computed_at.end() && specialized_funcs.count(at->second) &&
+                          !c->second.guard_round_ups && in_moving_tile(at->second, computed_at_loop[key.first]);
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
                     c->second.guard_round_ups};
