@@ -218,7 +218,7 @@ TEST(DynamicShapes, ShortSizesRunASecondPlan) {
     };
     Halide::Target t = host_target();
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, fixed);
+                                                                   path, true, fixed);
     ASSERT_TRUE(em.short_sizes) << em.main.applied.specializations_text("");
     EXPECT_EQ(em.short_plan, "x=2x1x64");
     EXPECT_EQ(em.long_enough.text, "size_seq >= 16, size_seq >= 6, size_seq >= 8");
@@ -499,7 +499,21 @@ TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {
                                       " --input x=3x64 --auto --generic-plan x=16x64",
                                   out);
     EXPECT_EQ(rc, 1) << out;
-    EXPECT_NE(out.find("error: loom bench: --generic-plan and --dim describe the --generic row; add --generic"),
+    EXPECT_NE(out.find("error: loom bench: --generic-plan, --dim and --small-size-plan describe the --generic row; "
+                       "add --generic"),
+              std::string::npos) << out;
+    rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("dynamic_mlp.onnx") +
+                                  " --input x=3x64 --auto --small-size-plan",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("describe the --generic row; add --generic"), std::string::npos) << out;
+    // loom run: a second plan needs a model compiled for every size.
+    rc = testing::run_command(testing::loom_binary() + " run " + testing::data_path("dynamic_mlp.onnx") +
+                                  " --input x=3x64 --auto --small-size-plan",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("error: loom run: --small-size-plan adds a plan to a model compiled for every size; add "
+                       "--dynamic or --dim NAME=LO..HI"),
               std::string::npos) << out;
     // A model with no symbolic input dim has no compile for every size.
     rc = testing::run_command(testing::loom_binary() + " bench " + testing::data_path("mlp.onnx") + " --auto --generic",

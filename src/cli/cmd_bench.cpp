@@ -41,6 +41,7 @@ struct BenchCliOptions {
     std::vector<std::string> halide;
     std::vector<std::string> inputs;
     bool generic = false;                     ///< --generic
+    bool small_size_plan = false;             ///< --small-size-plan
     std::vector<std::string> generic_plan;    ///< --generic-plan
     std::vector<std::string> dims;            ///< --dim
     std::string json, csv, plot, name;
@@ -212,18 +213,19 @@ void bench(const BenchCliOptions &o) {
                    "open; drop --generic, or export the model with dynamic axes");
         BenchVariant v{"auto generic", "auto", nullptr};
         std::string model = o.model;
-        v.build = [gen, model, req](const Halide::Target &t, std::string &schedule_text) {
+        bool second = o.small_size_plan;
+        v.build = [gen, model, req, second](const Halide::Target &t, std::string &schedule_text) {
             EverySizeModel em = schedule_compiled_for_every_size(
                 *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
-                "auto", t, model);
+                "auto", t, model, second);
             schedule_text = print_schedule(em.main.schedule);
             if (em.short_sizes) schedule_text += "\n# " + em.describe() + print_schedule(em.short_sizes->schedule);
             return compile_every_size(em, t);
         };
         variants.push_back(v);
     }
-    user_check(o.generic || (o.generic_plan.empty() && o.dims.empty()),
-               "loom bench: --generic-plan and --dim describe the --generic row; add --generic");
+    user_check(o.generic || (o.generic_plan.empty() && o.dims.empty() && !o.small_size_plan),
+               "loom bench: --generic-plan, --dim and --small-size-plan describe the --generic row; add --generic");
     // ONNX Runtime runs the model file itself, in a worker process under the same limits.
     if (o.ort) variants.push_back({"ort", "ort", nullptr, kOrtPeer});
     for (const auto &path : o.schedules) {
@@ -303,6 +305,9 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--generic-plan", o->generic_plan,
                   "The size the --generic compile is planned for, as --input (default: the --input size)");
     c->add_option("--dim", o->dims, "A dim the --generic compile keeps open, with its range: H=32..2048");
+    c->add_flag("--small-size-plan", o->small_size_plan,
+                "The --generic compile serves the sizes too short for its splits with a second plan made at the "
+                "ranges' small end (bench/DECISIONS.md#d107)");
     c->add_option("--json", o->json, "Write the report as JSON");
     c->add_option("--csv", o->csv, "Write the rows as CSV");
     c->add_option("--plot", o->plot, "Plot the report (bench/plot.py, matplotlib) to this image");

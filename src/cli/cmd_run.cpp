@@ -41,6 +41,7 @@ struct RunOptions {
     std::string threading = "auto";
     std::vector<std::string> dims;  ///< --dim NAME=LO..HI
     bool dynamic = false;           ///< --dynamic
+    bool small_size_plan = false;   ///< --small-size-plan
     std::string artifact;           ///< --artifact DIR: run a `loom compile` artifact instead of compiling
 };
 
@@ -121,7 +122,7 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     Halide::Target target = host_target();
     EverySizeModel em = schedule_compiled_for_every_size(
         g, [&](const std::vector<std::string> &plan) { return load_model(o.model, plan, false, "", req); }, spec,
-        target, o.model);
+        target, o.model, o.small_size_plan);
     ScheduledModel &sm = em.main;
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     JitKey key{graph_fingerprint(g),
@@ -200,6 +201,8 @@ void run(const RunOptions &o) {
                    "size; give a schedule (--auto, or --schedule eager|inline|FILE)");
         return run_dynamic(o, spec);
     }
+    user_check(!o.small_size_plan, "loom run: --small-size-plan adds a plan to a model compiled for every size; "
+               "add --dynamic or --dim NAME=LO..HI, or drop it");
     Graph g = load_model(o.model, o.inputs, false, o.input_dir);
     auto ins = make_inputs(g, o.input_dir, o.seed);
     std::map<std::string, Tensor> outs, ref;
@@ -264,6 +267,9 @@ void add_run_command(CLI::App &app) {
                   "instead of compiling; --check compares it with the reference interpreter at each");
     c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
                 "size it is planned for)");
+    c->add_flag("--small-size-plan", o->small_size_plan,
+                "Dynamic shapes, --auto: serve the sizes too short for the plan's splits with a second plan made at "
+                "the ranges' small end (faster there, one more compile; bench/DECISIONS.md#d107)");
     c->add_option("--inputs", o->input_dir, "Directory with one <input name>.npy per graph input; their shapes bind the inputs' unbound dims");
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");

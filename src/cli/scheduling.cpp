@@ -142,11 +142,12 @@ std::string EverySizeModel::describe() const {
 EverySizeModel schedule_compiled_for_every_size(const Graph &g,
                                                 const std::function<Graph(const std::vector<std::string> &)> &prepare_at,
                                                 const std::string &spec, const Halide::Target &target,
-                                                const std::string &model_path, const AutoscheduleFn &autofn) {
+                                                const std::string &model_path, bool small_size_plan,
+                                                const AutoscheduleFn &autofn) {
     EverySizeModel r;
     std::clock_t c2;
     r.main = plan_model(g, spec, target, model_path, {}, c2, autofn);
-    if (spec == "auto" && !target.has_gpu_feature() && g.dynamic.active())
+    if (small_size_plan && spec == "auto" && !target.has_gpu_feature() && g.dynamic.active())
         plan_size_specializations(r.main.schedule, r.main.pipeline, target, &r.long_enough);
     // The symbols the kernels' lengths test go to the small end of their ranges.
     std::map<std::string, int64_t> sizes = g.dynamic.representative;

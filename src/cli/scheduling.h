@@ -80,7 +80,8 @@ struct EverySizeModel {
     std::string describe() const;
 };
 
-/// schedule_model for \p g prepared for every size. Under the cost model ("auto", CPU), where the
+/// schedule_model for \p g prepared for every size. With \p small_size_plan, under the cost model
+/// ("auto", CPU; `--small-size-plan`), where the
 /// plan for the representative sizes has kernels whose loops are too short for their splits at
 /// some sizes, a second plan is made at the declared ranges' small end (the symbols those kernels
 /// test at DynamicDims::least_sizes, rounded up to the power of two their representative size is a
@@ -92,7 +93,8 @@ struct EverySizeModel {
 EverySizeModel schedule_compiled_for_every_size(const Graph &g,
                                                 const std::function<Graph(const std::vector<std::string> &)> &prepare_at,
                                                 const std::string &spec, const Halide::Target &target,
-                                                const std::string &model_path, const AutoscheduleFn &autofn = nullptr);
+                                                const std::string &model_path, bool small_size_plan,
+                                                const AutoscheduleFn &autofn = nullptr);
 
 /// The JIT model of \p m: main's, serving the short sizes with short_sizes' where there is one.
 std::unique_ptr<JitModel> compile_every_size(const EverySizeModel &m, const Halide::Target &target);
