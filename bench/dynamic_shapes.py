@@ -48,12 +48,14 @@ def main():
                          "--generic row recompiled in each size's loom bench: for models whose one-pipeline "
                          "compile takes minutes (not interleaved with the specialized row then)")
     ap.add_argument("--repeats", type=int, default=3, help="step 1's timed runs per size")
+    ap.add_argument("--small-size-plan", action="store_true",
+                    help="the generic compile serves short sizes with a second plan (loom --small-size-plan)")
     ap.add_argument("--generic-log", help="read step 1's output from this file (a saved run of its command) "
                                           "instead of running it")
     args = ap.parse_args()
     name = args.name or os.path.basename(args.model).split(".")[0]
     os.makedirs(args.json_dir, exist_ok=True)
-    dims = sum((["--dim", d] for d in args.dim), [])
+    dims = sum((["--dim", d] for d in args.dim), []) + (["--small-size-plan"] if args.small_size_plan else [])
     lines = []
 
     # 1. One compile, every size, checked.
