@@ -16,6 +16,7 @@
 
 #include "autoschedule/gpu_schedule.h"
 #include "codegen/aot.h"
+#include "codegen/aot_segments.h"
 #include "codegen/cuda_graph_glue.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
@@ -1099,6 +1100,47 @@ TEST(Aot, HostModelCutAtAGlobalWrapperRunsAndMatchesReference) {
         void *outs[] = {got.data()};
         ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
         EXPECT_TRUE(loom::testing::close(got, ref.at(b.g.outputs[0]))) << "seed " << seed;
+    }
+    api.destroy(m);
+    fs::remove_all(out.parent_path());
+}
+
+TEST(Aot, CrossingBuffersWhoseLivesDoNotOverlapShareStorage) {
+    // x → relu → tanh → sigmoid → neg, cut before every Func: relu's buffer dies when tanh's
+    // segment ends, before sigmoid's is written, so the two share storage; tanh's overlaps both.
+    // The chain with shared storage matches the reference, call after call.
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {6, 70});
+    std::string r = b.node("Relu", {x}, {6, 70}), t = b.node("Tanh", {r}, {6, 70});
+    b.out("Neg", {b.node("Sigmoid", {t}, {6, 70})}, {6, 70});
+    LoweredPipeline p = lower_graph(b.g);
+    for (auto &f : p.funcs) f.func.compute_root().vectorize(f.func.args().front(), 8, Halide::TailStrategy::GuardWithIf);
+    SegmentedPipeline sp = cut_pipeline(p, plan_cuts(p, 4, 1));
+    ASSERT_EQ(sp.segments.size(), 4u);
+    ASSERT_EQ(sp.boundaries.size(), 3u);
+    std::vector<int> storage = crossing_storage(sp);
+    std::map<std::string, int> of;
+    for (size_t k = 0; k < sp.boundaries.size(); k++) of[sp.boundaries[k].func] = storage[k];
+    EXPECT_EQ(of.at(p.funcs[0].name), of.at(p.funcs[2].name));
+    EXPECT_NE(of.at(p.funcs[0].name), of.at(p.funcs[1].name));
+    EXPECT_NE(of.at(p.funcs[1].name), of.at(p.funcs[2].name));
+
+    fs::path out = scratch("host_shared_crossing");
+    AotArtifact a = compile_cut(p, aot_target("host"), out, "share4", 4);
+    EXPECT_EQ(a.pipelines, 4);
+    loom::testing::ArtifactApi api(a.shared_lib, "share4");
+    ASSERT_TRUE(api.ok()) << api.error;
+    void *m = api.create();
+    for (uint64_t seed : {61, 62}) {
+        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
+        fill_random(in.at("x"), seed, -2, 2);
+        auto ref = run_reference(b.g, in);
+        Tensor got(DType::F32, {6, 70});
+        loom::testing::poison(got);
+        const void *ins[] = {in.at("x").data()};
+        void *outs[] = {got.data()};
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
+        EXPECT_TRUE(loom::testing::close(got, ref.at(b.g.outputs[0])));
     }
     api.destroy(m);
     fs::remove_all(out.parent_path());
