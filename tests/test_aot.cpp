@@ -1072,6 +1072,26 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
     fs::remove_all(out.parent_path());
 }
 
+// Artifact \p a (model \p name, one input x and one output, both 6x70) matches the reference
+// interpreter on \p g, call after call (other inputs, the output poisoned before each).
+void expect_chain_matches_reference(const AotArtifact &a, const std::string &name, const Graph &g) {
+    loom::testing::ArtifactApi api(a.shared_lib, name);
+    ASSERT_TRUE(api.ok()) << api.error;
+    void *m = api.create();
+    for (uint64_t seed : {61, 62}) {
+        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
+        fill_random(in.at("x"), seed, -2, 2);
+        auto ref = run_reference(g, in);
+        Tensor got(DType::F32, {6, 70});
+        loom::testing::poison(got);
+        const void *ins[] = {in.at("x").data()};
+        void *outs[] = {got.data()};
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
+        EXPECT_TRUE(loom::testing::close(got, ref.at(g.outputs[0]))) << name << ", seed " << seed;
+    }
+    api.destroy(m);
+}
+
 TEST(Aot, HostModelCutAtAGlobalWrapperRunsAndMatchesReference) {
     // x → relu → tanh → sigmoid with tanh computed per row of its global wrapper (`tanh.in()`, as
     // the cost model wraps convs), cut before every root: the wrapper crosses as a buffer of
@@ -1087,21 +1107,7 @@ TEST(Aot, HostModelCutAtAGlobalWrapperRunsAndMatchesReference) {
     fs::path out = scratch("host_cut_wrapper");
     AotArtifact a = compile_cut(p, aot_target("host"), out, "cutw", 3);
     EXPECT_EQ(a.pipelines, 3);
-    loom::testing::ArtifactApi api(a.shared_lib, "cutw");
-    ASSERT_TRUE(api.ok()) << api.error;
-    void *m = api.create();
-    for (uint64_t seed : {61, 62}) {
-        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
-        fill_random(in.at("x"), seed, -2, 2);
-        auto ref = run_reference(b.g, in);
-        Tensor got(DType::F32, {6, 70});
-        loom::testing::poison(got);
-        const void *ins[] = {in.at("x").data()};
-        void *outs[] = {got.data()};
-        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
-        EXPECT_TRUE(loom::testing::close(got, ref.at(b.g.outputs[0]))) << "seed " << seed;
-    }
-    api.destroy(m);
+    expect_chain_matches_reference(a, "cutw", b.g);
     fs::remove_all(out.parent_path());
 }
 
@@ -1128,21 +1134,7 @@ TEST(Aot, CrossingBuffersWhoseLivesDoNotOverlapShareStorage) {
     fs::path out = scratch("host_shared_crossing");
     AotArtifact a = compile_cut(p, aot_target("host"), out, "share4", 4);
     EXPECT_EQ(a.pipelines, 4);
-    loom::testing::ArtifactApi api(a.shared_lib, "share4");
-    ASSERT_TRUE(api.ok()) << api.error;
-    void *m = api.create();
-    for (uint64_t seed : {61, 62}) {
-        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
-        fill_random(in.at("x"), seed, -2, 2);
-        auto ref = run_reference(b.g, in);
-        Tensor got(DType::F32, {6, 70});
-        loom::testing::poison(got);
-        const void *ins[] = {in.at("x").data()};
-        void *outs[] = {got.data()};
-        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
-        EXPECT_TRUE(loom::testing::close(got, ref.at(b.g.outputs[0])));
-    }
-    api.destroy(m);
+    expect_chain_matches_reference(a, "share4", b.g);
     fs::remove_all(out.parent_path());
 }
 
