@@ -180,7 +180,7 @@ void JitModel::compile(int max_segments) {
             for (int b : segs[k].reads) params.push_back(segmented_.boundaries[b].param);
             streaming_[k] = std::make_unique<StreamingJit>(segs[k].pipeline, params, target_, marked);
         });
-    });
+    }, segment_costs(segmented_));
     compile_cpu_s_ = 0;
     for (double c : cpu_s) compile_cpu_s_ += c;
     if (debug && std::string(debug) != "0") {
