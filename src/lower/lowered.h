@@ -97,6 +97,7 @@ struct LowerOptions {
     /// filter KRSC, laid out at compile time), bfloat16 bits under BF16 and FP32 otherwise; each
     /// input is a Halide copy stored NHWC (LoweredFunc::channels_last) that the value's other
     /// consumers share. Off (and under FP16): FP32 NCHW stages, cuDNN converting layouts itself.
+    /// The CLI sets it for TF32 and BF16 (library_lowering).
     bool conv_nhwc = false;
     /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
     /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`

@@ -152,7 +152,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
     // With conv_nhwc, x, the filter and y have channels innermost (kConvNhwc), BF16 in BF16: given
     // NCHW tensors cuDNN converts layouts on every call, the constant filter included
-    // (bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-nhwc-convs-in-fp32-and-tf32). In BF16
+    // (bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs). In BF16
     // the bias and any ReLU stay Halide Funcs, fused into the next copy (cuDNN's fused call takes
     // FP32 tensors only); in FP32 cuDNN still applies them, and its NHWC output is the next
     // conv's input as it is.
