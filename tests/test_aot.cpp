@@ -1157,6 +1157,39 @@ TEST(Aot, HostModelCutIntoPipelinesRunsAndMatchesReference) {
     fs::remove_all(out.parent_path());
 }
 
+TEST(Aot, HostModelCutAtAGlobalWrapperRunsAndMatchesReference) {
+    // x → relu → tanh → sigmoid with tanh computed per row of its global wrapper (`tanh.in()`, as
+    // the cost model wraps convs), cut before every root: the wrapper crosses as a buffer of
+    // tanh's shape, under a C-safe argument name ('$' is part of a wrapper's name).
+    loom::testing::GraphBuilder b;
+    std::string x = b.input("x", {6, 70});
+    b.out("Sigmoid", {b.node("Tanh", {b.node("Relu", {x}, {6, 70})}, {6, 70})}, {6, 70});
+    LoweredPipeline p = lower_graph(b.g);
+    for (auto &f : p.funcs) f.func.compute_root();
+    Halide::Func tanh = p.funcs[1].func, wrapper = tanh.in();
+    wrapper.compute_root().vectorize(wrapper.args().front(), 8, Halide::TailStrategy::GuardWithIf);
+    tanh.compute_at(wrapper, wrapper.args()[1]);
+    fs::path out = scratch("host_cut_wrapper");
+    AotArtifact a = compile_cut(p, aot_target("host"), out, "cutw", 3);
+    EXPECT_EQ(a.pipelines, 3);
+    loom::testing::ArtifactApi api(a.shared_lib, "cutw");
+    ASSERT_TRUE(api.ok()) << api.error;
+    void *m = api.create();
+    for (uint64_t seed : {61, 62}) {
+        std::map<std::string, Tensor> in{{"x", Tensor(DType::F32, {6, 70})}};
+        fill_random(in.at("x"), seed, -2, 2);
+        auto ref = run_reference(b.g, in);
+        Tensor got(DType::F32, {6, 70});
+        loom::testing::poison(got);
+        const void *ins[] = {in.at("x").data()};
+        void *outs[] = {got.data()};
+        ASSERT_EQ(api.run(m, ins, outs), 0) << api.last_error();
+        EXPECT_TRUE(loom::testing::close(got, ref.at(b.g.outputs[0]))) << "seed " << seed;
+    }
+    api.destroy(m);
+    fs::remove_all(out.parent_path());
+}
+
 TEST(Aot, PipelinesThatShareNoBufferRunAsAChain) {
     // Two independent chains (x → relu, y → tanh) cut into two pipelines: nothing crosses the cut,
     // and the generated chain (no crossing buffer at all) still compiles and runs.

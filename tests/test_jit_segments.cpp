@@ -4,9 +4,12 @@
 // buffer past its extents falls back to one pipeline; the environment override is checked.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <tuple>
 
 #include <cstdlib>
+
+#include <sched.h>
 
 #include "autoschedule/autoschedule.h"
 #include "codegen/jit.h"
@@ -19,6 +22,7 @@
 #include "reference/reference.h"
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_printer.h"
+#include "support/cores.h"
 #include "graph_builder.h"
 #include "test_util.h"
 
@@ -223,6 +227,33 @@ TEST(JitSegments, AConsumersRootCopyKeepsTheCutBeforeIt) {
     expect_cut_after_stem(b, 41, "1x1 conv reading a root copy across a cut", "stem.in(bottleneck) as bottleneck_in;");
 }
 
+TEST(JitSegments, AGlobalWrapperCrossesACutAsAWholeBuffer) {
+    // tanh computed per row of its global wrapper (`tanh.in()`, as the cost model wraps a conv to
+    // compute it in row blocks): the wrapper has tanh's shape, and sigmoid, which reads tanh
+    // through it, may be cut from it (the text detector's FPN, all wrapped convs, compiled as one
+    // pipeline of 22 Funcs).
+    Chain c;
+    Halide::Func w = c.t.in();
+    w.compute_root();
+    c.t.compute_at(w, Halide::Var("i"));
+    CutPlan plan = plan_cuts(c.lp, 3, 1);
+    EXPECT_EQ(plan.roots, (std::vector<std::string>{c.a.name(), w.name(), c.s.name()}));
+    EXPECT_EQ(plan.legal_before, (std::vector<bool>{false, true, true}));
+    SegmentedPipeline sp = cut_pipeline(c.lp, plan);
+    ASSERT_EQ(sp.boundaries.size(), 2u);
+    const SegmentBoundary *crossing = nullptr;
+    for (const auto &bd : sp.boundaries)
+        if (bd.func == w.name()) crossing = &bd;
+    ASSERT_NE(crossing, nullptr);
+    EXPECT_EQ(crossing->extents, (std::vector<int>{10, 6}));
+    Graph g = c.b.g;
+    JitModel m(std::move(c.lp), host_target(), 3);
+    ASSERT_EQ(m.segments(), 3);
+    expect_matches_reference(m, g, 21, "global wrapper across a cut");
+    expect_matches_reference(m, g, 22, "global wrapper across a cut, second run");
+    EXPECT_EQ(m.segments(), 3) << "no fallback to one pipeline";
+}
+
 TEST(JitSegments, AGraphOutputReadAcrossACutIsReadFromTheCallersBuffer) {
     // relu is an output and sigmoid's segment reads it: from the output tensor of this run.
     Chain c;
@@ -249,6 +280,30 @@ TEST(JitSegments, TheJitCutsLargeModelsOnTheCpuOnly) {
     // A small model stays one pipeline by default.
     Chain c;
     EXPECT_TRUE(plan_cuts(c.lp, cpu.max_segments, cpu.min_funcs).cuts.empty());
+}
+
+TEST(JitSegments, CompilesUseTheCoresTheProcessMayRunOnCostliestFirst) {
+    // Confined to one core (as `taskset -c 0` or a container's cpuset would), Loom counts one, so
+    // it neither compiles on nor plans for the machine's other cores; on that one core the
+    // segments' compiles run costliest first, so that a long one never starts last.
+    cpu_set_t all, one;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+    EXPECT_EQ(usable_cores(), CPU_COUNT(&all));
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    const int confined = usable_cores();
+    std::vector<size_t> started;
+    std::mutex m;
+    run_in_parallel(4, [&](size_t k) {
+        std::lock_guard<std::mutex> lock(m);
+        started.push_back(k);
+    }, {1, 3, 9, 2});
+    ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+    EXPECT_EQ(confined, 1);
+    EXPECT_EQ(started, (std::vector<size_t>{2, 1, 3, 0}));
 }
 
 TEST(JitSegments, BadEnvironmentOverrideNamesTheVariableAndTheFix) {

@@ -314,7 +314,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                     compile_object(segs.segments[k].pipeline, segment_arguments(lowered, segs, k),
                                    segment_function(fn, k), target.with_feature(Halide::Target::NoRuntime),
                                    segment_objs[k], {});
-                });
+                }, segment_costs(segs));
                 Halide::compile_standalone_runtime(runtime_obj.string(), target);
                 write_text(tmp / (name + "_halide.h"),
                            str_cat("// ", name, " was compiled as ", segs.segments.size(),

@@ -180,7 +180,7 @@ void JitModel::compile(int max_segments) {
             for (int b : segs[k].reads) params.push_back(segmented_.boundaries[b].param);
             streaming_[k] = std::make_unique<StreamingJit>(segs[k].pipeline, params, target_, marked);
         });
-    });
+    }, segment_costs(segmented_));
     if (debug && std::string(debug) != "0") {
         std::cerr << "loom: CPU s per pipeline:";
         for (double c : cpu_s) std::cerr << " " << c;

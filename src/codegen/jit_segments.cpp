@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/error.h"
+#include "support/cores.h"
 
 namespace loom {
 
@@ -31,6 +32,11 @@ struct RootGraph {
     std::set<std::pair<std::string, std::string>> reads;  ///< (root, root it reads)
     std::vector<std::pair<std::string, std::string>> ties;  ///< roots that must share a segment
     std::set<std::string> whole_buffer;        ///< roots another segment may read as a buffer
+    /// A Func's only wrapper when that is global (`f.in()`: every reader but the wrapper reads
+    /// it) → the wrapped LoweredFunc, whose shape the wrapper has.
+    std::map<std::string, const LoweredFunc *> global_wrapper_of;
+    /// Such a wrapper's name → the Func it wraps.
+    std::map<std::string, std::string> wrapped_by;
 };
 
 std::string owner_of(RootGraph &g, const std::string &name) {
@@ -60,12 +66,23 @@ std::map<std::string, Function> direct_reads(const Function &f) {
     return out;
 }
 
-/// The wrapper that \p callee has for consumer \p f (`callee.in(f)`, which lowering makes \p f
-/// read instead), or \p callee itself.
+/// The wrapper that \p callee has for consumer \p f (`callee.in(f)`, or a global `callee.in()`
+/// unless \p f is that wrapper: lowering makes \p f read it instead), or \p callee itself.
 Function read_through_wrapper(const Function &callee, const Function &f) {
     const auto &w = callee.schedule().wrappers();
     auto it = w.find(f.name());
-    return it == w.end() ? callee : Function(it->second);
+    if (it == w.end()) it = w.find("");
+    if (it == w.end()) return callee;
+    Function wrapper(it->second);
+    return wrapper.same_as(f) ? callee : wrapper;
+}
+
+/// The LoweredFunc whose shape Func \p name has: its own, or for a global wrapper the wrapped one's.
+const LoweredFunc *shape_source(const LoweredPipeline &p, const std::map<std::string, std::string> &wrapped_by,
+                                const std::string &name) {
+    if (const LoweredFunc *lf = p.find_realized(name)) return lf;
+    auto w = wrapped_by.find(name);
+    return w == wrapped_by.end() ? nullptr : p.find_realized(w->second);
 }
 
 /// Whether every wrapper of \p f is one consumer's copy computed at root (a schedule's staging of
@@ -90,11 +107,13 @@ void stored_reads(RootGraph &g, const Function &f, std::set<std::pair<std::strin
     }
 }
 
-/// Extents of Func \p name in Halide order (innermost first): a LoweredFunc's, or an extern stage's
+/// Extents of Func \p name in Halide order (innermost first): a LoweredFunc's (a global wrapper's:
+/// the wrapped one's, \p wrapped_by), or an extern stage's
 /// (LoweredPipeline::extern_shapes); empty when the graph does not know them.
-std::vector<int> halide_extents(const LoweredPipeline &p, const std::string &name) {
+std::vector<int> halide_extents(const LoweredPipeline &p, const std::map<std::string, std::string> &wrapped_by,
+                                const std::string &name) {
     const Shape *shape = nullptr;
-    if (const LoweredFunc *lf = p.find_realized(name)) shape = &lf->extents;
+    if (const LoweredFunc *lf = shape_source(p, wrapped_by, name)) shape = &lf->extents;
     else if (auto it = p.extern_shapes.find(name); it != p.extern_shapes.end()) shape = &it->second;
     std::vector<int> e;
     if (shape)
@@ -122,11 +141,10 @@ void constrain_dense(Halide::OutputImageParam p, const SegmentBoundary &b, const
     for (size_t d = 0; d < extent.size(); d++) p.dim((int)d).set_bounds(0, extent[d]).set_stride(stride[d]);
 }
 
-/// Whether the shape lowering gives Func \p name is exact at every size: fixed, or the symbolic
+/// Whether the shape lowering gives a Func (\p lf) is exact at every size: fixed, or the symbolic
 /// shape of the graph value it computes (a helper's moving extents are only guessed).
-bool exact_shape_at_every_size(const LoweredPipeline &p, const std::string &name) {
+bool exact_shape_at_every_size(const LoweredPipeline &p, const LoweredFunc *lf) {
     if (!p.dynamic.active()) return true;
-    const LoweredFunc *lf = p.find_realized(name);
     return lf && (!lf->sym_extents.empty() || lf->dynamic_vars.empty());
 }
 
@@ -212,14 +230,27 @@ RootGraph analyze(const LoweredPipeline &p) {
     for (auto &[name, f] : g.env) f.lock_loop_levels();
     for (const auto &[name, f] : g.env) owner_of(g, name);
 
-    // Which roots may be read across a cut: Funcs the graph made (known extents), computed at root
-    // (a library stage's whole output too), one value per point, and wrapped by nobody.
+    // A Func computed inside its global wrapper is read through the wrapper, a root of its shape
+    // (bench/DECISIONS.md#d126-jit-segments-cut-at-wrappers-costliest-first).
+    for (const auto &[name, f] : g.env) {
+        const auto &w = f.schedule().wrappers();
+        if (w.size() != 1 || !w.begin()->first.empty()) continue;
+        if (const LoweredFunc *lf = p.find_realized(name)) {
+            g.global_wrapper_of[name] = lf;
+            g.wrapped_by[Function(w.begin()->second).name()] = name;
+        }
+    }
+
+    // Which roots may be read across a cut: Funcs the graph made (known extents) or their global
+    // wrappers, computed at root (a library stage's whole output too), one value per point, and
+    // wrapped by nobody.
     for (const auto &[name, f] : g.env) {
         if (g.owner[name] != name) continue;
         bool plain = true;
         storage_order(f, plain);
-        if ((p.find_realized(name) || p.extern_shapes.count(name)) && f.outputs() == 1 && only_root_consumer_wrappers(f) &&
-            plain && exact_shape_at_every_size(p, name))
+        const LoweredFunc *lf = shape_source(p, g.wrapped_by, name);
+        if ((lf || p.extern_shapes.count(name)) && f.outputs() == 1 && only_root_consumer_wrappers(f) && plain &&
+            exact_shape_at_every_size(p, lf))
             g.whole_buffer.insert(name);
     }
 
@@ -412,8 +443,11 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             for (size_t o = 0; o < realized.size(); o++)
                 if (realized[o] == read) bd.graph_output = (int)o;
             bd.type = f.output_types()[0];
-            bd.param = Halide::ImageParam(bd.type, f.dimensions(), read + "_from_segment_" + std::to_string(a));
-            bd.extents = halide_extents(p, read);
+            // An artifact's argument name: a wrapper's '$' is no C identifier character.
+            std::string param_name = read + "_from_segment_" + std::to_string(a);
+            std::replace(param_name.begin(), param_name.end(), '$', '_');
+            bd.param = Halide::ImageParam(bd.type, f.dimensions(), param_name);
+            bd.extents = halide_extents(p, g.wrapped_by, read);
             bool plain = true;
             bd.storage_order = storage_order(f, plain);
             if (bd.graph_output >= 0)  // the caller's buffer: dense in Halide order
@@ -424,7 +458,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
                 bd.strides[d] = stride;
                 stride *= bd.extents[d];
             }
-            if (const LoweredFunc *lf = p.find_realized(read); lf && !lf->sym_extents.empty())
+            if (const LoweredFunc *lf = shape_source(p, g.wrapped_by, read); lf && !lf->sym_extents.empty())
                 bd.sym_extents.assign(lf->sym_extents.rbegin(), lf->sym_extents.rend());
             constrain_dense(bd.param, bd, p);
             sp.boundaries.push_back(bd);
@@ -467,7 +501,10 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
             std::vector<Halide::Var> vars(bd.extents.size());
             std::vector<Halide::Expr> args(vars.begin(), vars.end());
             stub(vars) = bd.param(args);
-            const Function &orig = copied_env.at(bd.func);
+            // Readers of a global wrapper call the Func it wraps (lowering rewires the calls).
+            auto wrapped = g.wrapped_by.find(bd.func);
+            const std::string called = wrapped == g.wrapped_by.end() ? bd.func : wrapped->second;
+            const Function &orig = copied_env.at(called);
             // A consumer's own root copy of the boundary (`in(consumer)`) stays in the consumer's
             // segment: the consumer calls the copy by name, and the copy reads the param.
             for (const auto &[consumer, ptr] : orig.schedule().wrappers()) {
@@ -475,7 +512,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
                 if (c != copied_env.end()) c->second.substitute_calls(orig, Function(ptr));
             }
             for (auto &[name, f] : copied_env) {
-                if (name == bd.func) continue;
+                if (name == bd.func || name == called) continue;
                 f.substitute_calls(orig, stub.function());
                 // A library stage takes its inputs as buffers, not calls: give it the param's.
                 if (f.has_extern_definition())
@@ -555,11 +592,16 @@ SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Targe
     return cut_of(g, p, plan);
 }
 
-void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
+void run_in_parallel(size_t n, const std::function<void(size_t)> &work, const std::vector<int> &cost) {
+    std::vector<size_t> order(n);
+    for (size_t k = 0; k < n; k++) order[k] = k;
+    if (cost.size() == n)
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
     std::vector<std::exception_ptr> failed(n);
     std::atomic<size_t> next{0};
     auto worker = [&] {
-        for (size_t k; (k = next++) < n;) {
+        for (size_t i; (i = next++) < n;) {
+            const size_t k = order[i];
             try {
                 work(k);
             } catch (...) {
@@ -567,13 +609,19 @@ void run_in_parallel(size_t n, const std::function<void(size_t)> &work) {
             }
         }
     };
-    size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+    size_t threads = std::min<size_t>(n, (size_t)usable_cores());
     std::vector<std::thread> pool;
     for (size_t t = 1; t < threads; t++) pool.emplace_back(worker);
     worker();
     for (auto &t : pool) t.join();
     for (auto &e : failed)
         if (e) std::rethrow_exception(e);
+}
+
+std::vector<int> segment_costs(const SegmentedPipeline &segs) {
+    std::vector<int> cost;
+    for (const auto &s : segs.segments) cost.push_back(s.funcs);
+    return cost;
 }
 
 SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Target &target, SegmentRunner runner) {
@@ -597,7 +645,7 @@ SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Tar
     if (forced > 0) return SegmentLimits{(int)forced, 1};
     // Smaller pipelines lower faster even on one core, and more of them keep every core busy
     // (bench/DECISIONS.md#d51-jit-segments).
-    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    unsigned hw = (unsigned)usable_cores();
     lim.max_segments = (int)std::min(16u, std::max(8u, 2 * hw));
     return lim;
 }

@@ -8,8 +8,8 @@
 ///
 /// A cut is legal between two groups of root-computed Funcs when nothing after it is computed
 /// inside, stored inside, fused with or wrapped around anything before it: every value that
-/// crosses it is then a whole buffer (a compute_root Func the graph made, or a library stage's
-/// output, with no `in()` wrappers) of exactly the Func's shape. A root that a split rounds past
+/// crosses it is then a whole buffer (a compute_root Func the graph made, a global `in()` wrapper
+/// of one, or a library stage's output, with no other wrappers) of exactly the Func's shape. A root that a split rounds past
 /// its extents, or that such a group reads, never crosses.
 /// Each segment is a deep copy of the scheduled Func graph whose calls to the crossing Funcs read
 /// ImageParams instead; its outputs are the graph outputs it computes and the crossing Funcs that
@@ -123,8 +123,13 @@ SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Targe
                                    SegmentRunner runner = SegmentRunner::Jit);
 
 /// Runs \p work(0) … \p work(n-1) on as many threads at once as the machine has (the segments'
-/// compiles); every call runs, then the first exception, in index order, is rethrown.
-void run_in_parallel(size_t n, const std::function<void(size_t)> &work);
+/// compiles); every call runs, then the first exception, in index order, is rethrown. Given \p cost
+/// (one estimate per call), the costliest calls start first, so that a long one does not start
+/// last while the other threads idle.
+void run_in_parallel(size_t n, const std::function<void(size_t)> &work, const std::vector<int> &cost = {});
+
+/// The compile-cost estimate of each segment of \p segs (its Funcs), for run_in_parallel.
+std::vector<int> segment_costs(const SegmentedPipeline &segs);
 
 /// How far a pipeline is cut.
 struct SegmentLimits {

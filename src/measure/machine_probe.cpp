@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/error.h"
+#include "support/cores.h"
 
 namespace loom {
 
@@ -185,7 +186,7 @@ double probe_gflops(int threads) {
 
 MachineModel probe_machine(bool force, const std::string &path) {
     MachineModel m;
-    m.cores = std::max(1u, std::thread::hardware_concurrency());
+    m.cores = usable_cores();
     if (const char *n = std::getenv("HL_NUM_THREADS"); n && std::atoi(n) > 0) m.cores = std::atoi(n);
     read_sysfs_caches(m);
     m.source = path;

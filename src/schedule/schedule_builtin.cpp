@@ -11,6 +11,7 @@
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_validate.h"
 #include "support/error.h"
+#include "support/cores.h"
 
 namespace loom {
 
@@ -54,7 +55,7 @@ void cpu_stage(ScheduleStatement &st, const LoweredFunc &f, const std::vector<st
                const std::vector<std::string> &rvars, const Halide::Target &t) {
     if (pure.empty()) return;
     int w = t.natural_vector_size(halide_type(f.dtype));
-    int cores = std::max(1u, std::thread::hardware_concurrency());
+    int cores = usable_cores();
     std::string inner = pure.front();
     int64_t ext_in = extent_of(f, inner);
     bool vec = w > 1 && (ext_in < 0 || ext_in >= w);
