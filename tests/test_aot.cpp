@@ -383,17 +383,12 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
 }
 
-// With conv_nhwc in BF16 (D115) every cuDNN conv reads and writes BF16 tensors with channels
-// innermost: the constant filter rounded once at compile time and stored KRSC, the input a Halide
-// copy `<node>_x_nhwc_bf16` (stored NHWC by the schedule, threads along the channels) that the
-// input's other consumers share (the residual Add reads it through `_x_view`), the output an NHWC
-// BF16 extern whose bias and ReLU stay Halide Funcs; a 1x1 conv goes to cuDNN too, not cuBLAS.
-// Without conv_nhwc FP32 and TF32 keep FP32 NCHW stages and no copies. The artifact compiles and
-// links.
-TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
-    using loom::testing::GraphBuilder;
+namespace {
+
+// x -> conv1 (3x3, bias) -> Relu -> conv2 (1x1, bias) + that Relu's output -> Relu -> conv3 (3x3)
+// -> Tanh, all [2, 8, 6, 6], random constant filters; returns conv1's filter.
+std::string residual_conv_block(loom::testing::GraphBuilder &b) {
     using Ints = std::vector<int64_t>;
-    GraphBuilder b;
     const Shape s = {2, 8, 6, 6};
     std::string x = b.input("x", s);
     std::string w1 = b.random_constant("w1", {8, 8, 3, 3}, 1), w2 = b.random_constant("w2", {8, 8, 1, 1}, 2);
@@ -404,6 +399,21 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
     std::string c2 = b.node("Conv", {r1, w2, b2}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "conv2");
     std::string r2 = b.node("Relu", {b.node("Add", {c2, r1}, s, {}, DType::F32, "residual")}, s);
     b.out("Tanh", {b.node("Conv", {r2, w3}, s, k3, DType::F32, "conv3")}, s);
+    return w1;
+}
+
+}  // namespace
+
+// With conv_nhwc in BF16 (D115) every cuDNN conv reads and writes BF16 tensors with channels
+// innermost: the constant filter rounded once at compile time and stored KRSC, the input a Halide
+// copy `<node>_x_nhwc_bf16` (stored NHWC by the schedule, threads along the channels) that the
+// input's other consumers share (the residual Add reads it through `_x_view`), the output an NHWC
+// BF16 extern whose bias and ReLU stay Halide Funcs; a 1x1 conv goes to cuDNN too, not cuBLAS.
+// Without conv_nhwc FP32 and TF32 keep FP32 NCHW stages and no copies. The artifact compiles and
+// links.
+TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
+    loom::testing::GraphBuilder b;
+    const std::string w1 = residual_conv_block(b);
     LowerOptions lo;
     lo.gemm_extern = lo.conv_extern = true;
     // The extern stage a conv's node Func reads.
@@ -512,19 +522,8 @@ TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
 // NHWC; the precision argument carries kConvNhwc and the math of the precision. The schedule
 // stores the copies NHWC with threads along the channels; the artifact compiles and links.
 TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
-    using loom::testing::GraphBuilder;
-    using Ints = std::vector<int64_t>;
-    GraphBuilder b;
-    const Shape s = {2, 8, 6, 6};
-    std::string x = b.input("x", s);
-    std::string w1 = b.random_constant("w1", {8, 8, 3, 3}, 1), w2 = b.random_constant("w2", {8, 8, 1, 1}, 2);
-    std::string w3 = b.random_constant("w3", {8, 8, 3, 3}, 3), b1 = b.random_constant("b1", {8}, 4);
-    std::string b2 = b.random_constant("b2", {8}, 5);
-    const std::map<std::string, AttrValue> k3 = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}};
-    std::string r1 = b.node("Relu", {b.node("Conv", {x, w1, b1}, s, k3, DType::F32, "conv1")}, s);
-    std::string c2 = b.node("Conv", {r1, w2, b2}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "conv2");
-    std::string r2 = b.node("Relu", {b.node("Add", {c2, r1}, s, {}, DType::F32, "residual")}, s);
-    b.out("Tanh", {b.node("Conv", {r2, w3}, s, k3, DType::F32, "conv3")}, s);
+    loom::testing::GraphBuilder b;
+    const std::string w1 = residual_conv_block(b);
     LowerOptions lo;
     lo.gemm_extern = lo.conv_extern = lo.conv_nhwc = true;
     for (Precision prec : {Precision::FP32, Precision::TF32}) {
