@@ -317,6 +317,57 @@ TEST(Autoschedule, RaggedGemmIsTiledThroughAWrapper) {
     }
 }
 
+// A GEMM whose columns do not fill one native vector (a classifier's 10 outputs on AVX-512, 16
+// lanes) takes a micro-kernel of half vectors (8 lanes) with a guarded tail, as on AVX2; it fell to
+// the generic schedule, whose update loaded and stored one accumulator vector per k step
+// (bench/DECISIONS.md#d87-narrow-gemm-half-vectors). Columns under 8 keep the generic schedule.
+TEST(Autoschedule, NarrowGemmTakesHalfVectors) {
+    Builder b;
+    std::string a = b.input("a", {64, 512});
+    b.out("MatMul", {a, b.random_constant("w", {512, 10}, 21)}, {64, 10}, {}, DType::F32, "logits");
+    b.out("MatMul", {a, b.random_constant("w4", {512, 4}, 22)}, {64, 4}, {}, DType::F32, "four");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + print_schedule(r.schedule) + tilings(r));
+        EXPECT_NE(r.tiling_of("logits").path, "gemm.generic");
+        EXPECT_EQ(r.tiling_of("logits").vector_lanes, 8);
+        EXPECT_EQ(r.tiling_of("four").path, "gemm.generic");
+    }
+    check_auto(b.g, "narrow gemm");
+}
+
+// A Concat along the inner dim (a Split's gradient: dq, dk, dv side by side) read by two consumers
+// vectorized along that dim is materialized, each input copied with plain vectors; inlined, every
+// vector of its readers was a select over one gather per input
+// (bench/DECISIONS.md#d94-inner-concat-materialized). A concat along an outer dim is still inlined.
+TEST(Autoschedule, InnerConcatIsMaterialized) {
+    Builder b;
+    std::vector<std::string> parts, rows;
+    for (int k = 0; k < 3; k++) {
+        parts.push_back(b.node("Relu", {b.input("x" + std::to_string(k), {64, 128})}, {64, 128}, {}, DType::F32,
+                               "part" + std::to_string(k)));
+        rows.push_back(b.node("Relu", {b.input("r" + std::to_string(k), {64, 128})}, {64, 128}, {}, DType::F32,
+                              "row" + std::to_string(k)));
+    }
+    std::string cat = b.node("Concat", parts, {64, 384}, {{"axis", int64_t(1)}}, DType::F32, "cat");
+    b.out("ReduceSum", {cat}, {384}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(0)}}, DType::F32, "bias_grad");
+    b.out("Neg", {cat}, {64, 384}, {}, DType::F32, "neg");
+    std::string stacked = b.node("Concat", rows, {192, 128}, {{"axis", int64_t(0)}}, DType::F32, "stacked");
+    b.out("Neg", {stacked}, {192, 128}, {}, DType::F32, "neg_rows");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + print_schedule(r.schedule));
+        EXPECT_TRUE(has_call(r.schedule, "cat", -1, {"compute_root", {}}));
+        EXPECT_EQ(calls_named(r.schedule, "cat", -1, "unroll"), 1u);  // one plain copy per input
+        EXPECT_TRUE(has_call(r.schedule, "stacked", -1, {"compute_inline", {}}));
+    }
+    check_auto(b.g, "inner concat");
+}
+
 // A Linear whose weight is a graph input stored [N, K] (a training step's parameter: no blocked
 // copy as for a constant) has no vectorizable root tile; with a k too long for one tile per
 // micro-kernel it is still tiled through a wrapper whose micro-kernel gathers B, not left to the

@@ -1,7 +1,8 @@
 /* Times a `loom compile --train` artifact's step: N warm-up steps, then R timed steps (median,
  * min), and the peak RSS the process reached (whole process, and above its RSS right after the
  * trainer was created: the step's own working memory). Inputs and target are random (classes for
- * cross_entropy), fixed across steps.
+ * cross_entropy), fixed across steps. On stderr: glibc's bytes in use (mallinfo2) before the first
+ * step and after the last, and the RSS then (what the step's buffers and the kept crossing buffers hold).
  * usage: train_step_driver LIB NAME LOSS(mse|cross_entropy) REPS IN_NUMEL OUT_NUMEL ROWS CLASSES */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <malloc.h>
 
 /* A "VmRSS:" or "VmHWM:" line of /proc/self/status, in KiB. */
 static long status_kib(const char *key) {
@@ -45,6 +47,7 @@ int main(int argc, char **argv) {
     for (long i = 0; i < rows; i++) cls[i] = rand() % classes;
     void *t = create();
     long base = status_kib("VmRSS:");
+    struct mallinfo2 m0 = mallinfo2();
     const void *inputs[1] = {x};
     float loss;
     for (int i = 0; i < 5; i++) step(t, inputs, ce ? (void *)cls : (void *)y, &loss);
@@ -56,6 +59,8 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &b);
         ms[i] = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     }
+    struct mallinfo2 m1 = mallinfo2();
+    fprintf(stderr, "malloc in use %zu -> %zu KiB (mmapped %zu -> %zu KiB), RSS after steps %ld KiB\n", (m0.uordblks + m0.hblkhd) / 1024, (m1.uordblks + m1.hblkhd) / 1024, m0.hblkhd / 1024, m1.hblkhd / 1024, status_kib("VmRSS:"));
     qsort(ms, reps, sizeof(double), cmp);
     printf("median_ms %.4f min_ms %.4f peak_rss_kib %ld step_kib %ld loss %.5f\n", ms[reps / 2], ms[0], status_kib("VmHWM:"),
            status_kib("VmHWM:") - base, loss);

@@ -71,6 +71,12 @@ constexpr int64_t kTaskElems = 256 << 10;
 /// few us, and more with more threads.
 constexpr double kMinParallelMicros = 20;
 
+/// Lanes of a GEMM's column vectors: \p V, halved while \p N columns do not fill one, down to
+/// AVX2's 8 f32 lanes. A classifier's 10 outputs on AVX-512 (16 lanes) then take an 8-lane
+/// micro-kernel and a guarded tail instead of the generic schedule, whose update loaded and stored
+/// one accumulator vector per k step (bench/DECISIONS.md#d87-narrow-gemm-half-vectors).
+int gemm_lanes(int V, int64_t N);
+
 /// The blocking of matmul \p f (computed in an epilogue's tile when \p epilogue) for \p m.
 GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, const ScheduleKnobs &knobs);
 

@@ -111,6 +111,22 @@ struct Planner {
         return b;
     }
 
+    // Whether \p lf concatenates Funcs along its innermost dim, at least a vector wide.
+    bool inner_concat(const LoweredFunc &lf) const {
+        if (lf.op != "Concat" || lf.extents.empty() || lf.producers.empty() || !lf.input_reads.empty() ||
+            lf.extents.back() < m.lanes(lf.dtype))
+            return false;
+        bool split_inner = false;
+        for (const auto &pr : lf.producers) {
+            const auto &pe = fi(pr).lf->extents;
+            if (pe.size() != lf.extents.size()) return false;
+            for (size_t d = 0; d + 1 < pe.size(); d++)
+                if (pe[d] != lf.extents[d]) return false;
+            split_inner |= pe.back() < lf.extents.back();
+        }
+        return split_inner;
+    }
+
     // Decides inline-or-not for every pure non-output Func, consumers first.
     void decide_inlining() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
@@ -169,6 +185,17 @@ struct Planner {
                                         "x evaluations)");
                         break;
                     }
+            // A Concat along the innermost dim reads each input through a clamped index (Halide
+            // evaluates every branch of its select chain): inlined into a consumer vectorized along
+            // that dim, every vector is a select over one gather per input. Materialized, its own
+            // kernel copies each input with plain vectors (Ctx::concat_piece)
+            // (bench/DECISIONS.md#d94-inner-concat-materialized).
+            if (inl && inner_concat(lf)) {
+                inl = false;
+                d.placement = Placement::Root;
+                d.why = str_cat("materialize: a concat along its inner dim; inlined, its ", cs.size(),
+                                " consumer(s) would gather every vector from each input");
+            }
             double recompute = extra * lf.flops_per_point / m.pointwise_flops_per_s();
             double buffered = f.points * (1.0 + (double)cs.size()) / m.pointwise_flops_per_s();
             // Only where the extra evaluations are the readers' own (each reads each point once), not

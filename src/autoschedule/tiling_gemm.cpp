@@ -16,6 +16,10 @@ namespace {
 // k steps a GEMM micro-kernel unrolls (its update's innermost reduction loop).
 constexpr int kGemmKUnroll = 4;
 
+// Narrowest vector (f32 lanes: AVX2's width) a GEMM's columns fall back to when they do not fill
+// the target's (gemm_lanes).
+constexpr int kGemmMinLanes = 8;
+
 // Whether a k loop of \p kext steps unrolls by kGemmKUnroll (four steps amortise the loop's own
 // increments and the A/B address updates; bench/DECISIONS.md#d23-gemm-micro-kernel).
 bool unrolls_k(int64_t kext) { return kext % kGemmKUnroll == 0 && kext >= 2 * kGemmKUnroll; }
@@ -35,6 +39,12 @@ int64_t whole_tiles(int64_t extent, int64_t unit, int64_t def) {
 }
 
 }  // namespace
+
+int gemm_lanes(int V, int64_t N) {
+    int l = V;
+    while (l > kGemmMinLanes && l > N) l /= 2;
+    return l;
+}
 
 std::string Ctx::member_with(Placement pl) const {
     for (const auto &f : k.funcs)
@@ -102,8 +112,8 @@ GemmPlan Ctx::choose_gemm() {
     const auto &e = lf(F).extents;
     const int r = (int)v.size();
     if (r < 2 || f.rvar_extents.empty() || f.rvar_extents[0].size() != 1) return g;
-    const int V = lanes(F);
     const int64_t M = e[r - 2], N = e[r - 1], K = f.rvar_extents[0][0];
+    const int V = gemm_lanes(lanes(F), N);
     const bool epilogue = R != F;
     // j in vector lanes, i unrolled, k outermost in the tile: the accumulators stay in
     // registers. When B is stored [N, K] (a Linear layer) the B loads are gathers; a
@@ -438,8 +448,8 @@ GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, cons
     const auto &e = f.lf->extents;
     size_t r = e.size();
     if (r < 2 || f.rvar_extents.empty() || f.rvar_extents[0].size() != 1) return t;
-    t.V = m.lanes(f.lf->dtype);
     t.M = e[r - 2], t.N = e[r - 1], t.K = f.rvar_extents[0][0];
+    t.V = gemm_lanes(m.lanes(f.lf->dtype), t.N);
     int V = t.V;
     if (!(t.N >= V && (epilogue || f.inner_var_contiguous))) return t;
     t.ok = true;

@@ -17,6 +17,32 @@ std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const 
 
 std::string segment_function(const std::string &fn, size_t k) { return fn + "_s" + std::to_string(k); }
 
+std::vector<int> crossing_storage(const SegmentedPipeline &sp) {
+    const size_t nb = sp.boundaries.size();
+    std::vector<int> last(nb, -1), storage(nb, -1);
+    for (size_t b = 0; b < nb; b++) last[b] = sp.boundaries[b].producer;
+    for (size_t k = 0; k < sp.segments.size(); k++)
+        for (int b : sp.segments[k].reads) last[(size_t)b] = std::max(last[(size_t)b], (int)k);
+    std::vector<size_t> order;
+    for (size_t b = 0; b < nb; b++)
+        if (sp.boundaries[b].graph_output < 0) order.push_back(b);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return sp.boundaries[x].producer < sp.boundaries[y].producer; });
+    std::vector<int> free_after;  // per storage: the last segment that reads what it holds
+    for (size_t b : order) {
+        int s = -1;
+        for (size_t k = 0; k < free_after.size() && s < 0; k++)
+            if (free_after[k] < sp.boundaries[b].producer) s = (int)k;
+        if (s < 0) {
+            s = (int)free_after.size();
+            free_after.push_back(-1);
+        }
+        storage[b] = s;
+        free_after[(size_t)s] = last[b];
+    }
+    return storage;
+}
+
 std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeline &sp, const std::string &fn) {
     const size_t nin = p.inputs.size(), nb = sp.boundaries.size(), nsizes = p.dynamic.symbols.size();
     std::ostringstream os;
@@ -50,6 +76,11 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
     // A model compiled for every size (its sizes follow the inputs among the arguments): each
     // crossing buffer's extents and strides at this call's sizes, and a buffer kept per thread is
     // replaced when it is too small for them.
+    os << "};\n// The storage each crossing buffer uses (crossing_storage): buffers whose lives do not overlap share one.\n"
+       << "const int kStorage[kSlots] = {";
+    const std::vector<int> storage = crossing_storage(sp);
+    for (size_t b = 0; b < nb; b++) os << (b ? ", " : "") << storage[b];
+    if (nb == 0) os << "-1";
     os << "};\nconstexpr int kNumSizes = " << nsizes << ";\n";
     if (nsizes > 0) {
         os << kFloorDiv64Source << "void shape_at(int b, const int64_t *size, int *extent, int *stride) {\n"
@@ -74,7 +105,7 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
        << "thread_local Scratch scratch;\n}  // namespace\n\n"
        << "extern \"C\" int " << fn << "_argv(void **args) {\n"
        << "    halide_buffer_t buf[kSlots];\n    halide_dimension_t dim[kSlots][kMaxDims];\n"
-       << "    void **host = scratch.host;\n    void *crossing[kSlots] = {};\n    int r = 0;\n";
+       << "    void **host = scratch.host;\n    void *crossing[kSlots] = {};\n    size_t need[kSlots] = {};\n    int r = 0;\n";
     if (nsizes > 0)
         os << "    int64_t size[kNumSizes];\n"
            << "    for (int i = 0; i < kNumSizes; i++) size[i] = *(const int32_t *)args[kNumIn + i];\n";
@@ -93,20 +124,29 @@ std::string segment_chain_source(const LoweredPipeline &p, const SegmentedPipeli
        << "            dim[b][d].stride = stride[d];\n            dim[b][d].flags = 0;\n"
        << "            elems *= (size_t)extent[d];\n        }\n"
        << "        size_t bytes = (elems * (c.bits / 8) + 63) / 64 * 64;\n"
-       << "        if (host[b] && scratch.bytes[b] < bytes) {\n"
-       << "            free(host[b]);\n            host[b] = nullptr;\n        }\n"
-       << "        if (!host[b]) {\n            host[b] = aligned_alloc(64, bytes ? bytes : 64);\n"
-       << "            scratch.bytes[b] = host[b] ? bytes : 0;\n        }\n"
-       << "        if (!host[b]) {\n"
-       << "            char msg[256];\n"
-       << "            snprintf(msg, sizeof msg, \"out of host memory for %s (%zu bytes), a buffer between the \"\n"
-       << "                     \"model's pipelines\", c.name, bytes);\n"
-       << "            halide_error(nullptr, msg);\n"
-       << "            r = halide_error_code_out_of_memory;\n            break;\n        }\n"
-       << "        memset(&buf[b], 0, sizeof buf[b]);\n        buf[b].host = (uint8_t *)host[b];\n"
+       << "        if (!bytes) bytes = 64;\n"
+       << "        if (need[kStorage[b]] < bytes) need[kStorage[b]] = bytes;\n"
+       << "        memset(&buf[b], 0, sizeof buf[b]);\n"
        << "        buf[b].type.code = (halide_type_code_t)c.code;\n        buf[b].type.bits = c.bits;\n        buf[b].type.lanes = 1;\n"
        << "        buf[b].dimensions = c.dims;\n        buf[b].dim = dim[b];\n        crossing[b] = &buf[b];\n"
-       << "    }\n";
+       << "    }\n"
+       << "    for (int s = 0; s < kNumCrossing && r == 0; s++) {\n"
+       << "        if (host[s] && scratch.bytes[s] < need[s]) {\n"
+       << "            free(host[s]);\n            host[s] = nullptr;\n        }\n"
+       << "        if (!host[s] && need[s]) {\n            host[s] = aligned_alloc(64, need[s]);\n"
+       << "            scratch.bytes[s] = host[s] ? need[s] : 0;\n"
+       << "            if (!host[s]) {\n"
+       << "                const char *name = \"\";\n"
+       << "                for (int b = 0; b < kNumCrossing; b++)\n"
+       << "                    if (kStorage[b] == s) name = kCrossing[b].name;\n"
+       << "                char msg[256];\n"
+       << "                snprintf(msg, sizeof msg, \"out of host memory for %s (%zu bytes), a buffer between the \"\n"
+       << "                         \"model's pipelines\", name, need[s]);\n"
+       << "                halide_error(nullptr, msg);\n"
+       << "                r = halide_error_code_out_of_memory;\n            }\n        }\n"
+       << "    }\n"
+       << "    for (int b = 0; b < kNumCrossing && r == 0; b++)\n"
+       << "        if (kStorage[b] >= 0) buf[b].host = (uint8_t *)host[kStorage[b]];\n";
     for (size_t k = 0; k < sp.segments.size(); k++) {
         const PipelineSegment &seg = sp.segments[k];
         os << "    if (r == 0) {  // segment " << k << ": " << seg.funcs << " Funcs\n        void *a[] = {";

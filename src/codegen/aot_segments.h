@@ -29,6 +29,13 @@ namespace loom {
 /// model compiled for every size, then the boundaries it reads, in SegmentedPipeline::boundaries order.
 std::vector<Halide::Argument> segment_arguments(const LoweredPipeline &p, const SegmentedPipeline &sp, size_t k);
 
+/// The storage each crossing buffer of \p sp uses (index per boundary; -1 for a graph output, which
+/// lives in the caller's buffer): boundaries whose lives (from the segment that computes one to the
+/// last that reads it) do not overlap share one, sized for the largest at each call. A training
+/// step's backward crosses its cuts with many buffers that die a segment later; each in storage of
+/// its own, the kept buffers grew with the number of cuts.
+std::vector<int> crossing_storage(const SegmentedPipeline &sp);
+
 /// Name of segment \p k's Halide function for the pipeline function \p fn.
 std::string segment_function(const std::string &fn, size_t k);
 
