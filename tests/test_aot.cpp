@@ -384,16 +384,12 @@ TEST(Aot, CudaConvCallsCudnnExternStage) {
     EXPECT_NE(output.find("libcudnn.so"), std::string::npos) << output;
 }
 
-// In BF16 (D115) every cuDNN conv reads and writes BF16 tensors with channels innermost: the
-// constant filter rounded once at compile time and stored KRSC, the input a Halide copy
-// `<node>_x_nhwc_bf16` (stored NHWC by the schedule, threads along the channels) that the input's
-// other consumers share (the residual Add reads it through `_x_view`), the output an NHWC BF16
-// extern whose bias and ReLU stay Halide Funcs; a 1x1 conv goes to cuDNN too, not cuBLAS. FP32 and
-// TF32 keep FP32 NCHW stages and no copies. The artifact compiles and links.
-TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
-    using loom::testing::GraphBuilder;
+namespace {
+
+// x -> conv1 (3x3, bias) -> Relu -> conv2 (1x1, bias) + that Relu's output -> Relu -> conv3 (3x3)
+// -> Tanh, all [2, 8, 6, 6], random constant filters; returns conv1's filter.
+std::string residual_conv_block(loom::testing::GraphBuilder &b) {
     using Ints = std::vector<int64_t>;
-    GraphBuilder b;
     const Shape s = {2, 8, 6, 6};
     std::string x = b.input("x", s);
     std::string w1 = b.random_constant("w1", {8, 8, 3, 3}, 1), w2 = b.random_constant("w2", {8, 8, 1, 1}, 2);
@@ -404,6 +400,21 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
     std::string c2 = b.node("Conv", {r1, w2, b2}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "conv2");
     std::string r2 = b.node("Relu", {b.node("Add", {c2, r1}, s, {}, DType::F32, "residual")}, s);
     b.out("Tanh", {b.node("Conv", {r2, w3}, s, k3, DType::F32, "conv3")}, s);
+    return w1;
+}
+
+}  // namespace
+
+// With conv_nhwc in BF16 (D115) every cuDNN conv reads and writes BF16 tensors with channels
+// innermost: the constant filter rounded once at compile time and stored KRSC, the input a Halide
+// copy `<node>_x_nhwc_bf16` (stored NHWC by the schedule, threads along the channels) that the
+// input's other consumers share (the residual Add reads it through `_x_view`), the output an NHWC
+// BF16 extern whose bias and ReLU stay Halide Funcs; a 1x1 conv goes to cuDNN too, not cuBLAS.
+// Without conv_nhwc FP32 and TF32 keep FP32 NCHW stages and no copies. The artifact compiles and
+// links.
+TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
+    loom::testing::GraphBuilder b;
+    const std::string w1 = residual_conv_block(b);
     LowerOptions lo;
     lo.gemm_extern = lo.conv_extern = true;
     // The extern stage a conv's node Func reads.
@@ -420,6 +431,7 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
         EXPECT_EQ(stage_of(p, "conv3").output_types()[0], Halide::Float(32)) << precision_name(prec);
     }
     lo.gemm_precision = Precision::BF16;
+    lo.conv_nhwc = true;
     LoweredPipeline p = lower_graph(b.g, lo);
     EXPECT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"}) << "the 1x1 conv is cuDNN's too";
     std::vector<std::string> copies;
@@ -440,7 +452,7 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
         ASSERT_EQ(dims.size(), 4u);
         EXPECT_EQ(dims[0].var, ext.args()[2]) << conv << ": channels innermost in memory";  // args (w, h, c, n)
         const std::vector<Halide::ExternFuncArgument> &args = ext.extern_arguments();
-        EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, 2 + kConvBf16Nhwc) << conv;
+        EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, 2 + kConvNhwc) << conv;
         EXPECT_EQ(args[3 + 4 + 7].expr.as<Halide::Internal::IntImm>()->value, 0) << conv << ": mode 0, no fused ReLU";
     }
     // conv1's filter: bfloat16 bits in KRSC order (Halide order c, s, r, k).
@@ -463,9 +475,9 @@ TEST(Aot, CudaBf16ConvsAreBf16Nhwc) {
 }
 
 // A kernel reading a BF16 NHWC stage through inlined Funcs (here a MaxPool of a conv's biased
-// output) is stored NHWC with its threads along the channels, its init and its taps in the same
-// tiles (D116); in FP32 nothing reads NHWC data and no kernel reorders its storage. The artifact
-// compiles and links.
+// output) is stored NHWC with its threads along the channels (D116), a reduction's init and taps in
+// each thread's registers (D118); with NCHW convs nothing reads NHWC data and no kernel reorders
+// its storage. The artifact compiles and links.
 TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
     using loom::testing::GraphBuilder;
     using Ints = std::vector<int64_t>;
@@ -487,16 +499,89 @@ TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
     std::string text = print_schedule(gpu_auto_schedule(fp32, t));
     EXPECT_EQ(text.find("reorder_storage"), std::string::npos) << text;
     lo.gemm_precision = Precision::BF16;
+    lo.conv_nhwc = true;
     LoweredPipeline p = lower_graph(b.g, lo);
     text = print_schedule(gpu_auto_schedule(p, t));
-    EXPECT_NE(text.find("pool.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos) << text;
-    const size_t up = text.find("pool.update(0)");
-    ASSERT_NE(up, std::string::npos) << text;
-    const std::string update = text.substr(up, text.find(';', up) - up);
-    EXPECT_NE(update.find(".gpu_threads(ct, wt)"), std::string::npos) << update;
-    EXPECT_NE(update.find("r.x, r.y, ct, wt"), std::string::npos) << "the taps serial inside each thread: " << update;
+    // Its consumers read a wrapper stored NHWC with threads along the channels; each thread
+    // computes its vector of channels, init and taps, in registers (D118).
+    const size_t wrapper = text.find("pool_w.compute_root()\n    .reorder_storage(c, w, h, n)");
+    ASSERT_NE(wrapper, std::string::npos) << text;
+    EXPECT_NE(text.substr(wrapper, text.find(';', wrapper) - wrapper).find(".gpu_threads(ct, wt)"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("pool.compute_at(pool_w, ct).reorder(c, w, h, n).vectorize(c);"), std::string::npos) << text;
+    EXPECT_NE(text.find("pool.update(0).reorder(c, r.x, r.y, w, h, n).vectorize(c);"), std::string::npos)
+        << "the taps serial inside each thread, the channels a vector: " << text;
     auto [object, output] = cuda_artifact(p, "nhwc_pool");
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+}
+
+// With conv_nhwc in FP32 and TF32 (D117) the cuDNN convs read and write FP32 tensors with channels
+// innermost: the filter stored KRSC at compile time (exact FP32 values), the graph input a Halide
+// copy `<node>_x_nhwc` stored NHWC, and a conv whose sole consumer is a Relu keeps cuDNN's fused
+// bias and ReLU, its NHWC output read by the next conv as it is (no copy). The 1x1 conv is cuDNN's
+// (not cuBLAS), its bias a Halide Func fused into the residual Add, whose ReLU the last conv copies
+// NHWC; the precision argument carries kConvNhwc and the math of the precision. The schedule
+// stores the copies NHWC with threads along the channels; the artifact compiles and links.
+TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
+    loom::testing::GraphBuilder b;
+    const std::string w1 = residual_conv_block(b);
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = lo.conv_nhwc = true;
+    for (Precision prec : {Precision::FP32, Precision::TF32}) {
+        SCOPED_TRACE(precision_name(prec));
+        lo.gemm_precision = prec;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        EXPECT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"}) << "the 1x1 conv is cuDNN's too";
+        std::vector<std::string> copies;
+        for (const auto &f : p.funcs)
+            if (f.channels_last && f.feeds_extern) {
+                copies.push_back(f.name);
+                EXPECT_EQ(f.dtype, DType::F32) << f.name;
+            }
+        EXPECT_EQ(copies, (std::vector<std::string>{"conv1_x_nhwc", "conv3_x_nhwc"}))
+            << "conv2 reads conv1's fused NHWC output as it is";
+        std::vector<Halide::Internal::Function> stages;
+        for (const auto &f : p.funcs)
+            if (f.is_extern) stages.push_back(f.func.function());
+        for (const auto &f : p.funcs)
+            for (const auto &c : Halide::Internal::find_direct_calls(f.func.function()))
+                if (c.second.has_extern_definition() &&
+                    std::none_of(stages.begin(), stages.end(), [&](const auto &e) { return e.name() == c.second.name(); }))
+                    stages.push_back(c.second);
+        ASSERT_EQ(stages.size(), 3u);
+        int fused = 0;
+        for (const auto &ext : stages) {
+            EXPECT_EQ(ext.output_types()[0], Halide::Float(32)) << ext.name();
+            const auto &dims = ext.schedule().storage_dims();
+            ASSERT_EQ(dims.size(), 4u);
+            EXPECT_EQ(dims[0].var, ext.args()[2]) << ext.name() << ": channels innermost in memory";
+            const std::vector<Halide::ExternFuncArgument> &args = ext.extern_arguments();
+            EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, (int)prec + kConvNhwc) << ext.name();
+            fused += args[3 + 4 + 7].expr.as<Halide::Internal::IntImm>()->value;
+            // The filter: FP32 in KRSC order (Halide order c, s, r, k), values exact.
+            Halide::Buffer<float> wb = args[1].buffer;
+            ASSERT_EQ(wb.dimensions(), 4);
+            EXPECT_EQ(wb.dim(0).extent(), 8) << ext.name() << ": input channels innermost";
+        }
+        EXPECT_EQ(fused, 1) << "conv1's bias and ReLU in cuDNN";
+        Halide::Buffer<float> w1b = stages[0].extern_arguments()[1].buffer;
+        const float *wf = static_cast<const float *>(b.g.constant(w1)->data());
+        for (int k : {0, 5})
+            for (int c : {1, 7})
+                for (int r : {0, 2})
+                    for (int q : {1, 2}) EXPECT_EQ(w1b(c, q, r, k), wf[((k * 8 + c) * 3 + r) * 3 + q]);
+        std::string text = print_schedule(gpu_auto_schedule(p, aot_target("cuda")));
+        EXPECT_NE(text.find("conv3_x_nhwc.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos) << text;
+        EXPECT_NE(text.find(".gpu_threads(ct, wt)"), std::string::npos) << text;
+        if (prec == Precision::TF32) {
+            auto [object, output] = cuda_artifact(p, "tf32_nhwc_convs");
+            EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+        }
+    }
+    // FP16 keeps FP32 NCHW stages (no FP16 copies yet), whatever conv_nhwc says.
+    lo.gemm_precision = Precision::FP16;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    for (const auto &f : p.funcs) EXPECT_FALSE(f.channels_last) << f.name;
 }
 
 // With gemm_extern, a 1x1 conv (stride 1, no pads, one group) is a cuBLAS GEMM per image

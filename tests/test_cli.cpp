@@ -209,6 +209,23 @@ TEST(Cli, AutoscheduleWritesCudaScheduleAndNeverOverwrites) {
     EXPECT_HAS(r.out, "--report");
 }
 
+// On CUDA the cuDNN convs take channels-last tensors where tensor cores run them, tf32 and bf16
+// (D115, D117): the schedule stores the first conv's input copy NHWC; fp32 (FMA kernels, slower
+// NHWC) and fp16 keep cuDNN's NCHW stages and no copy.
+TEST(Cli, CudaConvsAreChannelsLastInTf32AndBf16) {
+    const std::string p = temp_dir() + "/cnn.cuda.sched";
+    for (const char *prec : {"fp32", "tf32", "bf16", "fp16"}) {
+        std::filesystem::remove(p);
+        Result r = run_loom("autoschedule " + data_path("cnn.onnx") + " --target cuda --precision " + prec + " -o " + p);
+        ASSERT_EQ(r.rc, 0) << r.out;
+        std::ifstream f(p);
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const bool copy = text.find("_x_nhwc") != std::string::npos;
+        EXPECT_EQ(copy, std::string(prec) == "tf32" || std::string(prec) == "bf16") << prec << "\n" << text;
+        if (copy) EXPECT_HAS(text, ".reorder_storage(c, w, h, n)");
+    }
+}
+
 // --tf32 only means something where cuBLAS/cuDNN run: on the host it is refused, naming the flag.
 TEST(Cli, Tf32OnHostIsAUserError) {
     std::string out = temp_dir() + "/tf32_host";

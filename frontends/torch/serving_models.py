@@ -88,6 +88,7 @@ def torchvision_model(name):
 # name -> (factory(batch), input shape(batch), description)
 MODELS = {
     "resnet50": (lambda b: torchvision_model("resnet50"), lambda b: (b, 3, 224, 224), "torchvision ResNet-50"),
+    "resnet18": (lambda b: torchvision_model("resnet18"), lambda b: (b, 3, 224, 224), "torchvision ResNet-18"),
     "mobilenet_v3_large": (lambda b: torchvision_model("mobilenet_v3_large"), lambda b: (b, 3, 224, 224),
                            "torchvision MobileNetV3-large"),
     "vit_b_16": (lambda b: torchvision_model("vit_b_16"), lambda b: (b, 3, 224, 224), "torchvision ViT-B/16"),

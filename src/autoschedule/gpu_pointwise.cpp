@@ -70,8 +70,9 @@ namespace {
 // 16-byte vectors (4-wide when they do not divide), threads along the channels then the columns,
 // rows and images fused into one block dim; \p inner (a reduction's RVars) run serially inside each
 // thread, outside the vector. Splits of an update take GuardWithIf (Halide refuses RoundUp there).
-void channels_last_tiles(ScheduleStatement &st, const LoweredFunc &f, const std::vector<std::string> &inner,
-                         bool update) {
+// Returns the thread var along the channels and the vector width.
+std::pair<std::string, int> channels_last_tiles(ScheduleStatement &st, const LoweredFunc &f,
+                                                const std::vector<std::string> &inner, bool update) {
     const std::string &n = f.vars[0], &c = f.vars[1], &h = f.vars[2], &w = f.vars[3];
     const int64_t nc = f.extents[1], nw = f.extents[3];
     const int want = 16 / std::max(1, dtype_size(f.dtype));
@@ -102,6 +103,7 @@ void channels_last_tiles(ScheduleStatement &st, const LoweredFunc &f, const std:
     st.add("reorder", order);
     st.add("gpu_threads", {ct, wt});
     st.add("gpu_blocks", blocks);
+    return {ct, v};
 }
 
 }  // namespace
@@ -115,11 +117,35 @@ void GpuCtx::channels_last_kernel(const LoweredFunc &f) {
     s.statements.push_back(st);
 }
 
+// The reduction's consumers read a wrapper `<r>_w` tiled as a channels-last kernel; each thread
+// computes its vector of channels of \p r (init, then every tap) in registers and stores it once,
+// instead of reading and writing the output in memory at every tap
+// (bench/DECISIONS.md#d118-gpu-channels-last-taps-in-registers).
 void GpuCtx::channels_last_reduction(const LoweredFunc &r) {
-    channels_last_kernel(r);
+    const std::string w = r.name + "_w";
+    ScheduleStatement wrap(r.name);
+    wrap.add("in", {}, w);
+    s.statements.push_back(wrap);
+    ScheduleStatement ws(w);
+    ws.add("compute_root");
+    ws.comments.push_back("channels-last reduction: its wrapper stored NHWC, threads along the channels; each "
+                          "thread's channels reduced in registers");
+    const std::string &n = r.vars[0], &c = r.vars[1], &h = r.vars[2], &x = r.vars[3];
+    ws.add("reorder_storage", {c, x, h, n});
+    const auto [ct, v] = channels_last_tiles(ws, r, {}, false);
+    s.statements.push_back(ws);
+    ScheduleStatement fs(r.name);
+    fs.add("compute_at", {w, ct}).add("reorder", {c, x, h, n});
     ScheduleStatement up(r.name, 0);
-    std::vector<std::string> taps = r.update_rvars[0];
-    channels_last_tiles(up, r, taps, true);
+    std::vector<ScheduleArg> order = {c};
+    for (const auto &tap : r.update_rvars[0]) order.push_back(tap);
+    for (const std::string *d : {&x, &h, &n}) order.push_back(*d);
+    up.add("reorder", order);
+    if (v > 1) {
+        fs.add("vectorize", {c});
+        up.add("vectorize", {c});
+    }
+    s.statements.push_back(fs);
     s.statements.push_back(up);
 }
 

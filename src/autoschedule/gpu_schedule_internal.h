@@ -197,8 +197,8 @@ struct GpuCtx {
     /// A pure rank-4 Func stored channels innermost (LoweredFunc::channels_last): reorder_storage
     /// to NHWC, 16-byte vectors and the threads along the channels, then along the columns.
     void channels_last_kernel(const LoweredFunc &f);
-    /// channels_last_kernel for a reduction's init, and its update in the same tiles with the
-    /// reduction serial inside each thread (a pool or a depthwise conv over NHWC data).
+    /// A reduction over a few taps of NHWC data (a pool, a depthwise conv): a wrapper tiled as
+    /// channels_last_kernel, each thread reducing its channels' taps in registers.
     void channels_last_reduction(const LoweredFunc &r);
 
     // gpu_reduction.cpp

@@ -55,6 +55,9 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
                precision_name(precision), " sets the math of the cuBLAS/cuDNN stages, and --no-cublas --no-cudnn "
                "leaves none (Halide's kernels compute in FP32); drop --precision or one of them");
     lo.gemm_precision = (lo.gemm_extern || lo.conv_extern) ? precision : Precision::FP32;
+    // Channels-last cuDNN convs where tensor cores run them (FP32's FMA kernels are slower NHWC):
+    // bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs.
+    lo.conv_nhwc = lo.conv_extern && (precision == Precision::TF32 || precision == Precision::BF16);
     lo.attention_extern = cuda && !flags.no_cudnn && precision == Precision::BF16;
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;

@@ -35,6 +35,9 @@ struct Plan {
     int same = 0;              // consecutive calls with the last call's pointers
     int recaptures = 0;        // pointer changes after a capture; past kMaxRecaptures, no graphs
     bool no_graph = false;     // capture failed or pointers keep changing: call cuDNN directly
+    // Mode 1 as three calls (convolution, bias, ReLU in place): no fused candidate ran for these
+    // descriptors (a layout or type the fused call does not take).
+    bool split = false;
 };
 
 // A plan captures its call once the same pointers come twice in a row, and gives graphs up when
@@ -68,14 +71,19 @@ int reserve_workspace(size_t bytes) {
 }
 
 // The stage's one cuDNN call for plan \p p with algorithm \p algo (its \p workspace bytes of
-// g_workspace): y = relu(conv(x, w) + bias) in one call (\p mode 1), else the plain convolution.
+// g_workspace): y = relu(conv(x, w) + bias) in one call (\p mode 1; three when p.split), else the
+// plain convolution.
 cudnnStatus_t convolve(const Plan &p, int mode, cudnnConvolutionFwdAlgo_t algo, size_t workspace, const void *x,
                        const void *w, const void *bias, void *y) {
     const float one = 1.0f, zero = 0.0f;
-    return mode ? cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace,
-                                                        workspace, &zero, p.y, y, p.bias, bias, p.relu, p.y, y)
-                : cudnnConvolutionForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace, workspace,
-                                          &zero, p.y, y);
+    if (mode && !p.split)
+        return cudnnConvolutionBiasActivationForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace,
+                                                     workspace, &zero, p.y, y, p.bias, bias, p.relu, p.y, y);
+    cudnnStatus_t s = cudnnConvolutionForward(g_handle, &one, p.x, x, p.w, w, p.conv, algo, g_workspace, workspace,
+                                              &zero, p.y, y);
+    if (mode && ok(s)) s = cudnnAddTensor(g_handle, &one, p.bias, bias, &one, p.y, y);
+    if (mode && ok(s)) s = cudnnActivationForward(g_handle, p.relu, &one, p.y, y, &zero, p.y, y);
+    return s;
 }
 
 // Launches plan \p p's graph on the legacy default stream; if the launch fails, drops the graph
@@ -153,12 +161,14 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         return 0;
     }
     if (w->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;  // constants: never queried
-    // precision + 8: x, the filter and y are bfloat16 bits, channels innermost (the filter KRSC,
-    // Halide order c/g, s, r, k; x and y as their strides say), so cuDNN runs BF16 kernels with no
-    // layout conversion.
-    const bool bf16 = (precision & 8) != 0;
-    const int K = w->dim[3].extent, Cg = w->dim[bf16 ? 0 : 2].extent, R = w->dim[bf16 ? 2 : 1].extent,
-              S = w->dim[bf16 ? 1 : 0].extent;
+    // precision + 8 (kConvNhwc): x, the filter and y have channels innermost (the filter KRSC,
+    // Halide order c/g, s, r, k; x and y as their strides say), bfloat16 bits under BF16 and FP32
+    // otherwise, so cuDNN runs NHWC kernels with no layout conversion.
+    const bool nhwc = (precision & 8) != 0;
+    const int32_t math_precision = precision & 7;
+    const bool bf16 = nhwc && math_precision == 2;
+    const int K = w->dim[3].extent, Cg = w->dim[nhwc ? 0 : 2].extent, R = w->dim[nhwc ? 2 : 1].extent,
+              S = w->dim[nhwc ? 1 : 0].extent;
     const int oN = y->dim[3].extent, oK = y->dim[2].extent, oH = y->dim[1].extent, oW = y->dim[0].extent;
     for (int d = 0; d < 4; d++)
         if (y->dim[d].min != 0) return fail("the output region must start at 0 (compute the extern at root)", d);
@@ -167,7 +177,6 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
     const char *const names[] = {"X", "W", "the bias"};
     if (int r = stage_on_device(in, names, 3, y)) return r;
 
-    const int32_t math_precision = precision & 7;
     if (bf16 && mode) return fail("the fused bias and ReLU take FP32 tensors only", mode);
     const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 
@@ -186,7 +195,7 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
                                                    (int)x->dim[2].stride, (int)x->dim[1].stride, (int)x->dim[0].stride);
         if (ok(s)) s = cudnnSetTensor4dDescriptorEx(p.y, data, oN, oK, oH, oW, (int)y->dim[3].stride,
                                                    (int)y->dim[2].stride, (int)y->dim[1].stride, (int)y->dim[0].stride);
-        if (ok(s)) s = cudnnSetFilter4dDescriptor(p.w, data, bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, K, Cg, R, S);
+        if (ok(s)) s = cudnnSetFilter4dDescriptor(p.w, data, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, K, Cg, R, S);
         if (ok(s)) s = cudnnSetConvolution2dDescriptor(p.conv, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
         if (ok(s)) s = cudnnSetConvolutionGroupCount(p.conv, groups);
@@ -224,31 +233,37 @@ extern "C" int loom_cudnn_conv(halide_buffer_t *x, halide_buffer_t *w, halide_bu
         // otherwise invisible: two processes may time the same candidates differently).
         const char *debug_env = getenv("LOOM_DEBUG");
         const bool debug = debug_env && strcmp(debug_env, "0") != 0;
-        for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
-            // Skip failures and math the precision does not allow.
-            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (math_precision == 0 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
-                continue;
-            if (math_precision == 1 && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-            // Run it in the math mode it was timed in (cuDNN's advice for Find results).
-            if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
-            if (int r = reserve_workspace(perf[i].memory)) return r;
-            tried++;
-            auto enqueue = [&] { return ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy)); };
-            float ms = gpu_time_ms(enqueue);
-            if (debug)
-                fprintf(stderr, "loom_cudnn_conv %dx%dx%dx%d -> %d (%dx%d): candidate algo %d, %zu B workspace: %.4f ms\n",
-                        N, C, H, W, K, R, S, (int)perf[i].algo, perf[i].memory, ms);
-            if (ms < 0) continue;
-            if (best < 0 || ms < best) {
-                best = ms;
-                p.algo = perf[i].algo;
-                p.workspace = perf[i].memory;
-                p.math = perf[i].mathType;
+        // A second pass, when no fused candidate ran, times mode 1 as three calls (Plan::split).
+        for (int pass = 0; pass < (mode ? 2 : 1) && best < 0; pass++) {
+            p.split = pass == 1;
+            for (int i = 0, tried = 0; i < found && tried < kTimedCandidates; i++) {
+                // Skip failures and math the precision does not allow.
+                if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+                if (math_precision == 0 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+                    continue;
+                if (math_precision == 1 && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+                // Run it in the math mode it was timed in (cuDNN's advice for Find results).
+                if (!ok(cudnnSetConvolutionMathType(p.conv, perf[i].mathType))) continue;
+                if (int r = reserve_workspace(perf[i].memory)) return r;
+                tried++;
+                auto enqueue = [&] { return ok(convolve(p, mode, perf[i].algo, perf[i].memory, cx, cw, cb, cy)); };
+                float ms = gpu_time_ms(enqueue);
+                if (debug)
+                    fprintf(stderr, "loom_cudnn_conv %dx%dx%dx%d -> %d (%dx%d): candidate algo %d, %zu B workspace: %.4f ms\n",
+                            N, C, H, W, K, R, S, (int)perf[i].algo, perf[i].memory, ms);
+                if (ms < 0) continue;
+                if (best < 0 || ms < best) {
+                    best = ms;
+                    p.algo = perf[i].algo;
+                    p.workspace = perf[i].memory;
+                    p.math = perf[i].mathType;
+                }
             }
         }
         if (best < 0) return fail("cuDNN found no algorithm for this convolution that runs", found);
-        if (debug) fprintf(stderr, "loom_cudnn_conv: chose algo %d (%.4f ms)\n", (int)p.algo, best);
+        if (debug)
+            fprintf(stderr, "loom_cudnn_conv: chose algo %d (%.4f ms)%s\n", (int)p.algo, best,
+                    p.split ? ", bias and ReLU as separate calls" : "");
         if (!ok(cudnnSetConvolutionMathType(p.conv, p.math))) return fail("cudnnSetConvolutionMathType", 0);
         it = g_plans.emplace(key, p).first;
     }

@@ -18,10 +18,11 @@
 /// PyTorch's `cudnn.benchmark`), its math set by the precision (lower/precision.h): CUDNN_FMA_MATH
 /// (full FP32) for 0, CUDNN_TENSOR_OP_MATH (TF32) for 1, _ALLOW_CONVERSION (tensor cores on
 /// operands converted to 16 bits) for 2 (BF16) and 3 (FP16); the
-/// workspace is kept between calls. Precision plus kConvBf16Nhwc (lower/extern_stages.h; mode 0
-/// only): x, w and y are bfloat16 bits, w stored KRSC (Halide order c/g, s, r, k) and x and y in
-/// whatever layout their strides give (lowering stores them NHWC), so that cuDNN runs BF16 kernels
-/// with FP32 accumulation and converts no layout. Stream: the legacy default stream (Halide's); context: the
+/// workspace is kept between calls. Precision plus kConvNhwc (lower/extern_stages.h): w stored KRSC
+/// (Halide order c/g, s, r, k) and x and y in whatever layout their strides give (lowering stores
+/// them NHWC), so that cuDNN converts no layout; under BF16 (mode 0 only) x, w and y are bfloat16
+/// bits and cuDNN runs BF16 kernels with FP32 accumulation, otherwise they are FP32 and the math is
+/// the precision's. Stream: the legacy default stream (Halide's); context: the
 /// calling thread's (runtime_glue.h).
 ///
 /// \code

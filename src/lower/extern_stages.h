@@ -19,10 +19,10 @@ inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
 /// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act) when its
 /// A and B are bfloat16 bits rather than FP32: cuBLAS then computes in FP32 from BF16 operands.
 inline constexpr int kGemmBf16Operands = 16;
-/// Added to loom_cudnn_conv's precision argument when x, the filter and y are bfloat16 bits with
-/// channels innermost (NHWC; the filter KRSC): cuDNN then runs BF16 tensor-core kernels on them,
-/// accumulating in FP32, with no layout conversion of its own.
-inline constexpr int kConvBf16Nhwc = 8;
+/// Added to loom_cudnn_conv's precision argument when x, the filter and y have their channels
+/// innermost (NHWC; the filter KRSC): bfloat16 bits under Precision::BF16 (BF16 tensor-core kernels
+/// accumulating in FP32), FP32 otherwise; cuDNN then converts no layout of its own.
+inline constexpr int kConvNhwc = 8;
 /// loom_cublaslt_bias_act's activations.
 inline constexpr int kCublasLtRelu = 1, kCublasLtGeluTanh = 2;
 

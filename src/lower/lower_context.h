@@ -119,18 +119,19 @@ public:
     }
 
     /// Rebinds graph value \p name, already bound, to \p f (which computes the same values): ops
-    /// lowered later read \p f. A conv stage in BF16 rebinds its input to a read of the BF16 NHWC
-    /// copy it makes, so that the input's other consumers share that copy and the FP32 producer
-    /// is inlined into it instead of written to memory too.
+    /// lowered later read \p f. An NHWC conv stage (LowerOptions::conv_nhwc) rebinds its input to
+    /// a read of the NHWC copy it makes, so that the input's other consumers share that copy and
+    /// the producer is inlined into it instead of written to memory too.
     void rebind(const std::string &name, Halide::Func f);
-    /// The BF16 NHWC Func (channels innermost, bfloat16 bits) holding graph value \p name, made
-    /// by a conv stage in BF16 (its output, or the copy of its input); undefined when none.
-    Halide::Func nhwc_bf16(const std::string &name) const {
-        auto it = nhwc_bf16_.find(name);
-        return it == nhwc_bf16_.end() ? Halide::Func() : it->second;
+    /// The NHWC Func (channels innermost; bfloat16 bits under Precision::BF16, else FP32) holding
+    /// graph value \p name, made by an NHWC conv stage (its output, or the copy of its input);
+    /// undefined when none.
+    Halide::Func nhwc(const std::string &name) const {
+        auto it = nhwc_.find(name);
+        return it == nhwc_.end() ? Halide::Func() : it->second;
     }
-    /// Records \p f as value \p name in BF16 NHWC (see nhwc_bf16).
-    void note_nhwc_bf16(const std::string &name, Halide::Func f) { nhwc_bf16_[name] = f; }
+    /// Records \p f as value \p name stored NHWC (see nhwc).
+    void note_nhwc(const std::string &name, Halide::Func f) { nhwc_[name] = f; }
 
     /// The LoweredFunc record of a Func made by make_func (InternalError if \p f is not one).
     LoweredFunc &record(const Halide::Func &f);
@@ -169,7 +170,7 @@ private:
     std::map<std::string, std::string> wrappers_;
     std::set<std::string> used_names_;
     std::map<std::string, Halide::Func> fused_nodes_;
-    std::map<std::string, Halide::Func> nhwc_bf16_;
+    std::map<std::string, Halide::Func> nhwc_;
 };
 
 /// Vars as Exprs (for index lists).

@@ -63,8 +63,8 @@ struct LoweredFunc {
     /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
     /// model vectorizes such a conv over output channels (one dense load per weight vector).
     int conv_weight_block = 0;
-    /// A rank-4 (n, c, h, w) Func stored channels innermost (NHWC), the layout a cuDNN stage in
-    /// BF16 reads (LowerOptions::conv_extern with Precision::BF16): the GPU auto-scheduler stores
+    /// A rank-4 (n, c, h, w) Func stored channels innermost (NHWC), the layout an NHWC cuDNN stage
+    /// reads (LowerOptions::conv_nhwc): the GPU auto-scheduler stores
     /// it so (reorder_storage) and runs its threads along the channels, so that its reads of
     /// NHWC library outputs and its own writes stay coalesced.
     bool channels_last = false;
@@ -92,6 +92,13 @@ struct LowerOptions {
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
+    /// With conv_extern, under Precision::FP32, TF32 or BF16: those cuDNN stages (1x1 convs too,
+    /// which then leave cuBLAS) read and write tensors with the channels innermost (NHWC; the
+    /// filter KRSC, laid out at compile time), bfloat16 bits under BF16 and FP32 otherwise; each
+    /// input is a Halide copy stored NHWC (LoweredFunc::channels_last) that the value's other
+    /// consumers share. Off (and under FP16): FP32 NCHW stages, cuDNN converting layouts itself.
+    /// The CLI sets it for TF32 and BF16 (library_lowering).
+    bool conv_nhwc = false;
     /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
     /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`
     /// (codegen/cudnn_attention.h) on BF16 copies of q, k and v made by Halide Funcs.

@@ -14,8 +14,9 @@
 // stays a Halide Func unless cuDNN fuses it with a ReLU. One whose weights are a graph value (a
 // training step's parameter) is cuDNN's forward pass, a ConvTranspose by such weights its
 // data-gradient pass, and autodiff's filter gradient its filter-gradient pass
-// (loom_cudnn_conv_pass). Under Precision::BF16 the constant-weight cuDNN stages (1x1 ones too)
-// take and give BF16 tensors with channels innermost (bf16_nhwc_operand, kConvBf16Nhwc).
+// (loom_cudnn_conv_pass). With LowerOptions::conv_nhwc the constant-weight cuDNN stages (1x1 ones
+// too) take and give tensors with channels innermost, BF16 under Precision::BF16 and FP32
+// otherwise (nhwc_operand, kConvNhwc).
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
@@ -85,13 +86,15 @@ RDom conv_rdom(const ConvParams &p, int64_t cin_per_group) {
     return RDom(region, "r");
 }
 
-// Graph value \p x as the BF16 NHWC input of a conv stage in BF16 (kConvBf16Nhwc): the Func a
-// conv stage made it in (an output without bias, or an earlier copy), else a new copy
-// `<node>_x_nhwc_bf16` computed at root. An op's output that is no graph output is then rebound
-// to a read of the copy, so that its other consumers (a residual add, a second conv) share it and
-// its FP32 Func, read by the copy alone, is inlined into it rather than stored as well.
-bool bf16_nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x, Halide::ExternFuncArgument &arg) {
-    if (Func f = ctx.nhwc_bf16(x); f.defined()) {
+// Graph value \p x as the NHWC input of an NHWC conv stage (kConvNhwc), bfloat16 bits when \p bf16
+// and FP32 otherwise: the Func a conv stage made it in (an output without Halide bias, or an
+// earlier copy), else a new copy `<node>_x_nhwc_bf16` / `<node>_x_nhwc` computed at root. An op's
+// output that is no graph output is then rebound to a read of the copy, so that its other
+// consumers (a residual add, a second conv) share it and its Func, read by the copy alone, is
+// inlined into it rather than stored as well.
+bool nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x, bool bf16,
+                  Halide::ExternFuncArgument &arg) {
+    if (Func f = ctx.nhwc(x); f.defined()) {
         arg = f;
         return true;
     }
@@ -100,19 +103,21 @@ bool bf16_nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x
     const bool graph_output = std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end();
     if (!ctx.has_value(x) || ctx.constant(x)) return false;
     const Shape &sx = ctx.shape(x);
-    Func copy = ctx.make_func(node, "x_nhwc_bf16", sx);
+    Func copy = ctx.make_func(node, bf16 ? "x_nhwc_bf16" : "x_nhwc", sx);
     std::vector<Var> v = ctx.vars(4);
-    ctx.define(copy, v, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(x, exprs(v)))));
-    ctx.note_cost(copy, true, 4);
+    Expr value = LowerContext::cast_to(DType::F32, ctx.at(x, exprs(v)));
+    ctx.define(copy, v, bf16 ? bf16_bits(value) : value);
+    ctx.note_cost(copy, true, bf16 ? 4 : 1);
     LoweredFunc &rec = ctx.record(copy);
-    rec.dtype = DType::I16;
+    rec.dtype = bf16 ? DType::I16 : DType::F32;
     rec.feeds_extern = true;
     rec.channels_last = true;
     for (int k = 0; k < 4; k++) copy.bound(v[k], 0, (int)sx[k]);
-    ctx.note_nhwc_bf16(x, copy);
+    ctx.note_nhwc(x, copy);
     if (!graph_input && !graph_output) {
         Func view = ctx.make_func(node, "x_view", sx);
-        ctx.define(view, v, from_bf16_bits(LowerContext::call(copy, exprs(v))));
+        Expr read = LowerContext::call(copy, exprs(v));
+        ctx.define(view, v, bf16 ? from_bf16_bits(read) : read);
         ctx.note_cost(view, true, 1);
         ctx.rebind(x, view);
     }
@@ -145,27 +150,36 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         if (d <= 0 || d >= (1LL << 31)) return Func();
     const Tensor *cb = node.has_input(2) ? ctx.constant(node.inputs[2]) : nullptr;
     if (node.has_input(2) && (!cb || cb->dtype() != DType::F32 || cb->numel() != sw[0])) return Func();
-    // In BF16, x, the filter and y are BF16 with channels innermost (kConvBf16Nhwc): given FP32
-    // NCHW tensors cuDNN runs TF32 kernels and converts layouts on every call, the constant
-    // filter included (bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs). The bias and any ReLU then
-    // stay Halide Funcs, fused into the next copy.
-    const bool nhwc_bf16 = ctx.options.gemm_precision == Precision::BF16;
+    // With conv_nhwc, x, the filter and y have channels innermost (kConvNhwc), BF16 in BF16: given
+    // NCHW tensors cuDNN converts layouts on every call, the constant filter included
+    // (bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs). In BF16
+    // the bias and any ReLU stay Halide Funcs, fused into the next copy (cuDNN's fused call takes
+    // FP32 tensors only); in FP32 cuDNN still applies them, and its NHWC output is the next
+    // conv's input as it is.
+    const Precision prec = ctx.options.gemm_precision;
+    const bool nhwc = ctx.options.conv_nhwc && prec != Precision::FP16, bf16 = nhwc && prec == Precision::BF16;
     const Node *relu =
-        nhwc_bf16 ? nullptr : ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
+        bf16 ? nullptr : ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
     Halide::ExternFuncArgument arg_x, arg_w;
-    if (nhwc_bf16) {
-        if (!bf16_nhwc_operand(ctx, node, x, arg_x)) return Func();
-        // Halide order (c/g, s, r, k): the KRSC filter cuDNN's NHWC kernels read, rounded once here.
-        Halide::Buffer<uint16_t> wb({(int)sw[1], (int)sw[3], (int)sw[2], (int)sw[0]},
-                                    ctx.reserve_name("c_" + sanitize_name(w) + "_cudnn_bf16"));
+    if (nhwc) {
+        if (!nhwc_operand(ctx, node, x, bf16, arg_x)) return Func();
+        // Halide order (c/g, s, r, k): the KRSC filter cuDNN's NHWC kernels read, rounded once here in BF16.
+        const std::vector<int> krsc = {(int)sw[1], (int)sw[3], (int)sw[2], (int)sw[0]};
+        const std::string name = ctx.reserve_name("c_" + sanitize_name(w) + (bf16 ? "_cudnn_bf16" : "_cudnn_krsc"));
+        Halide::Buffer<uint16_t> wh;
+        Halide::Buffer<float> wf32;
+        if (bf16) wh = Halide::Buffer<uint16_t>(krsc, name);
+        else wf32 = Halide::Buffer<float>(krsc, name);
         const float *wf = static_cast<const float *>(cw->data());
         for (int64_t k = 0; k < sw[0]; k++)
             for (int64_t c = 0; c < sw[1]; c++)
                 for (int64_t r = 0; r < sw[2]; r++)
-                    for (int64_t q = 0; q < sw[3]; q++)
-                        wb((int)c, (int)q, (int)r, (int)k) =
-                            Halide::bfloat16_t(wf[((k * sw[1] + c) * sw[2] + r) * sw[3] + q]).to_bits();
-        arg_w = Halide::ExternFuncArgument(wb);
+                    for (int64_t q = 0; q < sw[3]; q++) {
+                        const float value = wf[((k * sw[1] + c) * sw[2] + r) * sw[3] + q];
+                        if (bf16) wh((int)c, (int)q, (int)r, (int)k) = Halide::bfloat16_t(value).to_bits();
+                        else wf32((int)c, (int)q, (int)r, (int)k) = value;
+                    }
+        arg_w = bf16 ? Halide::ExternFuncArgument(wh) : Halide::ExternFuncArgument(wf32);
     } else {
         if (!ctx.extern_operand(x, arg_x)) return Func();
         std::vector<int> sizes(sw.rbegin(), sw.rend());  // Halide order (s, r, c/g, k)
@@ -183,15 +197,16 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     std::vector<Var> v = ctx.vars(4);
     std::vector<Halide::ExternFuncArgument> args = {arg_x, arg_w, Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
-    const int64_t precision = (int64_t)ctx.options.gemm_precision + (nhwc_bf16 ? kConvBf16Nhwc : 0);
+    const int64_t precision = (int64_t)prec + (nhwc ? kConvNhwc : 0);
     for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
                       p.group, (int64_t)(relu ? 1 : 0), precision})
         args.push_back(Expr((int)e));
-    ext.define_extern(kCudnnConv, args, nhwc_bf16 ? Halide::UInt(16) : Halide::Float(32),
+    ext.define_extern(kCudnnConv, args, bf16 ? Halide::UInt(16) : Halide::Float(32),
                       std::vector<Var>(v.rbegin(), v.rend()), Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
-    if (nhwc_bf16) {
+    if (nhwc) {
         ext.reorder_storage(v[1], v[3], v[2], v[0]);  // c, w, h, n: NHWC
-        if (!node.has_input(2)) ctx.note_nhwc_bf16(y, ext);
+        if (relu) ctx.note_nhwc(relu->outputs[0], ext);
+        else if (!node.has_input(2)) ctx.note_nhwc(y, ext);
     }
     ext.compute_root();  // an extern: no schedule touches it
     ctx.note_extern_call(kCudnnConv, ext, sy);
@@ -211,8 +226,9 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
 // [C_out, C_in] matrix, N, C, H, W, C_out, precision, then y.
 Func cublas_pointwise_conv(LowerContext &ctx, const Node &node, const ConvParams &p) {
     if (!ctx.options.gemm_extern || p.sp != 2 || p.group != 1) return Func();
-    // In BF16 cuDNN takes it, in the NHWC layout of the convs around it (cudnn_conv).
-    if (ctx.options.conv_extern && ctx.options.gemm_precision == Precision::BF16) return Func();
+    // With NHWC convs cuDNN takes it, in the layout of the convs around it (cudnn_conv).
+    if (ctx.options.conv_extern && ctx.options.conv_nhwc && ctx.options.gemm_precision != Precision::FP16)
+        return Func();
     for (int d = 0; d < 2; d++)
         if (p.kernel[d] != 1 || p.strides[d] != 1 || p.pad_begin[d] != 0 || p.pad_end[d] != 0) return Func();
     const std::string &x = node.inputs[0], &w = node.inputs[1], &y = node.outputs[0];
@@ -347,7 +363,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
         std::vector<Expr> at = exprs(v);
         if (swapped) std::swap(at[0], at[1]);  // the filter gradient [K, C, r, s] read as [C, K, r, s]
         Expr e = LowerContext::call(ext, at);
-        if (e.type() == Halide::UInt(16)) e = from_bf16_bits(e);  // a BF16 NHWC stage (kConvBf16Nhwc)
+        if (e.type() == Halide::UInt(16)) e = from_bf16_bits(e);  // a BF16 NHWC stage (kConvNhwc)
         if (node.has_input(2)) e += LowerContext::cast_to(dt, ctx.at(node.inputs[2], {v[1]}));  // no bias in the library call
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
