@@ -67,8 +67,10 @@ std::map<std::string, Function> direct_reads(const Function &f) {
 }
 
 /// The wrapper that \p callee has for consumer \p f (`callee.in(f)`, or a global `callee.in()`
-/// unless \p f is that wrapper: lowering makes \p f read it instead), or \p callee itself.
+/// unless \p f is that wrapper: lowering makes \p f read it instead), or \p callee itself (also
+/// where \p f is \p callee: an update reads its own Func, never a wrapper of it).
 Function read_through_wrapper(const Function &callee, const Function &f) {
+    if (callee.same_as(f)) return callee;
     const auto &w = callee.schedule().wrappers();
     auto it = w.find(f.name());
     if (it == w.end()) it = w.find("");
