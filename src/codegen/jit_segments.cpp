@@ -12,8 +12,8 @@
 #include <set>
 #include <thread>
 
-#include "support/error.h"
 #include "support/cores.h"
+#include "support/error.h"
 
 namespace loom {
 
@@ -32,10 +32,8 @@ struct RootGraph {
     std::set<std::pair<std::string, std::string>> reads;  ///< (root, root it reads)
     std::vector<std::pair<std::string, std::string>> ties;  ///< roots that must share a segment
     std::set<std::string> whole_buffer;        ///< roots another segment may read as a buffer
-    /// A Func's only wrapper when that is global (`f.in()`: every reader but the wrapper reads
-    /// it) → the wrapped LoweredFunc, whose shape the wrapper has.
-    std::map<std::string, const LoweredFunc *> global_wrapper_of;
-    /// Such a wrapper's name → the Func it wraps.
+    /// A global wrapper's name (`f.in()`, `f`'s only wrapper: every reader but the wrapper reads
+    /// it) → the graph Func `f` it wraps, whose shape the wrapper has.
     std::map<std::string, std::string> wrapped_by;
 };
 
@@ -237,10 +235,7 @@ RootGraph analyze(const LoweredPipeline &p) {
     for (const auto &[name, f] : g.env) {
         const auto &w = f.schedule().wrappers();
         if (w.size() != 1 || !w.begin()->first.empty()) continue;
-        if (const LoweredFunc *lf = p.find_realized(name)) {
-            g.global_wrapper_of[name] = lf;
-            g.wrapped_by[Function(w.begin()->second).name()] = name;
-        }
+        if (p.find_realized(name)) g.wrapped_by[Function(w.begin()->second).name()] = name;
     }
 
     // Which roots may be read across a cut: Funcs the graph made (known extents) or their global

@@ -10,11 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "support/error.h"
 #include "support/cores.h"
+#include "support/error.h"
 
 namespace loom {
 

@@ -4,14 +4,13 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "schedule/schedule_header.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/schedule_validate.h"
-#include "support/error.h"
 #include "support/cores.h"
+#include "support/error.h"
 
 namespace loom {
 
