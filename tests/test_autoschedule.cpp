@@ -826,6 +826,41 @@ TEST(Autoschedule, InlinedPadOfARootConvIsComputedPerChannelBlock) {
     check_auto_with_avx2(b.g, "depthwise conv of an SE block, its pad per channel block");
 }
 
+// An FPN's smoothing conv (DBNet): its padded input is the nearest 2x upsample of a coarser level
+// plus a lateral, which the plan inlines into the pad. The pad, with them, is computed per task of
+// the channel-tiled conv (its rows in cache for every channel block), not in a root pass whose
+// rows every channel block read back from memory (D125); the compute_inline of the upsample and
+// the add stay in the schedule, and it matches the reference.
+TEST(Autoschedule, ConvPadWithInlinedProducersIsComputedPerTask) {
+    Builder b;
+    std::string lateral = b.input("lateral", {1, 96, 40, 40});
+    std::string coarse = b.input("coarse", {1, 96, 20, 20});
+    std::string scales = b.constant(Tensor::from_doubles(DType::F32, {4}, {1, 1, 2, 2}));
+    std::string up = b.node("Resize", {coarse, "", scales}, {1, 96, 40, 40}, {{"mode", std::string("nearest")}},
+                            DType::F32, "up");
+    std::string sum = b.node("Add", {lateral, up}, {1, 96, 40, 40}, {}, DType::F32, "sum");
+    std::string conv = b.node("Conv", {sum, b.random_constant("w", {32, 96, 3, 3}, 71)}, {1, 32, 40, 40},
+                              {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+                              DType::F32, "smooth");
+    b.out("Relu", {conv}, {1, 32, 40, 40});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult r = plan_on(lp, fm);
+        std::string text = print_schedule(r.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(r));
+        ASSERT_NE(r.plan.decision("smooth"), nullptr);
+        const KernelTiling t = r.tiling_of(r.plan.decision("smooth")->kernel);
+        EXPECT_EQ(t.path, "conv.channel_tile");
+        EXPECT_EQ(t.pad_per, "task");
+        EXPECT_EQ(text.find("smooth_pad.compute_root()"), std::string::npos);
+        EXPECT_NE(text.find("smooth_pad.compute_at("), std::string::npos);
+        EXPECT_NE(text.find("up.compute_inline()"), std::string::npos);
+        EXPECT_NE(text.find("sum.compute_inline()"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "FPN smoothing conv, its fused pad per task");
+}
+
 // A pool's small window (3x3 = 9 taps) is unrolled inside the vectorized update, so that the
 // accumulator stays in a register; the schedule is correct.
 TEST(Autoschedule, SmallWindowsAreUnrolled) {

@@ -866,7 +866,14 @@ void emit_kernel(const LoweredPipeline &p, const std::map<std::string, FuncInfo>
                  const MachineModel &m, const ScheduleKnobs &knobs, std::vector<ScheduleStatement> &out,
                  std::vector<std::string> &func_names, KernelTiling &tiling) {
     Ctx c{p, info, plan, k, target, m, knobs, out, func_names, tiling};
-    if (k.funcs.size() == 1 && !conv_of_pad(p, info, plan, m, k.root).empty()) return;  // conv() places it
+    if (std::string conv = conv_of_pad(p, info, plan, m, k.root); !conv.empty()) {  // conv() places it
+        const size_t inlined = out.size();
+        c.inline_members();
+        if (out.size() > inlined)
+            out[inlined].comments.insert(out[inlined].comments.begin(),
+                                         str_cat("inlined into ", k.root, ", which ", conv, " computes per task"));
+        return;
+    }
     const size_t first = out.size();
     switch (k.kind) {
     case KernelKind::Gemm: c.gemm(); break;

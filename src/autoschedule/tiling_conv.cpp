@@ -64,17 +64,28 @@ static bool depthwise(const FuncInfo &c) {
 
 // The padded input of a rank-4 conv computed per block of rows of the conv's tile owner: \p pad
 // is a pointwise Conv-op Func whose one consumer is a conv (with a reduction) tiled either along
-// rows under an epilogue (rows of at least a vector) or over channels with its row blocks outer.
-// conv() schedules it (compute_at the row block); its own kernel emits nothing. Returns that
-// conv, or "".
+// rows under an epilogue (rows of at least a vector) or over channels with its row blocks outer
+// (then the pad's kernel may hold producers inlined into it as well).
+// conv() schedules it (compute_at the row block); its own kernel emits only those producers'
+// compute_inline. Returns that conv, or "".
 std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                         const FusionPlan &plan, const MachineModel &m, const std::string &pad) {
     auto it = info.find(pad);
     if (it == info.end() || !it->second.is_conv || it->second.has_update || it->second.lf->is_output) return "";
-    bool own_kernel = false;  // materialised alone (not inlined into, nor fused with, anything)
-    for (const auto &k : plan.kernels) own_kernel |= k.root == pad && k.funcs.size() == 1;
+    const Kernel *pad_kernel = nullptr;
+    for (const auto &k : plan.kernels)
+        if (k.root == pad) pad_kernel = &k;
     const FuncDecision *pd = plan.decision(pad);
-    if (!own_kernel || !pd || pd->placement != Placement::Root) return "";
+    if (!pad_kernel || !pd || pd->placement != Placement::Root) return "";
+    // Materialised alone, or with pointwise producers inlined into it and nothing else (an FPN's
+    // upsample + add, a ReLU): those are computed per task with it.
+    const bool alone = pad_kernel->funcs.size() == 1;
+    bool only_inlined = true;
+    for (const auto &f : pad_kernel->funcs) {
+        const FuncDecision *fd = plan.decision(f);
+        only_inlined &= f == pad || (fd && fd->placement == Placement::Inline);
+    }
+    if (!only_inlined) return "";
     std::string conv;
     for (const auto &f : p.funcs)
         for (const auto &pr : f.producers)
@@ -93,9 +104,13 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         // A depthwise conv that is a graph output runs its channel blocks in parallel (conv()'s
         // last path): a block reads only its own input channels, so their padded planes are
         // computed there (in L2) instead of in a pass of their own.
-        if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
+        // A channel tile with its row blocks outer computes the pad per task with the producers
+        // inlined into it: at root, the task's rows of a 160x160 pad of 96 channels came back from
+        // memory for every channel block (bench/DECISIONS.md#d125-fused-conv-pads-per-task).
         if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper
             return channel_tile_rows_outer(c, m) && (epilogue || k.root == conv) ? conv : "";
+        if (!alone) return "";
+        if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
         const int V = m.lanes(c.lf->dtype);  // conv()'s row blocks: only under an epilogue
         return epilogue && c.lf->extents[3] >= V && V >= 4 ? conv : "";
     }

@@ -27,8 +27,9 @@ inline int fit_lanes(int V, int64_t extent) {
     return l >= 4 || (l >= 2 && V <= 4) ? l : 0;
 }
 
-/// The conv whose row blocks compute \p pad, a padded conv input in a kernel of its own (that
-/// kernel then emits nothing: Ctx::conv places it), or "".
+/// The conv whose row blocks compute \p pad, a padded conv input in a kernel of its own, alone or
+/// with producers inlined into it (that kernel then emits only their compute_inline: Ctx::conv
+/// places the pad), or "".
 std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, FuncInfo> &info,
                         const FusionPlan &plan, const MachineModel &m, const std::string &pad);
 
