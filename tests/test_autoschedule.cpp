@@ -404,43 +404,6 @@ TEST(Autoschedule, GemmOfAnInputWeightIsTiledThroughAWrapper) {
         }
 }
 
-// A training step's Linear of a long k (1024) whose output two kernels read (so no epilogue): its B
-// strip (k x NR) overflows L1, and at root every micro-kernel streamed it from L2; it is
-// cache-blocked under a wrapper instead, k in chunks that keep a strip in L1, its 64 rows (one
-// row tile) in column tiles enough for both cores. The same GEMM of constant weights keeps its
-// root column panels (bench/DECISIONS.md#d114-long-k-gemm-of-parameters-cache-blocked). Both
-// correct.
-TEST(Autoschedule, LongKGemmOfParametersIsCacheBlocked) {
-    for (bool parameter : {true, false})
-        for (const FixedMachine &fm : both_levels()) {
-            Builder b;
-            std::string a = b.input("a", {64, 1024});
-            std::string w = parameter ? b.input("w", {512, 1024}) : b.random_constant("w", {512, 1024}, 31);
-            std::string bias = parameter ? b.input("bias", {512}) : b.random_constant("bias", {512}, 32);
-            std::string fc = b.node("Gemm", {a, w, bias}, {64, 512}, {{"transB", int64_t(1)}}, DType::F32, "fc");
-            b.out("Relu", {fc}, {64, 512}, {}, DType::F32, "act");
-            b.out("Neg", {fc}, {64, 512}, {}, DType::F32, "saved");
-            prepare_graph(b.g);
-            if (parameter) ASSERT_EQ(transpose_gemm_value_weights(b.g), 1);
-            LoweredPipeline lp = lower_graph(b.g);
-            AutoScheduleResult r = plan_on(lp, fm);
-            const KernelTiling &t = r.tiling_of("fc");
-            SCOPED_TRACE(str_cat(fm.name, parameter ? " parameter\n" : " constant\n", print_schedule(r.schedule), tilings(r)));
-            if (parameter) {
-                EXPECT_EQ(t.path, "gemm.cache_blocked");
-                EXPECT_TRUE(t.wrapper);
-                EXPECT_GT(t.k_chunk, 0);
-                EXPECT_LT(t.k_chunk, 1024);
-                EXPECT_LE((int64_t)t.k_chunk * t.tile_n * 4, fm.model.l1_bytes * 3 / 4);
-                EXPECT_NE(print_schedule(r.schedule).find(str_cat(".split(j, jo, jt, ", 512 / 4)), std::string::npos);
-            } else {
-                EXPECT_EQ(t.path, "gemm.root_tiles");
-                EXPECT_FALSE(t.wrapper);
-            }
-            check_auto(b.g, parameter ? "long-k gemm of parameters" : "long-k gemm of constants");
-        }
-}
-
 // A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:
 // its column panels (or column tiles) are the parallel loop, not the rows. It is correct.
 TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {

@@ -139,16 +139,7 @@ GemmPlan Ctx::choose_gemm() {
     // a constant): no root tile vectorizes it, and the generic schedule left the product scalar;
     // the wrapper's micro-kernel gathers B instead (bench/DECISIONS.md#d98-gemm-of-a-parameter-weight).
     const bool gathered_input = !epilogue && !root_tile.ok && !lf(F).input_reads.empty();
-    // A GEMM of computed or parameter operands (no constant weights: a training step's Linear,
-    // whose output the backward reads too, so it has no epilogue) whose B strip (K x NR) overflows
-    // L1 streams that strip from L2 for every micro-kernel at root: under the wrapper k runs in
-    // chunks of KC, so each strip stays in L1 across the tile's rows
-    // (bench/DECISIONS.md#d114-long-k-gemm-of-parameters-cache-blocked). Constant weights keep
-    // their column panels at root (D28: blocking them under a wrapper measured no faster).
-    const bool long_strip = !epilogue && root_tile.ok && f.constant_bytes.empty() &&
-                            K * root_tile.NR * f.esize > (int64_t)m.l1_bytes * 3 / 4;
-    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows &&
-                      (short_k || ragged || gathered_input || long_strip);
+    const bool wrap = !epilogue && knobs.tile_wrappers && gt.ok && !few_rows && (short_k || ragged || gathered_input);
     const bool per_kernel = wrap && short_k;
     if (!epilogue && !wrap) gt = root_tile;
     if (!gt.ok) return g;  // no vectorised micro-kernel (N under a vector, or gathered B at root)
@@ -165,14 +156,6 @@ GemmPlan Ctx::choose_gemm() {
         N % (4 * V) == 0 && M >= 4 && m.vector_registers >= 32 && K * (4 + 4 * V) * f.esize <= (int64_t)m.l1_bytes * 3 / 4) {
         gt.NR = 4 * V;
         gt.MR = 4;
-    }
-    if (wrap && long_strip && !per_kernel) {
-        // Its tiles are the tasks: a batch of 64 rows is one row tile, so the column tiles are
-        // halved (whole micro-kernels) until every core has two.
-        double batch = 1;
-        for (int d = 0; d + 2 < r; d++) batch *= (double)e[d];
-        auto tiles = [&] { return batch * (double)((M + gt.MC - 1) / gt.MC) * (double)((N + gt.NCt - 1) / gt.NCt); };
-        while (tiles() < 2 * std::max(1, m.cores) && gt.NCt / 2 >= gt.NR && (gt.NCt / 2) % gt.NR == 0) gt.NCt /= 2;
     }
     g.F = F;
     g.T = wrap ? fresh(func_names, F + "_out") : R;
