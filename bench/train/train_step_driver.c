@@ -3,6 +3,8 @@
  * trainer was created: the step's own working memory). Inputs and target are random (classes for
  * cross_entropy), fixed across steps. On stderr: glibc's bytes in use (mallinfo2) before the first
  * step and after the last, and the RSS then (what the step's buffers and the kept crossing buffers hold).
+ * With LOOM_THREADING=openmp the artifact's parallel loops run on OpenMP's team (NAME_set_threading(1))
+ * instead of Halide's thread pool.
  * usage: train_step_driver LIB NAME LOSS(mse|cross_entropy) REPS IN_NUMEL OUT_NUMEL ROWS CLASSES */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -45,6 +47,13 @@ int main(int argc, char **argv) {
     for (long i = 0; i < in_n; i++) x[i] = rand() / (float)RAND_MAX * 2 - 1;
     for (long i = 0; i < out_n; i++) y[i] = rand() / (float)RAND_MAX * 2 - 1;
     for (long i = 0; i < rows; i++) cls[i] = rand() % classes;
+    const char *threading = getenv("LOOM_THREADING");
+    if (threading && !strcmp(threading, "openmp")) {
+        snprintf(sym, sizeof sym, "%s_set_threading", argv[2]);
+        int (*set_threading)(int) = (int (*)(int))dlsym(lib, sym);
+        if (!set_threading) { fprintf(stderr, "missing %s\n", sym); return 1; }
+        set_threading(1);
+    }
     void *t = create();
     long base = status_kib("VmRSS:");
     struct mallinfo2 m0 = mallinfo2();
