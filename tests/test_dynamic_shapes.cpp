@@ -17,6 +17,7 @@
 #include "graph_builder.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
 #include "schedule/size_specialization.h"
 #include "test_util.h"
@@ -271,6 +272,60 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
     std::ofstream(path) << text;
     auto sizes = sizes_of("x", {{1, 4, 8, 16}, {1, 4, 3, 5}, {2, 4, 9, 31}, {1, 4, 8, 8}});
     expect_one_compile_serves(b.g, sizes, path);
+}
+
+// A GEMM's accumulator computed at its wrapper's column loop `jo` (a split of a dim that does not
+// move) lies inside the wrapper's row tiles `io` (a moving dim's split): it covers a 6-row tile,
+// and in the specialization its whole row loop unrolls as the plan wrote it, as a compile for one
+// size does. Before, any loop that was not itself a piece of a moving split counted as spanning the
+// whole moving rows, and the rows stayed a loop (the accumulators in memory). Plan on the fixed
+// avx2_2core machine; checked against the reference at sequences 1, the tile -1, +-0, +1 and prime.
+TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    // The plan before it is applied (applying splits the pipeline's Funcs).
+    LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
+    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    int tiles = 0;
+    for (const auto &st : em.main.schedule.statements)
+        for (const auto &c : st.calls) {
+            // `g.compute_at(g_out, jo)` where g_out is g's wrapper: the GEMM micro-kernel.
+            if (c.name != "compute_at" || c.args.size() < 2 || c.args[0].name != st.func + "_out") continue;
+            tiles++;
+            for (int stage : {-1, 0}) {
+                auto it = plan.find({st.func, stage});
+                ASSERT_NE(it, plan.end()) << st.func << " stage " << stage;
+                EXPECT_TRUE(it->second.whole_loops) << st.func << " stage " << stage << " (" << it->second.text << ")";
+            }
+        }
+    EXPECT_GE(tiles, 4) << "the plan no longer computes the GEMMs per tile of their wrappers";
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{2, 64, 64}, {1, 1, 64}, {2, 5, 64}, {1, 6, 64}, {3, 7, 64}, {1, 17, 64},
+                                      {2, 15, 64}, {1, 16, 64}}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", s}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 7);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+    }
 }
 
 TEST(DynamicShapes, TransformerPlannedAtAShortSequence) {

@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include "schedule/schedule_internal.h"
+
 namespace loom {
 
 namespace {
@@ -260,22 +262,29 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
         }
     }
     // Whether a Func computed at loop \p loop of Func \p host covers a tile of it rather than whole
-    // moving loops: the loop is a moving loop itself, or a piece of a split (the outer piece of a
-    // moving loop's, or an inner one). Computed at the outer piece of a split of a loop that does
-    // not move, it spans the host's whole moving loops inside.
+    // moving loops: no loop of the host inside \p loop moves (only constant pieces of split moving
+    // loops are inside; their outer pieces at or outside \p loop), in the host's final loop order.
+    // A GEMM's accumulator computed at `jo` of its wrapper, inside the wrapper's row tiles `io`,
+    // covers a 6-row tile though `jo` splits a dim that does not move. Computed at the outer piece
+    // of a split of a loop that does not move with a whole moving loop inside (`compute_at(add, co)`
+    // over whole moving rows), it spans that loop.
+    sched_internal::Model final_model = sched_internal::build_model(p, target);
+    for (const auto &st : s.statements) sched_internal::check_statement(final_model, st, s.file);
     auto in_moving_tile = [&](const std::string &host, const std::string &loop) {
-        const LoweredFunc *hf = func_of.at(host);
-        auto moving_var = [&](const std::string &v) {
-            for (size_t i = 0; i < hf->vars.size() && i < hf->dynamic_vars.size(); i++)
-                if (hf->vars[i] == v) return bool(hf->dynamic_vars[i]);
-            return false;
-        };
-        if (moving_var(loop)) return true;
-        for (const auto &[key, hp] : plans) {
-            if (key.first != host) continue;
-            if (hp.inner.count(loop)) return true;
-            auto r = hp.root.find(loop);
-            if (hp.step.count(loop) && hp.step.at(loop) > 1 && r != hp.root.end() && moving_var(r->second)) return true;
+        const sched_internal::FuncModel *hm = final_model.find(host);
+        if (!hm) return false;
+        std::set<std::string> fused_moving;  // fuses of a moving loop, in any of the host's stages
+        for (const auto &[key, hp] : plans)
+            if (key.first == host)
+                for (const auto &[n, r] : hp.root)
+                    if (r == "?") fused_moving.insert(n);
+        // Halide's LoopLevel(f, var) is the last stage that has the var.
+        for (auto st = hm->stages.rbegin(); st != hm->stages.rend(); ++st) {
+            int at = st->find(loop);
+            if (at < 0) continue;
+            for (int d = 0; d < at; d++)
+                if (st->dims[d].moves || fused_moving.count(st->dims[d].name)) return false;
+            return true;
         }
         return false;
     };
