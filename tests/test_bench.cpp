@@ -2,6 +2,9 @@
 // schedule reported in its row while the others run, eager/inline validate; plus the FLOP and
 // byte counts and the machine file the roofline comes from.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -17,6 +20,7 @@
 #include "measure/machine_probe.h"
 #include "measure/peer_process.h"
 #include "measure/peer_worker.h"
+#include "support/cores.h"
 #include "support/error.h"
 #include "test_util.h"
 
@@ -584,6 +588,43 @@ TEST(MachineProbe, CopyProbeIsFinitePositiveForAnyThreadCount) {
         EXPECT_GT(gbps, 0.1) << threads;
         EXPECT_LT(gbps, 1e5) << threads;
     }
+}
+
+// The share of the cores a probe had: CPU seconds over wall seconds times threads, within [0, 1].
+TEST(MachineProbe, CpuShareIsCpuTimeOverWallTimeTimesThreads) {
+    EXPECT_DOUBLE_EQ(probe_cpu_share(2.0, 1.0, 2), 1.0);
+    EXPECT_DOUBLE_EQ(probe_cpu_share(1.0, 1.0, 2), 0.5);
+    EXPECT_DOUBLE_EQ(probe_cpu_share(0.9, 1.0, 1), 0.9);
+    EXPECT_DOUBLE_EQ(probe_cpu_share(3.0, 1.0, 2), 1.0);  // clock skew never reads above 1
+    EXPECT_DOUBLE_EQ(probe_cpu_share(1.0, 0.0, 2), 0.0);
+    EXPECT_DOUBLE_EQ(probe_cpu_share(1.0, 1.0, 0), 0.0);
+    EXPECT_LT(probe_cpu_share(0.5, 1.0, 1), kMinProbeCpuShare);
+}
+
+// Probed while two spinning processes per core compete for every core, the rates are used for
+// that run (positive, finite) but never written to the cache file: a cache written under load made
+// every later plan on that host assume a machine half as fast as it is.
+TEST(MachineProbe, RatesProbedOnBusyCoresAreNotCached) {
+    Scratch s;
+    std::vector<pid_t> spinners;
+    for (int i = 0; i < 2 * usable_cores(); i++) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            volatile double x = 1;
+            for (;;) x = x * 1.0000001 + 1e-9;
+        }
+        spinners.push_back(pid);
+    }
+    MachineModel m = probe_machine(true, s.path("busy.txt"));  // Scratch writes machine.txt itself
+    for (pid_t pid : spinners) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+    }
+    EXPECT_TRUE(m.measured);
+    EXPECT_TRUE(std::isfinite(m.copy_gbps) && m.copy_gbps > 0);
+    EXPECT_TRUE(std::isfinite(m.gflops) && m.gflops > 0);
+    EXPECT_FALSE(std::filesystem::exists(s.path("busy.txt")));
 }
 
 // A row above the probed FMA peak can only mean a low probe: the table says so and names the fix

@@ -17,8 +17,19 @@ namespace loom {
 /// registers are left at their defaults (the probe knows no Halide target).
 MachineModel probe_machine(bool force = false, const std::string &path = machine_cache_path());
 
-/// Runs only the probes (no cache): copy bandwidth in GB/s and FMA rate in GFLOP/s.
-double probe_copy_gbps(int threads);
-double probe_gflops(int threads);
+/// Runs only the probes (no cache): copy bandwidth in GB/s and FMA rate in GFLOP/s, the best of a
+/// few repetitions. \p cpu_share, when given, receives the largest share of the \p threads cores
+/// the process had during a repetition (probe_cpu_share).
+double probe_copy_gbps(int threads, double *cpu_share = nullptr);
+double probe_gflops(int threads, double *cpu_share = nullptr);
+
+/// The share of \p threads cores that a process using \p cpu_s seconds of CPU over \p wall_s
+/// seconds had: near 1 on idle cores, lower when other processes ran on them.
+double probe_cpu_share(double cpu_s, double wall_s, int threads);
+
+/// Below this share the probes ran on busy cores and read low: probe_machine measures again, and
+/// when the cores stay busy it uses the rates for this process only, never caching them (a cache
+/// written under load made every later plan on that host assume a machine half as fast).
+constexpr double kMinProbeCpuShare = 0.85;
 
 }  // namespace loom
