@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 
 #include <cstdlib>
@@ -602,10 +603,13 @@ TEST(MachineProbe, CpuShareIsCpuTimeOverWallTimeTimesThreads) {
 }
 
 // Probed while two spinning processes per core compete for every core, the rates are used for
-// that run (positive, finite) but never written to the cache file: a cache written under load made
-// every later plan on that host assume a machine half as fast as it is.
-TEST(MachineProbe, RatesProbedOnBusyCoresAreNotCached) {
+// that run (positive, finite) and cached as provisional, with the share of the cores the probe
+// had: a cache written under load as if idle made every later plan on that host assume a machine
+// half as fast. A provisional cache is read as it is while young (no probe on every run), and
+// measured again once it is older than kReprobeBusyAfterS.
+TEST(MachineProbe, RatesProbedOnBusyCoresAreCachedAsProvisional) {
     Scratch s;
+    const std::string path = s.path("busy.txt");  // Scratch writes machine.txt itself
     std::vector<pid_t> spinners;
     for (int i = 0; i < 2 * usable_cores(); i++) {
         pid_t pid = fork();
@@ -616,7 +620,7 @@ TEST(MachineProbe, RatesProbedOnBusyCoresAreNotCached) {
         }
         spinners.push_back(pid);
     }
-    MachineModel m = probe_machine(true, s.path("busy.txt"));  // Scratch writes machine.txt itself
+    MachineModel m = probe_machine(true, path);
     for (pid_t pid : spinners) {
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
@@ -624,7 +628,20 @@ TEST(MachineProbe, RatesProbedOnBusyCoresAreNotCached) {
     EXPECT_TRUE(m.measured);
     EXPECT_TRUE(std::isfinite(m.copy_gbps) && m.copy_gbps > 0);
     EXPECT_TRUE(std::isfinite(m.gflops) && m.gflops > 0);
-    EXPECT_FALSE(std::filesystem::exists(s.path("busy.txt")));
+    EXPECT_LT(m.probe_cpu_share, kMinProbeCpuShare);
+    MachineModel cached;
+    ASSERT_TRUE(read_machine_cache(path, cached));
+    EXPECT_LT(cached.probe_cpu_share, kMinProbeCpuShare);
+    // Young: read as it is. Marked as 1 GFLOP/s so that a new probe would show.
+    {
+        std::ofstream f(path, std::ios::app);
+        f << "gflops=1\n";
+    }
+    EXPECT_DOUBLE_EQ(probe_machine(false, path).gflops, 1.0);
+    // Old: measured again.
+    std::filesystem::last_write_time(
+        path, std::filesystem::file_time_type::clock::now() - std::chrono::seconds((int)kReprobeBusyAfterS + 60));
+    EXPECT_GT(probe_machine(false, path).gflops, 1.0);
 }
 
 // A row above the probed FMA peak can only mean a low probe: the table says so and names the fix

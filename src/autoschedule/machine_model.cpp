@@ -150,6 +150,7 @@ bool read_machine_cache(const std::string &path, MachineModel &m) {
         else if (k == "l2_bytes") m.l2_bytes = (int64_t)d;
         else if (k == "l1_bytes") m.l1_bytes = (int64_t)d;
         else if (k == "llc_bytes") m.llc_bytes = (int64_t)d;
+        else if (k == "probe_cpu_share") m.probe_cpu_share = std::min(d, 1.0);
     }
     return any;
 }
@@ -166,6 +167,7 @@ void write_machine_cache(const std::string &path, const MachineModel &m) {
       << "llc_bytes=" << m.llc_bytes << "\n"
       << "simd=" << m.simd << "\n"
       << "cpu=" << m.cpu << "\n";
+    if (m.probe_cpu_share < 1) f << "probe_cpu_share=" << m.probe_cpu_share << "\n";
     try {
         std::filesystem::path parent = std::filesystem::path(path).parent_path();
         if (!parent.empty()) std::filesystem::create_directories(parent);

@@ -33,6 +33,7 @@ struct MachineModel {
     double copy_gbps = 0;          ///< all-core copy bandwidth (bytes read + written), GB/s
     double gflops = 0;             ///< all-core f32 FMA rate (2 FLOPs per FMA lane), GFLOP/s
     bool measured = false;         ///< copy_gbps/gflops came from the cache file, not estimates
+    double probe_cpu_share = 1;    ///< share of its cores the probe had (under 0.85: busy, the rates read low)
     std::string source;            ///< where the numbers came from, for the schedule header
     std::string preset;            ///< the fixed machine it started from ("" for this machine's model)
     std::string cpu;               ///< the CPU's model name, when probed

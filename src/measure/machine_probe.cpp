@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -26,6 +27,14 @@ constexpr int kProbeAttempts = 3;
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds since \p path was last written (0 when it cannot be read).
+double file_age_s(const std::string &path) {
+    std::error_code ec;
+    const auto written = std::filesystem::last_write_time(path, ec);
+    if (ec) return 0;
+    return std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - written).count();
 }
 
 // CPU seconds used by every thread of this process so far.
@@ -211,7 +220,8 @@ MachineModel probe_machine(bool force, const std::string &path) {
     read_sysfs_caches(m);
     m.source = path;
     MachineModel cached = m;
-    if (!force && read_machine_cache(path, cached) && cached.copy_gbps > 0 && cached.gflops > 0) {
+    if (!force && read_machine_cache(path, cached) && cached.copy_gbps > 0 && cached.gflops > 0 &&
+        !(cached.probe_cpu_share < kMinProbeCpuShare && file_age_s(path) > kReprobeBusyAfterS)) {
         cached.measured = true;
         // The peak is for the threads this run uses (HL_NUM_THREADS), not those of the probe:
         // FMA throughput is per core, copy bandwidth is shared and stays.
@@ -234,15 +244,15 @@ MachineModel probe_machine(bool force, const std::string &path) {
         if (copy_share >= kMinProbeCpuShare && fma_share >= kMinProbeCpuShare) break;
     }
     m.measured = true;
-    if (copy_share >= kMinProbeCpuShare && fma_share >= kMinProbeCpuShare) {
-        write_machine_cache(path, m);
-    } else {
+    m.probe_cpu_share = std::min(copy_share, fma_share);
+    if (m.probe_cpu_share < kMinProbeCpuShare)
         std::fprintf(stderr,
                      "loom: machine probe: other processes were using these %d cores (this process had %.0f%% of "
-                     "them), so the measured copy bandwidth and FMA rate read low; they are used for this run "
-                     "only and not cached in %s. Probe again on an idle machine (`loom bench --reprobe`).\n",
-                     m.cores, 100 * std::min(copy_share, fma_share), path.c_str());
-    }
+                     "them), so the measured copy bandwidth and FMA rate read low; %s caches them as provisional "
+                     "and they are measured again after %.0f minutes, or now on an idle machine with `loom bench "
+                     "--reprobe`.\n",
+                     m.cores, 100 * m.probe_cpu_share, path.c_str(), kReprobeBusyAfterS / 60);
+    write_machine_cache(path, m);
     return m;
 }
 

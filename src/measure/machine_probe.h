@@ -28,8 +28,10 @@ double probe_gflops(int threads, double *cpu_share = nullptr);
 double probe_cpu_share(double cpu_s, double wall_s, int threads);
 
 /// Below this share the probes ran on busy cores and read low: probe_machine measures again, and
-/// when the cores stay busy it uses the rates for this process only, never caching them (a cache
-/// written under load made every later plan on that host assume a machine half as fast).
+/// when the cores stay busy it caches the rates as provisional (with their share), to be measured
+/// again once the file is kReprobeBusyAfterS old (a cache written under load made every later plan
+/// on that host assume a machine half as fast, and probing on every run would cost seconds each).
 constexpr double kMinProbeCpuShare = 0.85;
+constexpr double kReprobeBusyAfterS = 600;
 
 }  // namespace loom
