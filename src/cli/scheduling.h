@@ -45,10 +45,10 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
 /// Under --precision fp32 on CUDA, LowerOptions::conv_nhwc (and channels_last_depthwise_filters)
 /// by the graph's conv mix: on when convs with a kernel over 1x1 and one group hold under
 /// kFp32NhwcMaxSpatialShare of the multiply-adds of the convs cuDNN runs (depthwise ones are
-/// Halide's and do not count). cuDNN has FP32 NHWC kernels for 1x1 convs but runs its NCHW FMA
-/// kernels between layout conversions for 3x3 and 7x7 ones
-/// (bench/DECISIONS.md#d117-cuda-tf32-nhwc-convs, #d123-cuda-fp32-nhwc-by-conv-mix). Other
-/// precisions and targets: \p lo unchanged.
+/// Halide's and do not count). cuDNN runs 3x3 and 7x7 FP32 convs with NCHW FMA kernels between
+/// layout conversions, while a net of 1x1 and depthwise convs gains from channels-last Halide
+/// kernels (bench/DECISIONS.md#d117-cuda-tf32-nhwc-convs, #d123-cuda-fp32-nhwc-by-conv-mix).
+/// Other precisions and targets: \p lo unchanged.
 void choose_fp32_conv_layout(const Graph &g, LowerOptions &lo);
 /// The largest share of spatial convs' multiply-adds at which FP32 convs go channels-last
 /// (choose_fp32_conv_layout): MobileNetV3-large's is 3%, ResNet-50's 48%, ResNet-18's 99%.
