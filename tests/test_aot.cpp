@@ -515,6 +515,75 @@ TEST(Aot, CudaKernelsReadingNhwcStagesAreChannelsLast) {
     EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
 }
 
+// An SE block's depthwise conv under conv_nhwc (MobileNetV3's: a 1x1 cuDNN conv and ReLU before
+// it, its ReLU read by a GlobalAveragePool and by the gate's Mul) is a channels-last reduction
+// whose kernel loads whole vectors: its filter stored [kH][kW][C] at compile time
+// (channels_last_depthwise_filters), the cuDNN output it reads and its own wrapper bounded to
+// their shapes, so that every stride is a constant and Halide proves the channel vectors aligned.
+// Its PTX holds no scalar global load (the D118 kernel loaded each BF16 element and each filter
+// tap of each channel on its own); with the graph's filter layout (TF32 here) each channel's tap is
+// a load of its own again. The artifacts compile and link.
+TEST(Aot, CudaChannelsLastDepthwiseLoadsWholeVectors) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    const Shape s = {2, 32, 10, 10};
+    std::string x = b.input("x", {2, 16, 10, 10});
+    std::string w1 = b.random_constant("w1", {32, 16, 1, 1}, 1), b1 = b.random_constant("b1", {32}, 2);
+    std::string w2 = b.random_constant("w2", {32, 1, 3, 3}, 3), b2 = b.random_constant("b2", {32}, 4);
+    std::string w3 = b.random_constant("w3", {32, 32, 1, 1}, 5), w4 = b.random_constant("w4", {16, 32, 1, 1}, 6);
+    std::string r1 = b.node("Relu", {b.node("Conv", {x, w1, b1}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "expand")}, s);
+    std::string dw = b.node("Conv", {r1, w2, b2}, s,
+                            {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(32)}},
+                            DType::F32, "dw");
+    std::string r2 = b.node("Relu", {dw}, s);
+    std::string pool = b.node("GlobalAveragePool", {r2}, {2, 32, 1, 1}, {}, DType::F32, "pool");
+    std::string gate = b.node("HardSigmoid", {b.node("Conv", {pool, w3}, {2, 32, 1, 1}, {{"kernel_shape", Ints{1, 1}}})},
+                              {2, 32, 1, 1}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}});
+    std::string scaled = b.node("Mul", {r2, gate}, s, {}, DType::F32, "scale");
+    b.out("Tanh", {b.node("Conv", {scaled, w4}, {2, 16, 10, 10}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "project")},
+          {2, 16, 10, 10});
+    const Halide::Target t = aot_target("cuda");
+    for (Precision prec : {Precision::BF16, Precision::TF32}) {
+        SCOPED_TRACE(precision_name(prec));
+        LowerOptions lo;
+        const bool taps_innermost = prec == Precision::BF16;
+        lo.gemm_extern = lo.conv_extern = lo.conv_nhwc = true;
+        lo.channels_last_depthwise_filters = taps_innermost;
+        lo.buffer_alignment = 16;
+        lo.gemm_precision = prec;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        const std::string text = print_schedule(gpu_auto_schedule(p, t));
+        const size_t wrapper = text.find("dw_w.compute_root()\n    .reorder_storage(c, w, h, n)");
+        ASSERT_NE(wrapper, std::string::npos) << text;
+        EXPECT_NE(text.substr(wrapper, text.find(';', wrapper) - wrapper).find(".bound(c, 0, 32)"), std::string::npos)
+            << text;
+        auto [object, output] = cuda_artifact(p, prec == Precision::BF16 ? "se_dw_bf16" : "se_dw_tf32");
+        EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+        const std::string ptx = embedded_ptx(object);
+        const size_t at = ptx.find(".entry _kernel_dw_global_wrapper");
+        ASSERT_NE(at, std::string::npos) << ptx;
+        const std::string kernel = ptx.substr(at, ptx.find("\n}\n", at) - at);
+        std::istringstream lines(kernel);
+        int vector_loads = 0, scalar_loads = 0;
+        for (std::string line; std::getline(lines, line);) {
+            if (line.find("ld.global") == std::string::npos) continue;
+            const bool vector = line.find(".v2.") != std::string::npos || line.find(".v4.") != std::string::npos ||
+                                line.find(".u64") != std::string::npos;
+            vector_loads += vector;
+            scalar_loads += !vector;
+            if (taps_innermost) {
+                EXPECT_TRUE(vector) << "a scalar load: " << line;
+            }
+        }
+        if (taps_innermost) {
+            EXPECT_GE(vector_loads, 9 + 9) << "a filter vector and an input vector per tap: " << kernel;
+        } else {
+            EXPECT_GE(scalar_loads, 9 * 4) << "the graph's filter: a load per channel and tap: " << kernel;
+        }
+    }
+}
+
 // With conv_nhwc in FP32 and TF32 (D117) the cuDNN convs read and write FP32 tensors with channels
 // innermost: the filter stored KRSC at compile time (exact FP32 values), the graph input a Halide
 // copy `<node>_x_nhwc` stored NHWC, and a conv whose sole consumer is a Relu keeps cuDNN's fused

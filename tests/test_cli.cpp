@@ -6,7 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/scheduling.h"
 #include "graph/npy.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 using loom::testing::data_path;
@@ -210,20 +212,60 @@ TEST(Cli, AutoscheduleWritesCudaScheduleAndNeverOverwrites) {
 }
 
 // On CUDA the cuDNN convs take channels-last tensors where tensor cores run them, tf32 and bf16
-// (D115, D117): the schedule stores the first conv's input copy NHWC; fp32 (FMA kernels, slower
-// NHWC) and fp16 keep cuDNN's NCHW stages and no copy.
+// (D115, D117): the schedule stores the first conv's input copy NHWC; fp16 keeps cuDNN's NCHW
+// stages and no copy. fp32 (FMA kernels, slower NHWC for 3x3 convs) goes channels-last only where
+// spatial convs hold under a quarter of the convs' work (D123): cnn's two 3x3 convs keep NCHW,
+// inverted_residual's 1x1 convs around a depthwise one go NHWC, the depthwise filter stored
+// channels innermost.
 TEST(Cli, CudaConvsAreChannelsLastInTf32AndBf16) {
     const std::string p = temp_dir() + "/cnn.cuda.sched";
-    for (const char *prec : {"fp32", "tf32", "bf16", "fp16"}) {
-        std::filesystem::remove(p);
-        Result r = run_loom("autoschedule " + data_path("cnn.onnx") + " --target cuda --precision " + prec + " -o " + p);
-        ASSERT_EQ(r.rc, 0) << r.out;
-        std::ifstream f(p);
-        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        const bool copy = text.find("_x_nhwc") != std::string::npos;
-        EXPECT_EQ(copy, std::string(prec) == "tf32" || std::string(prec) == "bf16") << prec << "\n" << text;
-        if (copy) EXPECT_HAS(text, ".reorder_storage(c, w, h, n)");
-    }
+    for (const char *model : {"cnn", "inverted_residual"})
+        for (const char *prec : {"fp32", "tf32", "bf16", "fp16"}) {
+            SCOPED_TRACE(std::string(model) + " " + prec);
+            std::filesystem::remove(p);
+            Result r = run_loom("autoschedule " + data_path(std::string(model) + ".onnx") + " --target cuda --precision " +
+                                prec + " -o " + p);
+            ASSERT_EQ(r.rc, 0) << r.out;
+            std::ifstream f(p);
+            std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            const bool copy = text.find("_x_nhwc") != std::string::npos;
+            const bool fp32_nhwc = std::string(prec) == "fp32" && std::string(model) == "inverted_residual";
+            EXPECT_EQ(copy, std::string(prec) == "tf32" || std::string(prec) == "bf16" || fp32_nhwc) << text;
+            if (copy) EXPECT_HAS(text, ".reorder_storage(c, w, h, n)");
+        }
+}
+
+// The share of spatial convs' multiply-adds that choose_fp32_conv_layout weighs: a depthwise conv
+// does not count (Halide's), a 1x1 conv counts as pointwise work, a 3x3 one as spatial.
+TEST(Cli, SpatialConvShareWeighsCudnnConvs) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    std::string x = b.input("x", {1, 8, 6, 6});
+    std::string w1 = b.random_constant("w1", {8, 8, 1, 1}, 1), w2 = b.random_constant("w2", {8, 1, 3, 3}, 2);
+    std::string w3 = b.random_constant("w3", {8, 8, 3, 3}, 3);
+    std::string a = b.node("Conv", {x, w1}, {1, 8, 6, 6}, {{"kernel_shape", Ints{1, 1}}});
+    std::string d = b.node("Conv", {a, w2}, {1, 8, 6, 6},
+                           {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(8)}});
+    b.out("Conv", {d, w3}, {1, 8, 6, 6}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}});
+    EXPECT_DOUBLE_EQ(loom::cli::spatial_conv_share(b.g), 0.9) << "36·8·72 of 36·8·(8 + 72)";
+    loom::LowerOptions lo;
+    lo.conv_extern = true;
+    loom::cli::choose_fp32_conv_layout(b.g, lo);
+    EXPECT_FALSE(lo.conv_nhwc || lo.channels_last_depthwise_filters);
+    GraphBuilder pw;
+    std::string y = pw.input("x", {1, 8, 6, 6});
+    pw.out("Conv", {pw.node("Conv", {y, pw.random_constant("w1", {8, 8, 1, 1}, 1)}, {1, 8, 6, 6}, {{"kernel_shape", Ints{1, 1}}}),
+                    pw.random_constant("w2", {8, 1, 3, 3}, 2)},
+           {1, 8, 6, 6}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(8)}});
+    EXPECT_DOUBLE_EQ(loom::cli::spatial_conv_share(pw.g), 0.0);
+    loom::cli::choose_fp32_conv_layout(pw.g, lo);
+    EXPECT_TRUE(lo.conv_nhwc && lo.channels_last_depthwise_filters);
+    lo = loom::LowerOptions{};
+    lo.conv_extern = true;
+    lo.gemm_precision = loom::Precision::FP16;
+    loom::cli::choose_fp32_conv_layout(pw.g, lo);
+    EXPECT_FALSE(lo.conv_nhwc) << "fp16 keeps NCHW stages";
 }
 
 // --tf32 only means something where cuBLAS/cuDNN run: on the host it is refused, naming the flag.

@@ -321,6 +321,44 @@ TEST(OpsLinalg, Conv2D) {
     EXPECT_EQ(lp.find("conv_3_pad"), nullptr);  // no pads, no pad Func
 }
 
+// With channels_last_depthwise_filters a depthwise conv's constant filter is read from
+// [kH][kW][C_out] (channels innermost, one block of every channel), the values the graph's
+// [C_out][1][kH][kW] holds; outputs match the reference (a multiplier of 2, strided, padded).
+// Grouped convs with several input channels per group and runtime filters keep the graph's layout.
+TEST(OpsLinalg, DepthwiseFiltersChannelsInnermost) {
+    Builder b;
+    std::string x = b.input("x", {2, 6, 9, 11});
+    std::string w1 = b.random_constant("w1", {12, 1, 3, 3}, 51), b1 = b.random_constant("b1", {12}, 52);
+    b.out("Conv", {x, w1, b1}, {2, 12, 9, 11},
+          {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(6)}}, DType::F32, "dw");
+    std::string w2 = b.random_constant("w2", {6, 1, 5, 5}, 53);
+    b.out("Conv", {x, w2}, {2, 6, conv_out(9, 5, 2, 1, 2, 2), conv_out(11, 5, 2, 1, 2, 2)},
+          {{"kernel_shape", Ints{5, 5}}, {"strides", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}, {"group", int64_t(6)}},
+          DType::F32, "dw_strided");
+    std::string w3 = b.random_constant("w3", {6, 2, 3, 3}, 54);
+    b.out("Conv", {x, w3}, {2, 6, 7, 9}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(3)}}, DType::F32, "grouped");
+    LowerOptions lo;
+    lo.channels_last_depthwise_filters = true;
+    check(b.g, 55, false, lo);
+    check(b.g, 56, /*inline_pads=*/true, lo);
+    LoweredPipeline lp = lower_graph(b.g, lo);
+    const std::vector<double> w = b.g.constant(w1)->to_doubles();
+    Halide::Buffer<> wb;
+    for (auto &buf : constant_buffers(lp.find("dw")->func))
+        if (buf.dimensions() == 5) wb = buf;
+    ASSERT_TRUE(wb.defined()) << "dw reads its filter through a channels-innermost copy";
+    EXPECT_EQ((std::vector<int>{wb.dim(0).extent(), wb.dim(1).extent(), wb.dim(2).extent(), wb.dim(3).extent(),
+                                wb.dim(4).extent()}),
+              (std::vector<int>{12, 3, 3, 1, 1}));
+    Halide::Buffer<float> wf(wb);
+    for (int o : {0, 5, 11})
+        for (int ky : {0, 2})
+            for (int kx : {0, 1, 2}) EXPECT_EQ(wf(o, kx, ky, 0, 0), (float)w[(o * 3 + ky) * 3 + kx]) << o;
+    for (auto &buf : constant_buffers(lp.find("grouped")->func)) EXPECT_EQ(buf.dimensions(), 4) << "grouped";
+    for (auto &buf : constant_buffers(lower_graph(b.g).find("dw")->func))
+        EXPECT_LT(buf.dimensions(), 5) << "option off: the graph's filter and bias";
+}
+
 TEST(OpsLinalg, Conv1D3D) {
     Builder b;
     std::string x1 = b.input("x1", {1, 3, 13});

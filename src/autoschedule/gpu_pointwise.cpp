@@ -106,6 +106,17 @@ std::pair<std::string, int> channels_last_tiles(ScheduleStatement &st, const Low
     return {ct, v};
 }
 
+// bound(v, 0, extent) on every var of rank-4 Func \p f of static shape (unless lowering bounded
+// it): its buffer's strides are then constants in the kernels that read it, which lets Halide
+// prove their channel vectors aligned (whole-vector loads); left to bounds inference they reach a
+// kernel as parameters, and each vector is loaded element by element.
+void bound_static(ScheduleStatement &st, const LoweredFunc &f) {
+    if (!f.sym_extents.empty() || !f.func.defined() || !f.func.function().schedule().bounds().empty()) return;
+    for (int k = 0; k < 4; k++)
+        if (f.extents[k] <= 0) return;
+    for (int k = 0; k < 4; k++) st.add("bound", {f.vars[k], 0, f.extents[k]});
+}
+
 }  // namespace
 
 void GpuCtx::channels_last_kernel(const LoweredFunc &f) {
@@ -113,6 +124,7 @@ void GpuCtx::channels_last_kernel(const LoweredFunc &f) {
     st.add("compute_root");
     st.comments.push_back("channels-last kernel: stored NHWC, threads along the channels, then the columns");
     st.add("reorder_storage", {f.vars[1], f.vars[3], f.vars[2], f.vars[0]});
+    bound_static(st, f);
     channels_last_tiles(st, f, {}, false);
     s.statements.push_back(st);
 }
@@ -132,6 +144,7 @@ void GpuCtx::channels_last_reduction(const LoweredFunc &r) {
                           "thread's channels reduced in registers");
     const std::string &n = r.vars[0], &c = r.vars[1], &h = r.vars[2], &x = r.vars[3];
     ws.add("reorder_storage", {c, x, h, n});
+    bound_static(ws, r);
     const auto [ct, v] = channels_last_tiles(ws, r, {}, false);
     s.statements.push_back(ws);
     ScheduleStatement fs(r.name);

@@ -137,6 +137,7 @@ void autoschedule(const AutoscheduleOptions &o) {
                    "a GPU target");
         LowerOptions lo = library_lowering(target, o.libs, "loom autoschedule");
         Graph g = load_model(o.model, o.inputs, false, "", {}, attention_fusion(target, lo));
+        choose_fp32_conv_layout(g, lo);
         // Lowered as `loom compile` will lower it (cuBLAS/cuDNN extern stages unless turned off), so
         // that the file names the Funcs that compile finds.
         LoweredPipeline p = lower_graph(g, lo);

@@ -55,9 +55,11 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
                precision_name(precision), " sets the math of the cuBLAS/cuDNN stages, and --no-cublas --no-cudnn "
                "leaves none (Halide's kernels compute in FP32); drop --precision or one of them");
     lo.gemm_precision = (lo.gemm_extern || lo.conv_extern) ? precision : Precision::FP32;
-    // Channels-last cuDNN convs where tensor cores run them (FP32's FMA kernels are slower NHWC):
+    // Channels-last cuDNN convs where tensor cores run them (FP32's FMA kernels are slower NHWC,
+    // save for 1x1 convs: choose_fp32_conv_layout decides FP32 by the graph's conv mix):
     // bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs.
     lo.conv_nhwc = lo.conv_extern && (precision == Precision::TF32 || precision == Precision::BF16);
+    lo.channels_last_depthwise_filters = lo.conv_nhwc;
     lo.attention_extern = cuda && !flags.no_cudnn && precision == Precision::BF16;
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;
@@ -65,6 +67,27 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     lo.block_conv_weights = !cuda;
     lo.block_matmul_weights = !cuda;
     return lo;
+}
+
+double spatial_conv_share(const Graph &g) {
+    double spatial = 0, all = 0;
+    for (const auto &n : g.nodes) {
+        if (n.op != "Conv" || n.inputs.size() < 2 || n.outputs.empty()) continue;
+        const Shape &w = g.value(n.inputs[1]).shape, &y = g.value(n.outputs[0]).shape;
+        if (w.size() != 4 || y.size() != 4) continue;
+        const int64_t group = n.get_int("group", 1);
+        if (group > 1 && w[1] == 1) continue;  // depthwise: a Halide kernel, not cuDNN's
+        double macs = (double)w[1] * (double)w[2] * (double)w[3];
+        for (auto d : y) macs *= (double)std::max<int64_t>(d, 1);
+        all += macs;
+        if (group == 1 && w[2] * w[3] > 1) spatial += macs;
+    }
+    return all > 0 ? spatial / all : 0;
+}
+
+void choose_fp32_conv_layout(const Graph &g, LowerOptions &lo) {
+    if (!lo.conv_extern || lo.gemm_precision != Precision::FP32) return;
+    lo.conv_nhwc = lo.channels_last_depthwise_filters = spatial_conv_share(g) < kFp32NhwcMaxSpatialShare;
 }
 
 AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo) {

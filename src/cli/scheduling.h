@@ -42,6 +42,21 @@ struct LibraryFlags {
 /// convs cuDNN unless \p flags turn them off; elsewhere none (a --tf32 there is a UserError
 /// naming \p command).
 LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &flags, const std::string &command);
+/// Under --precision fp32 on CUDA, LowerOptions::conv_nhwc (and channels_last_depthwise_filters)
+/// by the graph's conv mix: on when convs with a kernel over 1x1 and one group hold under
+/// kFp32NhwcMaxSpatialShare of the multiply-adds of the convs cuDNN runs (depthwise ones are
+/// Halide's and do not count). cuDNN runs 3x3 and 7x7 FP32 convs with NCHW FMA kernels between
+/// layout conversions, while a net of 1x1 and depthwise convs gains from channels-last Halide
+/// kernels (bench/DECISIONS.md#d117-cuda-tf32-nhwc-convs, #d123-cuda-fp32-nhwc-by-conv-mix).
+/// Other precisions and targets: \p lo unchanged.
+void choose_fp32_conv_layout(const Graph &g, LowerOptions &lo);
+/// The largest share of spatial convs' multiply-adds at which FP32 convs go channels-last
+/// (choose_fp32_conv_layout): MobileNetV3-large's is 3%, ResNet-50's 48%, ResNet-18's 99%.
+constexpr double kFp32NhwcMaxSpatialShare = 0.25;
+/// The share choose_fp32_conv_layout weighs: multiply-adds of the 2-D convs with a kernel over 1x1
+/// and one group over those of every 2-D conv other than a depthwise one (0 when there is none).
+double spatial_conv_share(const Graph &g);
+
 /// How prepare_graph fuses attention for \p target lowered with \p lo: Loom's Funcs on the CPU,
 /// cuDNN's fused attention on CUDA in BF16 (LowerOptions::attention_extern), else none (CUDA keeps
 /// the batched cuBLAS products around a softmax kernel).

@@ -97,8 +97,15 @@ struct LowerOptions {
     /// filter KRSC, laid out at compile time), bfloat16 bits under BF16 and FP32 otherwise; each
     /// input is a Halide copy stored NHWC (LoweredFunc::channels_last) that the value's other
     /// consumers share. Off (and under FP16): FP32 NCHW stages, cuDNN converting layouts itself.
-    /// The CLI sets it for TF32 and BF16 (library_lowering).
+    /// The CLI sets it for TF32 and BF16 (library_lowering), and for FP32 by the graph's conv mix
+    /// (choose_fp32_conv_layout).
     bool conv_nhwc = false;
+    /// A depthwise 2-D Conv (one input channel per group) with a constant float filter reads it
+    /// stored [kH][kW][C_out], the channels innermost (LowerContext::blocked_constant with one block
+    /// of every channel): a channels-last kernel's thread then loads its vector of channels' weights
+    /// once per tap, where the graph's [C_out][1][kH][kW] puts them kH·kW apart, a load per channel.
+    /// The CLI sets it with conv_nhwc.
+    bool channels_last_depthwise_filters = false;
     /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
     /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`
     /// (codegen/cudnn_attention.h) on BF16 copies of q, k and v made by Halide Funcs.

@@ -209,6 +209,10 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
         else if (!node.has_input(2)) ctx.note_nhwc(y, ext);
     }
     ext.compute_root();  // an extern: no schedule touches it
+    // Its buffer is the whole output: constant extents make its strides constants in the kernels
+    // that read it, so that Halide proves their vector loads aligned (left to bounds inference the
+    // region follows the consumers' clamped reads, and the strides reach a kernel as parameters).
+    for (int k = 0; k < 4; k++) ext.bound(v[k], 0, (int)sy[k]);
     ctx.note_extern_call(kCudnnConv, ext, sy);
     if (relu) {
         fused_relu = true;
@@ -408,12 +412,16 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     const int block = sw[0] % kConvWeightBlock == 0 ? kConvWeightBlock : sw[0] % 24 == 0 ? 24 : 8;
     const bool blocked = ctx.options.block_conv_weights && p.sp == 2 && p.group == 1 && cw &&
                          cw->dtype() == DType::F32 && dt == DType::F32 && sw[0] % block == 0;
+    const bool depthwise_taps = ctx.options.channels_last_depthwise_filters && p.sp == 2 && p.group > 1 &&
+                                cg == 1 && cw && cw->dtype() == DType::F32 && dt == DType::F32;
     Expr wv;
     if (blocked) {  // [C_out / block][C_in][kH][kW][block]: LowerOptions::block_conv_weights
         std::vector<Expr> ib = {m / block, rc};
         ib.insert(ib.end(), iw.begin() + 2, iw.end());
         ib.push_back(m % block);
         wv = LowerContext::call(ctx.blocked_constant(w, 0, block), ib);
+    } else if (depthwise_taps) {  // [kH][kW][C_out]: one block of every channel (channels_last_depthwise_filters)
+        wv = LowerContext::call(ctx.blocked_constant(w, 0, (int)sw[0]), {Expr(0), rc, iw[2], iw[3], m});
     } else {
         wv = LowerContext::cast_to(dt, ctx.at(w, iw));
     }
