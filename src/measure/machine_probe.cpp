@@ -22,9 +22,6 @@ namespace loom {
 
 namespace {
 
-// Tries of the two probes before their rates are used uncached (probe_machine).
-constexpr int kProbeAttempts = 3;
-
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -213,7 +210,7 @@ double probe_gflops(int threads, double *cpu_share) {
     return best;
 }
 
-MachineModel probe_machine(bool force, const std::string &path) {
+MachineModel probe_machine(bool force, const std::string &path, int attempts) {
     MachineModel m;
     m.cores = usable_cores();
     if (const char *n = std::getenv("HL_NUM_THREADS"); n && std::atoi(n) > 0) m.cores = std::atoi(n);
@@ -234,7 +231,7 @@ MachineModel probe_machine(bool force, const std::string &path) {
     // Other processes on these cores make both probes read low; a few tries a second apart, each
     // keeping the best rates seen.
     double copy_share = 0, fma_share = 0;
-    for (int attempt = 0; attempt < kProbeAttempts; attempt++) {
+    for (int attempt = 0; attempt < std::max(1, attempts); attempt++) {
         if (attempt > 0) sleep(1);
         double cs = 0, fs = 0;
         m.copy_gbps = std::max(m.copy_gbps, probe_copy_gbps(m.cores, &cs));
