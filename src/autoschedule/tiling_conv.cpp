@@ -101,15 +101,15 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         if (std::find(k.funcs.begin(), k.funcs.end(), conv) == k.funcs.end()) continue;
         if (k.kind != KernelKind::Conv) return "";
         const bool epilogue = k.root != conv && !info.at(k.root).is_conv && d->placement == Placement::Tile;
-        // A depthwise conv that is a graph output runs its channel blocks in parallel (conv()'s
-        // last path): a block reads only its own input channels, so their padded planes are
-        // computed there (in L2) instead of in a pass of their own.
         // A channel tile with its row blocks outer computes the pad per task with the producers
         // inlined into it: at root, the task's rows of a 160x160 pad of 96 channels came back from
         // memory for every channel block (bench/DECISIONS.md#d125-fused-conv-pads-per-task).
         if (channel_tiled(c, m))  // channel_tile: under an epilogue, or through a wrapper
             return channel_tile_rows_outer(c, m) && (epilogue || k.root == conv) ? conv : "";
         if (!alone) return "";
+        // A depthwise conv that is a graph output runs its channel blocks in parallel (conv()'s
+        // last path): a block reads only its own input channels, so their padded planes are
+        // computed there (in L2) instead of in a pass of their own.
         if (k.root == conv && c.lf->is_output && depthwise(c)) return conv;
         const int V = m.lanes(c.lf->dtype);  // conv()'s row blocks: only under an epilogue
         return epilogue && c.lf->extents[3] >= V && V >= 4 ? conv : "";
