@@ -133,7 +133,8 @@ AppliedSchedule apply_schedule(const Schedule &s, const LoweredPipeline &p, cons
     Model m = build_model(p, target);
     p.streaming_stores->clear();
     p.output_wrappers->clear();
-    Applier ap(m, final_model, p, out, plan_size_specializations(s, p, target, nullptr, assume_long_enough));
+    Applier ap(m, final_model, p, out,
+               sched_internal::plan_size_specializations(s, p, target, final_model, nullptr, assume_long_enough));
     for (const auto &st : s.statements) ap.statement(st, s.file);
     return out;
 }

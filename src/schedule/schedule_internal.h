@@ -12,6 +12,7 @@
 
 #include "lower/lowered.h"
 #include "schedule/schedule.h"
+#include "schedule/size_specialization.h"
 
 namespace loom::sched_internal {
 
@@ -99,6 +100,12 @@ void record_placements(Model &m, const Schedule &s);
 /// Checks needing the final model: compute_at/store_at/compute_with locations, cycles, GPU
 /// mapping on GPU targets.
 void finish_checks(Model &m, const Schedule &s);
+
+/// loom::plan_size_specializations (schedule/size_specialization.h) given \p final_model, the
+/// model of \p p with every statement of \p s checked (the one apply_schedule builds anyway).
+std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
+    const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, Model &final_model,
+    LongEnough *long_enough, bool assume_long_enough);
 
 /// Why \p producer cannot be computed at \p consumer.\p var under \p m's placements ("" = legal).
 std::string compute_at_problem(Model &m, const std::string &producer, const std::string &consumer,

@@ -40,6 +40,18 @@ bool changes_stage_loops(const std::string &name) {
 std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
     const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough,
     bool assume_long_enough) {
+    if (!p.dynamic.active() || target.has_gpu_feature()) {
+        if (long_enough) *long_enough = {};
+        return {};
+    }
+    sched_internal::Model final_model = sched_internal::build_model(p, target);
+    for (const auto &st : s.statements) sched_internal::check_statement(final_model, st, s.file);
+    return sched_internal::plan_size_specializations(s, p, target, final_model, long_enough, assume_long_enough);
+}
+
+std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_size_specializations(
+    const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, Model &final_model,
+    LongEnough *long_enough, bool assume_long_enough) {
     std::map<std::pair<std::string, int>, SizeSpecialization> out;
     if (long_enough) *long_enough = {};
     if (!p.dynamic.active() || target.has_gpu_feature()) return out;
@@ -268,8 +280,6 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
     // covers a 6-row tile though `jo` splits a dim that does not move. Computed at the outer piece
     // of a split of a loop that does not move with a whole moving loop inside (`compute_at(add, co)`
     // over whole moving rows), it spans that loop.
-    sched_internal::Model final_model = sched_internal::build_model(p, target);
-    for (const auto &st : s.statements) sched_internal::check_statement(final_model, st, s.file);
     auto in_moving_tile = [&](const std::string &host, const std::string &loop) {
         const sched_internal::FuncModel *hm = final_model.find(host);
         if (!hm) return false;
