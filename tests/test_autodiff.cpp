@@ -94,6 +94,7 @@ TEST(AutodiffRules, Pointwise) {
     check_rule(unary("Reciprocal", {}, 0.5), "Reciprocal");
     check_rule(unary("LeakyRelu", {{"alpha", 0.1}}), "LeakyRelu");
     check_rule(unary("Elu", {{"alpha", 0.7}}), "Elu");
+    check_rule(unary("Swish", {{"alpha", 1.5}}), "Swish");
     check_rule(unary("HardSigmoid", {{"alpha", 0.6}, {"beta", 0.5}}), "HardSigmoid");
     check_rule(unary("Gelu", {{"approximate", std::string("none")}}), "Gelu");
     check_rule(unary("Gelu", {{"approximate", std::string("tanh")}}), "Gelu tanh");

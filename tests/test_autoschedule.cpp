@@ -1552,6 +1552,27 @@ TEST(Autoschedule, PoolOfComputedRowsSumsVectorsWithinARow) {
     check_auto_with_avx2(b.g, "squeeze-excitation pool of a conv's rows");
 }
 
+// MobileNetV3's hard-swish as PyTorch exports it, Mul(conv, HardSigmoid(conv)), after a 1x1 conv:
+// prepared, it is one HardSwish node, and the conv is computed per tile of it (one kernel). As a
+// diamond the conv had two consumers and was a pass of its own, and the gate a second pass.
+TEST(Autoschedule, ConvWithExportedHardSwishIsOneKernel) {
+    Builder b;
+    std::string x = b.input("x", {1, 40, 14, 14});
+    std::string c = b.node("Conv", {x, b.random_constant("w", {120, 40, 1, 1}, 43)}, {1, 120, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "conv");
+    std::string g = b.node("HardSigmoid", {c}, {1, 120, 14, 14}, {{"alpha", 1.0 / 6}, {"beta", 0.5}});
+    b.out("Mul", {c, g}, {1, 120, 14, 14}, {}, DType::F32, "act");
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        std::string text = print_schedule(plan_on(lp, fm).schedule);
+        SCOPED_TRACE(fm.name + "\n" + text);
+        EXPECT_NE(text.find("conv.compute_at(act"), std::string::npos) << "the conv is computed per tile of the activation";
+        EXPECT_EQ(text.find("hardsigmoid"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "1x1 conv + exported hard-swish");
+}
+
 TEST(Autoschedule, OneOutputReductionIsSplit) {
     Builder b;
     std::string x = b.input("x", {512, 1024});

@@ -310,6 +310,34 @@ TEST(BenchCli, PeerOverItsTimeBudgetFailsItsRowOnly) {
     EXPECT_EQ(l["fail_reason"].str(), "timed_out");
 }
 
+// Several --threading values: each of Loom's rows once per threading (ROW@THREADING), timed in the
+// same rounds and each validated; a bad value names the flag and the valid ones.
+TEST(BenchCli, RowPerThreadingInTheSameRounds) {
+    Scratch s;
+    std::string out;
+    int rc = testing::run_command(s.env() + "HL_NUM_THREADS=2 " + testing::loom_binary() + " bench " +
+                                      testing::data_path("sigmoid_affine.onnx") + " --auto --threading spin halide " +
+                                      "--json " + s.path("r.json") + " --budget-ms 40 --warmup 1",
+                                  out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("timing 2 schedule(s) in turns"), std::string::npos) << out;
+    Json rep = parse_json(slurp(s.path("r.json")));
+    ASSERT_EQ(rep["rows"].array().size(), 2u);
+    for (const char *name : {"auto@spin", "auto@halide"}) {
+        const Json *r = row_named(rep, name);
+        ASSERT_NE(r, nullptr) << name << "\n" << out;
+        EXPECT_TRUE((*r)["ok"].boolean()) << name << ": " << (*r)["error"].str();
+        EXPECT_LT((*r)["rel_error"].num(), 1e-5) << name;
+        EXPECT_GE((*r)["runs"].num(), 3) << name;
+    }
+    rc = testing::run_command(s.env() + testing::loom_binary() + " bench " + testing::data_path("sigmoid_affine.onnx") +
+                                  " --auto --threading spin spinning",
+                              out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--threading 'spinning' is not a threading"), std::string::npos) << out;
+    EXPECT_NE(out.find("spin (Loom's pool"), std::string::npos) << out;
+}
+
 TEST(BenchCli, BadPeerLimitsAreUserErrors) {
     Scratch s;
     struct Case {

@@ -551,6 +551,56 @@ TEST(GraphPasses, ErfGeluAndLeakyRegionsAreLeftAlone) {
     }
 }
 
+// recognize_swish: PyTorch's opset-13 hard-swish (x * HardSigmoid(x), alpha 1/6) and SiLU
+// (x * Sigmoid(x)), the gate on either side of the Mul, become one HardSwish / Swish node reading
+// x; the prepared graph, run by Loom, matches the reference of the exported one on random data.
+// Gates that compute something else, or are read elsewhere, are left as written.
+TEST(GraphPasses, GatedActivationsBecomeOneSwishNode) {
+    loom::testing::GraphBuilder b;
+    Shape s = {2, 8, 5, 6};
+    std::string x = b.input("x", s);
+    std::string x3 = b.node("Mul", {x, b.scalar(4.0)}, s);  // [-4, 4): both clamps of hard-swish
+    std::string hs = b.node("HardSigmoid", {x3}, s, {{"alpha", 1.0 / 6}, {"beta", 0.5}});
+    std::string hswish = b.out("Mul", {x3, hs}, s, {}, DType::F32, "hswish");
+    std::string silu = b.out("Mul", {b.node("Sigmoid", {x3}, s), x3}, s, {}, DType::F32, "silu");
+    // Left alone: ONNX's default HardSigmoid (alpha 0.2), a gate of another value (a
+    // squeeze-excitation scale), a gate also read by an Add, a gate that is a graph output.
+    b.out("Mul", {x3, b.node("HardSigmoid", {x3}, s, {{"alpha", 0.2}, {"beta", 0.5}})}, s);
+    b.out("Mul", {x3, b.node("Sigmoid", {x}, s)}, s);
+    std::string shared = b.node("Sigmoid", {x3}, s);
+    b.out("Add", {b.node("Mul", {x3, shared}, s), shared}, s);
+    std::string seen = b.out("Sigmoid", {x3}, s);
+    b.out("Mul", {seen, x3}, s);
+    Graph g = b.g;
+    prepare_graph(g);
+    std::map<std::string, int> ops;
+    for (const auto &n : g.nodes) {
+        ops[n.op]++;
+        if (n.name == "hswish") {
+            EXPECT_EQ(n.op, "HardSwish");
+        }
+        if (n.name == "silu") {
+            EXPECT_EQ(n.op, "Swish");
+            EXPECT_EQ(n.get_float("alpha", 0), 1.0);
+        }
+        if (n.op == "HardSwish" || n.op == "Swish") {
+            EXPECT_EQ(n.inputs, std::vector<std::string>{x3});
+        }
+    }
+    EXPECT_EQ(ops["HardSwish"], 1);
+    EXPECT_EQ(ops["Swish"], 1);
+    EXPECT_EQ(ops["HardSigmoid"], 1) << "alpha 0.2 is no hard-swish";
+    EXPECT_EQ(ops["Sigmoid"], 3) << "the other value's gate, the shared gate and the output gate stay";
+    std::map<std::string, Tensor> in;
+    Tensor xv(DType::F32, s);
+    fill_random(xv, 17, -1, 1);
+    in["x"] = xv;
+    JitModel m(lower_graph(g));
+    auto out = m.run(in);
+    auto ref = run_reference(b.g, in);
+    for (const std::string &o : {hswish, silu}) EXPECT_TRUE(loom::testing::close(out.at(o), ref.at(o), 1e-5)) << o;
+}
+
 // recognize_group_norm: PyTorch's export of nn.GroupNorm (Reshape to [N, G, -1], InstanceNormalization
 // with per-group scale and bias, Reshape back, the affine Mul and Add) becomes one
 // GroupNormalization node with the InstanceNormalization's name; Loom's auto schedule of the

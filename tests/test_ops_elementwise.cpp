@@ -36,6 +36,8 @@ TEST(OpsElementwise, UnaryFloat) {
     for (const char *op : {"Sqrt", "Log", "Reciprocal"}) b.out(op, {pos}, s);
     b.out("LeakyRelu", {x3}, s, {{"alpha", 0.1}});
     b.out("Elu", {x3}, s, {{"alpha", 0.7}});
+    b.out("Swish", {x3}, s, {{"alpha", 1.0}});
+    b.out("Swish", {b.node("Mul", {x, b.scalar(40.0)}, s)}, s, {{"alpha", 0.5}});  // large |x|: no overflow
     b.out("HardSigmoid", {x3}, s, {{"alpha", 0.25}, {"beta", 0.4}});
     b.out("Gelu", {x3}, s, {{"approximate", std::string("none")}});
     b.out("Gelu", {x3}, s, {{"approximate", std::string("tanh")}});

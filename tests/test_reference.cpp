@@ -129,6 +129,8 @@ TEST(ReferenceElementwise, UnaryActivations) {
                {std::log(1 + std::exp(-2.0)), std::log(1 + std::exp(-0.5)), std::log(2.0), std::log(1 + std::exp(1.0))});
     Tensor h = F({4}, {-4, -3, 1, 3});
     expect_f64(eval1("HardSwish", {&h}, out({4})), {4}, {0, 0, 1 * (1.0 / 6 + 0.5), 3});
+    expect_f64(eval1("Swish", {&x}, out({4}), {{"alpha", 2.0}}), {4},
+               {-2 / (1 + std::exp(4.0)), -0.5 / (1 + std::exp(1.0)), 0, 1 / (1 + std::exp(-2.0))});
     Tensor g = F({2}, {1, -0.5});
     expect_f64(eval1("Gelu", {&g}, out({2}), {{"approximate", std::string("none")}}), {2},
                {0.8413447460685429, -0.15426876936299347}, 1e-12);

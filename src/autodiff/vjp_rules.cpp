@@ -680,6 +680,13 @@ std::map<std::string, VjpRule> make_rules() {
                                 e.where(e.binary("Greater", a.x(0), e.scalar(3)), e.scalar(1), mid));
         return pointwise(a, d);
     };
+    r["Swish"] = [](VjpArgs &a) {
+        GraphEmitter &e = a.e;
+        // y = x s(ax): y' = s(ax) + a x s(ax) (1 - s(ax))
+        std::string ax = e.mul(a.x(0), e.scalar(a.node.get_float("alpha", 1.0)));
+        std::string s = e.unary("Sigmoid", ax);
+        return pointwise(a, e.add(s, e.mul(e.mul(ax, s), e.sub(e.scalar(1), s))));
+    };
     r["Gelu"] = [](VjpArgs &a) {
         GraphEmitter &e = a.e;
         const std::string &x = a.x(0);

@@ -49,7 +49,7 @@ struct BenchCliOptions {
     int warmup = 2, sets = 0;
     double tolerance = 1e-5;
     uint64_t seed = 1;
-    std::string threading = "auto";
+    std::vector<std::string> threadings = {"auto"};  ///< --threading: the first for every row; more repeat Loom's rows
     std::string peer_memory = "4G", peer_timeout = "300";
 };
 
@@ -78,7 +78,7 @@ std::vector<std::string> peer_worker_command(const BenchCliOptions &o) {
         cmd.push_back(i);
     }
     cmd.push_back("--threading");
-    cmd.push_back(o.threading);
+    cmd.push_back(o.threadings.front());
     return cmd;
 }
 
@@ -166,7 +166,10 @@ std::string shell_quote(const std::string &s) {
 }
 
 void bench(const BenchCliOptions &o) {
-    set_jit_threading(parse_threading(o.threading));
+    user_check(!o.threadings.empty(), "--threading needs a value: auto, spin, openmp or halide");
+    std::vector<Threading> threadings;
+    for (const auto &t : o.threadings) threadings.push_back(parse_threading(t));
+    set_jit_threading(threadings.front());
     PeerLimits peer_limits;
     peer_limits.memory_bytes = parse_memory_size(o.peer_memory, "--peer-memory");
     peer_limits.timeout_s = parse_peer_timeout(o.peer_timeout);
@@ -239,6 +242,24 @@ void bench(const BenchCliOptions &o) {
                                 apply_schedule(s, p, t);
                                 return print_schedule(s);
                             }});
+    }
+    if (threadings.size() > 1) {
+        // Each of Loom's rows once per threading, side by side in the same rounds: the threadings
+        // compare on the same machine state, which separate processes do not share.
+        std::vector<BenchVariant> rows;
+        for (const auto &v : variants) {
+            if (v.kind == "halide" || v.kind == "ort") {
+                rows.push_back(v);
+                continue;
+            }
+            for (size_t k = 0; k < threadings.size(); k++) {
+                BenchVariant t = v;
+                t.label += "@" + o.threadings[k];
+                t.threading = threadings[k];
+                rows.push_back(t);
+            }
+        }
+        variants = std::move(rows);
     }
 
     BenchOptions opts;
@@ -330,9 +351,9 @@ void add_bench_command(CLI::App &app) {
                   "Seconds each Halide autoscheduler's worker may take to schedule, compile and validate "
                   "(and then per timing request); over it the row fails")
         ->default_val("300");
-    c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
-        ->default_val("auto");
+    c->add_option("--threading", o->threadings,
+                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | spin (Loom's pool: HL_NUM_THREADS, else every core; idle threads spin briefly before they sleep) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool). Several values: each of Loom's rows once per threading, labelled ROW@THREADING, timed in the same rounds")
+        ->expected(1, -1);
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run. Each Halide "
               "autoscheduler runs in its own worker process under --peer-memory and --peer-timeout, so "

@@ -274,7 +274,7 @@ void add_run_command(CLI::App &app) {
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");
     c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
+                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | spin (Loom's pool: HL_NUM_THREADS, else every core; idle threads spin briefly before they sleep) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
         ->default_val("auto");
     c->callback([o] { run(*o); });
 }

@@ -279,7 +279,7 @@ void JitModel::allocate_poisoned(std::vector<Tensor> &outs) const {
 void JitModel::realize_into(std::vector<Tensor> &outs) {
     std::vector<Halide::Buffer<>> bufs;
     for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
-    auto par_for = jit_threading() == Threading::OpenMP ? openmp_do_par_for : nullptr;
+    auto par_for = jit_do_par_for(jit_threading());
     auto print = print_sink_ ? append_print : nullptr;
     t_print_sink = print_sink_;
     if (lowered_.dynamic.active()) size_boundaries();

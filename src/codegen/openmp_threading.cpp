@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "codegen/denormals.h"
+#include "codegen/spin_pool.h"
 #include "support/error.h"
 
 namespace loom {
@@ -35,10 +36,12 @@ Threading jit_threading() { return g_threading; }
 Threading parse_threading(const std::string &value, const std::string &flag) {
     if (value == "halide") return Threading::Halide;
     if (value == "openmp") return Threading::OpenMP;
+    if (value == "spin") return Threading::Spin;
     if (value == "auto") return threading_for(openmp_threads());
     throw UserError(str_cat(flag, " '", value, "' is not a threading; valid: auto (the default: OpenMP above ",
-                            kHalidePoolUpTo, " threads, else Halide's pool), openmp (an OpenMP parallel for per ",
-                            "Halide parallel loop), halide (Halide's thread pool)"));
+                            kHalidePoolUpTo, " threads, else Halide's pool), spin (Loom's pool, whose idle threads spin ",
+                            "briefly), openmp (an OpenMP parallel for per Halide parallel loop), halide (Halide's ",
+                            "thread pool)"));
 }
 
 int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
@@ -64,6 +67,17 @@ int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCo
         }
     }
     return first_error;
+}
+
+int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
+                    int extent, uint8_t *closure) {
+    // Halide's task type differs from the pool's only in its context pointer's type.
+    return SpinPool::instance(openmp_threads()).run(ctx, reinterpret_cast<SpinPool::Task>(task), min, extent, closure);
+}
+
+int (*jit_do_par_for(Threading t))(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int,
+                                    int, uint8_t *) {
+    return t == Threading::OpenMP ? openmp_do_par_for : t == Threading::Spin ? spin_do_par_for : nullptr;
 }
 
 uint64_t openmp_loops_run() { return g_loops; }

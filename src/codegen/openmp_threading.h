@@ -23,6 +23,11 @@ enum class Threading {
     /// small kernel's work; but a team waits for its slowest thread, which loses on a few cores
     /// shared with other work (bench/DECISIONS.md#d85-openmp-above-four-threads).
     OpenMP,
+    /// Loom's pool (codegen/spin_pool.h): as Halide's, the calling thread claims tasks and waits
+    /// for no worker that has not started one; unlike it, an idle worker spins a while before it
+    /// sleeps, so a network's next small kernel finds it running. Opt-in: its gain was within the
+    /// noise of the machines measured (bench/DECISIONS.md#d134-spinning-thread-pool).
+    Spin,
 };
 
 /// Up to this many threads JIT runs use Halide's pool by default, above it OpenMP's team.
@@ -36,7 +41,7 @@ void set_jit_threading(Threading t);
 /// The threading JIT runs use now.
 Threading jit_threading();
 
-/// "auto" (threading_for the run's threads), "halide" or "openmp" as a Threading; UserError naming
+/// "auto" (threading_for the run's threads), "spin", "halide" or "openmp" as a Threading; UserError naming
 /// \p flag, the value and the valid ones.
 Threading parse_threading(const std::string &value, const std::string &flag = "--threading");
 
@@ -46,6 +51,15 @@ Threading parse_threading(const std::string &value, const std::string &flag = "-
 /// task result, else 0.
 int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
                       int min, int extent, uint8_t *closure);
+
+/// The JIT handler (JITHandlers::custom_do_par_for) that runs a Halide parallel loop on Loom's
+/// spinning pool (SpinPool::instance(openmp_threads())); its workers flush denormals.
+int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
+                    int min, int extent, uint8_t *closure);
+
+/// The custom_do_par_for handler of JIT runs under \p t (null: Halide's pool).
+int (*jit_do_par_for(Threading t))(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int,
+                                    int, uint8_t *);
 
 /// Threads an OpenMP parallel loop of Loom's uses: HL_NUM_THREADS when set (the knob every Loom
 /// run reads), else OpenMP's own count.

@@ -141,6 +141,8 @@ Result canon_elementwise(Graph &g, Node &n) {
         n.attrs["alpha"] = n.get_float("alpha", 0.01);
     } else if (op == "Elu") {
         n.attrs["alpha"] = n.get_float("alpha", 1.0);
+    } else if (op == "Swish") {
+        n.attrs["alpha"] = n.get_float("alpha", 1.0);
     } else if (op == "HardSigmoid") {
         n.attrs["alpha"] = n.get_float("alpha", 0.2);
         n.attrs["beta"] = n.get_float("beta", 0.5);

@@ -18,7 +18,7 @@ namespace {
 // Ops whose batched form is the same op on rank + 1 tensors (broadcasting does the rest).
 const std::set<std::string> kPointwise = {
     "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal", "Relu", "Sigmoid",
-    "Tanh", "Erf", "Softplus", "HardSwish", "Sin", "Cos", "LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip"};
+    "Tanh", "Erf", "Softplus", "HardSwish", "Swish", "Sin", "Cos", "LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip"};
 const std::set<std::string> kReduce = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
 
 // Where a chain node's input comes from.

@@ -14,7 +14,7 @@ const std::map<std::string, OpKind> &catalog() {
         for (const char *op :
              {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal",
               "Floor", "Ceil", "Relu", "LeakyRelu", "PRelu", "Elu", "Sigmoid", "HardSigmoid",
-              "HardSwish", "Tanh", "Erf", "Gelu", "Softplus", "Clip", "Min", "Max", "Sum", "Mean",
+              "HardSwish", "Swish", "Tanh", "Erf", "Gelu", "Softplus", "Clip", "Min", "Max", "Sum", "Mean",
               "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Sin", "Cos"})
             r[op] = OpKind::Elementwise;
         for (const char *op : {"MatMul", "Gemm", "FusedAttention"}) r[op] = OpKind::MatMul;

@@ -340,6 +340,7 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });
+    step("recognize_swish", [&] { recognize_swish(g); });
     step("recognize_group_norm", [&] { recognize_group_norm(g); });
     step("recognize_attention", [&] { recognize_attention(g, opts.attention); });
     if (opts.horizontal_fusion) step("fuse_horizontal_slices", [&] { fuse_horizontal_slices(g); });

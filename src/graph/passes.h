@@ -104,6 +104,10 @@ int rewrite_upsampling_conv_transpose(Graph &g);
 /// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
 /// evaluating the region, not by its node pattern. Returns how many were replaced.
 int recognize_gelu(Graph &g);
+/// Replaces Mul(x, HardSigmoid(x)) with alpha 1/6 and beta 1/2 by HardSwish(x), and Mul(x,
+/// Sigmoid(x)) by Swish(x) (alpha 1, ONNX opset 24's SiLU), where the gate is read by that Mul only
+/// and is no graph output. Returns how many were replaced.
+int recognize_swish(Graph &g);
 /// Replaces PyTorch's export of GroupNorm, Reshape([N, G, -1]) → InstanceNormalization with
 /// constant per-group scale and bias → Reshape back, by one GroupNormalization node (opset 18's
 /// per-group scale and bias). Returns how many were replaced.
@@ -121,7 +125,7 @@ bool fits_cudnn_attention(const Shape &q, const Shape &kt, const Shape &v, bool 
 
 /// The whole pipeline: bind inputs, remove identities, infer shapes and fold, half-precision
 /// widening, upsampling ConvTranspose as Conv + DepthToSpace, conv+bn folding,
-/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU recognition, GroupNorm recognition,
+/// Relu+Clip absorption, Gemm weight pre-transposition, tanh-GELU and swish recognition, GroupNorm recognition,
 /// attention recognition, horizontal fusion of slices, CSE, dead-code elimination, final
 /// validation. \p evaluate computes folded nodes (reference/folding.h's prepare_graph passes the
 /// reference interpreter).

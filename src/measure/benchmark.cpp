@@ -449,10 +449,11 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
     for (size_t vi = 0; vi < variants.size(); vi++) timed += alive(vi);
     say(str_cat("timing ", timed, " schedule(s) in turns: ", kTimingRounds, " rounds of ",
                 fmt(opts.budget_ms / kTimingRounds, 0), " ms each"));
-    // Where turns alternate between processes, a row's first run of a turn wakes threads that
-    // slept through the other process's turn, so that run is untimed.
+    // Where turns alternate between processes (or thread pools), a row's first run of a turn wakes
+    // threads that slept through the other turn, so that run is untimed.
     int untimed = 0;
     for (const auto &p : peers) untimed = p ? 1 : untimed;
+    for (const auto &v : variants) untimed = v.threading ? 1 : untimed;  // so do rows of other pools
     for (int round = 0; round < kTimingRounds; round++) {
         const bool last = round + 1 == kTimingRounds;
         for (size_t vi = 0; vi < variants.size(); vi++) {
@@ -470,10 +471,14 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
                     continue;
                 }
             } else {
+                const Threading before = jit_threading();
+                if (variants[vi].threading) set_jit_threading(*variants[vi].threading);
                 try {
                     timed_runs(*models[vi], inputs, next, opts.budget_ms / kTimingRounds, at_least, at_most, t,
                                untimed);
+                    set_jit_threading(before);
                 } catch (const std::exception &e) {
+                    set_jit_threading(before);
                     fail_row(vi, e.what(), "error");
                     continue;
                 }

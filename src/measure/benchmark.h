@@ -18,10 +18,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codegen/jit.h"
+#include "codegen/openmp_threading.h"
 #include "graph/graph.h"
 #include "lower/lowered.h"
 #include "measure/machine_probe.h"
@@ -47,6 +49,9 @@ struct BenchVariant {
     /// the row reports as its schedule), in place of lower, apply and one JitModel: the model
     /// compiled for every size with a second plan for short sizes (cli/scheduling.h).
     std::function<std::unique_ptr<JitModel>(const Halide::Target &, std::string &schedule_text)> build = {};
+    /// When set: who runs this row's parallel loops while it is timed (set_jit_threading), so that
+    /// threadings compare in the same rounds; else the process-wide choice.
+    std::optional<Threading> threading = {};
 };
 
 /// BenchVariant::peer of ONNX Runtime's row: the original model file run by onnxruntime-node.

@@ -218,6 +218,7 @@ void lower_elementwise(LowerContext &ctx, const Node &node) {
         else if (op == "HardSigmoid")
             e = Halide::clamp(c(node.get_float("alpha", 0.2)) * x + c(node.get_float("beta", 0.5)), c(0), c(1)), flops = 4;
         else if (op == "HardSwish") e = x * Halide::clamp(x * c(1.0 / 6) + c(0.5), c(0), c(1)), flops = 5;
+        else if (op == "Swish") e = x / (c(1) + Halide::exp(c(-node.get_float("alpha", 1.0)) * x)), flops = 13;
         else if (op == "Tanh") e = tanh_approx(x), flops = 15;
         else if (op == "Erf") e = erf_approx(x), flops = 20;
         else if (op == "Sin") e = sincos_approx(x, false), flops = 20;

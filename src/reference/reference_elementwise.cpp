@@ -224,6 +224,10 @@ std::vector<Tensor> op_neg(const OpArgs &a) {
 std::vector<Tensor> op_relu(const OpArgs &a) {
     return unary(a, [](double x) { return x < 0 ? 0.0 : x; }, [](int64_t x) { return x < 0 ? 0 : x; });
 }
+std::vector<Tensor> op_swish(const OpArgs &a) {
+    double al = a.node.get_float("alpha", 1.0);
+    return unary(a, [=](double x) { return x * sigmoid(al * x); });
+}
 std::vector<Tensor> op_leaky_relu(const OpArgs &a) {
     double al = a.node.get_float("alpha", 0.01);
     return unary(a, [=](double x) { return x < 0 ? al * x : x; });
@@ -305,6 +309,7 @@ void register_elementwise_ops(OpTable &t) {
     t["Erf"] = op_erf;
     t["Softplus"] = op_softplus;
     t["HardSwish"] = op_hardswish;
+    t["Swish"] = op_swish;
     t["Not"] = op_not;
     t["LeakyRelu"] = op_leaky_relu;
     t["Elu"] = op_elu;
