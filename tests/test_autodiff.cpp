@@ -17,6 +17,8 @@
 #include "autodiff/parameters.h"
 #include "autodiff/recompute_partition.h"
 #include "autodiff/training_step.h"
+#include "autoschedule/autoschedule.h"
+#include "autoschedule/machine_model.h"
 #include "cli/train_artifact.h"
 #include "cli/training_model.h"
 #include "codegen/jit.h"
@@ -26,6 +28,8 @@
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/schedule_builtin.h"
+#include "schedule/schedule_printer.h"
 #include "test_util.h"
 
 namespace loom::testing {
@@ -634,6 +638,118 @@ int main() {
     EXPECT_NE(c.out.find("kept " + std::to_string((1 << 20) + 4096) + "\n"), std::string::npos) << c.out;
     EXPECT_NE(c.out.find("small request took the large block: 0\n"), std::string::npos) << c.out;
     EXPECT_NE(c.out.find("released 0\n"), std::string::npos) << c.out;
+}
+
+// `loom compile --train --machine` plans the step for a fixed machine, as `loom autoschedule
+// --machine` does: the preset sets the target (the manifest's), and the plan is the cost model's
+// for the preset's model with the overrides, line for line past the file's first header line,
+// whatever machine runs the test. A name that is no preset, a preset against another --target, a
+// --machine with --eager and one on a plain compile are refused before anything is written.
+TEST(TrainStep, MachinePresetPlansTheStep) {
+    std::string dir = temp_path("train_machine");
+    std::string mlp = grad_fixture("mlp.onnx");
+    Cli r = loom("compile " + mlp + " --train --loss cross_entropy --machine avx9_1core -o " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("loom compile --train --machine: unknown machine preset 'avx9_1core'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("avx512_2core"), std::string::npos) << r.out;  // the listing of presets
+    r = loom("compile " + mlp + " --train --machine avx512_2core --target x86-64-linux-avx-avx2-f16c-fma-sse41 -o " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("drop --target (the preset sets it) or the preset"), std::string::npos) << r.out;
+    r = loom("compile " + mlp + " --train --machine avx2_2core --eager -o " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("--machine with --eager"), std::string::npos) << r.out;
+    r = loom("compile " + mlp + " --machine avx2_2core -o " + dir);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("loom autoschedule M --machine avx2_2core"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir));
+
+    r = loom("compile " + mlp + " --train --loss cross_entropy --machine avx512_2core cores=16 l2_bytes=256K --force " +
+             "--name mlp_m -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    FixedMachine preset = machines::avx512_2core();
+    std::ifstream manifest(dir + "/manifest.txt");
+    std::string text((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\ntarget " + preset.target.to_string() + "\n"), std::string::npos) << text;
+    std::ifstream planned(dir + "/schedule.sched");
+    std::string got((std::istreambuf_iterator<char>(planned)), std::istreambuf_iterator<char>());
+    MachineModel m = preset.model;
+    override_machine(m, "cores=16");
+    override_machine(m, "l2_bytes=256K");
+    cli::TrainingModel tm = cli::load_training_model(mlp, {}, "cross_entropy", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    std::string want = print_schedule(auto_schedule(p, preset.target, m));
+    auto past_first_line = [](const std::string &s) { return s.substr(s.find('\n') + 1); };
+    EXPECT_EQ(past_first_line(got), past_first_line(want));
+    EXPECT_NE(got.find("avx512_2core preset + cores=16 + l2_bytes=256K: 16 cores"), std::string::npos) << got;
+    std::filesystem::remove_all(dir);
+}
+
+// A caller's arrays need not be 64-byte aligned (malloc's are 16): the CPU trainer copies such an
+// input into a buffer it keeps, so that after the first step a step allocates nothing (the glue's
+// per-step staging copies grew glibc's heap by an input's size every step), and its steps equal
+// those of a trainer given aligned copies of the same values, loss and parameters bit for bit. The
+// driver counts the aligned allocations of the steps after the first two (it defines
+// aligned_alloc, which the trainer's calls reach before libc's).
+TEST(TrainStep, UnalignedInputsStagedOnceNotEveryStep) {
+    std::string dir = temp_path("train_unaligned");
+    Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --loss cross_entropy --optimizer sgd --lr 0.05 " +
+                 "--force --name mlp_ua -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::ofstream(dir + "/driver.cpp") << R"(#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+static int counting = 0, calls = 0;
+extern "C" void *aligned_alloc(size_t align, size_t n) {
+    static auto real = reinterpret_cast<void *(*)(size_t, size_t)>(dlsym(RTLD_NEXT, "aligned_alloc"));
+    calls += counting;
+    return real(align, n);
+}
+int main(int, char **argv) {
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (!lib) return std::printf("%s\n", dlerror()), 1;
+    auto create = reinterpret_cast<void *(*)()>(dlsym(lib, "mlp_ua_train_create"));
+    auto step = reinterpret_cast<int (*)(void *, const void *const *, const void *, float *)>(dlsym(lib, "mlp_ua_train_step"));
+    auto param = reinterpret_cast<float *(*)(void *, int)>(dlsym(lib, "mlp_ua_train_parameter"));
+    auto size = reinterpret_cast<int64_t (*)(int)>(dlsym(lib, "mlp_ua_train_parameter_size"));
+    auto nparams = reinterpret_cast<int (*)()>(dlsym(lib, "mlp_ua_train_num_parameters"));
+    // x 8x64 f32 and 8 int64 classes, once 64-byte aligned and once 4 / 8 bytes past it.
+    char *xa = static_cast<char *>(std::aligned_alloc(64, 4096)), *xu = static_cast<char *>(std::aligned_alloc(64, 4096));
+    char *ca = static_cast<char *>(std::aligned_alloc(64, 128)), *cu = static_cast<char *>(std::aligned_alloc(64, 128));
+    srand(7);
+    for (int i = 0; i < 512; i++) {
+        float v = rand() / (float)RAND_MAX * 2 - 1;
+        std::memcpy(xa + 4 * i, &v, 4), std::memcpy(xu + 4 + 4 * i, &v, 4);
+    }
+    for (int i = 0; i < 8; i++) {
+        int64_t k = rand() % 10;
+        std::memcpy(ca + 8 * i, &k, 8), std::memcpy(cu + 8 + 8 * i, &k, 8);
+    }
+    void *a = create(), *u = create();
+    const void *in_a[] = {xa}, *in_u[] = {xu + 4};
+    int same = 1;
+    for (int s = 0; s < 12; s++) {
+        float la = NAN, lu = NAN;
+        if (step(a, in_a, ca, &la)) return std::printf("aligned step failed\n"), 1;
+        counting = s >= 2;
+        if (step(u, in_u, cu + 8, &lu)) return std::printf("unaligned step failed\n"), 1;
+        counting = 0;
+        same &= la == lu && !std::isnan(la);
+    }
+    for (int k = 0; k < nparams(); k++) same &= std::memcmp(param(a, k), param(u, k), 4 * size(k)) == 0;
+    std::printf("same %d allocations %d\n", same, calls);
+}
+)";
+    Cli c;
+    c.rc = run_command("g++ -std=c++17 -O1 -rdynamic -o " + dir + "/driver " + dir + "/driver.cpp -ldl && HL_NUM_THREADS=1 " +
+                           dir + "/driver " + dir + "/libmlp_ua_train.so",
+                       c.out);
+    ASSERT_EQ(c.rc, 0) << c.out;
+    EXPECT_NE(c.out.find("same 1 allocations 0\n"), std::string::npos) << c.out;
+    std::filesystem::remove_all(dir);
 }
 
 // The CUDA training step compiles on a machine without a GPU; there its trainer refuses to start

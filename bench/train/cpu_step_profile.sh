@@ -20,7 +20,7 @@ for th in 1 2; do for m in ${MODELS:-mlp transformer}; do for cs in $(sets $th);
   for round in 1 2; do
     for v in ${VARIANTS:-base}; do for thr in ${THREADING:-halide}; do
       [ $th = 1 ] && [ $thr = openmp ] && continue
-      LOOM_THREADING=$thr HL_NUM_THREADS=$th taskset -c $cs ./driver $v/${m}_step/lib${m}_step_train.so ${m}_step $(args_of $m $r) 2>/dev/null | sed "s/^/loom $v $thr $m threads $th cores $cs /"
+      LOOM_THREADING=$thr HL_NUM_THREADS=$th taskset -c $cs ./driver $v/${m}_step/lib${m}_step_train.so ${m}_step $(args_of $m $r) 2>/dev/null | sed "s|^|loom $v $thr $m threads $th cores $cs |"
     done; done
     [ $round = 1 ] && taskset -c $cs python3 -c "$W" . . $m $th $r 2>&1 | tail -1 | sed "s/^/torch $m threads $th cores $cs /"
   done

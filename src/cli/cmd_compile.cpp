@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/input_binding.h"
 #include "cli/train_artifact.h"
+#include "autoschedule/machine_model.h"
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/aot.h"
@@ -30,6 +31,7 @@ struct CompileOptions {
     std::vector<std::string> dims;  ///< --dim NAME=LO..HI (dynamic shapes)
     bool dynamic = false;           ///< --dynamic
     bool train = false;      ///< a training step instead (train_artifact.h)
+    bool target_given = false;  ///< --target was passed
     TrainCompileOptions training;
 };
 
@@ -40,8 +42,12 @@ void compile(const CompileOptions &o) {
         t.force = o.force, t.print_schedule = o.print_schedule;
         t.libs = o.libs;
         t.schedule = !o.schedule.empty() ? o.schedule : o.eager ? "eager" : "auto";
+        t.target_given = o.target_given;
         return compile_training(t);
     }
+    user_check(o.training.machine.empty(), "loom compile --machine plans a training step (--train); for inference, "
+               "write the plan with `loom autoschedule M --machine ", o.training.machine.front(),
+               " -o plan.sched` and compile it with --schedule plan.sched");
     user_check(int(!o.schedule.empty()) + int(o.autosched) + int(o.eager) <= 1,
                "loom compile: give at most one of --schedule, --auto, --eager");
     Halide::Target target = aot_target(o.target);
@@ -108,8 +114,8 @@ void add_compile_command(CLI::App &app) {
     auto o = std::make_shared<CompileOptions>();
     CLI::App *c = app.add_subcommand("compile", "Compile a model ahead of time into a library with a C API");
     c->add_option("model", o->model, "ONNX model file")->required();
-    c->add_option("--target", o->target, "host, cuda (host-cuda-cuda_capability_80) or a Halide target string")
-        ->default_val("host");
+    c->add_option("--target", o->target, "host (the default), cuda (host-cuda-cuda_capability_80) or a Halide target string")
+        ->each([o](const std::string &) { o->target_given = true; });
     c->add_option("--schedule", o->schedule, "Schedule file (.sched)");
     c->add_flag("--auto", o->autosched, "Auto-schedule (the default on cuda)");
     c->add_flag("--eager", o->eager, "Every op its own loop nest (the default on host)");
@@ -134,6 +140,9 @@ void add_compile_command(CLI::App &app) {
                   "--train: min-cut (save the cheapest cut, recompute cheap ops in the backward) | save-all")
         ->default_val("min-cut");
     c->add_option("--report", o->training.report, "--train: write the step's fusion report and save-or-recompute table here");
+    c->add_option("--machine", o->training.machine,
+                  "--train: plan the step for a fixed machine (a preset, with its target: " + machines::names() +
+                      "), then override the model: cores=2, l2_bytes=2M … (as loom autoschedule --machine)");
     c->callback([o] { compile(*o); });
 }
 

@@ -153,9 +153,10 @@ void apply_planned(ScheduledModel &m, const Halide::Target &target, std::clock_t
 }  // namespace
 
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
-                              const std::string &model_path, const LowerOptions &lower_options) {
+                              const std::string &model_path, const LowerOptions &lower_options,
+                              const AutoscheduleFn &autofn) {
     std::clock_t c2;
-    ScheduledModel m = plan_model(g, spec, target, model_path, lower_options, c2);
+    ScheduledModel m = plan_model(g, spec, target, model_path, lower_options, c2, autofn);
     apply_planned(m, target, c2, false);
     return m;
 }

@@ -79,9 +79,11 @@ struct ScheduledModel {
 
 /// Lowers \p g and applies the schedule named by \p spec ("eager" | "inline" | "auto" | a path).
 /// \p model_path names the model in an emitted schedule's header and gives the hash a file's
-/// header is checked against. \p lower_options go to lower_graph (default: all off).
+/// header is checked against. \p lower_options go to lower_graph (default: all off). \p autofn
+/// plans "auto" in place of the cost model for \p target on this machine (a fixed machine's).
 ScheduledModel schedule_model(const Graph &g, const std::string &spec, const Halide::Target &target,
-                              const std::string &model_path, const LowerOptions &lower_options = {});
+                              const std::string &model_path, const LowerOptions &lower_options = {},
+                              const AutoscheduleFn &autofn = nullptr);
 
 /// A model compiled for every size (dynamic shapes), scheduled by schedule_compiled_for_every_size.
 struct EverySizeModel {

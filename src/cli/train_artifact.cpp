@@ -338,11 +338,11 @@ std::string train_source(const std::string &n, const TrainingStepGraph &s, const
     c << "const int kData = " << s.data_inputs.size() << ";\nconst bool kHasTarget = " << (s.target.empty() ? "false" : "true")
       << ";\nconst bool kAdam = " << (s.optimizer.name == "adam" ? "true" : "false") << ";\n"
       << "const double kBeta1 = " << s.optimizer.beta1 << ", kBeta2 = " << s.optimizer.beta2 << ";\n";
+    c << "const int64_t kDataBytes[] = {";
+    for (const auto &v : s.data_inputs) c << shape_numel(g.value(v).shape) * dtype_size(g.value(v).dtype) << ", ";
+    c << "0};\nconst int64_t kTargetBytes = "
+      << (s.target.empty() ? 0 : shape_numel(g.value(s.target).shape) * dtype_size(g.value(s.target).dtype)) << ";\n";
     if (cuda) {
-        c << "const int64_t kDataBytes[] = {";
-        for (const auto &v : s.data_inputs) c << shape_numel(g.value(v).shape) * dtype_size(g.value(v).dtype) << ", ";
-        c << "0};\nconst int64_t kTargetBytes = "
-          << (s.target.empty() ? 0 : shape_numel(g.value(s.target).shape) * dtype_size(g.value(s.target).dtype)) << ";\n";
         std::string body = cuda_trainer_body();
         for (size_t at = body.find("@N@"); at != std::string::npos; at = body.find("@N@", at)) body.replace(at, 3, n);
         std::ostringstream lr;
@@ -354,16 +354,29 @@ std::string train_source(const std::string &n, const TrainingStepGraph &s, const
 struct Trainer {
     void *model = nullptr;
     std::vector<float *> cur, next;  // parameters, state, then buffers
+    std::vector<void *> staged;      // per data input, then the target: an aligned copy (aligned_input)
     float lr = 0;
     int64_t steps = 0;
 };
 float *alloc_floats(int64_t n) { return static_cast<float *>(::operator new(sizeof(float) * (n ? n : 1), std::align_val_t(64))); }
+// The step reads its inputs 64-byte aligned, and the caller's arrays need not be (malloc's are 16):
+// such an input is copied into a buffer the trainer keeps. The model's glue would stage it in a
+// block allocated and freed every step, and the step's other small allocations split those freed
+// blocks, so glibc's heap grew by the input's size on every step.
+const void *aligned_input(Trainer *t, int k, const void *p, int64_t bytes) {
+    if (!p || reinterpret_cast<uintptr_t>(p) % 64 == 0) return p;
+    if (!t->staged[k]) t->staged[k] = ::operator new(bytes ? bytes : 1, std::align_val_t(64), std::nothrow);
+    if (!t->staged[k]) return p;  // out of memory: the glue stages it
+    std::memcpy(t->staged[k], p, bytes);
+    return t->staged[k];
+}
 )" << host_buffer_cache_source() << R"(}  // namespace
 
 extern "C" {
 )";
     c << "void *" << n << R"(_train_create(void) {
     Trainer *t = new Trainer;
+    t->staged.assign(kData + 1, nullptr);
     buffer_cache_retain();
     t->model = )" << n << R"(_create();
     if (!t->model) { delete t; buffer_cache_release(); return nullptr; }
@@ -384,21 +397,23 @@ extern "C" {
 }
 int )" << n << R"(_train_step(void *h, const void *const *inputs, const void *target, float *loss) {
     Trainer *t = static_cast<Trainer *>(h);
-    std::vector<const void *> in(inputs, inputs + kData);
-    if (kHasTarget) in.push_back(target);
+    std::vector<const void *> in;
+    for (int k = 0; k < kData; k++) in.push_back(aligned_input(t, k, inputs[k], kDataBytes[k]));
+    if (kHasTarget) in.push_back(aligned_input(t, kData, target, kTargetBytes));
     for (float *p : t->cur) in.push_back(p);
-    float scalars[2];
+    // Scalars and the loss 64-byte aligned too, so that the glue stages nothing.
+    alignas(64) float scalars[2][16];
     t->steps++;
     if (kAdam) {
-        scalars[0] = (float)(t->lr / (1 - std::pow(kBeta1, (double)t->steps)));
-        scalars[1] = (float)(1 / std::sqrt(1 - std::pow(kBeta2, (double)t->steps)));
-        in.push_back(&scalars[0]);
-        in.push_back(&scalars[1]);
+        scalars[0][0] = (float)(t->lr / (1 - std::pow(kBeta1, (double)t->steps)));
+        scalars[1][0] = (float)(1 / std::sqrt(1 - std::pow(kBeta2, (double)t->steps)));
+        in.push_back(&scalars[0][0]);
+        in.push_back(&scalars[1][0]);
     } else {
-        scalars[0] = t->lr;
-        in.push_back(&scalars[0]);
+        scalars[0][0] = t->lr;
+        in.push_back(&scalars[0][0]);
     }
-    float loss_value = 0;
+    alignas(64) float loss_value = 0;
     std::vector<void *> out = {&loss_value};
     for (float *p : t->next) out.push_back(p);
     int rc = )" << n << R"(_run_host(t->model, in.data(), out.data());
@@ -438,6 +453,7 @@ void )" << n << R"(_train_destroy(void *h) {
     )" << n << R"(_destroy(t->model);
     for (float *p : t->cur) ::operator delete(p, std::align_val_t(64));
     for (float *p : t->next) ::operator delete(p, std::align_val_t(64));
+    for (void *p : t->staged) ::operator delete(p, std::align_val_t(64));
     delete t;
     buffer_cache_release();
 }
@@ -524,8 +540,44 @@ void buffer_cache_release() {
 )CACHE";
 }
 
+// The machine the step is planned for: --machine's preset (which sets the target) with its
+// overrides, else this machine's model for the target. UserError, before anything slow runs, for
+// a preset that does not exist or contradicts --target, or a --machine the cost model does not read.
+static MachineModel training_machine(const TrainCompileOptions &o, Halide::Target &target) {
+    const std::string flag = "loom compile --train --machine";
+    MachineOptions mo;
+    try {
+        mo = parse_machine_options(o.machine);
+    } catch (const UserError &e) {
+        throw UserError(flag + ": " + e.what());
+    }
+    if (mo.preset) {
+        Halide::Target named = target.without_feature(Halide::Target::JIT);
+        user_check(!o.target_given || named == mo.preset->target, flag, " ", mo.preset->name, " plans for target ",
+                   mo.preset->target.to_string(), ", not --target ", o.target, " (", named.to_string(),
+                   "); drop --target (the preset sets it) or the preset");
+        target = mo.preset->target;
+    }
+    if (!o.machine.empty()) {
+        user_check(!target.has_gpu_feature(), flag, " with --target ", o.target,
+                   ": the machine model is the CPU cost model's; drop --machine for a GPU target");
+        user_check(o.schedule == "auto", flag, " with ", o.schedule == "eager" ? "--eager" : "--schedule " + o.schedule,
+                   ": --machine shapes the cost model's plan, and this step takes no plan from it; drop one of the two");
+    }
+    MachineModel m = mo.preset ? mo.preset->model : detect_machine(target);
+    for (const auto &kv : mo.overrides) {
+        try {
+            override_machine(m, kv);
+        } catch (const UserError &e) {
+            throw UserError(flag + ": " + e.what());
+        }
+    }
+    return m;
+}
+
 void compile_training(const TrainCompileOptions &o) {
     Halide::Target target = aot_target(o.target);
+    const MachineModel machine = training_machine(o, target);
     OptimizerSpec opt;
     opt.name = o.optimizer;
     opt.lr = o.lr;
@@ -536,7 +588,11 @@ void compile_training(const TrainCompileOptions &o) {
     // computed) go to cuBLAS and cuDNN unless the flags say otherwise; the CPU keeps its lowering.
     LowerOptions lo = library_lowering(target, o.libs, "loom compile --train");
     if (!target.has_feature(Halide::Target::CUDA)) lo = LowerOptions{};
-    ScheduledModel sm = schedule_model(step.graph, spec, target, o.model, lo);
+    // The cost model plans for `machine` (a preset's caches and cores, not this machine's, with --machine).
+    AutoscheduleFn autofn = nullptr;
+    if (!target.has_gpu_feature())
+        autofn = [machine](const LoweredPipeline &p, const Halide::Target &t) { return auto_schedule(p, t, machine); };
+    ScheduledModel sm = schedule_model(step.graph, spec, target, o.model, lo, autofn);
     for (const auto &w : sm.warnings) std::cerr << "warning: " << w << "\n";
     std::string text = print_schedule(sm.schedule);
     if (o.print_schedule) std::cout << text;
@@ -546,11 +602,10 @@ void compile_training(const TrainCompileOptions &o) {
         if (!is_backward_node(n)) forward.insert(n.name);
     if (!o.report.empty()) {
         LoweredPipeline lp = lower_graph(step.graph, lo);
-        MachineModel mm = detect_machine(target);
-        AutoScheduleResult r = auto_schedule_with_plan(lp, target, mm);
+        AutoScheduleResult r = auto_schedule_with_plan(lp, target, machine);
         std::ofstream f(o.report);
         user_check((bool)f, "--report: cannot write ", o.report);
-        f << format_report(lp, r, mm) << "\n" << m.recompute.describe() << "\n" << save_or_recompute(lp, r, forward).table;
+        f << format_report(lp, r, machine) << "\n" << m.recompute.describe() << "\n" << save_or_recompute(lp, r, forward).table;
     }
 
     AotOptions ao;

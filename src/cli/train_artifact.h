@@ -39,12 +39,17 @@ struct TrainCompileOptions {
     bool force = false, print_schedule = false;
     std::string recompute = "min-cut";  ///< the save-or-recompute partition (training_model.h)
     std::string report;  ///< write the fusion report of the step's schedule here ("" none)
+    /// --machine: plan for a fixed machine (a preset, which sets the target, then key=value
+    /// overrides), as `loom autoschedule --machine` does; empty: this machine's model for target.
+    std::vector<std::string> machine;
+    bool target_given = false;  ///< --target was passed (a preset sets it otherwise)
     /// cuBLAS/cuDNN switches (CUDA: GEMMs and convs whose weights are parameters go to the libraries).
     LibraryFlags libs;
 };
 
 /// Builds the training artifact (CPU or CUDA). UserError for an unknown loss, optimizer or
-/// --recompute, and every error `loom compile` gives.
+/// --recompute, a --machine that names no preset, comes with a schedule file or --eager, a CUDA
+/// target or a --target other than its preset's, and every error `loom compile` gives.
 void compile_training(const TrainCompileOptions &o);
 
 /// C++ source of the CPU trainer's allocator for Halide's buffers (installed with
