@@ -584,13 +584,74 @@ TEST(Aot, CudaChannelsLastDepthwiseLoadsWholeVectors) {
     }
 }
 
+// An SE block's GlobalAveragePool under conv_nhwc (it reads the channels-last depthwise conv through
+// its ReLU) is one kernel (D130): a block per few channel vectors of an image, the input rows
+// split over a second thread dim by rfactor into `pool_rows` in shared memory, each thread summing
+// one row's columns as 16-byte vectors, the rows' partials then summed in the channel thread's
+// registers (no init kernel). Halide's default gave every output a block of one thread summing
+// all taps serially. The artifact compiles and links; its PTX loads the input as whole vectors.
+TEST(Aot, CudaChannelsLastGlobalPoolSplitsRowsOverThreads) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    GraphBuilder b;
+    const Shape s = {2, 32, 12, 10};
+    std::string x = b.input("x", {2, 16, 12, 10});
+    std::string w1 = b.random_constant("w1", {32, 16, 1, 1}, 1), b1 = b.random_constant("b1", {32}, 2);
+    std::string w2 = b.random_constant("w2", {32, 1, 3, 3}, 3), b2 = b.random_constant("b2", {32}, 4);
+    std::string w3 = b.random_constant("w3", {16, 32, 1, 1}, 5);
+    std::string r1 = b.node("Relu", {b.node("Conv", {x, w1, b1}, s, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "expand")}, s);
+    std::string dw = b.node("Conv", {r1, w2, b2}, s,
+                            {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t(32)}},
+                            DType::F32, "dw");
+    std::string pool = b.node("GlobalAveragePool", {b.node("Relu", {dw}, s)}, {2, 32, 1, 1}, {}, DType::F32, "pool");
+    b.out("Tanh", {b.node("Conv", {pool, w3}, {2, 16, 1, 1}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "fc")},
+          {2, 16, 1, 1});
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = lo.conv_nhwc = true;
+    lo.channels_last_depthwise_filters = true;
+    lo.buffer_alignment = 16;
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    const std::string text = print_schedule(gpu_auto_schedule(p, aot_target("cuda")));
+    const size_t wrapper = text.find("pool_w.compute_root()\n    .reorder_storage(c, w, h, n)");
+    ASSERT_NE(wrapper, std::string::npos) << text;
+    const std::string ws = text.substr(wrapper, text.find(';', wrapper) - wrapper);
+    // 8 channel vectors over 2 images: no split gives two blocks per SM, so one block takes all 8.
+    EXPECT_NE(ws.find(".split(cq, co, ct, 8, TailStrategy::RoundUp)"), std::string::npos) << ws;
+    EXPECT_NE(ws.find(".gpu_threads(ct)"), std::string::npos) << ws;
+    EXPECT_NE(text.find("pool.compute_at(pool_w, ct)"), std::string::npos) << text;
+    EXPECT_NE(text.find("pool.update(0).rfactor(r.y, u) as pool_rows;"), std::string::npos) << text;
+    const size_t rows = text.find("pool_rows.compute_at(pool_w, co)");
+    ASSERT_NE(rows, std::string::npos) << text;
+    EXPECT_NE(text.substr(rows, text.find(';', rows) - rows).find(".gpu_threads(cq, u)"), std::string::npos) << text;
+    EXPECT_NE(text.find("pool_rows.update(0).split(c, cq, cv, 4)\n    .vectorize(cv)\n    .reorder(cv, r.x, cq, u"),
+              std::string::npos)
+        << "each thread sums one row's columns: " << text;
+    auto [object, output] = cuda_artifact(p, "se_pool");
+    const std::string ptx = embedded_ptx(object);
+    EXPECT_EQ(ptx.find(".entry _kernel_pool_s0"), std::string::npos) << "no init kernel: " << ptx;
+    const size_t at = ptx.find(".entry _kernel_pool_global_wrapper");
+    ASSERT_NE(at, std::string::npos) << ptx;
+    const std::string kernel = ptx.substr(at, ptx.find("\n}\n", at) - at);
+    EXPECT_NE(kernel.find("bar.sync"), std::string::npos) << kernel;
+    EXPECT_NE(kernel.find("ld.global.nc.v4.f32"), std::string::npos) << kernel;
+    std::istringstream lines(kernel);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find("ld.global") != std::string::npos) {
+            EXPECT_NE(line.find(".v4."), std::string::npos) << line;
+        }
+    }
+}
+
 // With conv_nhwc in FP32 and TF32 (D117) the cuDNN convs read and write FP32 tensors with channels
 // innermost: the filter stored KRSC at compile time (exact FP32 values), the graph input a Halide
 // copy `<node>_x_nhwc` stored NHWC, and a conv whose sole consumer is a Relu keeps cuDNN's fused
 // bias and ReLU, its NHWC output read by the next conv as it is (no copy). The 1x1 conv is cuDNN's
-// (not cuBLAS), its bias a Halide Func fused into the residual Add, whose ReLU the last conv copies
-// NHWC; the precision argument carries kConvNhwc and the math of the precision. The schedule
-// stores the copies NHWC with threads along the channels; the artifact compiles and links.
+// in TF32 and, in FP32, one cuBLAS GEMM over the pixels on the same NHWC tensors
+// (loom_cublas_conv1x1_nhwc: cuDNN has no NHWC FMA kernel for it, D124), its bias a Halide Func
+// fused into the residual Add, whose ReLU the last conv copies NHWC; cuDNN's precision argument
+// carries kConvNhwc and the math of the precision. The schedule stores the copies NHWC with
+// threads along the channels; the artifact compiles and links.
 TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
     loom::testing::GraphBuilder b;
     const std::string w1 = residual_conv_block(b);
@@ -600,7 +661,10 @@ TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
         SCOPED_TRACE(precision_name(prec));
         lo.gemm_precision = prec;
         LoweredPipeline p = lower_graph(b.g, lo);
-        EXPECT_EQ(p.extern_calls, std::vector<std::string>{"loom_cudnn_conv"}) << "the 1x1 conv is cuDNN's too";
+        const bool fp32 = prec == Precision::FP32;
+        EXPECT_EQ(p.extern_calls, fp32 ? (std::vector<std::string>{"loom_cudnn_conv", "loom_cublas_conv1x1_nhwc"})
+                                       : std::vector<std::string>{"loom_cudnn_conv"})
+            << "the 1x1 conv is cuBLAS's in FP32, cuDNN's in TF32";
         std::vector<std::string> copies;
         for (const auto &f : p.funcs)
             if (f.channels_last && f.feeds_extern) {
@@ -625,6 +689,23 @@ TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
             ASSERT_EQ(dims.size(), 4u);
             EXPECT_EQ(dims[0].var, ext.args()[2]) << ext.name() << ": channels innermost in memory";
             const std::vector<Halide::ExternFuncArgument> &args = ext.extern_arguments();
+            if (ext.extern_function_name() == "loom_cublas_conv1x1_nhwc") {
+                EXPECT_TRUE(fp32) << ext.name();
+                EXPECT_EQ(ext.name().rfind("conv2_cublas", 0), 0u) << ext.name();
+                // x, w, bias, N, C, H, W, C_out, activation (none: the Add reads it), precision.
+                ASSERT_EQ(args.size(), 10u);
+                EXPECT_EQ(args[7].expr.as<Halide::Internal::IntImm>()->value, 8);
+                EXPECT_EQ(args[8].expr.as<Halide::Internal::IntImm>()->value, 0);
+                EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, (int)Precision::FP32);
+                Halide::Buffer<float> wb = args[1].buffer;
+                ASSERT_EQ(wb.dimensions(), 4);
+                EXPECT_EQ(wb.dim(0).extent(), 8);
+                EXPECT_EQ(wb.dim(3).stride(), 8) << "the filter is the dense [C_out, C] matrix of the GEMM";
+                const float *w2 = static_cast<const float *>(b.g.constant("w2")->data());
+                EXPECT_EQ(wb(3, 0, 0, 5), w2[5 * 8 + 3]);
+                continue;
+            }
+            EXPECT_EQ(ext.extern_function_name(), "loom_cudnn_conv");
             EXPECT_EQ(args.back().expr.as<Halide::Internal::IntImm>()->value, (int)prec + kConvNhwc) << ext.name();
             fused += args[3 + 4 + 7].expr.as<Halide::Internal::IntImm>()->value;
             // The filter: FP32 in KRSC order (Halide order c, s, r, k), values exact.
@@ -645,6 +726,9 @@ TEST(Aot, CudaFp32AndTf32ConvsAreNhwc) {
         if (prec == Precision::TF32) {
             auto [object, output] = cuda_artifact(p, "tf32_nhwc_convs");
             EXPECT_NE(output.find("T loom_cudnn_conv"), std::string::npos) << output;
+        } else {
+            auto [object, output] = cuda_artifact(p, "fp32_nhwc_convs");
+            EXPECT_NE(output.find("T loom_cublas_conv1x1_nhwc"), std::string::npos) << output;
         }
     }
     // FP16 keeps FP32 NCHW stages (no FP16 copies yet), whatever conv_nhwc says.
@@ -693,6 +777,35 @@ TEST(Aot, CudaPointwiseConvCallsCublas) {
     EXPECT_EQ(one_conv({1, 1}, "Tanh"), std::vector<std::string>{"loom_cublas_conv1x1"});
     EXPECT_EQ(one_conv({1, 1}, "Relu"), std::vector<std::string>{"loom_cudnn_conv"});
     EXPECT_EQ(one_conv({2, 2}, "Tanh"), std::vector<std::string>{"loom_cudnn_conv"});
+    {  // FP32 NHWC (D124): a 1x1 conv whose sole consumer is a Relu is one cuBLASLt GEMM with the
+       // RELU_BIAS epilogue (its bias the node's), the ReLU's value the extern's; TF32 keeps cuDNN.
+        GraphBuilder b;
+        std::string x = b.input("x", {2, 8, 6, 6});
+        std::string w = b.random_constant("w", {16, 8, 1, 1}, 3), bias = b.random_constant("b", {16}, 4);
+        std::string c = b.node("Conv", {x, w, bias}, {2, 16, 6, 6}, {{"kernel_shape", Ints{1, 1}}}, DType::F32, "pw");
+        b.out("Tanh", {b.node("Relu", {c}, {2, 16, 6, 6})}, {2, 16, 6, 6});
+        LowerOptions o;
+        o.gemm_extern = o.conv_extern = o.conv_nhwc = true;
+        LoweredPipeline fp32 = lower_graph(b.g, o);
+        EXPECT_EQ(fp32.extern_calls, std::vector<std::string>{"loom_cublas_conv1x1_nhwc"});
+        const LoweredFunc *ext = nullptr;
+        for (const auto &f : fp32.funcs)
+            if (f.is_extern) ext = &f;
+        ASSERT_NE(ext, nullptr);
+        EXPECT_EQ(ext->name.rfind("pw_relu_cublaslt", 0), 0u) << ext->name;
+        const auto &args = ext->func.function().extern_arguments();
+        ASSERT_EQ(args.size(), 10u);
+        EXPECT_EQ(args[8].expr.as<Halide::Internal::IntImm>()->value, kCublasLtRelu);
+        Halide::Buffer<float> bb = args[2].buffer;
+        ASSERT_EQ(bb.dim(0).extent(), 16);
+        const float *bf = static_cast<const float *>(b.g.constant(bias)->data());
+        for (int k : {0, 9, 15}) EXPECT_EQ(bb(k), bf[k]);
+        o.gemm_precision = Precision::TF32;
+        EXPECT_EQ(lower_graph(b.g, o).extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
+        o.gemm_precision = Precision::FP32;
+        o.gemm_extern = false;  // --no-cublas
+        EXPECT_EQ(lower_graph(b.g, o).extern_calls, std::vector<std::string>{"loom_cudnn_conv"});
+    }
 
     auto [object, output] = cuda_artifact(p, "inverted_residual");
     EXPECT_NE(object.find("loom_cublas_conv1x1"), std::string::npos);

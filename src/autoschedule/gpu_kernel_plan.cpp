@@ -177,7 +177,8 @@ private:
     // A rank-4 kernel reading NHWC data (a BF16 cuDNN stage's output, a channels-last copy) through
     // inlined Funcs is stored NHWC with its threads along the channels too, so that its reads and
     // the reads of its NHWC consumers stay coalesced; a pure kernel, or a reduction over a few taps
-    // (a pool, a depthwise conv) that no other rule fused (bench/DECISIONS.md#d116-gpu-channels-last-kernels).
+    // (a pool, a depthwise conv) that no other rule fused (bench/DECISIONS.md#d116-gpu-channels-last-kernels),
+    // or a global pool over any number of taps (channels_last_pool splits its rows over threads).
     void find_channels_last() {
         std::map<std::string, bool> reads;
         std::function<bool(const Halide::Internal::Function &, int)> nhwc_input = [&](const Halide::Internal::Function &fn,
@@ -186,7 +187,9 @@ private:
                 return fn.dimensions() == 4 && fn.schedule().storage_dims()[0].var == fn.args()[2];
             const LoweredFunc *lf = p_.find(fn.name());
             if (!lf) return false;
-            if (lf->channels_last) return true;
+            // A channels-last copy, or a kernel this rule already stored NHWC (a depthwise conv
+            // read through an inlined activation by a pool).
+            if (lf->channels_last || plan_.channels_last.count(lf->name)) return true;
             if (!plan_.inlined.count(lf->name) || depth > 16) return false;
             if (auto it = reads.find(lf->name); it != reads.end()) return it->second;
             bool any = false;
@@ -203,7 +206,7 @@ private:
             }
             // A graph output keeps the caller's layout; a library stage's operand the one it declares.
             if (f.is_output || f.feeds_extern || plan_.conv_of.count(f.name) || num_updates(f) > 1) continue;
-            if (num_updates(f) == 1) {  // a few taps, each a constant extent
+            if (num_updates(f) == 1 && !channels_last_global_pool(f)) {  // a few taps, each a constant extent
                 int64_t taps = 1;
                 for (const auto &rv : f.func.function().update(0).schedule().rvars()) {
                     const int64_t *e = Halide::Internal::as_const_int(rv.extent);

@@ -162,6 +162,81 @@ void GpuCtx::channels_last_reduction(const LoweredFunc &r) {
     s.statements.push_back(up);
 }
 
+bool channels_last_global_pool(const LoweredFunc &r) {
+    if (r.vars.size() != 4 || num_updates(r) != 1 || r.update_rvars.empty() || r.update_rvars[0].size() != 2 ||
+        r.extents[2] != 1 || r.extents[3] != 1 || !r.func.defined())
+        return false;
+    const auto &rvars = r.func.function().update(0).schedule().rvars();
+    if (rvars.size() != 2) return false;
+    const int64_t *cols = Halide::Internal::as_const_int(rvars[0].extent);
+    const int64_t *rows = Halide::Internal::as_const_int(rvars[1].extent);
+    return cols && rows && *rows >= 2 && *rows <= kMaxPoolRows && r.extents[1] % kVec == 0;
+}
+
+// Threads along the channels of a block of channels_last_pool: the largest divisor of the \p nq
+// channel vectors up to a warp that leaves at least two blocks per SM of an H100 (132 SMs) over
+// the \p images, or the largest divisor up to a warp when none does.
+static int pool_channel_threads(int64_t nq, int64_t images) {
+    int best = 1, best_spread = 0;
+    for (int t = 1; t <= 32 && t <= nq; t++) {
+        if (nq % t) continue;
+        best = t;
+        if (images * (nq / t) >= 2 * 132) best_spread = t;
+    }
+    return best_spread ? best_spread : best;
+}
+
+// A global pool of NHWC data (output rows and columns 1): the wrapper `<r>_w` holds a block of
+// channel vectors of one image, a thread per vector; the input rows are split over a second
+// thread dim by rfactor, each thread summing one row's columns of its vector into `<r>_rows`
+// (shared memory), which the channel thread sums in registers. One thread per output summing
+// every tap serially (Halide's default) or per vector (channels_last_reduction) left most of the
+// GPU idle (bench/DECISIONS.md#d130-gpu-channels-last-global-pool).
+void GpuCtx::channels_last_pool(const LoweredFunc &r) {
+    const std::string w = r.name + "_w", part = r.name + "_rows";
+    const std::string &n = r.vars[0], &c = r.vars[1], &h = r.vars[2], &x = r.vars[3];
+    const std::string &rx = r.update_rvars[0][0], &ry = r.update_rvars[0][1];
+    const int64_t rows = *Halide::Internal::as_const_int(r.func.function().update(0).schedule().rvars()[1].extent);
+    const int64_t nq = r.extents[1] / kVec;
+    const int tx = pool_channel_threads(nq, r.extents[0]);
+    const std::string cq = ident(r, c + "q"), cv = ident(r, c + "v"), co = ident(r, c + "o"), ct = ident(r, c + "t");
+    const std::string xhn = ident(r, x + "_" + h + "_" + n), xh = ident(r, x + "_" + h), u = ident(r, "u");
+    ScheduleStatement wrap(r.name);
+    wrap.add("in", {}, w);
+    s.statements.push_back(wrap);
+    ScheduleStatement ws(w);
+    ws.add("compute_root");
+    ws.comments.push_back("channels-last global pool: a block per " + std::to_string(tx * kVec) +
+                          " channels of an image, a thread per vector of them and per input row (" +
+                          std::to_string(rows) + "); the rows' partials summed in registers");
+    ws.add("reorder_storage", {c, x, h, n});
+    bound_static(ws, r);
+    ws.add("split", {c, cq, cv, kVec}).add("vectorize", {cv});
+    ws.add("split", {cq, co, ct, tx, tail(true)});
+    ws.add("fuse", {x, h, xh}).add("fuse", {xh, n, xhn});
+    ws.add("reorder", {cv, ct, co, xhn}).add("gpu_threads", {ct}).add("gpu_blocks", {co, xhn});
+    s.statements.push_back(ws);
+    ScheduleStatement fs(r.name);
+    fs.add("compute_at", {w, ct}).add("reorder", {c, x, h, n}).add("vectorize", {c});
+    s.statements.push_back(fs);
+    ScheduleStatement rf(r.name, 0);
+    rf.add("rfactor", {ry, u}, part);
+    s.statements.push_back(rf);
+    ScheduleStatement up(r.name, 0);
+    up.add("reorder", {c, ry, x, h, n}).add("vectorize", {c});
+    s.statements.push_back(up);
+    // The partials: one row of one channel vector per thread, the block's channels by its rows.
+    ScheduleStatement ps(part);
+    ps.add("compute_at", {w, co});
+    ps.add("split", {c, cq, cv, kVec}).add("vectorize", {cv});
+    ps.add("reorder", {cv, cq, u, x, h, n}).add("gpu_threads", {cq, u});
+    s.statements.push_back(ps);
+    ScheduleStatement pu(part, 0);
+    pu.add("split", {c, cq, cv, kVec}).add("vectorize", {cv});
+    pu.add("reorder", {cv, rx, cq, u, x, h, n}).add("gpu_threads", {cq, u});
+    s.statements.push_back(pu);
+}
+
 int64_t outer_extent(const LoweredFunc &f, int n) {
     int64_t e = 1;
     for (int k = 0; k < n; k++) e *= f.extents[k];

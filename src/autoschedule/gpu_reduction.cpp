@@ -36,7 +36,8 @@ void GpuCtx::reduction_kernel(const LoweredFunc &r) {
     switch (choose_reduction_way(r)) {
     case ReductionWay::Gemm: return gemm_kernel(r, r);
     case ReductionWay::Default:
-        if (plan.channels_last.count(r.name)) return channels_last_reduction(r);
+        if (plan.channels_last.count(r.name))
+            return channels_last_global_pool(r) ? channels_last_pool(r) : channels_last_reduction(r);
         for (auto &d : default_statements(r, target)) s.statements.push_back(d);
         return;
     case ReductionWay::Short: return short_reduction(r);

@@ -31,7 +31,13 @@ namespace loom::gpu_autosched {
 constexpr int kVec = 4;             ///< floats per thread access: 16-byte loads
 constexpr int kPointThreads = 128;  ///< threads per block of a pointwise kernel
 constexpr int64_t kMaxChannelsLastTaps = 64;  ///< taps of a reduction a channels-last kernel runs serially per thread
+/// Most input rows of a channels-last global pool (each a thread of its block: channels_last_pool).
+constexpr int64_t kMaxPoolRows = 32;
 constexpr int64_t kMaxGridYZ = 65535;  ///< CUDA's limit on gridDim.y and .z (gridDim.x: 2^31 - 1)
+
+/// A rank-4 reduction over every row and column of its input into one (a global pool), of at
+/// most kMaxPoolRows rows (constant extents) and channels in 4-wide vectors: channels_last_pool's.
+bool channels_last_global_pool(const LoweredFunc &r);
 
 /// Product of the extents of \p f's outermost \p n vars (what fuse_outer makes one var of).
 int64_t outer_extent(const LoweredFunc &f, int n);
@@ -200,6 +206,9 @@ struct GpuCtx {
     /// A reduction over a few taps of NHWC data (a pool, a depthwise conv): a wrapper tiled as
     /// channels_last_kernel, each thread reducing its channels' taps in registers.
     void channels_last_reduction(const LoweredFunc &r);
+    /// A global pool of NHWC data (channels_last_global_pool): a block per channel vectors of an
+    /// image, a thread per vector and input row, the rows' partials summed in registers.
+    void channels_last_pool(const LoweredFunc &r);
 
     // gpu_reduction.cpp
 

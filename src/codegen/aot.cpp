@@ -217,7 +217,7 @@ ToolBuild tool_sources(const LoweredPipeline &lowered, const SegmentedPipeline &
         std::string (*source)();
     };
     const ExternSource externs[] = {
-        {{kCublasSgemm, kCublasLtBiasAct, kCublasConv1x1, kCublasBatched}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
+        {{kCublasSgemm, kCublasLtBiasAct, kCublasConv1x1, kCublasConv1x1Nhwc, kCublasBatched}, "_cublas", "the cuBLAS extern stage", " -lcublas -lcublasLt -lcudart",
          "--no-cublas", cublas_gemm_source},
         {{kCudnnConv, kCudnnConvPass}, "_cudnn", "the cuDNN extern stage", " -lcudnn -lcudart", "--no-cudnn", cudnn_conv_source},
         {{kCudnnAttention}, "_cudnn_attention", "the cuDNN attention extern stage", " -lcudnn -lcudart", "--no-cudnn",

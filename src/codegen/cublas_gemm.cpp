@@ -365,6 +365,49 @@ extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32
     return 0;
 }
 
+// A 1x1 convolution (stride 1, no pads, one group) on channels-innermost tensors: x [N, H, W, C]
+// in memory (Halide dims (w, h, c, n), c dense), the constant w [Co, C], y [N, H, W, Co] likewise.
+// Every pixel is a row: row-major y [N·H·W, Co] = x [N·H·W, C] · w^T, in one cublasLtMatmul
+// (lt_matmul), with the RELU_BIAS epilogue when act is kCublasLtRelu (bias: Co values) and none
+// when 0 (the bias stays a Halide Func; a 1-element placeholder is passed).
+extern "C" int loom_cublas_conv1x1_nhwc(halide_buffer_t *x, halide_buffer_t *w, halide_buffer_t *bias, int32_t N,
+                                        int32_t C, int32_t H, int32_t W, int32_t Co, int32_t act,
+                                        int32_t precision, halide_buffer_t *y) {
+    if (act != 0 && act != 1) return fail("1x1 NHWC conv: unknown activation code (0: none, 1: ReLU)", act);
+    if (x->is_bounds_query()) {  // the whole input: the call computes the whole output
+        set_dim(x, 0, 0, W);
+        set_dim(x, 1, 0, H);
+        set_dim(x, 2, 0, C);
+        set_dim(x, 3, 0, N);
+    }
+    if (w->is_bounds_query()) {
+        set_dim(w, 0, 0, C);
+        set_dim(w, 1, 0, Co);
+    }
+    if (x->is_bounds_query() || w->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;
+    const int want[4] = {W, H, Co, N};
+    for (int d = 0; d < 4; d++)
+        if (y->dim[d].min != 0 || y->dim[d].extent != want[d])
+            return fail("1x1 NHWC conv: the output region must be the whole tensor (compute the extern at root)", d);
+    // Channels innermost and every pixel one row of C (x) or Co (y) values.
+    auto nhwc = [&](const halide_buffer_t *t, int c) {
+        return t->dim[2].stride == 1 && t->dim[0].stride == c && t->dim[1].stride == W * c &&
+               (int64_t)t->dim[3].stride == (int64_t)H * W * c;
+    };
+    if (!nhwc(x, C) || !nhwc(y, Co) || w->dim[0].stride != 1 || w->dim[1].stride != C)
+        return fail("1x1 NHWC conv: x and y must be dense NHWC and w a dense [Co, C]", x->dim[0].stride);
+    halide_buffer_t *const in[] = {x, w, act ? bias : nullptr};
+    const char *const names[] = {"X", "W", "the bias"};
+    if (int r = stage_on_device(in, names, 3, y)) return r;
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (int r = lt_matmul(N * H * W, Co, C, 0, 1, 1.0f, precision, act,
+                          act ? (const void *)(uintptr_t)bias->device : nullptr, (const void *)(uintptr_t)x->device, C,
+                          (const void *)(uintptr_t)w->device, C, (void *)(uintptr_t)y->device, Co))
+        return r;
+    y->set_device_dirty(true);
+    return 0;
+}
+
 // Batched products of two computed operands (attention's Q K^T and P V): y[b] = a[b] b[b].
 // Rank 3 ([inner, M, K] and so on) or 4 ([outer, inner, M, K]); the batch dims must be dense, one
 // stride apart, to be one dim of cuBLAS's.

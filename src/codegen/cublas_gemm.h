@@ -15,6 +15,10 @@
 ///   extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
 ///                                      int32_t h, int32_t w_, int32_t co, int32_t precision,
 ///                                      halide_buffer_t *y);
+///   extern "C" int loom_cublas_conv1x1_nhwc(halide_buffer_t *x, halide_buffer_t *w,
+///                                           halide_buffer_t *bias, int32_t n, int32_t c, int32_t h,
+///                                           int32_t w_, int32_t co, int32_t act, int32_t precision,
+///                                           halide_buffer_t *y);
 /// \endcode
 /// y = alpha · op(a) op(b) in row-major terms (a: [M, K] or [K, M], or [batch, M, K]; b: [K, N] or
 /// [N, K]); one cuBLASLt GEMM on the device pointers (batched a folded into M when dense, else
@@ -37,6 +41,11 @@
 /// its algorithm picked by GPU time (several images: one cublasGemmStridedBatchedEx with the weights'
 /// stride 0), no bias (that stays a Halide Func). It needs
 /// whole images of y (the extern is compute_root) and planes dense in H·W.
+///
+/// loom_cublas_conv1x1_nhwc: the same conv on channels-innermost tensors (x NHWC, w [Co, C], y
+/// NHWC): every pixel is a row of one GEMM, y [N·H·W, Co] = x [N·H·W, C] · w^T, one cublasLtMatmul
+/// with the RELU_BIAS epilogue when act is kCublasLtRelu (0: none, the bias stays a Halide Func);
+/// the whole of x and y, dense.
 ///
 /// loom_cublaslt_bias_act: y = act(alpha · op(a) op(b) + bias) for 2-D a and a bias of N values
 /// (one per output column, Linear's), in one cublasLtMatmul with the CUBLASLT_EPILOGUE_RELU_BIAS

@@ -10,6 +10,7 @@ namespace loom {
 inline constexpr const char *kCublasSgemm = "loom_cublas_sgemm";
 inline constexpr const char *kCublasLtBiasAct = "loom_cublaslt_bias_act";
 inline constexpr const char *kCublasConv1x1 = "loom_cublas_conv1x1";
+inline constexpr const char *kCublasConv1x1Nhwc = "loom_cublas_conv1x1_nhwc";
 inline constexpr const char *kCublasBatched = "loom_cublas_batched";
 inline constexpr const char *kCudnnConv = "loom_cudnn_conv";
 inline constexpr const char *kCudnnConvPass = "loom_cudnn_conv_pass";

@@ -93,7 +93,9 @@ struct LowerOptions {
     /// `loom_cudnn_conv` (codegen/cudnn_conv.h); the bias and everything after stay Halide Funcs.
     bool conv_extern = false;
     /// With conv_extern, under Precision::FP32, TF32 or BF16: those cuDNN stages (1x1 convs too,
-    /// which then leave cuBLAS) read and write tensors with the channels innermost (NHWC; the
+    /// which then leave cuBLAS; under FP32 with gemm_extern a 1x1 one is a cuBLASLt GEMM over the
+    /// pixels on the same tensors, `loom_cublas_conv1x1_nhwc`) read and write tensors with the
+    /// channels innermost (NHWC; the
     /// filter KRSC, laid out at compile time), bfloat16 bits under BF16 and FP32 otherwise; each
     /// input is a Halide copy stored NHWC (LoweredFunc::channels_last) that the value's other
     /// consumers share. Off (and under FP16): FP32 NCHW stages, cuDNN converting layouts itself.

@@ -16,7 +16,8 @@
 // data-gradient pass, and autodiff's filter gradient its filter-gradient pass
 // (loom_cudnn_conv_pass). With LowerOptions::conv_nhwc the constant-weight cuDNN stages (1x1 ones
 // too) take and give tensors with channels innermost, BF16 under Precision::BF16 and FP32
-// otherwise (nhwc_operand, kConvNhwc).
+// otherwise (nhwc_operand, kConvNhwc); in FP32 a 1x1 one of them is a cuBLAS GEMM over the pixels
+// instead (loom_cublas_conv1x1_nhwc).
 //
 // ConvTranspose is lowered in gather form: each output point sums, over the kernel taps and the
 // input channels of its group, the input points that map onto it (tap offsets divisible by the
@@ -130,7 +131,9 @@ bool nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x, boo
 // consumer is a Relu (LowerOptions::fuse_activation_epilogue), cuDNN applies the bias and the ReLU too and
 // \p fused_relu is set: the extern then stands for the Relu's output. Otherwise the bias stays a
 // Halide Func. Arguments of loom_cudnn_conv: x, w, bias, N, C, H, W, pads, strides, dilations,
-// groups, mode (0: conv, 1: conv + bias + ReLU), precision, then y.
+// groups, mode (0: conv, 1: conv + bias + ReLU), precision, then y. An FP32 NHWC 1x1 conv is
+// `<node>_cublas` instead, arguments of loom_cublas_conv1x1_nhwc: x, w, bias, N, C, H, W, C_out,
+// activation (kCublasLtRelu where cuDNN's mode is 1), precision, then y.
 Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &fused_relu) {
     fused_relu = false;
     if (!ctx.options.conv_extern || p.sp != 2) return Func();
@@ -160,12 +163,21 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     const bool nhwc = ctx.options.conv_nhwc && prec != Precision::FP16, bf16 = nhwc && prec == Precision::BF16;
     const Node *relu =
         bf16 ? nullptr : ctx.sole_activation_consumer(y, [](const Node &n) { return n.op == "Relu"; });
+    // In FP32, a 1x1 conv on NHWC tensors is one GEMM with a row per pixel, on cuBLAS: cuDNN has
+    // no NHWC FMA kernel for it and ran its generic engine, or NCHW kernels between layout
+    // conversions (bench/DECISIONS.md#d124-cuda-fp32-nhwc-1x1-convs-on-cublas).
+    bool pointwise = p.group == 1;
+    for (int d = 0; d < 2; d++)
+        pointwise = pointwise && p.kernel[d] == 1 && p.strides[d] == 1 && p.pad_begin[d] == 0 && p.dilations[d] == 1;
+    const bool gemm = nhwc && prec == Precision::FP32 && ctx.options.gemm_extern && pointwise;
     Halide::ExternFuncArgument arg_x, arg_w;
     if (nhwc) {
         if (!nhwc_operand(ctx, node, x, bf16, arg_x)) return Func();
-        // Halide order (c/g, s, r, k): the KRSC filter cuDNN's NHWC kernels read, rounded once here in BF16.
+        // Halide order (c/g, s, r, k): the KRSC filter cuDNN's NHWC kernels read, rounded once here
+        // in BF16 (a 1x1 one is the [Co, C] matrix of the GEMM).
         const std::vector<int> krsc = {(int)sw[1], (int)sw[3], (int)sw[2], (int)sw[0]};
-        const std::string name = ctx.reserve_name("c_" + sanitize_name(w) + (bf16 ? "_cudnn_bf16" : "_cudnn_krsc"));
+        const std::string suffix = bf16 ? "_cudnn_bf16" : gemm ? "_cublas_kc" : "_cudnn_krsc";
+        const std::string name = ctx.reserve_name("c_" + sanitize_name(w) + suffix);
         Halide::Buffer<uint16_t> wh;
         Halide::Buffer<float> wf32;
         if (bf16) wh = Halide::Buffer<uint16_t>(krsc, name);
@@ -193,15 +205,21 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     std::vector<double> bias = relu && cb ? cb->to_doubles() : std::vector<double>(nbias, 0.0);
     for (int k = 0; k < nbias; k++) bb(k) = (float)bias[k];
 
-    Func ext(ctx.reserve_name(ctx.func_base(node) + (relu ? "_relu_cudnn" : "_cudnn")));
+    const char *fn = gemm ? kCublasConv1x1Nhwc : kCudnnConv;
+    const std::string suffix = gemm ? (relu ? "_relu_cublaslt" : "_cublas") : (relu ? "_relu_cudnn" : "_cudnn");
+    Func ext(ctx.reserve_name(ctx.func_base(node) + suffix));
     std::vector<Var> v = ctx.vars(4);
     std::vector<Halide::ExternFuncArgument> args = {arg_x, arg_w, Halide::ExternFuncArgument(bb)};
     for (auto d : sx) args.push_back(Expr((int)d));
-    const int64_t precision = (int64_t)prec + (nhwc ? kConvNhwc : 0);
-    for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
-                      p.group, (int64_t)(relu ? 1 : 0), precision})
-        args.push_back(Expr((int)e));
-    ext.define_extern(kCudnnConv, args, bf16 ? Halide::UInt(16) : Halide::Float(32),
+    if (gemm) {  // loom_cublas_conv1x1_nhwc: ..., C_out, activation, precision
+        for (int64_t e : {sw[0], (int64_t)(relu ? kCublasLtRelu : 0), (int64_t)prec}) args.push_back(Expr((int)e));
+    } else {
+        const int64_t precision = (int64_t)prec + (nhwc ? kConvNhwc : 0);
+        for (int64_t e : {p.pad_begin[0], p.pad_begin[1], p.strides[0], p.strides[1], p.dilations[0], p.dilations[1],
+                          p.group, (int64_t)(relu ? 1 : 0), precision})
+            args.push_back(Expr((int)e));
+    }
+    ext.define_extern(fn, args, bf16 ? Halide::UInt(16) : Halide::Float(32),
                       std::vector<Var>(v.rbegin(), v.rend()), Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     if (nhwc) {
         ext.reorder_storage(v[1], v[3], v[2], v[0]);  // c, w, h, n: NHWC
@@ -213,7 +231,7 @@ Func cudnn_conv(LowerContext &ctx, const Node &node, const ConvParams &p, bool &
     // that read it, so that Halide proves their vector loads aligned (left to bounds inference the
     // region follows the consumers' clamped reads, and the strides reach a kernel as parameters).
     for (int k = 0; k < 4; k++) ext.bound(v[k], 0, (int)sy[k]);
-    ctx.note_extern_call(kCudnnConv, ext, sy);
+    ctx.note_extern_call(fn, ext, sy);
     if (relu) {
         fused_relu = true;
         ctx.register_extern(ext, node, sy);
