@@ -185,19 +185,56 @@ TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
 }
 
 // A split the schedule itself writes GuardWithIf (the MLP's GEMM rows by 6 and 8) holds at every
-// batch: it asks for no specialization, which would only compile the same loops twice.
+// batch: it asks for no size long enough. Its last tile kept a guard per row inside the k loop
+// (accumulators in memory) where a compile for one size folds them: a copy of the stage for the
+// planned size's remainder and one for batch 1 fold them there (bench/DECISIONS.md#d128).
 TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
-    Graph imported = import_onnx(testing::data_path("dynamic_mlp.onnx"));
-    Graph g = imported;
-    PrepareOptions opts;
-    opts.bindings = {{"x", {16, 64}}};
-    opts.dynamic_all = true;
-    prepare_graph(g, opts);
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
     Halide::Target t = host_target();
-    cli::ScheduledModel sm = cli::schedule_model(g, "auto", t, testing::data_path("dynamic_mlp.onnx"));
-    EXPECT_EQ(sm.applied.specializations_text(""), "");
-    auto sizes = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {5, 64}, {7, 64}, {64, 64}});
-    expect_one_compile_serves(imported, sizes, "auto");
+    auto text_of = [&](int copies) {
+        int keep = tail_remainder_copies();
+        tail_remainder_copies() = copies;
+        cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
+                                                                       path, false, fixed);
+        tail_remainder_copies() = keep;
+        return em.main.applied.specializations_text("");
+    };
+    EXPECT_EQ(text_of(0), "");  // nothing asked of the sizes
+    std::string text = text_of(2);
+    EXPECT_EQ(text.find(">="), std::string::npos) << text;
+    for (const char *want : {"specialized when size_batch % 6 == 4 (tails as written; the guarded loops otherwise): "
+                             "fc1_gemm.update(0) fc2_gemm.update(0)",
+                             "specialized when size_batch == 1 (tails as written; the guarded loops otherwise): "
+                             "fc1_gemm.update(0) fc2_gemm.update(0) fc3_gemm.update(0)",
+                             "specialized when size_batch % 8 == 0 (tails as written; the guarded loops otherwise): "
+                             "fc3_gemm.update(0)"})
+        EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {16, 1, 2, 4, 5, 6, 7, 10, 13, 17, 22, 64}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", {batch, 64}}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 5);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+    }
 }
 
 // Planned at sequence 64 (on the fixed avx2_2core machine), the transformer's GEMM kernels need

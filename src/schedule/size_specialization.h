@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lower/lowered.h"
 #include "schedule/schedule.h"
@@ -38,6 +39,10 @@ struct SizeSpecialization {
     /// With \p always: a RoundUp split of a moving loop (the divisions the condition would test)
     /// is guarded instead, in the one copy of the stage.
     bool guard_round_ups = false;
+    /// Further conditions, each a copy of the stage taken in this order after \p condition: the
+    /// remainders of a written GuardWithIf tile (`size_batch % 6 == 1`), where Halide's simplifier
+    /// folds the last tile's row guards (bench/DECISIONS.md#d128).
+    std::vector<std::pair<Halide::Expr, std::string>> more;
 };
 
 /// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction
@@ -57,6 +62,11 @@ struct LongEnough {
 std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
     const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough = nullptr,
     bool assume_long_enough = false);
+
+/// How many remainders of a written GuardWithIf tile get their own copy of the stage (the planned
+/// size's and the smallest size's by default; 0: none). A copy costs about a fifth of the MLP
+/// fixture's compile (bench/DECISIONS.md#d128).
+int &tail_remainder_copies();
 
 /// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
 /// than the Func (compute_at, store_in … applied once).
