@@ -326,7 +326,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // of the sizes) keeps a guard per row in its last tile, inside its reduction loop: there the
     // accumulators go through memory. Where the tile's remainder is known (`size_batch % 6 == 4`)
     // Halide's simplifier folds those guards as a compile for one size does. One copy per
-    // remainder: the planned size's, then the smallest size's (batch 1).
+    // remainder: the planned size's, then the smallest sizes' (batch 1 and 2) by their values.
     const int copies = tail_remainder_copies();
     for (const auto &[key, sp] : plans) {
         if (copies <= 0 || !sp.eligible || rfactored.count(key.first) || out.count(key) || sp.guarded_tiles.size() != 1 ||
@@ -347,10 +347,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         es << e;
         const int64_t planned = lf->extents[i] % f;
         add((e % (int)f) == (int)planned, es.str() + " % " + std::to_string(f) + " == " + std::to_string(planned));
-        // The smallest size (batch 1) by its value: a copy of one tile, a fraction of a remainder's.
+        // The smallest sizes (batch 1, 2) by their values: a copy of one tile, a fraction of a remainder's.
         Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(e, sizes);
         const int64_t *lo = in.has_lower_bound() ? Halide::Internal::as_const_int(Halide::Internal::simplify(in.min)) : nullptr;
-        if (lo && *lo < f && *lo % f != planned) add(e == (int)*lo, es.str() + " == " + std::to_string(*lo));
+        for (int64_t v = lo ? *lo : f; v < f && (int)spec.more.size() + 1 < copies; v++)
+            if (v != planned) add(e == (int)v, es.str() + " == " + std::to_string(v));
         out[key] = spec;
     }
     return out;
