@@ -320,7 +320,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                           !c->second.guard_round_ups && in_moving_tile(at->second, computed_at_loop[key.first]);
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
-                    c->second.guard_round_ups};
+                    c->second.guard_round_ups, {}};
     }
     // A stage whose only moving split is a GuardWithIf the schedule writes (D106: it asks nothing
     // of the sizes) keeps a guard per row in its last tile, inside its reduction loop: there the
@@ -340,7 +340,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         if (!e.as<Halide::Internal::Variable>()) continue;  // the simplifier learns `x % f == r` of a variable only
         SizeSpecialization spec;
         auto add = [&](const Halide::Expr &c, const std::string &t) {
-            if (!spec.condition.defined()) spec = {c, t};
+            if (!spec.condition.defined()) spec = {c, t, false, false, false, {}};
             else if ((int)spec.more.size() + 1 < copies) spec.more.push_back({c, t});
         };
         std::ostringstream es;
