@@ -12,9 +12,11 @@
 #include "cli/model_loading.h"
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
+#include "codegen/jit_segments.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/symbolic_shapes.h"
 #include "graph_builder.h"
+#include "lower/loop_scratch.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
 #include "schedule/schedule_builtin.h"
@@ -183,19 +185,56 @@ TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
 }
 
 // A split the schedule itself writes GuardWithIf (the MLP's GEMM rows by 6 and 8) holds at every
-// batch: it asks for no specialization, which would only compile the same loops twice.
+// batch: it asks for no size long enough. Its last tile kept a guard per row inside the k loop
+// (accumulators in memory) where a compile for one size folds them: a copy of the stage for the
+// planned size's remainder and one for batch 1 fold them there (bench/DECISIONS.md#d128).
 TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
-    Graph imported = import_onnx(testing::data_path("dynamic_mlp.onnx"));
-    Graph g = imported;
-    PrepareOptions opts;
-    opts.bindings = {{"x", {16, 64}}};
-    opts.dynamic_all = true;
-    prepare_graph(g, opts);
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
     Halide::Target t = host_target();
-    cli::ScheduledModel sm = cli::schedule_model(g, "auto", t, testing::data_path("dynamic_mlp.onnx"));
-    EXPECT_EQ(sm.applied.specializations_text(""), "");
-    auto sizes = sizes_of("x", {{16, 64}, {1, 64}, {2, 64}, {5, 64}, {7, 64}, {64, 64}});
-    expect_one_compile_serves(imported, sizes, "auto");
+    auto text_of = [&](int copies) {
+        int keep = tail_remainder_copies();
+        tail_remainder_copies() = copies;
+        cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
+                                                                       path, false, fixed);
+        tail_remainder_copies() = keep;
+        return em.main.applied.specializations_text("");
+    };
+    EXPECT_EQ(text_of(0), "");  // nothing asked of the sizes
+    std::string text = text_of(2);
+    EXPECT_EQ(text.find(">="), std::string::npos) << text;
+    for (const char *want : {"specialized when size_batch % 6 == 4 (tails as written; the guarded loops otherwise): "
+                             "fc1_gemm.update(0) fc2_gemm.update(0)",
+                             "specialized when size_batch == 1 (tails as written; the guarded loops otherwise): "
+                             "fc1_gemm.update(0) fc2_gemm.update(0) fc3_gemm.update(0)",
+                             "specialized when size_batch % 8 == 0 (tails as written; the guarded loops otherwise): "
+                             "fc3_gemm.update(0)"})
+        EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {16, 1, 2, 4, 5, 6, 7, 10, 13, 17, 22, 64}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", {batch, 64}}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 5);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+    }
 }
 
 // Planned at sequence 64 (on the fixed avx2_2core machine), the transformer's GEMM kernels need
@@ -325,6 +364,100 @@ TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
         auto outs = m->run(ins);
         auto ref = run_reference(gs, ins);
         EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+    }
+}
+
+/// Allocations inside loops of \p s whose size is not a constant and that are not on Halide's
+/// pseudostack (MemoryType::Stack): a malloc and a free at each iteration.
+std::vector<std::string> heap_allocations_in_loops(const Halide::Internal::Stmt &s) {
+    using namespace Halide::Internal;
+    struct Find : public IRVisitor {
+        using IRVisitor::visit;
+        int loops = 0;
+        std::vector<std::string> found;
+        void visit(const For *op) override {
+            loops++;
+            IRVisitor::visit(op);
+            loops--;
+        }
+        void visit(const Allocate *op) override {
+            if (loops > 0 && op->memory_type != Halide::MemoryType::Stack &&
+                Allocate::constant_allocation_size(op->extents, op->name) == 0)
+                found.push_back(op->name);
+            IRVisitor::visit(op);
+        }
+    } f;
+    s.accept(&f);
+    return f.found;
+}
+
+TEST(DynamicShapes, ScratchOfSizeDependentExtentGoesToThePseudostack) {
+    using namespace Halide::Internal;
+    Halide::Expr n = Variable::make(Halide::Int(32), "size_seq");
+    Stmt body = Evaluate::make(0);
+    auto alloc = [&](const std::string &name, Halide::MemoryType m, Halide::Expr extent) {
+        return Allocate::make(name, Halide::Float(32), m, {extent}, const_true(), body);
+    };
+    Stmt inside = Block::make(std::vector<Stmt>{alloc("row", Halide::MemoryType::Auto, n), alloc("tile", Halide::MemoryType::Auto, 16),
+                               alloc("chosen", Halide::MemoryType::Heap, n)});
+    Stmt s = Block::make(For::make("r", 0, n, ForType::Serial, Halide::DeviceAPI::None, inside),
+                         alloc("whole", Halide::MemoryType::Auto, n));
+    std::map<std::string, Halide::MemoryType> got;
+    struct Types : public IRVisitor {
+        using IRVisitor::visit;
+        std::map<std::string, Halide::MemoryType> *out;
+        void visit(const Allocate *op) override {
+            (*out)[op->name] = op->memory_type;
+            IRVisitor::visit(op);
+        }
+    } v;
+    v.out = &got;
+    loop_scratch_on_pseudostack(s).accept(&v);
+    EXPECT_EQ(got.at("row"), Halide::MemoryType::Stack);    // size-dependent, in a loop: the pseudostack
+    EXPECT_EQ(got.at("tile"), Halide::MemoryType::Auto);    // constant: Halide's choice (the stack)
+    EXPECT_EQ(got.at("chosen"), Halide::MemoryType::Heap);  // the schedule's store_in stands
+    EXPECT_EQ(got.at("whole"), Halide::MemoryType::Auto);   // once per run, outside every loop
+}
+
+TEST(DynamicShapes, TransformerRowsAllocateNothingPerIteration) {
+    // The softmax rows (a row of size_seq floats per iteration of a fused row loop) and the GEMM
+    // accumulators of the guarded copies were a malloc and a free per row or tile.
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = fm.target;
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    int softmax_rows = 0;
+    for (const auto &st : em.main.schedule.statements)
+        for (const auto &c : st.calls)
+            if (st.func == "softmax_exp" && c.name == "compute_at" && c.args.size() > 1 && c.args[1].name == "nchi")
+                softmax_rows++;
+    EXPECT_EQ(softmax_rows, 1) << "the plan no longer computes softmax_exp per row of softmax";
+    for (int segments : {1, 3}) {
+        SegmentedPipeline segs = segment_pipeline(em.main.pipeline, t, segments);
+        std::vector<std::string> without_the_pass;
+        for (auto &seg : segs.segments) {
+            Halide::Module m = seg.pipeline.compile_to_module(seg.pipeline.infer_arguments(), "rows", t);
+            for (const auto &fn : m.functions())
+                EXPECT_EQ(heap_allocations_in_loops(fn.body), std::vector<std::string>{}) << fn.name;
+            Halide::Pipeline plain(seg.pipeline.outputs());  // the same Funcs, no lowering pass
+            for (const auto &fn : plain.compile_to_module(plain.infer_arguments(), "rows", t).functions())
+                for (const auto &a : heap_allocations_in_loops(fn.body)) without_the_pass.push_back(a);
+        }
+        EXPECT_TRUE(std::count(without_the_pass.begin(), without_the_pass.end(), "softmax_exp"))
+            << "the check no longer sees the per-row allocation it guards against";
     }
 }
 

@@ -25,6 +25,7 @@
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
+#include "schedule/size_specialization.h"
 #include "schedule/schedule_validate.h"
 #include "support/error.h"
 
@@ -326,6 +327,9 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--generic-plan", o->generic_plan,
                   "The size the --generic compile is planned for, as --input (default: the --input size)");
     c->add_option("--dim", o->dims, "A dim the --generic compile keeps open, with its range: H=32..2048");
+    c->add_option("--tail-copies", tail_remainder_copies(),
+                  "Dynamic shapes: copies of a stage whose rows the schedule tiles with GuardWithIf, each folding the last tile's guards at one remainder or small size (the planned size's remainder, then batch 1, 2 …; 0: none; each costs compile time; bench/DECISIONS.md#d128)")
+        ->default_val(tail_remainder_copies());
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "The --generic compile serves the sizes too short for its splits with a second plan made at the "
                 "ranges' small end (bench/DECISIONS.md#d107)");

@@ -16,6 +16,7 @@
 #include "measure/profile.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
+#include "schedule/size_specialization.h"
 #include "support/error.h"
 
 namespace loom::cli {
@@ -267,6 +268,9 @@ void add_run_command(CLI::App &app) {
                   "instead of compiling; --check compares it with the reference interpreter at each");
     c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
                 "size it is planned for)");
+    c->add_option("--tail-copies", tail_remainder_copies(),
+                  "Dynamic shapes: copies of a stage whose rows the schedule tiles with GuardWithIf, each folding the last tile's guards at one remainder or small size (the planned size's remainder, then batch 1, 2 …; 0: none; each costs compile time; bench/DECISIONS.md#d128)")
+        ->default_val(tail_remainder_copies());
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "Dynamic shapes, --auto: serve the sizes too short for the plan's splits with a second plan made at "
                 "the ranges' small end (faster there, one more compile; bench/DECISIONS.md#d107)");

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "lower/loop_scratch.h"
 #include "support/cores.h"
 #include "support/error.h"
 
@@ -526,6 +527,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
                 constrain_dense(outs.back().output_buffer(), sp.boundaries[seg.boundary_of_output[k]], p);
         }
         seg.pipeline = Halide::Pipeline(outs);
+        if (p.dynamic.active()) keep_loop_scratch_on_pseudostack(seg.pipeline);
     }
     return sp;
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <limits>
 
+#include "lower/loop_scratch.h"
 #include "support/error.h"
 
 namespace loom {
@@ -144,7 +145,9 @@ const LoweredFunc *LoweredPipeline::find_realized(const std::string &name) const
 Halide::Pipeline LoweredPipeline::pipeline() const {
     std::vector<Func> outs;
     for (size_t k = 0; k < output_funcs.size(); k++) outs.push_back(realized_output(k));
-    return Halide::Pipeline(outs);
+    Halide::Pipeline pl(outs);
+    if (dynamic.active()) keep_loop_scratch_on_pseudostack(pl);
+    return pl;
 }
 
 }  // namespace loom

@@ -62,11 +62,11 @@ public:
                     actions->apply(call);
                     continue;
                 }
-                Halide::Stage *special = specialized_stage(st, c, call);
+                std::vector<Halide::Stage> *special = specialized_stages(st, c, call);
                 actions->apply(call);
-                if (special) {  // the same loops, with the tails as written
+                for (size_t k = 0; special && k < special->size(); k++) {  // the same loops, tails as written
                     CallApply twin(m_, final_, p_, out_, st, c, before);
-                    twin.stage = *special;
+                    twin.stage = (*special)[k];
                     twin.specialized = true;
                     twin.whole_loops = plan_.at({st.func, st.stage}).whole_loops;
                     actions->apply(twin);
@@ -79,20 +79,25 @@ public:
     }
 
 private:
-    /// The specialization of the stage \p st schedules (size_specialization.h), made before its
-    /// first loop call so that it starts from the same loops; nullptr when it has none or \p c is
-    /// not a loop call.
-    Halide::Stage *specialized_stage(const ScheduleStatement &st, const PrimitiveCall &c, const CallApply &call) {
+    /// The specializations of the stage \p st schedules (size_specialization.h), in order, made
+    /// before its first loop call so that they start from the same loops; nullptr when it has none
+    /// or \p c is not a loop call.
+    std::vector<Halide::Stage> *specialized_stages(const ScheduleStatement &st, const PrimitiveCall &c,
+                                                   const CallApply &call) {
         auto key = std::make_pair(st.func, st.stage);
         auto plan = plan_.find(key);
         if (plan == plan_.end() || plan->second.always || !changes_stage_loops(c.name)) return nullptr;
         auto it = made_.find(key);
         if (it == made_.end()) {
             Halide::Func f = call.f;
-            Halide::Stage sp = st.stage < 0 ? f.specialize(plan->second.condition)
-                                            : f.update(st.stage).specialize(plan->second.condition);
-            it = made_.emplace(key, sp).first;
-            out_.specialized[plan->second.text].push_back(st.stage_name());
+            std::vector<std::pair<Halide::Expr, std::string>> conds = {{plan->second.condition, plan->second.text}};
+            conds.insert(conds.end(), plan->second.more.begin(), plan->second.more.end());
+            std::vector<Halide::Stage> stages;
+            for (const auto &[cond, text] : conds) {
+                stages.push_back(st.stage < 0 ? f.specialize(cond) : f.update(st.stage).specialize(cond));
+                out_.specialized[text].push_back(st.stage_name());
+            }
+            it = made_.emplace(key, stages).first;
         }
         return &it->second;
     }
@@ -102,7 +107,7 @@ private:
     const LoweredPipeline &p_;
     AppliedSchedule &out_;
     std::map<std::pair<std::string, int>, SizeSpecialization> plan_;
-    std::map<std::pair<std::string, int>, Halide::Stage> made_;
+    std::map<std::pair<std::string, int>, std::vector<Halide::Stage>> made_;
     std::set<std::pair<std::string, int>> noted_;  // stages listed under their `always` plan
 };
 

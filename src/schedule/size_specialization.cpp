@@ -19,6 +19,7 @@ struct StagePlan {
     std::map<std::string, int64_t> factors;       ///< pure var -> product of the factors splitting it
     std::map<std::string, int64_t> must_divide;   ///< pure var -> factor its extent must divide
     bool whole_moving_loop = false;               ///< unrolls or vectorizes a whole moving loop
+    std::map<std::string, int64_t> guarded_tiles; ///< pure var -> factor of its written GuardWithIf split
 };
 
 const std::set<std::string> &func_level_calls() {
@@ -31,6 +32,11 @@ const std::set<std::string> &func_level_calls() {
 std::string tail_of(const PrimitiveCall &c, size_t i) { return i < c.args.size() ? c.args[i].name : "Auto"; }
 
 }  // namespace
+
+int &tail_remainder_copies() {
+    static int copies = 2;
+    return copies;
+}
 
 bool changes_stage_loops(const std::string &name) {
     static const std::set<std::string> s = {"split", "fuse", "reorder", "tile", "vectorize", "unroll", "parallel"};
@@ -115,7 +121,10 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             // unless Funcs computed inside its tiles unroll their whole loops where the tiles are full.
             bool guarded = tail == "GuardWithIf" || tail == "Predicate" || tail == "PredicateLoads" ||
                            tail == "PredicateStores";
-            if (guarded && !hosts.count(st_func)) return;
+            if (guarded && !hosts.count(st_func)) {
+                if (v == r && st == 1 && factor > 1) sp.guarded_tiles[r] = std::max<int64_t>(sp.guarded_tiles[r], factor);
+                return;
+            }
             // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
             int64_t &f = sp.factors[r];
             f = std::max<int64_t>(f, st * factor);
@@ -311,7 +320,39 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                           !c->second.guard_round_ups && in_moving_tile(at->second, computed_at_loop[key.first]);
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
-                    c->second.guard_round_ups};
+                    c->second.guard_round_ups, {}};
+    }
+    // A stage whose only moving split is a GuardWithIf the schedule writes (D106: it asks nothing
+    // of the sizes) keeps a guard per row in its last tile, inside its reduction loop: there the
+    // accumulators go through memory. Where the tile's remainder is known (`size_batch % 6 == 4`)
+    // Halide's simplifier folds those guards as a compile for one size does. One copy per
+    // remainder: the planned size's, then the smallest sizes' (batch 1 and 2) by their values.
+    const int copies = tail_remainder_copies();
+    for (const auto &[key, sp] : plans) {
+        if (copies <= 0 || !sp.eligible || rfactored.count(key.first) || out.count(key) || sp.guarded_tiles.size() != 1 ||
+            computed_at.count(key.first) || hosts.count(key.first))
+            continue;
+        const LoweredFunc *lf = func_of.at(key.first);
+        const auto &[v, f] = *sp.guarded_tiles.begin();
+        size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+        if (i >= lf->dynamic_extents.size() || !lf->dynamic_extents[i].defined()) continue;
+        const Halide::Expr &e = lf->dynamic_extents[i];
+        if (!e.as<Halide::Internal::Variable>()) continue;  // the simplifier learns `x % f == r` of a variable only
+        SizeSpecialization spec;
+        auto add = [&](const Halide::Expr &c, const std::string &t) {
+            if (!spec.condition.defined()) spec = {c, t, false, false, false, {}};
+            else if ((int)spec.more.size() + 1 < copies) spec.more.push_back({c, t});
+        };
+        std::ostringstream es;
+        es << e;
+        const int64_t planned = lf->extents[i] % f;
+        add((e % (int)f) == (int)planned, es.str() + " % " + std::to_string(f) + " == " + std::to_string(planned));
+        // The smallest sizes (batch 1, 2) by their values: a copy of one tile, a fraction of a remainder's.
+        Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(e, sizes);
+        const int64_t *lo = in.has_lower_bound() ? Halide::Internal::as_const_int(Halide::Internal::simplify(in.min)) : nullptr;
+        for (int64_t v = lo ? *lo : f; v < f && (int)spec.more.size() + 1 < copies; v++)
+            if (v != planned) add(e == (int)v, es.str() + " == " + std::to_string(v));
+        out[key] = spec;
     }
     return out;
 }

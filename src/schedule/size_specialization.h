@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lower/lowered.h"
 #include "schedule/schedule.h"
@@ -38,6 +39,10 @@ struct SizeSpecialization {
     /// With \p always: a RoundUp split of a moving loop (the divisions the condition would test)
     /// is guarded instead, in the one copy of the stage.
     bool guard_round_ups = false;
+    /// Further conditions, each a copy of the stage taken in this order after \p condition: the
+    /// remainders of a written GuardWithIf tile (`size_batch % 6 == 1`), where Halide's simplifier
+    /// folds the last tile's row guards (bench/DECISIONS.md#d128).
+    std::vector<std::pair<Halide::Expr, std::string>> more;
 };
 
 /// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction
@@ -57,6 +62,12 @@ struct LongEnough {
 std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializations(
     const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough = nullptr,
     bool assume_long_enough = false);
+
+/// How many copies a stage whose moving rows the schedule tiles with GuardWithIf gets: the first
+/// for the planned size's remainder (`size_batch % 6 == 4`), the next for the smallest sizes by
+/// value (`size_batch == 1`, then 2 …); 2 by default, 0: none (`--tail-copies`). Each folds the
+/// last tile's row guards at its sizes and costs compile time (bench/DECISIONS.md#d128).
+int &tail_remainder_copies();
 
 /// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
 /// than the Func (compute_at, store_in … applied once).
