@@ -381,3 +381,13 @@ TEST(Cli, RunInputsDirWithAFileOfTheWrongRankNamesTheFile) {
     EXPECT_HAS(r.out, "rank 3");
     EXPECT_HAS(r.out, "batchx3xheightxwidth");
 }
+
+// `--tail-copies` (loom run and loom bench share it): a negative count is refused, naming the flag,
+// the value and what is valid.
+TEST(Cli, NegativeTailCopiesIsAUserError) {
+    for (const char *cmd : {"run", "bench"}) {
+        Result r = run_loom(std::string(cmd) + " " + data_path("dynamic_mlp.onnx") + " --tail-copies -1");
+        EXPECT_EQ(r.rc, 1) << cmd << ": " << r.out;
+        EXPECT_HAS(r.out, "--tail-copies: '-1' is negative; give 0 (no copies) or more");
+    }
+}

@@ -25,7 +25,6 @@
 #include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
-#include "schedule/size_specialization.h"
 #include "schedule/schedule_validate.h"
 #include "support/error.h"
 
@@ -167,7 +166,6 @@ std::string shell_quote(const std::string &s) {
 }
 
 void bench(const BenchCliOptions &o) {
-    user_check(!o.threadings.empty(), "--threading needs a value: auto, spin, openmp or halide");
     std::vector<Threading> threadings;
     for (const auto &t : o.threadings) threadings.push_back(parse_threading(t));
     set_jit_threading(threadings.front());
@@ -327,9 +325,7 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--generic-plan", o->generic_plan,
                   "The size the --generic compile is planned for, as --input (default: the --input size)");
     c->add_option("--dim", o->dims, "A dim the --generic compile keeps open, with its range: H=32..2048");
-    c->add_option("--tail-copies", tail_remainder_copies(),
-                  "Dynamic shapes: copies of a stage whose rows the schedule tiles with GuardWithIf, each folding the last tile's guards at one remainder or small size (the planned size's remainder, then batch 1, 2 …; 0: none; each costs compile time; bench/DECISIONS.md#d128)")
-        ->default_val(tail_remainder_copies());
+    add_tail_copies_option(c);
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "The --generic compile serves the sizes too short for its splits with a second plan made at the "
                 "ranges' small end (bench/DECISIONS.md#d107)");
@@ -356,7 +352,7 @@ void add_bench_command(CLI::App &app) {
                   "(and then per timing request); over it the row fails")
         ->default_val("300");
     c->add_option("--threading", o->threadings,
-                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | spin (Loom's pool: HL_NUM_THREADS, else every core; idle threads spin briefly before they sleep) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool). Several values: each of Loom's rows once per threading, labelled ROW@THREADING, timed in the same rounds")
+                  kThreadingHelp + ". Several values: each of Loom's rows once per threading, labelled ROW@THREADING, timed in the same rounds")
         ->expected(1, -1);
     c->footer("With no schedule flag: eager, inline and auto. A schedule that fails to "
               "compile or validate is reported in its row; the others still run. Each Halide "

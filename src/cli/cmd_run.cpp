@@ -16,7 +16,6 @@
 #include "measure/profile.h"
 #include "reference/reference.h"
 #include "schedule/schedule_printer.h"
-#include "schedule/size_specialization.h"
 #include "support/error.h"
 
 namespace loom::cli {
@@ -268,9 +267,7 @@ void add_run_command(CLI::App &app) {
                   "instead of compiling; --check compares it with the reference interpreter at each");
     c->add_flag("--dynamic", o->dynamic, "Keep every symbolic input dim open (dynamic shapes; --input gives the "
                 "size it is planned for)");
-    c->add_option("--tail-copies", tail_remainder_copies(),
-                  "Dynamic shapes: copies of a stage whose rows the schedule tiles with GuardWithIf, each folding the last tile's guards at one remainder or small size (the planned size's remainder, then batch 1, 2 …; 0: none; each costs compile time; bench/DECISIONS.md#d128)")
-        ->default_val(tail_remainder_copies());
+    add_tail_copies_option(c);
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "Dynamic shapes, --auto: serve the sizes too short for the plan's splits with a second plan made at "
                 "the ranges' small end (faster there, one more compile; bench/DECISIONS.md#d107)");
@@ -278,7 +275,7 @@ void add_run_command(CLI::App &app) {
     c->add_option("--seed", o->seed, "Seed of the random inputs")->default_val(1);
     c->add_option("--save", o->save_dir, "Directory to write each output as <name>.npy");
     c->add_option("--threading", o->threading,
-                  "Who runs parallel loops: auto (OpenMP above 4 threads, else Halide's pool) | spin (Loom's pool: HL_NUM_THREADS, else every core; idle threads spin briefly before they sleep) | openmp (OpenMP's team: HL_NUM_THREADS, else OMP_NUM_THREADS, else every core) | halide (Halide's thread pool)")
+                  kThreadingHelp)
         ->default_val("auto");
     c->callback([o] { run(*o); });
 }

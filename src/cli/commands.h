@@ -5,7 +5,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace loom::cli {
+
+/// `--threading`'s help, the same for `loom run` and `loom bench`.
+extern const std::string kThreadingHelp;
+
+/// Adds `--tail-copies N` (dynamic shapes: schedule/size_specialization.h's tail_remainder_copies)
+/// to \p c, refusing a negative N.
+void add_tail_copies_option(CLI::App *c);
 
 /// Registers every subcommand on \p app.
 void add_commands(CLI::App &app);

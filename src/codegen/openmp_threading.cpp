@@ -75,8 +75,7 @@ int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCont
     return SpinPool::instance(openmp_threads()).run(ctx, reinterpret_cast<SpinPool::Task>(task), min, extent, closure);
 }
 
-int (*jit_do_par_for(Threading t))(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int,
-                                    int, uint8_t *) {
+JitDoParFor jit_do_par_for(Threading t) {
     return t == Threading::OpenMP ? openmp_do_par_for : t == Threading::Spin ? spin_do_par_for : nullptr;
 }
 

@@ -10,6 +10,7 @@
 #include <Halide.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -41,6 +42,20 @@ void set_jit_threading(Threading t);
 /// The threading JIT runs use now.
 Threading jit_threading();
 
+/// Sets the JIT threading to \p t for its lifetime (nothing when \p t is empty), then restores it.
+class ThreadingScope {
+public:
+    explicit ThreadingScope(std::optional<Threading> t) : before_(jit_threading()) {
+        if (t) set_jit_threading(*t);
+    }
+    ~ThreadingScope() { set_jit_threading(before_); }
+    ThreadingScope(const ThreadingScope &) = delete;
+    ThreadingScope &operator=(const ThreadingScope &) = delete;
+
+private:
+    Threading before_;
+};
+
 /// "auto" (threading_for the run's threads), "spin", "halide" or "openmp" as a Threading; UserError naming
 /// \p flag, the value and the valid ones.
 Threading parse_threading(const std::string &value, const std::string &flag = "--threading");
@@ -57,9 +72,12 @@ int openmp_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCo
 int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
                     int min, int extent, uint8_t *closure);
 
+/// A JITHandlers::custom_do_par_for handler.
+using JitDoParFor = int (*)(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int, int,
+                            uint8_t *);
+
 /// The custom_do_par_for handler of JIT runs under \p t (null: Halide's pool).
-int (*jit_do_par_for(Threading t))(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int,
-                                    int, uint8_t *);
+JitDoParFor jit_do_par_for(Threading t);
 
 /// Threads an OpenMP parallel loop of Loom's uses: HL_NUM_THREADS when set (the knob every Loom
 /// run reads), else OpenMP's own count.

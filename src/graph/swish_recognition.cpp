@@ -4,6 +4,7 @@
 // its epilogue and computes the gate in a pass of its own. One HardSwish or Swish node reads x once
 // and fuses like a ReLU (bench/DECISIONS.md#d133-swish-recognised).
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "graph/passes.h"
@@ -26,6 +27,14 @@ std::string swish_of_gate(const Node &n) {
 
 int recognize_swish(Graph &g) {
     std::set<std::string> outputs(g.outputs.begin(), g.outputs.end());
+    // Each value's producer and reader count, built once: Graph::producer and ::consumers walk the
+    // whole graph for one value.
+    std::map<std::string, int> producer, readers;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        for (const auto &o : g.nodes[i].outputs) producer[o] = (int)i;
+        std::set<std::string> ins(g.nodes[i].inputs.begin(), g.nodes[i].inputs.end());
+        for (const auto &in : ins) readers[in]++;
+    }
     std::set<size_t> dropped;
     int found = 0;
     for (size_t i = 0; i < g.nodes.size(); i++) {
@@ -33,14 +42,15 @@ int recognize_swish(Graph &g) {
         if (mul.op != "Mul" || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
         for (int side = 0; side < 2; side++) {
             const std::string &gate_value = mul.inputs[side], &x = mul.inputs[1 - side];
-            int p = g.producer(gate_value);
-            if (p < 0 || dropped.count((size_t)p)) continue;
+            auto at = producer.find(gate_value);
+            if (at == producer.end() || dropped.count((size_t)at->second)) continue;
+            const int p = at->second;
             const Node &gate = g.nodes[p];
             std::string op = swish_of_gate(gate);
             // The gate reads x itself and nothing else reads the gate: then the Mul is x * gate(x)
             // over x's own shape, and the gate node can go.
             if (op.empty() || gate.inputs.size() != 1 || gate.inputs[0] != x || outputs.count(gate_value) ||
-                g.consumers(gate_value).size() != 1 || !dtype_is_float(g.value(x).dtype))
+                readers[gate_value] != 1 || !dtype_is_float(g.value(x).dtype))
                 continue;
             dropped.insert((size_t)p);
             g.values.erase(gate_value);

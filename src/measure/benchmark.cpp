@@ -471,14 +471,11 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
                     continue;
                 }
             } else {
-                const Threading before = jit_threading();
-                if (variants[vi].threading) set_jit_threading(*variants[vi].threading);
                 try {
+                    ThreadingScope threading(variants[vi].threading);
                     timed_runs(*models[vi], inputs, next, opts.budget_ms / kTimingRounds, at_least, at_most, t,
                                untimed);
-                    set_jit_threading(before);
                 } catch (const std::exception &e) {
-                    set_jit_threading(before);
                     fail_row(vi, e.what(), "error");
                     continue;
                 }
@@ -529,6 +526,7 @@ BenchReport run_benchmark(const Graph &g, const std::vector<BenchVariant> &varia
         models[vi].reset();
         try {
             say(prefix(vi) + "profiling");
+            ThreadingScope threading(variants[vi].threading);  // a ROW@THREADING row profiles under its own
             row.profile = profile_model(std::move(lp), opts.target, inputs, opts.budget_ms);
         } catch (const std::exception &e) {
             row.profile_error = one_line(e.what());
