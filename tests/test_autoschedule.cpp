@@ -423,10 +423,11 @@ TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {
 }
 
 // A classifier at batch 1 (Gemm 1x512 -> 1000): its 2 MB of weights count in the kernel's
-// traffic, so it is not taken for a few microseconds of work and run on one core, and with columns
-// its vectors do not divide (AVX-512: 1000 = 62 x 16 + 8) and one row tile, the column vectors are
-// the parallel loop. It is correct.
-TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndIsParallelOverColumns) {
+// traffic, so it is not taken for a few microseconds of work and run on one core. With one row
+// tile, each core sums the products of its own block of B's rows (rfactor over k: 256 rows each on
+// two cores) and the partial rows are added; on one core k stays outside the column vectors,
+// which stream every row of B in order. Both are correct.
+TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndSplitsRowsOfBOverTheCores) {
     Builder b;
     std::string a = b.input("a", {1, 512});
     std::string w = b.random_constant("w", {1000, 512}, 13), bias = b.random_constant("bias", {1000}, 14);
@@ -440,13 +441,18 @@ TEST(Autoschedule, RaggedOneRowGemmCountsItsWeightsAndIsParallelOverColumns) {
         ASSERT_EQ(r.plan.kernels.size(), 1u);
         EXPECT_GE(r.plan.kernels[0].bytes_read, 1000.0 * 512 * 4);
         EXPECT_FALSE(r.tiling_of(r.plan.kernels[0].root).serial_kernel) << tilings(r);
-        // k outside the column vectors, each core streaming its half of every row of B in order
-        // (AVX-512: 1000 = 2 x 500 rounded to 512 columns; AVX2 to 504).
-        EXPECT_NE(text.find(".reorder(ji, jo, k, i, jt)"), std::string::npos);
-        EXPECT_NE(text.find(fm.name == "avx2_2core" ? ".split(j, jt, jr, 504" : ".split(j, jt, jr, 512"), std::string::npos);
-        EXPECT_NE(text.find(".parallel(jt)"), std::string::npos);
+        EXPECT_NE(text.find(".split(k, ko, ki, 256).rfactor(ko, t) as "), std::string::npos);
+        EXPECT_NE(text.find(".reorder(ji, jo, ki, i, t)"), std::string::npos);
+        EXPECT_NE(text.find(".parallel(t)"), std::string::npos);
+        std::string one_core = text_on(lp, with(fm, {"cores=1"}));
+        EXPECT_EQ(one_core.find("rfactor"), std::string::npos) << one_core;
+        EXPECT_NE(one_core.find(".reorder(ji, jo, k, i, jt)"), std::string::npos) << one_core;
     }
-    check_auto(b.g, "ragged one-row gemm");
+    MachineModel two = host_machine(), one = host_machine();
+    two.cores = 2;
+    one.cores = 1;
+    check_auto(b.g, "ragged one-row gemm, rows of B over 2 cores", 1e-5, &two);
+    check_auto(b.g, "ragged one-row gemm, 1 core", 1e-5, &one);
 }
 
 // A Transpose whose input rows are long, moving more than a quarter of the LLC (256 KiB here),

@@ -15,6 +15,8 @@ namespace {
 
 // k steps a GEMM micro-kernel unrolls (its update's innermost reduction loop).
 constexpr int kGemmKUnroll = 4;
+// Rows of B per task below which a batch-1 GEMV is not split over its rows (gemv_row_blocks).
+constexpr int64_t kGemvRowsPerTask = 64;
 
 // Narrowest vector (f32 lanes: AVX2's width) a GEMM's columns fall back to when they do not fill
 // the target's (gemm_lanes).
@@ -211,6 +213,9 @@ std::string Ctx::explain_gemm(const GemmPlan &g) const {
                        kc * NR * g.esize / 1024, " KiB in L1)");
     }
     default: {
+        if (g.path == GemmPlan::Path::RootRagged && g.by_cols && g.M == 1)
+            return str_cat("one row: each task streams its part of B in order, k outside the ", V,
+                           "-lane column vectors (accumulators in L1)");
         const int64_t panel = g.block ? g.gt.NC : g.N;
         return str_cat(kernel, ", column panels of ", panel, " (B panel ", panel * g.K * g.esize / 1024, " KiB in L2)");
     }
@@ -388,6 +393,7 @@ void Ctx::gemm_root_ragged(ScheduleStatement &st, const GemmPlan &g) {
         // part of every row of B in order. With k inside, a task read one vector per row, 4 KB and
         // more apart, which the prefetcher loses (bench/DECISIONS.md#d62-batch-1-gemv).
         const int tasks = std::max(1, m.cores);
+        if (tasks > 1 && g.K >= kGemvRowsPerTask * tasks) return gemv_row_blocks(u, g, tasks);
         const int64_t chunk = ((g.N + tasks - 1) / tasks + g.V - 1) / g.V * g.V;
         std::string jt = fresh(uused, "jt"), jr = fresh(uused, "jr");
         u.add("split", {j, jt, jr, chunk, ScheduleArg::tail("GuardWithIf")})
@@ -402,6 +408,31 @@ void Ctx::gemm_root_ragged(ScheduleStatement &st, const GemmPlan &g) {
     if (g.by_cols) u.add("reorder", {ji, ii, kv, io, jo});
     else u.add("reorder", {ji, ii, kv, jo, io});
     u.add("vectorize", {ji}).add("parallel", {g.by_cols ? jo : io});
+}
+
+// A batch-1 GEMV on several cores: each task sums the products of its own block of B's rows into a
+// partial row (rfactor over blocks of k), so it streams one contiguous block of B in order; the
+// root Func adds the partial rows. Tasks that each took a chunk of every row of B read it in pieces
+// of a few KB, which the prefetcher restarts at each one (bench/DECISIONS.md#d142-gemv-row-blocks).
+void Ctx::gemv_row_blocks(ScheduleStatement &u, const GemmPlan &g, int tasks) {
+    const std::string &F = g.F;
+    const auto &v = lf(F).vars;
+    const std::string &i = v[0], &j = v[1];
+    const std::string kv = lf(F).update_rvars[0][0];
+    std::vector<std::string> uused = names_of(F);
+    const std::string ko = fresh(uused, kv + "o"), ki = fresh(uused, kv + "i"), t = fresh(uused, "t"),
+                      jo = fresh(uused, "jo"), ji = fresh(uused, "ji");
+    const std::string part = fresh(func_names, F + "_rows");
+    const int64_t rows = (g.K + tasks - 1) / tasks;
+    u.comments.push_back(str_cat(part, ": partial rows of ", F, ", one per block of ", rows, " rows of B (a task each)"));
+    u.add("split", {kv, ko, ki, rows}).add("rfactor", {ko, t}, part);
+    add(part).add("compute_root").add("vectorize", {j, g.V});
+    add(part, 0)
+        .add("split", {j, jo, ji, g.V, ScheduleArg::tail("GuardWithIf")})
+        .add("reorder", {ji, jo, ki, i, t})
+        .add("vectorize", {ji})
+        .add("parallel", {t});
+    add(F, 0).add("split", {j, jo, ji, g.V, ScheduleArg::tail("GuardWithIf")}).add("vectorize", {ji});
 }
 
 // A GEMM at root with column panels of NC (when NC < N) split into micro-kernel tiles MR x NR in

@@ -222,6 +222,8 @@ struct Ctx {
     void kernel_tiles(ScheduleStatement &st, const GemmPlan &g);
     void gemm_cache_blocked(ScheduleStatement &st, const GemmPlan &g);
     void gemm_root_ragged(ScheduleStatement &st, const GemmPlan &g);
+    /// A batch-1 GEMV's update \p u split over blocks of B's rows, one task each (rfactor).
+    void gemv_row_blocks(ScheduleStatement &u, const GemmPlan &g, int tasks);
     void gemm_root_tiles(ScheduleStatement &st, const GemmPlan &g);
 
     // --- conv kernels (tiling_conv.cpp) ---
