@@ -101,6 +101,11 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         if (std::find(k.funcs.begin(), k.funcs.end(), conv) == k.funcs.end()) continue;
         if (k.kind != KernelKind::Conv) return "";
         const bool epilogue = k.root != conv && !info.at(k.root).is_conv && d->placement == Placement::Tile;
+        // A depthwise conv under an epilogue runs a task per channel block (depthwise_blocks),
+        // which reads only its own channels: their padded planes, with the pointwise producers
+        // inlined into the pad (the ReLU of the 1x1 conv before), are computed in the task, in
+        // cache, instead of in a pass of their own (bench/DECISIONS.md#d143-depthwise-pads-per-block).
+        if (epilogue && depthwise(c) && fit_lanes(m.lanes(c.lf->dtype), c.lf->extents[3])) return conv;
         // A channel tile with its row blocks outer computes the pad per task with the producers
         // inlined into it: at root, the task's rows of a 160x160 pad of 96 channels came back from
         // memory for every channel block (bench/DECISIONS.md#d125-fused-conv-pads-per-task).
@@ -817,6 +822,7 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
         u.add("reorder", reorder).add("vectorize", vec);
         if (CB > 1) u.add("unroll", {c});
     }
+    place_pads(F, T, par, "channel block of " + T + " (a depthwise conv reads its own channels)");
     inline_members(place_member_pads(F, T, par));
 }
 
