@@ -226,6 +226,12 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
         EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
                                                                    path, false, fixed);
+    // By default (D136) the third copy folds batch 2's tile.
+    std::string def = em.main.applied.specializations_text("");
+    EXPECT_NE(def.find("specialized when size_batch == 2 (tails as written; the guarded loops otherwise): "
+                       "fc1_gemm.update(0) fc2_gemm.update(0)"),
+              std::string::npos)
+        << def;
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (int batch : {16, 1, 2, 4, 5, 6, 7, 10, 13, 17, 22, 64}) {
         Graph gs = imported;
@@ -233,6 +239,47 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
         so.bindings = {{"x", {batch, 64}}};
         prepare_graph(gs, so);
         auto ins = random_inputs(gs, 5);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+    }
+}
+
+// Tail copies (D128) go to a stage whose planned size has at most 4 of its row tiles (D136): the
+// MLP planned at batch 16 (3 tiles of 6) gets them, planned at 64 (11 tiles) not; its one compile
+// still runs every batch within the tolerance.
+TEST(DynamicShapes, TailCopiesWhereTheLastTileIsAQuarterOfTheRows) {
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    auto em_at = [&](const std::string &plan) {
+        return cli::schedule_compiled_for_every_size(prepare_at({plan}), prepare_at, "auto", t, path, false, fixed);
+    };
+    std::string at16 = em_at("x=16x64").main.applied.specializations_text("");
+    EXPECT_NE(at16.find("size_batch % 6 == 4"), std::string::npos) << at16;
+    cli::EverySizeModel em = em_at("x=64x64");
+    std::string at64 = em.main.applied.specializations_text("");
+    EXPECT_EQ(at64.find("fc1_gemm.update(0)"), std::string::npos) << at64;
+    EXPECT_EQ(at64.find("=="), std::string::npos) << at64;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {64, 1, 2, 5, 63, 65}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", {batch, 64}}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 3);
         auto outs = m->run(ins);
         auto ref = run_reference(gs, ins);
         EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
@@ -720,6 +767,31 @@ TEST(DynamicShapesCli, BenchGenericRowBesideTheSpecializedOne) {
                                   out);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("auto generic"), std::string::npos) << out;
+}
+
+// `--generic-schedule FILE`: a schedule file compiled for every size is a row of its own, timed at
+// the --input size beside the specialized compile of the same file.
+TEST(DynamicShapesCli, BenchGenericScheduleFileIsARow) {
+    const std::string model = testing::data_path("dynamic_mlp.onnx");
+    const std::string sched = testing::temp_path("generic_row_mlp16.sched");
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " autoschedule " + model +
+                                      " --machine avx2_2core --input x=16x64 --force -o " + sched,
+                                  out);
+    ASSERT_EQ(rc, 0) << out;
+    rc = testing::run_command(testing::loom_binary() + " bench " + model + " --input x=5x64 --generic-plan x=16x64 " +
+                                  "--schedule " + sched + " --generic-schedule " + sched + " --budget-ms 20",
+                              out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("generic_row_mlp16.sched generic"), std::string::npos) << out;
+    EXPECT_EQ(out.find("auto generic"), std::string::npos) << out;  // no other rows than those asked for
+    // --generic-tail-copies: one row per count, in the same process.
+    rc = testing::run_command(testing::loom_binary() + " bench " + model + " --input x=2x64 --generic-plan x=16x64 " +
+                                  "--generic-tail-copies 0 --generic-tail-copies 3 --budget-ms 20",
+                              out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("auto generic, 0 tail copies"), std::string::npos) << out;
+    EXPECT_NE(out.find("auto generic, 3 tail copies"), std::string::npos) << out;
 }
 
 TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {
