@@ -21,6 +21,7 @@
 #include "reference/reference.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_parser.h"
+#include "schedule/schedule_printer.h"
 #include "schedule/size_specialization.h"
 #include "test_util.h"
 
@@ -212,18 +213,25 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
         tail_remainder_copies() = keep;
         return em.main.applied.specializations_text("");
     };
-    EXPECT_EQ(text_of(0), "");  // nothing asked of the sizes
+    // fc1 and fc2 ask nothing of the sizes; fc3, per tile of its wrapper (D135), its 8 rows.
+    const std::string fc3_rows = "specialized when size_batch >= 8 (tails as written; the guarded loops otherwise): "
+                                 "fc3_gemm_out fc3_gemm fc3_gemm.update(0)";
+    EXPECT_EQ(text_of(0), fc3_rows + "\n");
     std::string text = text_of(2);
-    EXPECT_EQ(text.find(">="), std::string::npos) << text;
-    for (const char *want : {"specialized when size_batch % 6 == 4 (tails as written; the guarded loops otherwise): "
-                             "fc1_gemm.update(0) fc2_gemm.update(0)",
-                             "specialized when size_batch == 1 (tails as written; the guarded loops otherwise): "
-                             "fc1_gemm.update(0) fc2_gemm.update(0) fc3_gemm.update(0)",
-                             "specialized when size_batch % 8 == 0 (tails as written; the guarded loops otherwise): "
-                             "fc3_gemm.update(0)"})
+    for (const std::string want : {std::string("specialized when size_batch % 6 == 4 (tails as written; the guarded "
+                                               "loops otherwise): fc1_gemm.update(0) fc2_gemm.update(0)"),
+                                   std::string("specialized when size_batch == 1 (tails as written; the guarded loops "
+                                               "otherwise): fc1_gemm.update(0) fc2_gemm.update(0)\n"),
+                                   fc3_rows})
         EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
                                                                    path, false, fixed);
+    // By default (D136) the third copy folds batch 2's tile.
+    std::string def = em.main.applied.specializations_text("");
+    EXPECT_NE(def.find("specialized when size_batch == 2 (tails as written; the guarded loops otherwise): "
+                       "fc1_gemm.update(0) fc2_gemm.update(0)"),
+              std::string::npos)
+        << def;
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (int batch : {16, 1, 2, 4, 5, 6, 7, 10, 13, 17, 22, 64}) {
         Graph gs = imported;
@@ -231,6 +239,87 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
         so.bindings = {{"x", {batch, 64}}};
         prepare_graph(gs, so);
         auto ins = random_inputs(gs, 5);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+    }
+}
+
+// Tail copies (D128) go to a stage whose planned size has at most 4 of its row tiles (D136): the
+// MLP planned at batch 16 (3 tiles of 6) gets them, planned at 64 (11 tiles) not; its one compile
+// still runs every batch within the tolerance.
+TEST(DynamicShapes, TailCopiesWhereTheLastTileIsAQuarterOfTheRows) {
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = true;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    auto em_at = [&](const std::string &plan) {
+        return cli::schedule_compiled_for_every_size(prepare_at({plan}), prepare_at, "auto", t, path, false, fixed);
+    };
+    std::string at16 = em_at("x=16x64").main.applied.specializations_text("");
+    EXPECT_NE(at16.find("size_batch % 6 == 4"), std::string::npos) << at16;
+    cli::EverySizeModel em = em_at("x=64x64");
+    std::string at64 = em.main.applied.specializations_text("");
+    EXPECT_EQ(at64.find("fc1_gemm.update(0)"), std::string::npos) << at64;
+    EXPECT_EQ(at64.find("=="), std::string::npos) << at64;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {64, 1, 2, 5, 63, 65}) {
+        Graph gs = imported;
+        PrepareOptions so;
+        so.bindings = {{"x", {batch, 64}}};
+        prepare_graph(gs, so);
+        auto ins = random_inputs(gs, 3);
+        auto outs = m->run(ins);
+        auto ref = run_reference(gs, ins);
+        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+    }
+}
+
+// The MLP's last GEMM (64 -> 10) at batch 16 has two row tiles of 8, too few for the cores' tasks:
+// a compile for that size takes column panels at root, whose guarded rows keep the accumulators in
+// memory. Compiled for every size, its rows move (batch 64 has 8 tiles), so it is computed per
+// micro-kernel tile of a wrapper as at batch 64 (D135); a static plan is unchanged.
+TEST(DynamicShapes, MovingGemmRowsComputePerWrapperTile) {
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags, bool dynamic) {
+        Graph g = imported;
+        PrepareOptions opts;
+        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+        opts.dynamic_all = dynamic;
+        prepare_graph(g, opts);
+        return g;
+    };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::ScheduledModel st = cli::schedule_model(prepare_at({"x=16x64"}, false), "auto", t, path, {}, fixed);
+    std::string static_text = print_schedule(st.schedule);
+    EXPECT_EQ(static_text.find("fc3_gemm.in()"), std::string::npos) << static_text;
+    EXPECT_NE(static_text.find("column panels of 10"), std::string::npos) << static_text;
+    auto dyn = [&](const std::vector<std::string> &f) { return prepare_at(f, true); };
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(dyn({"x=16x64"}), dyn, "auto", t, path, false, fixed);
+    std::string text = print_schedule(em.main.schedule);
+    for (const char *want : {"fc3_gemm.in() as fc3_gemm_out;", "fc3_gemm.compute_at(fc3_gemm_out, jo)",
+                             "fc3_gemm_out.compute_root()\n    .split(j, jo, ji, 8)\n    .split(i, io, ii, 8)"})
+        EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {16, 1, 3, 7, 8, 9, 33, 64}) {
+        Graph gs = prepare_at({"x=" + std::to_string(batch) + "x64"}, false);
+        auto ins = random_inputs(gs, 7);
         auto outs = m->run(ins);
         auto ref = run_reference(gs, ins);
         EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
@@ -678,6 +767,31 @@ TEST(DynamicShapesCli, BenchGenericRowBesideTheSpecializedOne) {
                                   out);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("auto generic"), std::string::npos) << out;
+}
+
+// `--generic-schedule FILE`: a schedule file compiled for every size is a row of its own, timed at
+// the --input size beside the specialized compile of the same file.
+TEST(DynamicShapesCli, BenchGenericScheduleFileIsARow) {
+    const std::string model = testing::data_path("dynamic_mlp.onnx");
+    const std::string sched = testing::temp_path("generic_row_mlp16.sched");
+    std::string out;
+    int rc = testing::run_command(testing::loom_binary() + " autoschedule " + model +
+                                      " --machine avx2_2core --input x=16x64 --force -o " + sched,
+                                  out);
+    ASSERT_EQ(rc, 0) << out;
+    rc = testing::run_command(testing::loom_binary() + " bench " + model + " --input x=5x64 --generic-plan x=16x64 " +
+                                  "--schedule " + sched + " --generic-schedule " + sched + " --budget-ms 20",
+                              out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("generic_row_mlp16.sched generic"), std::string::npos) << out;
+    EXPECT_EQ(out.find("auto generic"), std::string::npos) << out;  // no other rows than those asked for
+    // --generic-tail-copies: one row per count, in the same process.
+    rc = testing::run_command(testing::loom_binary() + " bench " + model + " --input x=2x64 --generic-plan x=16x64 " +
+                                  "--generic-tail-copies 0 --generic-tail-copies 3 --budget-ms 20",
+                              out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("auto generic, 0 tail copies"), std::string::npos) << out;
+    EXPECT_NE(out.find("auto generic, 3 tail copies"), std::string::npos) << out;
 }
 
 TEST(DynamicShapesCli, BenchGenericFlagsNameTheFix) {

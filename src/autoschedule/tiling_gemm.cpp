@@ -132,8 +132,13 @@ GemmPlan Ctx::choose_gemm() {
     // multiple of its micro-kernel or panel: the root path then steps one guarded vector at a time;
     // the wrapper's tiles shift inwards). Where they divide, blocking under a wrapper is no faster
     // than the root path (bench/DECISIONS.md#d28-ragged-gemm-under-wrapper). Not with too few row
-    // tiles for the cores (a batch-1 Linear: its column panels are the tasks, below).
-    const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores);
+    // tiles for the cores (a batch-1 Linear: its column panels are the tasks, below), unless its
+    // rows move with the input sizes and fill a tile at the planned size: the one compile for every
+    // size runs more rows than planned, and its root path's rows, guarded, keep their accumulators
+    // in memory (bench/DECISIONS.md#d135-dynamic-shapes-moving-gemm-rows-per-wrapper-tile).
+    const std::vector<bool> &moves = lf(F).dynamic_vars;
+    const bool moving_rows = (int)moves.size() == r && moves[r - 2] && gt.ok && M >= gt.MR;
+    const bool few_rows = gt.ok && (M + gt.MR - 1) / gt.MR < 2 * std::max(1, m.cores) && !moving_rows;
     const bool short_k = K * (gt.MR + gt.NR) * f.esize <= (int64_t)m.l1_bytes / 2;
     const GemmTile root_tile = epilogue ? GemmTile{} : gemm_tile(f, false, m, knobs);
     const bool ragged = root_tile.ok && (N % root_tile.NR != 0 || (root_tile.NC < N && N % root_tile.NC != 0));

@@ -26,6 +26,7 @@
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
 #include "schedule/schedule_validate.h"
+#include "schedule/size_specialization.h"
 #include "support/error.h"
 
 namespace loom::cli {
@@ -43,6 +44,8 @@ struct BenchCliOptions {
     bool generic = false;                     ///< --generic
     bool small_size_plan = false;             ///< --small-size-plan
     std::vector<std::string> generic_plan;    ///< --generic-plan
+    std::vector<std::string> generic_schedules;  ///< --generic-schedule
+    std::vector<int> generic_tail_copies;         ///< --generic-tail-copies
     std::vector<std::string> dims;            ///< --dim
     std::string json, csv, plot, name;
     double budget_ms = 2000;
@@ -183,7 +186,8 @@ void bench(const BenchCliOptions &o) {
     std::cerr << "loom bench: probing the machine (cached in " << machine_cache_path() << ")\n";
     MachineModel machine = probe_machine(o.reprobe);
 
-    bool any = o.eager || o.inline_ || o.auto_ || o.ort || !o.halide.empty() || !o.schedules.empty();
+    bool any = o.eager || o.inline_ || o.auto_ || o.ort || !o.halide.empty() || !o.schedules.empty() ||
+               !o.generic_schedules.empty() || !o.generic_tail_copies.empty();
     std::vector<BenchVariant> variants;
     auto builtin = [&](const std::string &spec) {
         AutoscheduleFn autofn = autoscheduler_for(target);
@@ -203,9 +207,10 @@ void bench(const BenchCliOptions &o) {
         // up fails its row only.
         variants.push_back({name, "halide", nullptr, name});
     }
-    if (o.generic) {
+    if (o.generic || !o.generic_schedules.empty() || !o.generic_tail_copies.empty()) {
         // The model compiled for every size (dynamic shapes), planned at --generic-plan, run at
         // this --input size: the row a compile specialized to the size ("auto") is judged against.
+        // Each --generic-schedule file is such a row too, its schedule as written.
         DynamicRequest req;
         for (const auto &d : o.dims) parse_dim_range(d, req.dims);
         req.all = req.dims.empty();
@@ -213,20 +218,44 @@ void bench(const BenchCliOptions &o) {
             load_model(o.model, o.generic_plan.empty() ? o.inputs : o.generic_plan, false, "", req));
         user_check(gen->dynamic.active(), "loom bench --generic: ", o.model, " has no symbolic input dim to keep "
                    "open; drop --generic, or export the model with dynamic axes");
-        BenchVariant v{"auto generic", "auto", nullptr};
-        std::string model = o.model;
-        bool second = o.small_size_plan;
-        v.build = [gen, model, req, second](const Halide::Target &t, std::string &schedule_text) {
-            EverySizeModel em = schedule_compiled_for_every_size(
-                *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
-                "auto", t, model, second);
-            schedule_text = print_schedule(em.main.schedule);
-            if (em.short_sizes) schedule_text += "\n# " + em.describe() + print_schedule(em.short_sizes->schedule);
-            return compile_every_size(em, t);
+        struct Row {
+            std::string label, spec;
+            int tail_copies;  // -1: --tail-copies
         };
-        variants.push_back(v);
+        std::vector<Row> rows;
+        if (o.generic) rows.push_back({"auto generic", "auto", -1});
+        for (int n : o.generic_tail_copies)
+            rows.push_back({"auto generic, " + std::to_string(n) + " tail copies", "auto", n});
+        for (const auto &path : o.generic_schedules)
+            rows.push_back({fs::path(path).filename().string() + " generic", path, -1});
+        for (const auto &row : rows) {
+            BenchVariant v{row.label, row.spec == "auto" ? "auto" : "file", nullptr};
+            std::string model = o.model;
+            bool second = o.small_size_plan && row.spec == "auto";
+            v.build = [gen, model, req, second, spec = row.spec, copies = row.tail_copies](const Halide::Target &t,
+                                                                                         std::string &schedule_text) {
+                // This row's copies while it is planned (the rows of one process compare them).
+                const int keep = tail_remainder_copies();
+                if (copies >= 0) tail_remainder_copies() = copies;
+                EverySizeModel em;
+                try {
+                    em = schedule_compiled_for_every_size(
+                        *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
+                        spec, t, model, second);
+                } catch (...) {
+                    tail_remainder_copies() = keep;
+                    throw;
+                }
+                tail_remainder_copies() = keep;
+                schedule_text = print_schedule(em.main.schedule);
+                if (em.short_sizes) schedule_text += "\n# " + em.describe() + print_schedule(em.short_sizes->schedule);
+                return compile_every_size(em, t);
+            };
+            variants.push_back(v);
+        }
     }
-    user_check(o.generic || (o.generic_plan.empty() && o.dims.empty() && !o.small_size_plan),
+    user_check(o.generic || !o.generic_schedules.empty() || !o.generic_tail_copies.empty() ||
+                   (o.generic_plan.empty() && o.dims.empty() && !o.small_size_plan),
                "loom bench: --generic-plan, --dim and --small-size-plan describe the --generic row; add --generic");
     // ONNX Runtime runs the model file itself, in a worker process under the same limits.
     if (o.ort) variants.push_back({"ort", "ort", nullptr, kOrtPeer});
@@ -325,7 +354,14 @@ void add_bench_command(CLI::App &app) {
     c->add_option("--generic-plan", o->generic_plan,
                   "The size the --generic compile is planned for, as --input (default: the --input size)");
     c->add_option("--dim", o->dims, "A dim the --generic compile keeps open, with its range: H=32..2048");
+    c->add_option("--generic-schedule", o->generic_schedules,
+                  "A schedule file compiled once for every size as --generic is (repeatable): its row times it "
+                  "at this --input size beside the others");
     add_tail_copies_option(c);
+    c->add_option("--generic-tail-copies", o->generic_tail_copies,
+                  "A row of the --generic compile with this many tail copies (repeatable), beside the others: "
+                  "their run and compile times compare in one process")
+        ->check(CLI::NonNegativeNumber);
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "The --generic compile serves the sizes too short for its splits with a second plan made at the "
                 "ranges' small end (bench/DECISIONS.md#d107)");

@@ -31,10 +31,14 @@ const std::set<std::string> &func_level_calls() {
 
 std::string tail_of(const PrimitiveCall &c, size_t i) { return i < c.args.size() ? c.args[i].name : "Auto"; }
 
+/// The most tiles (at the planned size) of a stage that gets tail copies: its last, guarded tile
+/// is at least a quarter of its rows there.
+constexpr int64_t kTailCopiesMaxTiles = 4;
+
 }  // namespace
 
 int &tail_remainder_copies() {
-    static int copies = 2;
+    static int copies = 3;
     return copies;
 }
 
@@ -338,6 +342,9 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         if (i >= lf->dynamic_extents.size() || !lf->dynamic_extents[i].defined()) continue;
         const Halide::Expr &e = lf->dynamic_extents[i];
         if (!e.as<Halide::Internal::Variable>()) continue;  // the simplifier learns `x % f == r` of a variable only
+        // Over more tiles the guarded last one is a small part of the work: the copies' compile
+        // time buys nothing measurable (bench/DECISIONS.md#d136-dynamic-shapes-tail-copies-where-they-pay).
+        if (lf->extents[i] > kTailCopiesMaxTiles * f) continue;
         SizeSpecialization spec;
         auto add = [&](const Halide::Expr &c, const std::string &t) {
             if (!spec.condition.defined()) spec = {c, t, false, false, false, {}};

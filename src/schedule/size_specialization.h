@@ -63,10 +63,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
     const Schedule &s, const LoweredPipeline &p, const Halide::Target &target, LongEnough *long_enough = nullptr,
     bool assume_long_enough = false);
 
-/// How many copies a stage whose moving rows the schedule tiles with GuardWithIf gets: the first
-/// for the planned size's remainder (`size_batch % 6 == 4`), the next for the smallest sizes by
-/// value (`size_batch == 1`, then 2 …); 2 by default, 0: none (`--tail-copies`). Each folds the
-/// last tile's row guards at its sizes and costs compile time (bench/DECISIONS.md#d128).
+/// How many copies a stage whose moving rows the schedule tiles with GuardWithIf gets, where the
+/// planned size has at most 4 of its tiles: the first for the planned size's remainder
+/// (`size_batch % 6 == 4`), the next for the smallest sizes by value (`size_batch == 1`, then 2 …);
+/// 3 by default, 0: none (`--tail-copies`). Each folds the last tile's row guards at its sizes and
+/// costs compile time (bench/DECISIONS.md#d128, #d136).
 int &tail_remainder_copies();
 
 /// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
