@@ -832,6 +832,40 @@ TEST(Autoschedule, InlinedPadOfARootConvIsComputedPerChannelBlock) {
     check_auto_with_avx2(b.g, "depthwise conv of an SE block, its pad per channel block");
 }
 
+// MobileNetV3-large's features.4: a 1x1 expansion conv, its ReLU, a 5x5 depthwise conv whose
+// output a squeeze-excitation pool and scale read (no epilogue: the conv is at root). The plan
+// makes the pad a kernel with the ReLU inlined into it; the pad, with the ReLU, is computed per
+// channel block of the depthwise conv's tasks (a block reads only its own channels), not in a
+// root pass of its own (D143). On both ISAs; it matches the reference.
+TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChannelBlock) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 28, 28});
+    std::string e = b.node("Conv", {x, b.random_constant("ex", {72, 24, 1, 1}, 44)}, {1, 72, 28, 28},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string r = b.node("Relu", {e}, {1, 72, 28, 28}, {}, DType::F32, "expand_relu");
+    std::string c = b.node("Conv", {r, b.random_constant("w", {72, 1, 5, 5}, 45)}, {1, 72, 28, 28},
+                           {{"kernel_shape", std::vector<int64_t>{5, 5}},
+                            {"pads", std::vector<int64_t>{2, 2, 2, 2}},
+                            {"group", int64_t(72)}},
+                           DType::F32, "dw");
+    std::string h = b.node("Relu", {c}, {1, 72, 28, 28});
+    std::string g = b.node("GlobalAveragePool", {h}, {1, 72, 1, 1});
+    b.out("Mul", {h, g}, {1, 72, 28, 28});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult res = plan_on(lp, fm);
+        std::string text = print_schedule(res.schedule);
+        SCOPED_TRACE(fm.name + "\n" + text + tilings(res));
+        EXPECT_EQ(res.tiling_of("dw").path, "conv.root_tiles");
+        EXPECT_EQ(text.find("dw_pad.compute_root()"), std::string::npos);
+        EXPECT_EQ(text.find("dw_pad.compute_inline()"), std::string::npos);
+        EXPECT_NE(text.find("dw_pad.compute_at(dw, co)"), std::string::npos);
+        EXPECT_NE(text.find("expand_relu.compute_inline()"), std::string::npos);
+    }
+    check_auto_with_avx2(b.g, "root depthwise conv, its pad with the ReLU before it per channel block");
+}
+
 // An FPN's smoothing conv (DBNet): its padded input is the nearest 2x upsample of a coarser level
 // plus a lateral, which the plan inlines into the pad. The pad, with them, is computed per task of
 // the channel-tiled conv (its rows in cache for every channel block), not in a root pass whose

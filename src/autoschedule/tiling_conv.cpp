@@ -101,11 +101,13 @@ std::string conv_of_pad(const LoweredPipeline &p, const std::map<std::string, Fu
         if (std::find(k.funcs.begin(), k.funcs.end(), conv) == k.funcs.end()) continue;
         if (k.kind != KernelKind::Conv) return "";
         const bool epilogue = k.root != conv && !info.at(k.root).is_conv && d->placement == Placement::Tile;
-        // A depthwise conv under an epilogue runs a task per channel block (depthwise_blocks),
-        // which reads only its own channels: their padded planes, with the pointwise producers
-        // inlined into the pad (the ReLU of the 1x1 conv before), are computed in the task, in
-        // cache, instead of in a pass of their own (bench/DECISIONS.md#d143-depthwise-pads-per-block).
-        if (epilogue && depthwise(c) && fit_lanes(m.lanes(c.lf->dtype), c.lf->extents[3])) return conv;
+        // A depthwise conv under an epilogue (depthwise_blocks) or at root (conv_root_tiles) runs a
+        // task per channel block, which reads only its own channels: their padded planes, with the
+        // pointwise producers inlined into the pad (the ReLU of the 1x1 conv before), are computed
+        // in the task, in cache, instead of in a pass of their own
+        // (bench/DECISIONS.md#d143-depthwise-pads-per-block).
+        if (depthwise(c) && (epilogue ? fit_lanes(m.lanes(c.lf->dtype), c.lf->extents[3]) != 0 : k.root == conv))
+            return conv;
         // A channel tile with its row blocks outer computes the pad per task with the producers
         // inlined into it: at root, the task's rows of a 160x160 pad of 96 channels came back from
         // memory for every channel block (bench/DECISIONS.md#d125-fused-conv-pads-per-task).
