@@ -683,6 +683,19 @@ TEST(TrainStep, MachinePresetPlansTheStep) {
     EXPECT_EQ(past_first_line(got), past_first_line(want));
     EXPECT_NE(got.find("avx512_2core preset + cores=16 + l2_bytes=256K: 16 cores"), std::string::npos) << got;
     std::filesystem::remove_all(dir);
+
+    // The preset's target with Halide's profiler: the same plan, profiled.
+    r = loom("compile " + mlp + " --train --loss cross_entropy --machine avx512_2core cores=16 l2_bytes=256K --target " +
+             preset.target.with_feature(Halide::Target::Profile).to_string() + " --force --name mlp_m -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::ifstream profiled_manifest(dir + "/manifest.txt");
+    text.assign((std::istreambuf_iterator<char>(profiled_manifest)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\ntarget " + preset.target.with_feature(Halide::Target::Profile).to_string() + "\n"),
+              std::string::npos) << text;
+    std::ifstream profiled_plan(dir + "/schedule.sched");
+    std::string profiled((std::istreambuf_iterator<char>(profiled_plan)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(past_first_line(profiled), past_first_line(want));
+    std::filesystem::remove_all(dir);
 }
 
 // A caller's arrays need not be 64-byte aligned (malloc's are 16): the CPU trainer copies such an
@@ -847,6 +860,42 @@ TEST(RecomputePartition, HandBuiltGraphCutIsTheKnownOptimum) {
     RecomputePlan all = plan_recompute(b.g, false);
     EXPECT_EQ(all.saved_bytes, plan.save_all_bytes);
     EXPECT_TRUE(all.recomputed.empty());
+}
+
+// A value a backward MatMul reads as an operand (directly or through a layout op) is saved, not
+// recomputed: the GEMM's operand is stored in the backward anyway, so recomputing it would cost a
+// kernel and a buffer of its size (a Linear's weight gradient reading GELU's output). The same
+// value read only by a pointwise backward node is still recomputed from the cheaper MatMul.
+TEST(RecomputePartition, GemmOperandsOfTheBackwardAreSaved) {
+    for (bool through_reshape : {false, true}) {
+        GraphBuilder b;
+        std::string x = b.input("x", {64, 16});
+        std::string w1 = b.input("w1", {16, 16}), w2 = b.input("w2", {16, 16});
+        std::string small = b.node("MatMul", {x, w1}, {64, 16}, {}, DType::F32, "mm_small");
+        std::string widen = b.node("Concat", {small, small, small, small}, {64, 64}, {{"axis", int64_t(1)}}, DType::F32, "widen");
+        std::string t = b.node("Tanh", {widen}, {64, 64}, {}, DType::F32, "tanh");
+        std::string other = b.node("MatMul", {x, w2}, {64, 16}, {}, DType::F32, "mm_other");
+        std::string wide2 = b.node("Concat", {other, other, other, other}, {64, 64}, {{"axis", int64_t(1)}}, DType::F32, "widen_2");
+        std::string s = b.node("Sigmoid", {wide2}, {64, 64}, {}, DType::F32, "sigmoid");
+        std::string g = b.input("g", {64, 64});
+        std::string operand = t;
+        if (through_reshape)
+            operand = b.node("Reshape", {t}, {64, 64}, {{"shape", std::vector<int64_t>{64, 64}}}, DType::F32, "grad_reshape_0");
+        std::string gt = b.node("Transpose", {operand}, {64, 64}, {{"perm", std::vector<int64_t>{1, 0}}}, DType::F32, "grad_transpose_1");
+        std::string dw = b.node("MatMul", {gt, g}, {64, 64}, {}, DType::F32, "grad_matmul_2");
+        b.out("Add", {dw, b.node("Mul", {s, g}, {64, 64}, {}, DType::F32, "grad_mul_3")}, {64, 64}, {}, DType::F32, "grad_add_4");
+
+        RecomputePlan plan = plan_recompute(b.g);
+        std::set<std::string> saved(plan.saved.begin(), plan.saved.end()),
+            recomputed(plan.recomputed.begin(), plan.recomputed.end());
+        EXPECT_EQ(saved, (std::set<std::string>{"tanh", "mm_other"})) << through_reshape << "\n" << plan.describe();
+        EXPECT_EQ(recomputed, (std::set<std::string>{"widen_2", "sigmoid"})) << through_reshape << "\n" << plan.describe();
+        Graph after = b.g;
+        apply_recompute(after, plan);
+        auto in = random_inputs(b.g, 7);
+        auto want = run_reference(b.g, in), got = run_reference(after, in);
+        for (const auto &o : b.g.outputs) EXPECT_TRUE(close(got.at(o), want.at(o), 1e-6)) << o;
+    }
 }
 
 // Whatever the partition, the gradient graph computes the same values (reference interpreter).

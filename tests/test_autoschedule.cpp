@@ -404,6 +404,39 @@ TEST(Autoschedule, GemmOfAnInputWeightIsTiledThroughAWrapper) {
         }
 }
 
+// A batched Linear's weight gradient as autodiff emits it: X [4, 16, 32] and dY [4, 16, 24]
+// reshaped to their 64 rows, dW = X2^T dY2. Each Reshape keeps its source's rows, and is read only
+// as a GEMM operand (X2 through the inlined transpose as A, dY2 as B): both are inlined, so the
+// GEMM reads the rows in place instead of a stored copy of each
+// (bench/DECISIONS.md#d141-row-reshapes-of-gemm-operands-inlined). A Reshape that merges the inner
+// dims (a Flatten) is not such a reshape. Correct.
+TEST(Autoschedule, RowReshapesOfGemmOperandsAreInlined) {
+    for (const FixedMachine &fm : both_levels()) {
+        Builder b;
+        std::string x = b.node("Tanh", {b.input("x", {4, 16, 32})}, {4, 16, 32}, {}, DType::F32, "act");
+        std::string g = b.node("Relu", {b.input("g", {4, 16, 24})}, {4, 16, 24}, {}, DType::F32, "grad_act");
+        std::string x2 = b.node("Reshape", {x}, {64, 32}, {{"shape", std::vector<int64_t>{64, 32}}}, DType::F32, "x_rows");
+        std::string g2 = b.node("Reshape", {g}, {64, 24}, {{"shape", std::vector<int64_t>{64, 24}}}, DType::F32, "g_rows");
+        std::string xt = b.node("Transpose", {x2}, {32, 64}, {{"perm", std::vector<int64_t>{1, 0}}}, DType::F32, "x_t");
+        b.out("MatMul", {xt, g2}, {32, 24}, {}, DType::F32, "dw");
+        std::string flat = b.node("Reshape", {g}, {4, 384}, {{"shape", std::vector<int64_t>{4, 384}}}, DType::F32, "g_flat");
+        b.out("MatMul", {flat, b.input("w", {384, 8})}, {4, 8}, {}, DType::F32, "head");
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        AutoScheduleResult r = plan_on(lp, fm);
+        SCOPED_TRACE(str_cat(fm.name, "\n", print_schedule(r.schedule)));
+        for (std::string f : {"x_rows", "g_rows"}) {
+            const FuncDecision *d = r.plan.decision(f);
+            ASSERT_NE(d, nullptr) << f;
+            EXPECT_EQ(d->placement, Placement::Inline) << f << ": " << d->why;
+            EXPECT_NE(d->why.find("a reshape of whole rows read as an operand of a GEMM"), std::string::npos) << d->why;
+        }
+        const FuncDecision *d = r.plan.decision("g_flat");
+        if (d) EXPECT_EQ(d->why.find("a reshape of whole rows"), std::string::npos) << d->why;
+        check_auto(b.g, "row reshapes of GEMM operands");
+    }
+}
+
 // A one-row GEMM without epilogue (a batch-1 Linear's matrix-vector product) has one row tile:
 // its column panels (or column tiles) are the parallel loop, not the rows. It is correct.
 TEST(Autoschedule, OneRowGemmIsParallelOverColumns) {

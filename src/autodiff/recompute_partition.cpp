@@ -70,6 +70,38 @@ std::set<int> read_by_backward(const Graph &g) {
     return r;
 }
 
+// Forward elementwise nodes whose copy in the backward would be stored anyway: a backward MatMul
+// reads the value as an operand, directly or through layout ops, and GEMM operands are
+// materialized, so recomputing it costs a kernel and a buffer as large as saving it
+// (AOTAutograd's is_materialized_backwards ban). Layout nodes are not banned: a GEMM reads a
+// transposed operand through its index math.
+std::set<int> materialized_in_backward(const Graph &g) {
+    std::map<std::string, std::vector<int>> readers;
+    for (int k = 0; k < (int)g.nodes.size(); k++)
+        for (const auto &v : g.nodes[k].inputs)
+            if (!v.empty()) readers[v].push_back(k);
+    std::set<int> banned;
+    for (int i = 0; i < (int)g.nodes.size(); i++) {
+        const Node &node = g.nodes[i];
+        if (is_backward_node(node) || !is_supported_op(node.op) || op_kind(node.op) != OpKind::Elementwise) continue;
+        std::vector<std::string> values(node.outputs.begin(), node.outputs.end());
+        std::set<std::string> seen;
+        while (!values.empty() && !banned.count(i)) {
+            std::string v = values.back();
+            values.pop_back();
+            if (v.empty() || !seen.insert(v).second) continue;
+            for (int r : readers[v]) {
+                const Node &reader = g.nodes[r];
+                if (!is_supported_op(reader.op)) continue;
+                OpKind kind = op_kind(reader.op);
+                if (kind == OpKind::MatMul && is_backward_node(reader)) banned.insert(i);
+                if (kind == OpKind::Layout) values.insert(values.end(), reader.outputs.begin(), reader.outputs.end());
+            }
+        }
+    }
+    return banned;
+}
+
 }  // namespace
 
 bool is_backward_node(const Node &n) { return n.name.rfind("grad_", 0) == 0 || n.name.rfind("update_", 0) == 0; }
@@ -90,10 +122,11 @@ RecomputePlan plan_recompute(const Graph &g, bool min_cut) {
     auto in_v = [](int i) { return 2 + 2 * (long)i; };
     auto out_v = [](int i) { return 3 + 2 * (long)i; };
     std::set<int> needed = read_by_backward(g);
+    std::set<int> banned = materialized_in_backward(g);
     for (int i = 0; i < n; i++) {
         const Node &node = g.nodes[i];
         if (is_backward_node(node)) continue;
-        if (!is_recomputable_op(node.op)) add_flow_edge(f, source, in_v(i), kInfinite);
+        if (!is_recomputable_op(node.op) || banned.count(i)) add_flow_edge(f, source, in_v(i), kInfinite);
         add_flow_edge(f, in_v(i), out_v(i), std::max<int64_t>(1, output_bytes(g, node)));
         if (needed.count(i)) add_flow_edge(f, out_v(i), sink, kInfinite);
         std::set<int> producers;

@@ -5,8 +5,11 @@
 /// backward readers are the sink, and ops too expensive to recompute (MatMul, Conv, reductions,
 /// pooling, gathers, Resize) hang from the source, so a minimum s-t cut (Boost Graph's
 /// Boykov-Kolmogorov max-flow) is the cheapest set of values to save from which the backward can
-/// recompute everything else it reads with cheap ops (pointwise and layout). The rewrite clones
-/// each recomputed node into the backward pass, so the two passes' copies are scheduled apart.
+/// recompute everything else it reads with cheap ops (pointwise and layout). A pointwise value
+/// that a backward MatMul reads as an operand (directly or through layout ops) hangs from the
+/// source too: the GEMM's operand is stored in the backward anyway, so recomputing it is no cheaper
+/// than saving it (AOTAutograd's is_materialized_backwards). The rewrite clones each recomputed
+/// node into the backward pass, so the two passes' copies are scheduled apart.
 #pragma once
 
 #include <cstdint>

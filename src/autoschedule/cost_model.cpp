@@ -127,6 +127,21 @@ struct Planner {
         return split_inner;
     }
 
+    // Whether \p lf is a Reshape of one Func or input that keeps the innermost dim (equal
+    // extents): only its outer dims merge or split.
+    bool reshape_of_rows(const LoweredFunc &lf) const {
+        if (lf.op != "Reshape" || lf.extents.empty() || lf.producers.size() + lf.input_reads.size() != 1) return false;
+        const std::vector<int64_t> *src = nullptr;
+        if (!lf.producers.empty()) {
+            const LoweredFunc *q = p.find(lf.producers.front());
+            if (q) src = &q->extents;
+        } else {
+            for (size_t k = 0; k < p.input_names.size() && k < p.input_shapes.size(); k++)
+                if (p.input_names[k] == lf.input_reads.front()) src = &p.input_shapes[k];
+        }
+        return src && !src->empty() && src->size() != lf.extents.size() && src->back() == lf.extents.back();
+    }
+
     // Decides inline-or-not for every pure non-output Func, consumers first.
     void decide_inlining() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
@@ -185,6 +200,29 @@ struct Planner {
                                         "x evaluations)");
                         break;
                     }
+            // A Reshape that keeps its source's rows (only outer dims merge or split, so its index
+            // math is per row and its inner dim is read in place) and is read only as a GEMM's
+            // operand, as B or through an inlined transpose as A: inlined, the micro-kernel reads
+            // the source's rows where they are; stored, it is a copy of the operand (a training
+            // step's weight gradient over [batch, seq] rows as one product:
+            // bench/DECISIONS.md#d141-row-reshapes-of-gemm-operands-inlined).
+            if (!inl && reshape_of_rows(lf) && cs.size() == 1) {
+                const std::string &c = *cs.begin();
+                bool operand = fi(c).is_matmul;
+                const LoweredFunc *t = p.find(c);
+                auto dc = dec.find(c);
+                if (!operand && t && t->op == "Transpose" && dc != dec.end() && dc->second.placement == Placement::Inline &&
+                    t->consumers.size() == 1) {
+                    const std::string &g = t->consumers.front();
+                    operand = fi(g).is_matmul && fi(g).matmul_a == c;
+                }
+                if (operand) {
+                    inl = true;
+                    d.placement = Placement::Inline;
+                    d.why = str_cat("inline: a reshape of whole rows read as an operand of a GEMM (", c,
+                                    "): its micro-kernel reads the source's rows in place");
+                }
+            }
             // A Concat along the innermost dim reads each input through a clamped index (Halide
             // evaluates every branch of its select chain): inlined into a consumer vectorized along
             // that dim, every vector is a select over one gather per input. Materialized, its own

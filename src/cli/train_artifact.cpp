@@ -552,11 +552,13 @@ static MachineModel training_machine(const TrainCompileOptions &o, Halide::Targe
         throw UserError(flag + ": " + e.what());
     }
     if (mo.preset) {
-        Halide::Target named = target.without_feature(Halide::Target::JIT);
+        // Halide's profiler (`-profile`) changes no instruction the plan is made for: kept.
+        const bool profile = target.has_feature(Halide::Target::Profile);
+        Halide::Target named = target.without_feature(Halide::Target::JIT).without_feature(Halide::Target::Profile);
         user_check(!o.target_given || named == mo.preset->target, flag, " ", mo.preset->name, " plans for target ",
                    mo.preset->target.to_string(), ", not --target ", o.target, " (", named.to_string(),
                    "); drop --target (the preset sets it) or the preset");
-        target = mo.preset->target;
+        target = profile ? mo.preset->target.with_feature(Halide::Target::Profile) : mo.preset->target;
     }
     if (!o.machine.empty()) {
         user_check(!target.has_gpu_feature(), flag, " with --target ", o.target,
