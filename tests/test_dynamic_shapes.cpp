@@ -30,6 +30,30 @@ namespace {
 
 using testing::GraphBuilder;
 
+// \p imported prepared with the input bindings \p flags (x=16x64 …), every dim symbolic when
+// \p dynamic.
+Graph prepared_with(const Graph &imported, const std::vector<std::string> &flags, bool dynamic = true) {
+    Graph g = imported;
+    PrepareOptions opts;
+    for (const auto &f : flags) parse_input_binding(f, opts.bindings);
+    opts.dynamic_all = dynamic;
+    prepare_graph(g, opts);
+    return g;
+}
+
+// Runs \p m with random inputs (\p seed) at input x of \p shape, and expects output y within
+// the tolerance of the reference interpreter on \p imported bound to that shape.
+void expect_y_matches_reference(JitModel &m, const Graph &imported, const Shape &shape, int seed) {
+    Graph gs = imported;
+    PrepareOptions so;
+    so.bindings = {{"x", shape}};
+    prepare_graph(gs, so);
+    auto ins = random_inputs(gs, seed);
+    auto outs = m.run(ins);
+    auto ref = run_reference(gs, ins);
+    EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(shape);
+}
+
 TEST(SymDim, FoldsStaticPartsAndKeepsTheRest) {
     SymDim h = SymDim::symbol("H");
     EXPECT_EQ((SymDim(3) * 4 + 2).value(), 14);
@@ -174,14 +198,7 @@ TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
     }
     JitModel m(sm.pipeline, t, 1);
     for (Shape s : std::vector<Shape>{{1, 3, 24, 24}, {3, 3, 31, 33}, {1, 3, 25, 63}, {2, 3, 24, 40}, {4, 3, 64, 64}}) {
-        Graph gs = imported;
-        PrepareOptions so;
-        so.bindings = {{"x", s}};
-        prepare_graph(gs, so);
-        auto ins = random_inputs(gs, 5);
-        auto outs = m.run(ins);
-        auto ref = run_reference(gs, ins);
-        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+        expect_y_matches_reference(m, imported, s, 5);
     }
 }
 
@@ -192,14 +209,7 @@ TEST(DynamicShapes, LoopsLongEnoughAtEverySizeCompileOnce) {
 TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = true;
-        prepare_graph(g, opts);
-        return g;
-    };
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
         return auto_schedule(p, fm.target, fm.model);
@@ -234,14 +244,7 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
         << def;
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (int batch : {16, 1, 2, 4, 5, 6, 7, 10, 13, 17, 22, 64}) {
-        Graph gs = imported;
-        PrepareOptions so;
-        so.bindings = {{"x", {batch, 64}}};
-        prepare_graph(gs, so);
-        auto ins = random_inputs(gs, 5);
-        auto outs = m->run(ins);
-        auto ref = run_reference(gs, ins);
-        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+        expect_y_matches_reference(*m, imported, {batch, 64}, 5);
     }
 }
 
@@ -251,14 +254,7 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
 TEST(DynamicShapes, TailCopiesWhereTheLastTileIsAQuarterOfTheRows) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = true;
-        prepare_graph(g, opts);
-        return g;
-    };
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
         return auto_schedule(p, fm.target, fm.model);
@@ -275,14 +271,7 @@ TEST(DynamicShapes, TailCopiesWhereTheLastTileIsAQuarterOfTheRows) {
     EXPECT_EQ(at64.find("=="), std::string::npos) << at64;
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (int batch : {64, 1, 2, 5, 63, 65}) {
-        Graph gs = imported;
-        PrepareOptions so;
-        so.bindings = {{"x", {batch, 64}}};
-        prepare_graph(gs, so);
-        auto ins = random_inputs(gs, 3);
-        auto outs = m->run(ins);
-        auto ref = run_reference(gs, ins);
-        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << "batch " << batch;
+        expect_y_matches_reference(*m, imported, {batch, 64}, 3);
     }
 }
 
@@ -294,12 +283,7 @@ TEST(DynamicShapes, MovingGemmRowsComputePerWrapperTile) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags, bool dynamic) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = dynamic;
-        prepare_graph(g, opts);
-        return g;
+        return prepared_with(imported, flags, dynamic);
     };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
@@ -333,14 +317,7 @@ TEST(DynamicShapes, MovingGemmRowsComputePerWrapperTile) {
 TEST(DynamicShapes, ShortSizesRunASecondPlan) {
     const std::string path = testing::data_path("dynamic_transformer.onnx");
     Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = true;
-        prepare_graph(g, opts);
-        return g;
-    };
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
         return auto_schedule(p, fm.target, fm.model);
@@ -411,14 +388,7 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
 TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
     const std::string path = testing::data_path("dynamic_transformer.onnx");
     Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = true;
-        prepare_graph(g, opts);
-        return g;
-    };
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
         return auto_schedule(p, fm.target, fm.model);
@@ -445,14 +415,7 @@ TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (Shape s : std::vector<Shape>{{2, 64, 64}, {1, 1, 64}, {2, 5, 64}, {1, 6, 64}, {3, 7, 64}, {1, 17, 64},
                                       {2, 15, 64}, {1, 16, 64}}) {
-        Graph gs = imported;
-        PrepareOptions so;
-        so.bindings = {{"x", s}};
-        prepare_graph(gs, so);
-        auto ins = random_inputs(gs, 7);
-        auto outs = m->run(ins);
-        auto ref = run_reference(gs, ins);
-        EXPECT_TRUE(testing::close(outs.at("y"), ref.at("y"), 1e-5, 1e-3)) << shape_str(s);
+        expect_y_matches_reference(*m, imported, s, 7);
     }
 }
 
@@ -513,14 +476,7 @@ TEST(DynamicShapes, TransformerRowsAllocateNothingPerIteration) {
     // accumulators of the guarded copies were a malloc and a free per row or tile.
     const std::string path = testing::data_path("dynamic_transformer.onnx");
     Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) {
-        Graph g = imported;
-        PrepareOptions opts;
-        for (const auto &f : flags) parse_input_binding(f, opts.bindings);
-        opts.dynamic_all = true;
-        prepare_graph(g, opts);
-        return g;
-    };
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx2_2core();
     AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
         return auto_schedule(p, fm.target, fm.model);
