@@ -334,6 +334,100 @@ TEST(Aot, CudaBf16GemmReadsBf16Operands) {
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
 }
 
+// Loads in the PTX of kernel \p entry (`.entry _kernel_<entry>...`) of \p ptx: {whole-vector loads,
+// element loads} from global memory.
+std::pair<int, int> global_loads(const std::string &ptx, const std::string &entry) {
+    const size_t at = ptx.find(".entry _kernel_" + entry);
+    if (at == std::string::npos) return {-1, -1};
+    std::istringstream lines(ptx.substr(at, ptx.find("\n}\n", at) - at));
+    int vector = 0, scalar = 0;
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find("ld.global") == std::string::npos) continue;
+        const bool v = line.find(".v2.") != std::string::npos || line.find(".v4.") != std::string::npos;
+        vector += v;
+        scalar += !v;
+    }
+    return {vector, scalar};
+}
+
+// Under BF16 a GEMM's A whose producer is pointwise work on an earlier library stage's output (a
+// bias and an activation after a GEMM) is computed inside the GEMM's BF16 copy, one kernel that
+// reads the earlier GEMM's FP32 output and writes BF16 (D138); a producer that reads a reduction
+// (a Softmax, as a LayerNorm) stays materialized, and in FP32 every A stays a kernel of its own.
+// Every cuBLAS stage's buffer is bounded to its shape (D131), so the kernels reading one load whole
+// vectors: the PTX of the copy (BF16) and of the activation kernel (FP32) has no element load.
+TEST(Aot, CudaBf16GemmCopyComputesPointwiseProducer) {
+    using loom::testing::GraphBuilder;
+    GraphBuilder b;
+    std::string x = b.input("x", {64, 128});
+    std::string w1 = b.random_constant("w1", {128, 256}, 1), b1 = b.random_constant("b1", {256}, 2);
+    std::string w2 = b.random_constant("w2", {256, 64}, 3), b2 = b.random_constant("b2", {64}, 4);
+    std::string w3 = b.random_constant("w3", {64, 32}, 5);
+    std::string h1 = b.node("Add", {b.node("MatMul", {x, w1}, {64, 256}, {}, DType::F32, "fc1"), b1}, {64, 256});
+    std::string t = b.node("Tanh", {h1}, {64, 256}, {}, DType::F32, "act");
+    std::string h2 = b.node("Add", {b.node("MatMul", {t, w2}, {64, 64}, {}, DType::F32, "fc2"), b2}, {64, 64});
+    std::string sm = b.node("Softmax", {h2}, {64, 64}, {{"axis", int64_t(1)}}, DType::F32, "probs");
+    b.out("Tanh", {b.node("MatMul", {sm, w3}, {64, 32}, {}, DType::F32, "fc3")}, {64, 32});
+    const Halide::Target target = aot_target("cuda");
+    for (Precision prec : {Precision::BF16, Precision::FP32}) {
+        SCOPED_TRACE(precision_name(prec));
+        const bool bf16 = prec == Precision::BF16;
+        LowerOptions lo;
+        lo.gemm_extern = true;
+        lo.buffer_alignment = 16;
+        lo.gemm_precision = prec;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        ASSERT_NE(p.find("act"), nullptr);
+        EXPECT_EQ(p.find("act")->feeds_extern, !bf16) << "the tanh is computed in fc2's BF16 copy";
+        ASSERT_NE(p.find("probs"), nullptr);
+        EXPECT_TRUE(p.find("probs")->feeds_extern) << "a reduction's reader stays materialized";
+        for (const char *gemm : {"fc1", "fc2", "fc3"}) {  // each a read of its cuBLAS stage
+            ASSERT_NE(p.find(gemm), nullptr) << gemm;
+            int stages = 0;
+            for (const auto &[name, fn] : Halide::Internal::find_direct_calls(p.find(gemm)->func.function()))
+                if (fn.has_extern_definition()) {
+                    EXPECT_EQ(fn.schedule().bounds().size(), 2u) << name << ": bounded to its shape";
+                    stages++;
+                }
+            EXPECT_EQ(stages, 1) << gemm;
+        }
+        const std::string text = print_schedule(gpu_auto_schedule(p, target));
+        EXPECT_EQ(text.find("act.compute_inline()") != std::string::npos, bf16) << text;
+        auto [object, output] = cuda_artifact(p, bf16 ? "copy_tanh_bf16" : "copy_tanh_fp32");
+        EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+        const std::string ptx = embedded_ptx(object);
+        const auto [vector, scalar] = global_loads(ptx, bf16 ? "fc2_a_bf16" : "act");
+        EXPECT_GT(vector, 0) << ptx;
+        EXPECT_EQ(scalar, 0) << "the GEMM's output and the bias loaded as whole vectors: " << ptx;
+    }
+}
+
+// A chain of pure Adds over library stages' outputs (a pre-norm transformer's residual stream) is
+// inlined only while it reads at most kMaxInlinedReads tensors: the Add reading a fifth GEMM output
+// is a kernel of its own, and the chain after it starts again from it (D139). Before, every kernel
+// at the end of ViT-B/16's residual stream re-read all the GEMM outputs before it.
+TEST(Aot, CudaInlinedChainsReadBoundedTensors) {
+    using loom::testing::GraphBuilder;
+    GraphBuilder b;
+    std::string x = b.input("x", {64, 128});
+    std::vector<std::string> g;
+    for (int k = 0; k < 6; k++)
+        g.push_back(b.node("MatMul", {x, b.random_constant("w" + std::to_string(k), {128, 64}, 10 + k)}, {64, 64}, {},
+                           DType::F32, "g" + std::to_string(k)));
+    std::string sum = g[0];
+    for (int k = 1; k < 6; k++) sum = b.node("Add", {sum, g[k]}, {64, 64}, {}, DType::F32, "a" + std::to_string(k));
+    b.out("Tanh", {sum}, {64, 64});
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    const std::string text = print_schedule(gpu_auto_schedule(p, aot_target("cuda")));
+    for (const char *inlined : {"a1", "a2", "a3", "a5"})
+        EXPECT_NE(text.find(std::string(inlined) + ".compute_inline();"), std::string::npos) << inlined << ": " << text;
+    EXPECT_NE(text.find("a4.compute_root()"), std::string::npos) << "a4 reads five GEMM outputs: " << text;
+    auto [object, output] = cuda_artifact(p, "residual_chain");
+    EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+}
+
 // With LowerOptions::conv_extern, the cnn fixture's 2-D convs (constant filters, symmetric pads)
 // become extern stages calling cuDNN. Both feed only a Relu, so cuDNN applies the bias and the ReLU
 // (fuse_activation_epilogue): the extern is listed as a LoweredFunc (is_extern) standing for the

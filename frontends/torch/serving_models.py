@@ -170,21 +170,78 @@ def rebatch(path, batch):
     onnx.save(m, path)
 
 
+def interpolate_batch(path1, path2, batch, out):
+    r"""A model traced at batches 1 (\p path1) and 2 (\p path2) made batch \p batch: the graphs
+    are the same but for the integer constants that carry the batch (Reshape targets such as
+    MultiheadAttention's [S, B*H, d], Expand shapes), which are linear in it, so every such
+    constant that differs between the two becomes v1 + (batch - 1) * (v2 - v1). The weights do not
+    depend on the batch, so the fingerprint stands; serving_bench.py checks the outputs against
+    PyTorch's module built at \p batch."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    m1, m2 = onnx.load(path1), onnx.load(path2)
+    g1, g2 = m1.graph, m2.graph
+    if [n.op_type for n in g1.node] != [n.op_type for n in g2.node]:
+        sys.exit(f"{path1}, {path2}: the traces at batch 1 and 2 differ in their nodes; export at full batch")
+
+    def constants(g):
+        inits = {t.name: t for t in g.initializer}
+        consts = {n.output[0]: next(a.t for a in n.attribute if a.name == "value")
+                  for n in g.node if n.op_type == "Constant"}
+        return {**inits, **consts}
+
+    c1, c2 = constants(g1), constants(g2)
+    changed, done = 0, set()
+    for n1, n2 in zip(g1.node, g2.node):
+        for a, b in zip(list(n1.input) + (list(n1.output) if n1.op_type == "Constant" else []),
+                        list(n2.input) + (list(n2.output) if n2.op_type == "Constant" else [])):
+            if a not in c1 or b not in c2 or a in done:  # a constant read by several nodes changes once
+                continue
+            done.add(a)
+            v1, v2 = numpy_helper.to_array(c1[a]), numpy_helper.to_array(c2[b])
+            if v1.dtype.kind not in "iu" or v1.shape != v2.shape or np.array_equal(v1, v2):
+                continue
+            c1[a].CopyFrom(numpy_helper.from_array((v1 + (batch - 1) * (v2 - v1)).astype(v1.dtype), c1[a].name))
+            changed += 1
+    for v in list(g1.input) + list(g1.output):
+        v.type.tensor_type.shape.dim[0].dim_value = batch
+    del g1.value_info[:]
+    onnx.save(m1, out)
+    return changed
+
+
 def export(name, batch, out_dir, trace_batch=None):
     r"""Exports \p name at \p batch; BERT may be traced at batch 1 (\p trace_batch) and rebatched,
-    which takes a sixteenth of the CPU time a batch-16 trace does."""
+    which takes a sixteenth of the CPU time a batch-16 trace does; other models traced at batch 1
+    (\p trace_batch) are traced at 1 and 2 and interpolated (interpolate_batch)."""
     model, x = build(name, batch)
     base = os.path.join(out_dir, f"{name}_b{batch}")
-    traced, tx = (model, x)
-    if trace_batch and trace_batch != batch:
-        if not name.startswith("bert"):
-            sys.exit("--trace-batch applies to the BERT encoders only")
-        traced, tx = build(name, trace_batch)
-    with torch.no_grad():
-        torch.onnx.export(traced, (tx,), base + ".onnx.tmp", input_names=["x"], output_names=["y"],
-                          opset_version=OPSET, do_constant_folding=True)
-    if traced is not model:
-        rebatch(base + ".onnx.tmp", batch)
+    # Under no_grad PyTorch's MultiheadAttention (ViT) takes its fused fast path, which has no ONNX
+    # export; with gradients enabled it runs the decomposed products the exporter knows.
+    grad = torch.enable_grad if name.startswith("vit") else torch.no_grad
+
+    def trace(module, inp, path):
+        with grad():
+            torch.onnx.export(module, (inp,), path, input_names=["x"], output_names=["y"],
+                              opset_version=OPSET, do_constant_folding=True)
+
+    if trace_batch and trace_batch != batch and not name.startswith("bert"):
+        if trace_batch != 1:
+            sys.exit("--trace-batch: models other than BERT trace at batch 1 only")
+        for b in (1, 2):
+            trace(*build(name, b), base + f".b{b}.tmp")
+        changed = interpolate_batch(base + ".b1.tmp", base + ".b2.tmp", batch, base + ".onnx.tmp")
+        os.remove(base + ".b1.tmp")
+        os.remove(base + ".b2.tmp")
+        print(f"{name}: {changed} batch constants interpolated")
+    else:
+        traced, tx = (model, x)
+        if trace_batch and trace_batch != batch:
+            traced, tx = build(name, trace_batch)
+        trace(traced, tx, base + ".onnx.tmp")
+        if traced is not model:
+            rebatch(base + ".onnx.tmp", batch)
     os.replace(base + ".onnx.tmp", base + ".onnx")
     with open(base + ".fingerprint", "w") as f:
         f.write(fingerprint(model) + "\n")
@@ -196,7 +253,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "serving"))
     ap.add_argument("--batch", type=int, action="append", help="batch sizes (default 32 and 1; BERT 16 and 1)")
-    ap.add_argument("--trace-batch", type=int, help="BERT only: trace at this batch (1) and rebatch the export")
+    ap.add_argument("--trace-batch", type=int, help="trace at batch 1 and rebatch the export (BERT: its reshapes; "
+                    "others: traced at 1 and 2, batch constants interpolated)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

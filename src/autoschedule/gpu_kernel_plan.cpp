@@ -53,6 +53,31 @@ private:
         for (const auto &f : p_.funcs)
             if (num_updates(f) == 0 && !f.is_output && !f.vars.empty() && !f.feeds_extern && !f.is_extern)
                 plan_.inlined.insert(f.name);
+        bound_inlined_reads();
+    }
+
+    // An inlined Func is recomputed inside every kernel that reads it, with all the tensors its
+    // inlined producers read. A chain of pure Adds (a pre-norm transformer's residual stream:
+    // x + attn, then + mlp, layer after layer) would make every kernel of layer L read 2L GEMM
+    // outputs; a Func whose inlined chain reads more than kMaxInlinedReads realized buffers is
+    // therefore a kernel of its own, which the chain after it reads once
+    // (bench/DECISIONS.md#d139-gpu-inlined-chains-bounded). Producers come first in p_.funcs.
+    void bound_inlined_reads() {
+        std::map<std::string, std::set<std::string>> reads;  // realized buffers an inlined Func reads
+        for (const auto &f : p_.funcs) {
+            if (!plan_.inlined.count(f.name)) continue;
+            if (!f.func.defined()) continue;
+            std::set<std::string> r;
+            // Library stages count; reductions (a norm's statistics, a row each) do not.
+            for (const auto &[pn, g] : Halide::Internal::find_direct_calls(f.func.function())) {
+                if (pn == f.name || g.has_update_definition()) continue;
+                auto it = reads.find(pn);
+                if (plan_.inlined.count(pn) && it != reads.end()) r.insert(it->second.begin(), it->second.end());
+                else r.insert(pn);
+            }
+            if (r.size() > kMaxInlinedReads) plan_.inlined.erase(f.name);
+            else reads[f.name] = std::move(r);
+        }
     }
 
     // A GEMM's operands are read N (or M) times each: a pure producer of one is computed once,

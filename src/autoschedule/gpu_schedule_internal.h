@@ -54,6 +54,9 @@ constexpr int kSplitChunk = kVec * kRowThreads * 8;
 /// Fewest flops per point of a pointwise Func that a short-row kernel keeps per lane rather than
 /// inlining into its two readers (softmax's exp(x - max) counts 11).
 constexpr double kBufferMinFlops = 8;
+/// Tensors (kernels, library stages; not reductions) an inlined pure Func may read through its inlined
+/// producers; past this it is a kernel of its own (a pre-norm transformer's residual stream).
+constexpr size_t kMaxInlinedReads = 4;
 
 // --- small helpers shared by every emitter ---
 

@@ -6,6 +6,8 @@
 // On the CPU such a B is read from column panels of 16 (LowerOptions::block_matmul_weights).
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <set>
 
 #include "lower/extern_stages.h"
 #include "ops/ops_internal.h"
@@ -19,6 +21,41 @@ using Halide::RDom;
 using Halide::Var;
 
 namespace {
+
+// The buffer of library stage \p ext (vars \p v, ONNX order) is its whole output \p shape: constant
+// extents make its strides constants in the kernels that read it (a bias, a GELU, a residual add),
+// so that Halide proves their vector loads aligned; left to bounds inference the strides and mins
+// reach each kernel as parameters and its vectors are loaded element by element
+// (bench/DECISIONS.md#d131-cuda-library-outputs-bounded).
+void bound_whole(Func &ext, const std::vector<Var> &v, const Shape &shape) {
+    for (size_t k = 0; k < v.size(); k++) ext.bound(v[k], 0, (int)shape[k]);
+}
+
+// Whether FP32 value \p a, the A of a GEMM with BF16 operands, is computed inside the GEMM's BF16
+// copy instead of being written to memory in FP32 first: the GEMM is its only reader and its Func,
+// through the pure Funcs it reads, reaches a library stage, an input or a constant before any
+// reduction (a bias and GELU on an earlier GEMM's output; attention's BF16 output widened and
+// reshaped). A chain that reaches a reduction (a LayerNorm's statistics) stays materialized: the
+// copy would pull the reduction into its kernel (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands,
+// #d138-cuda-bf16-copy-computes-pointwise-producer).
+bool copy_computes_producer(LowerContext &ctx, const std::string &a) {
+    const Graph &g = ctx.graph;
+    if (std::find(g.outputs.begin(), g.outputs.end(), a) != g.outputs.end() || g.consumers(a).size() != 1) return false;
+    for (const auto &in : ctx.result.input_names)
+        if (in == a) return false;
+    Func f = ctx.value(a);
+    if (!f.defined() || !ctx.result.find(f.name())) return false;
+    std::set<std::string> seen;
+    std::function<bool(const Halide::Internal::Function &)> pure_chain = [&](const Halide::Internal::Function &fn) {
+        if (fn.has_extern_definition()) return true;
+        if (fn.has_update_definition()) return false;
+        if (!seen.insert(fn.name()).second) return true;
+        for (const auto &[name, callee] : Halide::Internal::find_direct_calls(fn))
+            if (name != fn.name() && !pure_chain(callee)) return false;
+        return true;
+    };
+    return pure_chain(f.function());
+}
 
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
@@ -54,11 +91,11 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if ((act || bias) && !(act && bias && ry == 2)) return Func();  // the epilogue needs both, on a matrix
     // In BF16 a constant B is rounded to BF16 here, once, and A by a Halide copy: given FP32
     // operands, cuBLASLt's FAST_16BF compute type runs TF32 kernels, not BF16 ones. A's producer
-    // stays materialized, as for an FP32 GEMM, since inlined into the copy it drags its own
-    // reductions (a LayerNorm's statistics) in (bench/DECISIONS.md#d93-cuda-bf16-gemm-operands).
+    // is computed inside the copy when it is pointwise work, else stays materialized, as for an
+    // FP32 GEMM (copy_computes_producer).
     const bool bf16_operands = cb && !ta && ctx.options.gemm_precision == Precision::BF16;
     Halide::ExternFuncArgument arg_a, arg_b;
-    if (!ctx.extern_operand(a, arg_a)) return Func();
+    if (!(bf16_operands && copy_computes_producer(ctx, a)) && !ctx.extern_operand(a, arg_a)) return Func();
     if (bf16_operands) {
         Func a16 = ctx.make_func(node, "a_bf16", sa);
         std::vector<Var> va = ctx.vars(ra);
@@ -107,6 +144,7 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
     ext.define_extern(fn, args, Halide::Float(32), halide_order, Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
+    bound_whole(ext, v, sy);
     ctx.note_extern_call(fn, ext, sy);
     if (fused) {
         ctx.register_extern(ext, node, sy);
@@ -150,6 +188,7 @@ Func cublas_batched_product(LowerContext &ctx, const Node &node) {
     ext.define_extern(kCublasBatched, args, Halide::Float(32), halide_order, Halide::NameMangling::C,
                       Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
+    bound_whole(ext, v, sy);
     ctx.note_extern_call(kCublasBatched, ext, sy);
     return ext;
 }
