@@ -45,13 +45,18 @@ void expect_matches_reference(JitModel &m, const Graph &g, uint64_t seed, const 
     for (const auto &[name, t] : ref) EXPECT_TRUE(close(outs.at(name), t, 1e-5)) << what << " output " << name;
 }
 
+// The fixtures cut into up to 4 pipelines match the reference. MobileNetV2's inverted residual has
+// no cut since its depthwise conv computes its padded input per task (D143): that kernel rounds
+// its rows up (on both ISAs), and the cut model keeps a kernel that computes past its extents in
+// one pipeline with the buffers it reads and the kernels that read it; it runs as one pipeline.
 TEST(JitSegments, CutFixturesMatchTheReference) {
     for (const char *name : {"cnn", "transformer", "inverted_residual", "mlp"}) {
+        const bool cuttable = std::string(name) != "inverted_residual";
         Graph g = fixture(name);
         LoweredPipeline lp = lower_graph(g);
         apply_schedule(auto_schedule(lp, host_target(), reference_machine(host_target(), 2)), lp, host_target());
         JitModel m(std::move(lp), host_target(), 4);
-        EXPECT_GT(m.segments(), 1) << name << " was not cut";
+        EXPECT_EQ(m.segments() > 1, cuttable) << name << ": " << m.segments() << " segments";
         // Twice, other inputs: the buffers between pipelines are allocated once and reused.
         expect_matches_reference(m, g, 11, name);
         expect_matches_reference(m, g, 12, name);
@@ -60,7 +65,7 @@ TEST(JitSegments, CutFixturesMatchTheReference) {
         set_jit_threading(Threading::OpenMP);
         expect_matches_reference(m, g, 13, std::string(name) + " on OpenMP");
         set_jit_threading(Threading::Halide);
-        EXPECT_GT(m.segments(), 1) << name << " fell back to one pipeline";
+        EXPECT_EQ(m.segments() > 1, cuttable) << name << " changed its segments";
     }
 }
 
