@@ -8,6 +8,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <map>
 #include <set>
@@ -433,7 +434,15 @@ Cli loom(const std::string &args) {
     return r;
 }
 
-std::string grad_fixture(const std::string &name) { return data_path("grad/" + name); }
+// A fixture export_grad_fixtures.py writes; ctest runs it first (a fixture setup), so a binary
+// run by hand before it is told how to make them rather than failing on a missing file.
+std::string grad_fixture(const std::string &name) {
+    const std::string path = data_path("grad/" + name);
+    if (!std::filesystem::exists(path))
+        throw std::runtime_error(path + " is missing: it is written by `ctest -R export_grad_fixtures` "
+                                 "(frontends/torch/export_grad_fixtures.py); run that before this test binary");
+    return path;
+}
 
 void check_fixture(const std::string &name, const std::string &loss) {
     Cli r = loom("grad " + grad_fixture(name + ".onnx") + " --loss " + loss + " --inputs " + grad_fixture(name) + " --check");
