@@ -216,11 +216,9 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
     };
     Halide::Target t = host_target();
     auto text_of = [&](int copies) {
-        int keep = tail_remainder_copies();
-        tail_remainder_copies() = copies;
+        TailCopiesScope scope(copies);
         cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
                                                                        path, false, fixed);
-        tail_remainder_copies() = keep;
         return em.main.applied.specializations_text("");
     };
     // fc1 and fc2 ask nothing of the sizes; fc3, per tile of its wrapper (D135), its 8 rows.

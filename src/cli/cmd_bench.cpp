@@ -234,19 +234,13 @@ void bench(const BenchCliOptions &o) {
             bool second = o.small_size_plan && row.spec == "auto";
             v.build = [gen, model, req, second, spec = row.spec, copies = row.tail_copies](const Halide::Target &t,
                                                                                          std::string &schedule_text) {
-                // This row's copies while it is planned (the rows of one process compare them).
-                const int keep = tail_remainder_copies();
-                if (copies >= 0) tail_remainder_copies() = copies;
                 EverySizeModel em;
-                try {
+                {
+                    TailCopiesScope scope(copies);  // this row's copies while it is planned
                     em = schedule_compiled_for_every_size(
                         *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
                         spec, t, model, second);
-                } catch (...) {
-                    tail_remainder_copies() = keep;
-                    throw;
                 }
-                tail_remainder_copies() = keep;
                 schedule_text = print_schedule(em.main.schedule);
                 if (em.short_sizes) schedule_text += "\n# " + em.describe() + print_schedule(em.short_sizes->schedule);
                 return compile_every_size(em, t);

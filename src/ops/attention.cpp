@@ -65,8 +65,7 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
         LoweredFunc &rec = ctx.record(f);
         rec.dtype = DType::I16;
         rec.feeds_extern = true;
-        const int64_t ext[] = {B, H, S, d};
-        for (int k = 0; k < 4; k++) f.bound(v4[k], 0, (int)ext[k]);
+        bound_whole(f, v4, Shape{B, H, S, d});
         return f;
     };
     auto at = [&](const std::string &value, std::vector<Expr> idx) {  // rank 3 drops b
@@ -83,10 +82,7 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
     ext.define_extern(kCudnnAttention, args, Halide::UInt(16), {c, s, h, b}, Halide::NameMangling::C,
                       Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
-    // Its buffer is the whole output: constant strides in the kernel that reads it (as a library
-    // GEMM's or conv's, bench/DECISIONS.md#d131-cuda-library-outputs-bounded).
-    const int64_t out_ext[] = {B, H, Sq, d};
-    for (int k = 0; k < 4; k++) ext.bound(v4[k], 0, (int)out_ext[k]);
+    bound_whole(ext, v4, Shape{B, H, Sq, d});  // as a library GEMM's output
     ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
     Func f = ctx.make_func(node, "", r);
     std::vector<Var> vo = ctx.vars(r);

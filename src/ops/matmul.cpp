@@ -22,15 +22,6 @@ using Halide::Var;
 
 namespace {
 
-// The buffer of library stage \p ext (vars \p v, ONNX order) is its whole output \p shape: constant
-// extents make its strides constants in the kernels that read it (a bias, a GELU, a residual add),
-// so that Halide proves their vector loads aligned; left to bounds inference the strides and mins
-// reach each kernel as parameters and its vectors are loaded element by element
-// (bench/DECISIONS.md#d131-cuda-library-outputs-bounded).
-void bound_whole(Func &ext, const std::vector<Var> &v, const Shape &shape) {
-    for (size_t k = 0; k < v.size(); k++) ext.bound(v[k], 0, (int)shape[k]);
-}
-
 // Whether FP32 value \p a, the A of a GEMM with BF16 operands, is computed inside the GEMM's BF16
 // copy instead of being written to memory in FP32 first: the GEMM is its only reader and its Func,
 // through the pure Funcs it reads, reaches a library stage, an input or a constant before any

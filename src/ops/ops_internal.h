@@ -25,6 +25,15 @@ void lower_layout(LowerContext &ctx, const Node &node);
 void lower_gather(LowerContext &ctx, const Node &node);
 void lower_resize(LowerContext &ctx, const Node &node);
 
+/// Bounds Func \p f's vars \p v (ONNX order) to the whole of \p shape. For a library stage's
+/// output (or a library operand's copy), constant extents make its strides constants in the kernels
+/// that read it (a bias, a GELU, a residual add), so that Halide proves their vector loads aligned;
+/// left to bounds inference, the strides and mins reach each kernel as parameters and its vectors
+/// are loaded element by element (bench/DECISIONS.md#d131-cuda-library-outputs-bounded).
+inline void bound_whole(Halide::Func &f, const std::vector<Halide::Var> &v, const Shape &shape) {
+    for (size_t k = 0; k < v.size(); k++) f.bound(v[k], 0, (int)shape[k]);
+}
+
 /// The value of \p x at the point \p v of a copy with \p pad_begin more on each spatial dim
 /// (dims 2..): \p border outside \p x. One select per dim, its in-bounds side `likely`, so that
 /// Halide's loop partitioning gives each loop a steady state without the index clamp (which would

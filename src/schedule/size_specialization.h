@@ -70,6 +70,21 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
 /// costs compile time (bench/DECISIONS.md#d128, #d136).
 int &tail_remainder_copies();
 
+/// Sets tail_remainder_copies() for its lifetime (a bench row or a test comparing counts in one
+/// process), restoring the previous count on every exit path; a negative count leaves it as is.
+class TailCopiesScope {
+public:
+    explicit TailCopiesScope(int copies) : keep_(tail_remainder_copies()) {
+        if (copies >= 0) tail_remainder_copies() = copies;
+    }
+    ~TailCopiesScope() { tail_remainder_copies() = keep_; }
+    TailCopiesScope(const TailCopiesScope &) = delete;
+    TailCopiesScope &operator=(const TailCopiesScope &) = delete;
+
+private:
+    int keep_;
+};
+
 /// Whether primitive \p name changes one stage's loops (applied to the specialization too) rather
 /// than the Func (compute_at, store_in … applied once).
 bool changes_stage_loops(const std::string &name);
