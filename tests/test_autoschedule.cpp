@@ -700,6 +700,55 @@ TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
     check_auto_with_avx2(b.g, "channels-innermost 1x1 conv inputs");
 }
 
+// A bottleneck block at 14x14: the 3x3 conv's output and the block's output (after the residual
+// Add) are read only by channel-tiled 1x1 convs and by the Add inside a channel tile, so both are
+// stored channels innermost and the next 1x1 conv reads no copy; the 1x1 conv's output, read by the
+// 3x3 conv's padded input a row at a time, stays NCHW, and so does the pointwise stem. A 1x1 conv's
+// input channels are unrolled by four. --nchw-conv-inputs (the knob off) keeps every layout NCHW.
+// Every plan matches the reference.
+TEST(Autoschedule, ConvOutputsReadByOneByOneConvsAreStoredChannelsInnermost) {
+    Builder b;
+    const auto k1 = std::vector<int64_t>{1, 1}, k3 = std::vector<int64_t>{3, 3}, p1 = std::vector<int64_t>{1, 1, 1, 1};
+    std::string x = b.input("x", {1, 512, 14, 14});
+    std::string stem = b.node("Relu", {x}, {1, 512, 14, 14}, {}, DType::F32, "stem");
+    std::string a = b.node("Conv", {stem, b.random_constant("wa", {64, 512, 1, 1}, 121, -0.1, 0.1), b.random_constant("ba", {64}, 122)},
+                           {1, 64, 14, 14}, {{"kernel_shape", k1}}, DType::F32, "a");
+    std::string ar = b.node("Relu", {a}, {1, 64, 14, 14}, {}, DType::F32, "a_relu");
+    std::string c3 = b.node("Conv", {ar, b.random_constant("wb", {64, 64, 3, 3}, 123, -0.1, 0.1), b.random_constant("bb", {64}, 124)},
+                            {1, 64, 14, 14}, {{"kernel_shape", k3}, {"pads", p1}}, DType::F32, "b");
+    std::string br = b.node("Relu", {c3}, {1, 64, 14, 14}, {}, DType::F32, "b_relu");
+    std::string c = b.node("Conv", {br, b.random_constant("wc", {512, 64, 1, 1}, 125, -0.1, 0.1)}, {1, 512, 14, 14},
+                           {{"kernel_shape", k1}}, DType::F32, "c");
+    std::string sum = b.node("Add", {c, stem}, {1, 512, 14, 14}, {}, DType::F32, "residual");
+    std::string block = b.node("Relu", {sum}, {1, 512, 14, 14}, {}, DType::F32, "block");
+    std::string next = b.node("Conv", {block, b.random_constant("wn", {256, 512, 1, 1}, 126, -0.1, 0.1)}, {1, 256, 14, 14},
+                              {{"kernel_shape", k1}}, DType::F32, "next");
+    b.out("Relu", {next}, {1, 256, 14, 14}, {}, DType::F32, "next_relu");
+    prepare_graph(b.g);
+    const std::string innermost = ".compute_root()\n    .reorder_storage(c, w, h, n)";
+    for (const FixedMachine &fm : both_levels()) {
+        for (bool on : {true, false}) {
+            LoweredPipeline lp = lower_graph(b.g);
+            ScheduleKnobs knobs;
+            knobs.stage_conv_inputs = on;
+            Schedule s = plan_on(lp, fm, knobs).schedule;
+            const std::string text = print_schedule(s);
+            SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text);
+            EXPECT_EQ(text.find("\nb_relu" + innermost) != std::string::npos, on) << "read by the 1x1 conv c only";
+            EXPECT_EQ(text.find("\nblock" + innermost) != std::string::npos, on) << "read by the 1x1 conv next only";
+            EXPECT_EQ(text.find("\na_relu" + innermost), std::string::npos) << "read by b's padded input";
+            EXPECT_EQ(text.find("\nstem" + innermost), std::string::npos) << "a pointwise kernel";
+            EXPECT_EQ(text.find(".in(next)"), std::string::npos) << "block is stored channels innermost or the knob is off";
+            EXPECT_NE(text.find("next.update(0).split(r.z, rzo, rzi, 4)\n    .reorder(c, w, h, rzi, r.x, r.y, rzo)"),
+                      std::string::npos);
+            EXPECT_TRUE(has_call(s, "next", 0, {"unroll", {"rzi"}}));
+            EXPECT_EQ(text.find("b.update(0).split(r.z"), std::string::npos) << "a 3x3 conv keeps its channel loop";
+            EXPECT_NO_THROW(apply_schedule(s, lp, host_target()));
+        }
+        check_auto(b.g, "channels-innermost conv outputs, " + fm.name, 1e-5, &fm.model);
+    }
+}
+
 // AVX2's channel tile at 7x7 is 4 (w) x 1 (rows): two rows of 2 or 3 pixels would recompute a third
 // to a half of the image (ShiftInwards tiles); at 14x14 the two-row tile divides the image and
 // stays; AVX-512's 7 x 2 tile is unchanged. Both schedules match the reference.

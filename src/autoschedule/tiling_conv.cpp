@@ -54,6 +54,27 @@ bool channel_tile_rows_outer(const FuncInfo &f, const MachineModel &m) {
     return (double)f.lf->extents[1] * (double)reduction_terms(f) * f.esize <= (double)m.l2_bytes / 2;
 }
 
+// A conv of one tap per input channel (1x1): a GEMM over the input channels.
+bool one_tap(const FuncInfo &f) {
+    if (f.rvar_extents.empty()) return false;
+    const auto &re = f.rvar_extents[0];
+    return re.size() >= 3 && re[0] * re[1] == 1;
+}
+
+// The conv that emit_conv tiles in the conv kernel rooted at \p root (choose_conv's F), or "".
+std::string conv_of_kernel(const std::map<std::string, FuncInfo> &info, const FusionPlan &plan,
+                           const std::string &root) {
+    for (const Kernel &k : plan.kernels) {
+        if (k.root != root) continue;
+        if (k.kind != KernelKind::Conv) return "";
+        if (info.at(root).is_conv) return root;
+        for (const auto &f : k.funcs)
+            if (plan.decision(f)->placement == Placement::Tile) return info.at(f).is_conv ? f : "";
+        return "";
+    }
+    return "";
+}
+
 }  // namespace
 
 // A conv whose groups have one input channel each (depthwise): its RDom's last RVar (ops/conv.cpp)
@@ -242,6 +263,10 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
     std::vector<std::string> tused = names_of(k.root);
     std::string co = fresh(tused, cv + "o"), ci = fresh(tused, cv + "i"), wo = fresh(tused, w + "o"),
                 wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
+    if (output_channels_innermost(k.root)) {
+        st.comments.push_back(str_cat(T, ": stored channels innermost (every reader takes a pixel's channels together)"));
+        st.add("reorder_storage", {cv, w, h, n});
+    }
     st.add("split", {cv, co, ci, B}).add("split", {w, wo, wi, NP});
     std::string hv = h;
     if (NH > 1) {
@@ -287,15 +312,27 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
         ScheduleStatement &u = add(X, 0);
         Args reorder = {xv[1], xv[3], xv[2]};
         const auto &rv = lf(X).update_rvars[0];
-        for (const auto &x : rv) reorder.push_back(x);
+        const auto &re = fi(X).rvar_extents[0];
+        // A 1x1 conv's input channels unrolled by four, as a GEMM's k: fewer loop steps between
+        // the FMAs (bench/DECISIONS.md#d152-conv-outputs-channels-innermost-for-1x1-readers).
+        if (knobs.conv_unroll_taps && one_tap(fi(X)) && rv.size() == 3 && re[2] % 4 == 0 && re[2] >= 16) {
+            std::vector<std::string> uused = names_of(X);
+            std::string base = rv[2];
+            base.erase(std::remove(base.begin(), base.end(), '.'), base.end());  // r.z -> rz
+            const std::string ko = fresh(uused, base + "o"), ki = fresh(uused, base + "i");
+            u.add("split", {rv[2], ko, ki, 4});
+            for (const auto &x : {ki, rv[0], rv[1], ko}) reorder.push_back(x);
+        } else {
+            for (const auto &x : rv) reorder.push_back(x);
+        }
         u.add("reorder", reorder).add("vectorize", {xv[1], V});
         if (cvec > 1) u.add("unroll", {xv[1]});
         u.add("unroll", {xv[3]}).add("unroll", {xv[2]});
         // The taps of a 3x3 (or smaller) kernel unrolled, a little faster than looped
         // (bench/DECISIONS.md#d30-conv-channel-tiles).
-        const auto &re = fi(X).rvar_extents[0];
         if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9)
             u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
+        if (reorder.size() > 3 + rv.size()) u.add("unroll", {reorder[3]});
     }
 }
 
@@ -320,7 +357,7 @@ std::string Ctx::staged_input(const std::string &X, const ConvPlan &c) const {
     const LoweredFunc &LP = lf(P);
     const FuncDecision *d = plan.decision(P);
     if ((d && d->placement != Placement::Root && d->placement != Placement::Inline) || LP.vars.size() != 4 ||
-        !LP.update_rvars.empty())
+        !LP.update_rvars.empty() || (d && d->placement == Placement::Root && output_channels_innermost(P)))
         return "";
     const int64_t cin = re[0][2];
     if (LP.extents[1] != cin || cin % c.V != 0) return "";
@@ -341,6 +378,40 @@ void Ctx::stage_channels_innermost(const std::string &X, const std::string &P) {
     st.add("compute_root").add("reorder_storage", {v[1], v[3], v[2], v[0]}).add("reorder", {v[1], v[3], v[2], v[0]})
         .add("vectorize", {v[1], lanes(P)});
     if (lf(P).extents[2] >= 2 * std::max(1, m.cores)) st.add("parallel", {v[2]});
+}
+
+// A channel tile's stores run over output channels, and a 1x1 conv's broadcasts over input
+// channels: with the activation between them stored NCHW, every tile row of the consumer reads a
+// new cache line per input channel and the producer's vectors are scattered over channel planes.
+// Stored channels innermost, both are dense and no copy (stage_channels_innermost) is needed
+// (bench/DECISIONS.md#d152-conv-outputs-channels-innermost-for-1x1-readers). A reader that takes
+// the producer a row at a time (a padded input, a depthwise conv, a pool) would gather from it
+// instead, so every reader must take a pixel's channels together.
+bool Ctx::reads_pixel_channels(const std::string &f) const {
+    const FuncDecision *d = plan.decision(f);
+    const LoweredFunc &L = lf(f);
+    if (!d || L.is_output || L.vars.size() != 4) return false;
+    const std::string F = conv_of_kernel(info, plan, d->kernel);
+    if (F.empty() || !channel_tiled(fi(F), m)) return false;
+    if (f == F) return one_tap(fi(F));
+    if (f == d->kernel) return true;
+    if (d->placement == Placement::Tile)  // a second conv of the tile (tile_convs), tiled as F
+        return fi(f).is_conv && one_tap(fi(f)) && L.extents == lf(F).extents && L.update_rvars.size() == 1;
+    if (d->placement != Placement::Inline || fi(f).has_update || L.padded_input || L.consumers.empty()) return false;
+    for (const auto &c : L.consumers)
+        if (plan.decision(c)->kernel != d->kernel || !reads_pixel_channels(c)) return false;
+    return true;
+}
+
+bool Ctx::output_channels_innermost(const std::string &root) const {
+    if (!knobs.stage_conv_inputs) return false;
+    const std::string F = conv_of_kernel(info, plan, root);
+    const LoweredFunc &L = lf(root);
+    if (F.empty() || !channel_tiled(fi(F), m) || L.is_output || L.vars.size() != 4 || L.consumers.empty())
+        return false;
+    for (const auto &c : L.consumers)
+        if (!reads_pixel_channels(c)) return false;
+    return true;
 }
 
 std::vector<std::string> Ctx::tile_convs(const ConvPlan &c) const {

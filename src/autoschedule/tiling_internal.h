@@ -248,8 +248,16 @@ struct Ctx {
     /// statements with its own vars.
     std::vector<std::string> tile_convs(const ConvPlan &c) const;
     /// The producer that 1x1 conv \p X (tiled \p c) reads from a channels-innermost copy, or ""
-    /// (tiling_conv.cpp says when that pays).
+    /// (tiling_conv.cpp says when that pays). None where the producer is stored so itself.
     std::string staged_input(const std::string &X, const ConvPlan &c) const;
+    /// Whether the conv kernel rooted at \p root stores its output channels innermost, (c, w, h, n):
+    /// a channel tile (vectorised over output channels) whose every reader takes a pixel's channels
+    /// together (tiling_conv.cpp says which readers do).
+    bool output_channels_innermost(const std::string &root) const;
+    /// Whether Func \p f reads its producers a pixel's channels at a time: a channel-tiled 1x1 conv
+    /// (its input broadcasts), the root of a channel-tiled conv kernel, or a pointwise Func inlined
+    /// into such a kernel whose readers all do.
+    bool reads_pixel_channels(const std::string &f) const;
     /// The statements of that copy: `P.in(X)` at root, stored channels innermost.
     void stage_channels_innermost(const std::string &X, const std::string &P);
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);
