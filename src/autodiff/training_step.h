@@ -42,6 +42,13 @@ struct TrainingStepGraph {
     OptimizerSpec optimizer;
 };
 
+/// Rewrites each Gemm Y = X·Wᵀ (+ C) of a parameter W [N, K] (transB) over few rows M, where
+/// transposing X and the product moves at most half of what transposing W would (2·M·(K+N) <= N·K),
+/// as Y = (W·Xᵀ)ᵀ (+ C): W is the product's A, read along its rows as stored, so the step transposes
+/// the [M, K] input and the [N, M] product instead of the weight. Y keeps its name (the backward
+/// reads it). Returns how many Gemms it rewrote.
+int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters);
+
 /// Appends \p opt's update to \p gg. UserError for an unknown optimizer (listing the valid ones)
 /// or a learning rate that is not positive.
 TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt);
