@@ -116,7 +116,7 @@ int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters)
     return rewritten;
 }
 
-TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt) {
+TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt, StepDevice device) {
     const auto &names = optimizer_names();
     if (std::find(names.begin(), names.end(), opt.name) == names.end())
         throw UserError(str_cat("unknown optimizer '", opt.name, "'", did_you_mean(opt.name, names),
@@ -197,8 +197,8 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
     for (const auto &st : s.state) g.outputs.push_back(s.next_of[st]);
     for (const auto &b : s.buffers) g.outputs.push_back(s.next_of[b]);
     // After autodiff, so only the forward's products read a parameter through transB (the
-    // gradient Gemms read it as stored); a product over few rows reads it as A instead.
-    gemm_weights_read_as_a(g, s.parameters);
+    // gradient Gemms read it as stored); on the CPU a product over few rows reads it as A instead.
+    if (device == StepDevice::Cpu) gemm_weights_read_as_a(g, s.parameters);
     transpose_gemm_value_weights(g);
     eliminate_dead_code(g);
     g.topo_sort();

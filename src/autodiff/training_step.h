@@ -49,8 +49,14 @@ struct TrainingStepGraph {
 /// reads it). Returns how many Gemms it rewrote.
 int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters);
 
+/// Where the step runs: on a GPU the forward's products keep reading a parameter through its
+/// transpose (cuBLAS's flag, no kernel); on the CPU a product over few rows reads it as A instead
+/// (gemm_weights_read_as_a).
+enum class StepDevice { Cpu, Gpu };
+
 /// Appends \p opt's update to \p gg. UserError for an unknown optimizer (listing the valid ones)
 /// or a learning rate that is not positive.
-TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt);
+TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt,
+                                     StepDevice device = StepDevice::Cpu);
 
 }  // namespace loom
