@@ -45,8 +45,11 @@ struct TrainingStepGraph {
 /// Rewrites each Gemm Y = X·Wᵀ (+ C) of a parameter W [N, K] (transB) over few rows M, where
 /// transposing X and the product moves at most half of what transposing W would (2·M·(K+N) <= N·K),
 /// as Y = (W·Xᵀ)ᵀ (+ C): W is the product's A, read along its rows as stored, so the step transposes
-/// the [M, K] input and the [N, M] product instead of the weight. Y keeps its name (the backward
-/// reads it). Returns how many Gemms it rewrote.
+/// the [M, K] input and the [N, M] product instead of the weight. An X that is an elementwise
+/// function of such products (their bias added along rows) and scalars is not transposed: the
+/// function is computed again on the products as they lie. Y keeps its name (the backward reads
+/// it). Returns how many Gemms it rewrote
+/// (bench/DECISIONS.md#d150-few-row-gemms-read-the-weight-as-a).
 int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters);
 
 /// Where the step runs: on a GPU the forward's products keep reading a parameter through its
