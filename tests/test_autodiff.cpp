@@ -586,6 +586,74 @@ void check_first_step(const std::string &optimizer) {
 TEST(TrainStep, SgdStepMatchesTorch) { check_first_step("sgd"); }
 TEST(TrainStep, AdamStepMatchesTorch) { check_first_step("adam"); }
 
+// A training step's Gemm over few rows (Y = X·Wᵀ + b, M(K+N) at most half of N·K) reads its
+// parameter W as the product's A, as stored: the step computes (W·Xᵀ)ᵀ and transposes the [M, K]
+// input and the [N, M] product instead of W (bench/DECISIONS.md#d150-few-row-gemms-read-the-weight-as-a).
+// Each variant (transA, no bias, a scalar bias, an activation chain between two rewritten Gemms, a
+// Gemm over too many rows) computes the original graph's outputs on random data.
+TEST(TrainStep, FewRowGemmsReadTheWeightAsA) {
+    testing::GraphBuilder b;
+    std::string x = b.input("x", {8, 64}), xt = b.input("xt", {64, 8}), w1 = b.input("w1", {128, 64}),
+                b1 = b.input("b1", {128}), w2 = b.input("w2", {96, 128}), b2 = b.input("b2", {1, 96}),
+                w3 = b.input("w3", {10, 96}), b3 = b.input("b3", {10}), s = b.input("s", {1}),
+                wide = b.input("wide", {300, 64});
+    std::map<std::string, AttrValue> tb = {{"transB", int64_t(1)}};
+    std::string h1 = b.node("Gemm", {x, w1, b1}, {8, 128}, tb);
+    std::string a1 = b.node("Relu", {h1}, {8, 128});
+    std::string h2 = b.node("Gemm", {a1, w2, b2}, {8, 96}, tb);
+    // GELU's erf form, as PyTorch exports it: h2 read twice, scalars on the side.
+    std::string erf = b.node("Erf", {b.node("Div", {h2, b.scalar(1.4142135)}, {8, 96})}, {8, 96});
+    std::string a2 = b.node("Mul", {b.node("Mul", {h2, b.node("Add", {erf, b.scalar(1.0)}, {8, 96})}, {8, 96}),
+                                    b.scalar(0.5)}, {8, 96});
+    b.output(b.node("Gemm", {a2, w3, b3}, {8, 10}, tb));  // N = 10: too narrow, keeps its weight transpose
+    b.output(b.node("Gemm", {xt, w1, s}, {8, 128}, {{"transA", int64_t(1)}, {"transB", int64_t(1)}}));
+    b.output(b.node("Gemm", {a1, w2}, {8, 96}, tb));          // no bias
+    b.output(b.node("Gemm", {x, wide}, {8, 300}, tb));         // K = 64: 2·8·364 > 300·64 is false; rewritten
+    std::string many = b.input("many", {64, 64});
+    b.output(b.node("Gemm", {many, w1, b1}, {64, 128}, tb));   // 2·64·192 > 128·64: kept
+    b.output(a1);
+    Graph before = b.g;
+    std::vector<std::string> params = {"w1", "w2", "w3", "wide"};
+    EXPECT_EQ(gemm_weights_read_as_a(b.g, params), 5);
+    b.g.validate();
+    std::set<std::string> as_a;
+    int transposes_of_weights = 0, transposes_of_activations = 0;
+    for (const auto &n : b.g.nodes) {
+        if (n.op == "Gemm" && n.get_int("transB", 0) == 0) as_a.insert(n.inputs[0]);
+        if (n.op == "Transpose") {
+            transposes_of_weights += std::count(params.begin(), params.end(), n.inputs[0]) > 0;
+            transposes_of_activations += n.inputs[0] == a1 || n.inputs[0] == a2 || n.inputs[0] == h1;
+        }
+    }
+    EXPECT_EQ(as_a, (std::set<std::string>{"w1", "w2", "wide"}));
+    EXPECT_EQ(transposes_of_weights, 0);
+    // The second layer's B is ReLU(product + bias) in the product's layout, not a transpose of a1.
+    EXPECT_EQ(transposes_of_activations, 0);
+    auto in = random_inputs(before, 7);
+    auto want = run_reference(before, in), got = run_reference(b.g, in);
+    ASSERT_EQ(want.size(), got.size());
+    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-5)) << name;
+
+    // The MLP fixture's step: fc1 and fc2 (8 rows) read their weights as A, fc3 (10 outputs)
+    // through its transpose; the plan has no transpose of fc1's or fc2's weight.
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("mlp.onnx"), {}, "cross_entropy", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine m = machines::avx2_2core();
+    std::string plan = print_schedule(auto_schedule(p, m.target, m.model));
+    EXPECT_EQ(plan.find("fc1_gemm_weight_transpose"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("fc2_gemm_weight_transpose"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("fc3_gemm_weight_transpose.compute_root()"), std::string::npos) << plan;
+    // On a GPU the forward keeps reading the weight through its transpose (cuBLAS's flag, no kernel).
+    auto reading_as_a = [](const Graph &graph, const std::string &w) {
+        int count = 0;
+        for (const auto &n : graph.nodes) count += n.op == "Gemm" && n.inputs[0] == w;
+        return count;
+    };
+    EXPECT_EQ(reading_as_a(step.graph, "fc2.weight"), 1);
+    EXPECT_EQ(reading_as_a(make_training_step(tm.grad, OptimizerSpec{}, StepDevice::Gpu).graph, "fc2.weight"), 0);
+}
+
 TEST(TrainStep, UserErrors) {
     Cli r = loom("compile " + grad_fixture("mlp.onnx") + " --train --optimizer adamw -o " + temp_path("bad_opt"));
     EXPECT_EQ(r.rc, 1);
@@ -1000,7 +1068,7 @@ TEST(TrainStep, CudaLoweringCallsTheLibrariesForParameterWeights) {
     };
     auto lowered = [](const std::string &name) {
         cli::TrainingModel m = cli::load_training_model(grad_fixture(name + ".onnx"), {}, "mse", "", "min-cut");
-        TrainingStepGraph step = make_training_step(m.grad, OptimizerSpec{});
+        TrainingStepGraph step = make_training_step(m.grad, OptimizerSpec{}, StepDevice::Gpu);
         EXPECT_TRUE(lower_graph(step.graph).extern_calls.empty()) << name;
         LowerOptions lo;
         lo.gemm_extern = lo.conv_extern = true;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <set>
 #include <tuple>
 
 #include "autodiff/graph_emitter.h"
@@ -15,7 +17,106 @@ const std::vector<std::string> &optimizer_names() {
     return names;
 }
 
-TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt) {
+int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters) {
+    autodiff::GraphEmitter e(g, "weight_as_a_");
+    static const std::set<std::string> unary_ops = {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Erf", "Exp",
+                                                    "Neg", "Abs", "Softplus", "HardSigmoid", "HardSwish", "Gelu",
+                                                    "Identity", "Sqrt", "Reciprocal", "Log"};
+    static const std::set<std::string> binary_ops = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"};
+    // value -> its transpose computed in the layout of a rewritten product (no Transpose of it).
+    std::map<std::string, std::string> transposed;
+    // The transpose of a product's consumer chain, when every leaf is a rewritten product or a
+    // scalar: a layer's activation read by the next layer's rewritten Gemm is then computed from
+    // the [N, M] product as it lies, not gathered across its rows.
+    std::function<std::string(const std::string &, int)> pushed = [&](const std::string &v, int depth) -> std::string {
+        if (auto it = transposed.find(v); it != transposed.end()) return it->second;
+        int p = g.producer(v);
+        if (p < 0 || depth > 8) return "";
+        const Node n = g.nodes[(size_t)p];  // a copy: the emitter appends to g.nodes
+        if (n.outputs.size() != 1) return "";
+        const Shape shape = g.value(v).shape;
+        std::string r;
+        if (unary_ops.count(n.op) && n.inputs.size() == 1) {
+            std::string a = pushed(n.inputs[0], depth + 1);
+            if (a.empty()) return "";
+            r = e.unary(n.op, a, n.attrs);
+        } else if (binary_ops.count(n.op) && n.inputs.size() == 2) {
+            std::string in[2];
+            for (int i = 0; i < 2; i++) {
+                const ValueInfo &vi = g.value(n.inputs[(size_t)i]);
+                if (vi.dtype != DType::F32) return "";
+                int64_t count = 1;
+                for (int64_t d : vi.shape) count *= d;
+                if (count == 1) in[i] = n.inputs[(size_t)i];
+                else if (vi.shape == shape) in[i] = pushed(n.inputs[(size_t)i], depth + 1);
+                if (in[i].empty()) return "";
+            }
+            r = e.binary(n.op, in[0], in[1]);
+        } else {
+            return "";
+        }
+        transposed[v] = r;
+        return r;
+    };
+    int rewritten = 0;
+    const size_t original = g.nodes.size();
+    for (size_t k = 0; k < original; k++) {
+        const Node n = g.nodes[k];
+        if (n.op != "Gemm" || n.get_int("transB", 0) == 0 || !n.has_input(1) ||
+            std::find(parameters.begin(), parameters.end(), n.inputs[1]) == parameters.end() || n.outputs.size() != 1)
+            continue;
+        const ValueInfo w = g.value(n.inputs[1]), x = g.value(n.inputs[0]);
+        if (w.shape.size() != 2 || x.shape.size() != 2 || w.dtype != DType::F32 || x.dtype != DType::F32) continue;
+        bool trans_a = n.get_int("transA", 0) != 0;
+        int64_t N = w.shape[0], K = w.shape[1], M = trans_a ? x.shape[1] : x.shape[0];
+        if (N <= 0 || K <= 0 || M <= 0 || (trans_a ? x.shape[0] : x.shape[1]) != K) continue;
+        // Transposing X and the product must move at most half of what transposing W moves.
+        if (2 * M * (K + N) > N * K) continue;
+        bool has_c = n.inputs.size() > 2 && !n.inputs[2].empty();
+        if (has_c && n.get_float("beta", 1.0) != 1.0) continue;
+        const std::string y = n.outputs[0];
+        std::string xt = n.inputs[0];
+        if (!trans_a) {
+            xt = pushed(n.inputs[0], 0);
+            if (xt.empty()) xt = e.transpose(n.inputs[0], {1, 0});
+        }
+        std::string yt = g.unique_name(y + "_t");
+        g.values[yt] = ValueInfo{yt, DType::F32, {N, M}, {}, true, {}};
+        Node &gemm = g.nodes[k];
+        gemm.inputs = {n.inputs[1], xt};
+        gemm.outputs = {yt};
+        gemm.attrs.erase("beta");
+        gemm.attrs["transA"] = int64_t(0);
+        gemm.attrs["transB"] = int64_t(0);
+        std::string c = has_c ? n.inputs[2] : std::string();
+        Node last;
+        last.outputs = {y};
+        if (has_c) {
+            last.name = n.name + "_bias";
+            last.op = "Add";
+            last.inputs = {e.transpose(yt, {1, 0}), c};
+        } else {
+            last.name = n.name + "_product_transpose";
+            last.op = "Transpose";
+            last.inputs = {yt};
+            last.attrs["perm"] = std::vector<int64_t>{1, 0};
+        }
+        g.nodes.push_back(std::move(last));
+        // Y's transpose as the next layer's rewritten Gemm would read it: the product with the
+        // bias added along its rows.
+        const Shape cs = has_c ? g.value(c).shape : Shape{};
+        int64_t c_count = 1;
+        for (int64_t d : cs) c_count *= d;
+        if (!has_c) transposed[y] = yt;
+        else if (c_count == 1) transposed[y] = e.add(yt, c);
+        else if (cs == Shape{N} || cs == Shape{1, N}) transposed[y] = e.add(yt, e.reshape(c, {N, 1}));
+        rewritten++;
+    }
+    if (rewritten) g.topo_sort();  // the emitter appended the new nodes after their readers
+    return rewritten;
+}
+
+TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt, StepDevice device) {
     const auto &names = optimizer_names();
     if (std::find(names.begin(), names.end(), opt.name) == names.end())
         throw UserError(str_cat("unknown optimizer '", opt.name, "'", did_you_mean(opt.name, names),
@@ -96,7 +197,8 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
     for (const auto &st : s.state) g.outputs.push_back(s.next_of[st]);
     for (const auto &b : s.buffers) g.outputs.push_back(s.next_of[b]);
     // After autodiff, so only the forward's products read a parameter through transB (the
-    // gradient Gemms read it as stored).
+    // gradient Gemms read it as stored); on the CPU a product over few rows reads it as A instead.
+    if (device == StepDevice::Cpu) gemm_weights_read_as_a(g, s.parameters);
     transpose_gemm_value_weights(g);
     eliminate_dead_code(g);
     g.topo_sort();

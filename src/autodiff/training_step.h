@@ -42,8 +42,24 @@ struct TrainingStepGraph {
     OptimizerSpec optimizer;
 };
 
+/// Rewrites each Gemm Y = X·Wᵀ (+ C) of a parameter W [N, K] (transB) over few rows M, where
+/// transposing X and the product moves at most half of what transposing W would (2·M·(K+N) <= N·K),
+/// as Y = (W·Xᵀ)ᵀ (+ C): W is the product's A, read along its rows as stored, so the step transposes
+/// the [M, K] input and the [N, M] product instead of the weight. An X that is an elementwise
+/// function of such products (their bias added along rows) and scalars is not transposed: the
+/// function is computed again on the products as they lie. Y keeps its name (the backward reads
+/// it). Returns how many Gemms it rewrote
+/// (bench/DECISIONS.md#d150-few-row-gemms-read-the-weight-as-a).
+int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters);
+
+/// Where the step runs: on a GPU the forward's products keep reading a parameter through its
+/// transpose (cuBLAS's flag, no kernel); on the CPU a product over few rows reads it as A instead
+/// (gemm_weights_read_as_a).
+enum class StepDevice { Cpu, Gpu };
+
 /// Appends \p opt's update to \p gg. UserError for an unknown optimizer (listing the valid ones)
 /// or a learning rate that is not positive.
-TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt);
+TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt,
+                                     StepDevice device = StepDevice::Cpu);
 
 }  // namespace loom

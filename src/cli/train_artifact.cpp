@@ -584,7 +584,8 @@ void compile_training(const TrainCompileOptions &o) {
     opt.name = o.optimizer;
     opt.lr = o.lr;
     TrainingModel m = load_training_model(o.model, o.inputs, o.loss, "", o.recompute);
-    TrainingStepGraph step = make_training_step(m.grad, opt);
+    TrainingStepGraph step =
+        make_training_step(m.grad, opt, target.has_gpu_feature() ? StepDevice::Gpu : StepDevice::Cpu);
     std::string spec = o.schedule.empty() ? "auto" : o.schedule;
     // CUDA: the GEMMs and 2-D convs of the step (weights are parameters, every gradient's operands
     // computed) go to cuBLAS and cuDNN unless the flags say otherwise; the CPU keeps its lowering.
