@@ -4,7 +4,7 @@ artifacts of kernel_models.py's linear models against PyTorch's cuBLAS calls on 
 
 Rows:
   fp32 nn / tn     Loom FP32 (`loom compile --precision fp32`) of x·W with W stored [K, N] (MatMul) and
-                   [N, K] (Gemm transB=1); PyTorch x @ W and F.linear(x, Wᵀ stored [N, K]) in FP32
+                   [N, K] (Gemm transB=1, which Loom transposes at compile time); PyTorch x @ W and F.linear(x, Wᵀ stored [N, K]) in FP32
                    (TF32 off): the call inductor makes for nn.Linear is the latter.
   bf16 epilogue    Loom `--precision bf16` of x·W + b then GELU (erf) or ReLU, FP32 in and out, against
                    cuBLASLt alone on the same shape (PyTorch's BF16 x @ W: no bias, no activation, BF16
@@ -50,6 +50,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}")
+    failed = 0
     print(f"{'shape MxKxN':<16} {'what':<44} {'ms':>8} {'TFLOP/s':>8} {'rel err':>9}")
     for folder in sorted(glob.glob(os.path.join(args.artifacts, "linear_*"))):
         name, prec = os.path.basename(folder).rsplit("__", 1)
@@ -80,6 +81,7 @@ def main():
         err = ((art.run()[0].double() - ref).norm() / ref.norm()).item()
         if not err < tol:
             print(f"{shape:<16} loom {prec} {form}: CHECK FAILED, rel err {err:.2e} (tolerance {tol:.0e})")
+            failed += 1
         art.close()
         if prec == "fp32" and form == "nn":
             row("torch fp32 x @ W[K,N] (nn)", lambda: x @ w)
@@ -92,6 +94,8 @@ def main():
             row("cuBLASLt alone: torch bf16 F.linear (tn)", lambda: F.linear(xb, wtb), nan)
             row("torch bf16 F.linear(x, W, b) (bias epilogue)", lambda: F.linear(xb, wtb, bb))
             print(f"{shape:<16} loom {form} vs cuBLASLt alone: {100 * t0 / loom_ms:.0f}% of its throughput")
+    if failed:
+        sys.exit(f"{failed} Loom artifact(s) failed their check")
 
 
 if __name__ == "__main__":

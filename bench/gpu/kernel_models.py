@@ -34,6 +34,8 @@ def linear_weights(M, K, N):
 
 
 def attention(B, S, H=12, d=64):
+    from onnx import TensorProto, helper, numpy_helper  # here: gemm_bench.py imports this file where onnx is absent
+    F = TensorProto.FLOAT
     shape = [B, H, S, d]
     ins = [helper.make_tensor_value_info(n, F, shape) for n in ("q", "k", "v")]
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
@@ -47,6 +49,8 @@ def attention(B, S, H=12, d=64):
 
 
 def linear(M, K, N, form):
+    from onnx import TensorProto, helper, numpy_helper
+    F = TensorProto.FLOAT
     w, b = linear_weights(M, K, N)
     x = helper.make_tensor_value_info("x", F, [M, K])
     y = helper.make_tensor_value_info("y", F, [M, N])
@@ -87,10 +91,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
-    global F, helper, numpy_helper
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    F = TensorProto.FLOAT
+    from onnx import helper
     os.makedirs(a.out, exist_ok=True)
     for name, make in all_models().items():
         if a.names and name not in a.names:
