@@ -1655,6 +1655,8 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
 
 // Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are
 // cuBLAS batched GEMMs on CUDA (loom_cublas_batched), the weight GEMMs cuBLASLt; the artifact links.
+// A batch whose matrices start 256-byte aligned is one strided-batch cuBLASLt call (its layouts'
+// batch attributes), the others cublasGemmStridedBatchedEx (bench/DECISIONS.md#d147-cuda-batched-products-on-cublaslt).
 TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
     LoweredPipeline p = lowered_with_cublas("transformer");
     int batched = 0;
@@ -1664,6 +1666,7 @@ TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
     auto [object, output] = cuda_artifact(p, "transformer_batched");
     EXPECT_NE(output.find("T loom_cublas_batched"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
+    EXPECT_NE(output.find("cublasLtMatrixLayoutSetAttribute"), std::string::npos) << output;
 }
 
 TEST(Aot, UnfusedEpiloguesKeepBiasAndActivationInHalide) {

@@ -25,12 +25,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 DATASHEET_TFLOPS = 989.4
 # Artifact folder suffix -> row label.
 LABELS = {"cudnn": "fused (cuDNN SDPA), bf16", "bf16": "unfused (cuBLAS), --precision bf16",
-          "fp32": "unfused (cuBLAS), fp32"}
+          "fp32": "unfused (cuBLAS), fp32", "fp32lt": "unfused (cuBLASLt batch), fp32"}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--artifacts", default="")
+    ap.add_argument("--kernels", action="store_true", help="print the kernels of each Loom row (torch.profiler)")
     args = ap.parse_args()
     dev = torch.cuda.get_device_name()
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -50,16 +51,19 @@ def main():
         flops = 4 * B * H * S * S * d
         qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
 
-        def row(what, fn):
+        def row(what, fn, kernels=False):
             try:
                 out = fn()
                 err = ((out.float() - ref).norm() / ref.norm()).item()
                 t = do_bench(fn, warmup=25, rep=200)
             except Exception as e:  # a backend that does not take this shape
-                print(f"{B:>3} {S:>5} {what:<34} failed: {str(e).splitlines()[0][:80]}")
+                print(f"{B:>3} {S:>5} {what:<36} failed: {str(e).splitlines()[0][:80]}")
                 return
             tf = flops / t / 1e9
-            print(f"{B:>3} {S:>5} {what:<34} {t:8.3f} {tf:8.1f} {100 * tf / DATASHEET_TFLOPS:7.1f}% {100 * tf / gemm_peak:6.1f}% {err:9.2e}")
+            print(f"{B:>3} {S:>5} {what:<36} {t:8.3f} {tf:8.1f} {100 * tf / DATASHEET_TFLOPS:7.1f}% {100 * tf / gemm_peak:6.1f}% {err:9.2e}")
+            if kernels:
+                from gemm_bench import kernel_times
+                print(f"{'':>9} kernels: {kernel_times(fn)}")
 
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
                          ("efficient", SDPBackend.EFFICIENT_ATTENTION), ("math", SDPBackend.MATH)):
@@ -71,7 +75,7 @@ def main():
             from in_process import Artifact
             art = Artifact(folder)
             art.bind([q, k, v])
-            row("loom " + LABELS.get(folder.rsplit("_", 1)[-1], folder), lambda: art.run()[0])
+            row("loom " + LABELS.get(folder.rsplit("_", 1)[-1], folder), lambda: art.run()[0], args.kernels)
             art.close()
         del q, k, v, qb, kb, vb, ref
         torch.cuda.empty_cache()

@@ -81,9 +81,13 @@ cublasStatus_t gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m,
                                       CUBLAS_GEMM_DEFAULT);
 }
 
-// Below: one GEMM through cuBLASLt, its algorithm picked by GPU time.
+// Below: one GEMM, or a strided batch of them, through cuBLASLt, its algorithm picked by GPU time.
+struct LtBatch {
+    int count = 1;                    // GEMMs
+    long long sa = 0, sb = 0, sy = 0;  // element strides between them of a, b and y
+};
 int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
-              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy);
+              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch = LtBatch());
 
 }  // namespace
 
@@ -206,24 +210,37 @@ struct LtPlan {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
     cublasLtMatmulAlgo_t algo;
 };
-std::map<std::tuple<int, int, int, int, int, int, int, int, const void *>, LtPlan> g_lt_plans;
+std::map<std::tuple<int, int, int, int, int, int, int, int, const void *, int, long long, long long, long long>, LtPlan>
+    g_lt_plans;
+
+// Makes \p layout a strided batch of \p count matrices \p stride elements apart (count > 1).
+cublasStatus_t set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
+    int32_t n = count;
+    int64_t st = stride;
+    cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st);
+    return s;
+}
 
 // Enqueues y = act(alpha · op(a) op(b) [+ bias]) for row-major a [M, K] (or [K, M]) with row stride
 // lda, b [K, N] (or [N, K]) with ldb and y [M, N] with ldy, in one cublasLtMatmul on Halide's
 // stream: no epilogue (act 0), or the RELU_BIAS (1) / GELU_BIAS (2, the tanh form) epilogue with a
 // bias per output column. Column-major view as in loom_cublas_sgemm: y^T (N × M) = op(b)^T op(a)^T.
+// With \p batch, batch.count such products whose a, b and y lie batch.sa, .sb and .sy elements apart.
 // A shape's plan times the heuristic's candidates and every other configuration cuBLASLt accepts
 // (lt_enumerate) by their GPU time (gpu_time_ms) on the real operands once, and keeps the fastest:
 // the first choice can be far off (16384x1024x256: 1.4x slower than cublasSgemm's kernel). g_lock
 // held. 0, or fail()'s -1.
 int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
-              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy) {
+              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch) {
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
     if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
         return fail("allocating the cuBLASLt workspace", 0);
     const float zero = 0.0f;
-    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, precision, lda, ldb, ldy, pbias);
+    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, precision, lda, ldb, ldy, pbias, batch.count,
+                               batch.sa, batch.sb, batch.sy);
     auto it = g_lt_plans.find(key);
     if (it == g_lt_plans.end()) {
         LtPlan p;
@@ -246,6 +263,9 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatrixLayoutCreate(&p.b, operand_type(precision), ta ? M : K, ta ? K : M, lda);
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, N, M, ldy);
+        if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.a, batch.count, batch.sb);
+        if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.b, batch.count, batch.sa);
+        if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.y, batch.count, batch.sy);
         if (s != CUBLAS_STATUS_SUCCESS) return fail("cuBLASLt descriptors", (int)s);
         cublasLtMatmulPreference_t pref = nullptr;
         size_t ws = kLtWorkspace;
@@ -432,12 +452,31 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
         if (rank == 4 && t->dim[3].stride != t->dim[2].stride * t->dim[2].extent)
             return fail("batched product: the batch dims must be dense", 3);
     std::lock_guard<std::mutex> guard(g_lock);
+    // One strided-batch cuBLASLt call, its algorithm timed as for a single GEMM (lt_matmul), where
+    // every matrix of the batch starts 256-byte aligned as cuBLASLt's heuristic assumes:
+    // cublasGemmStridedBatchedEx's own heuristic ran 64x64 FP32 tiles on attention's products
+    // (bench/DECISIONS.md#d147-cuda-batched-products-on-cublaslt).
+    LtBatch lb;
+    lb.count = batch;
+    lb.sa = a->dim[2].stride;
+    lb.sb = b->dim[2].stride;
+    lb.sy = y->dim[2].stride;
+    const long long esize = (precision & kBf16Operands) ? 2 : 4;
+    auto aligned = [](uint64_t bytes) { return bytes % 256 == 0; };
+    if (aligned(a->device) && aligned(b->device) && aligned(y->device) && aligned(lb.sa * esize) &&
+        aligned(lb.sb * esize) && aligned(lb.sy * 4)) {
+        if (int r = lt_matmul(M, N, K, 0, 0, 1.0f, precision, 0, nullptr, (const void *)(uintptr_t)a->device,
+                              a->dim[1].stride, (const void *)(uintptr_t)b->device, b->dim[1].stride,
+                              (void *)(uintptr_t)y->device, y->dim[1].stride, lb))
+            return r;
+        y->set_device_dirty(true);
+        return 0;
+    }
     if (int r = prepare_handle()) return r;
     // Row-major y = a b is column-major y^T = b^T a^T, as in loom_cublas_sgemm.
     cublasStatus_t s = gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, 1.0f, (const void *)(uintptr_t)b->device,
-                                    b->dim[1].stride, b->dim[2].stride, (const void *)(uintptr_t)a->device,
-                                    a->dim[1].stride, a->dim[2].stride, (void *)(uintptr_t)y->device,
-                                    y->dim[1].stride, y->dim[2].stride, batch, precision);
+                                    b->dim[1].stride, lb.sb, (const void *)(uintptr_t)a->device, a->dim[1].stride,
+                                    lb.sa, (void *)(uintptr_t)y->device, y->dim[1].stride, lb.sy, batch, precision);
     if (s != CUBLAS_STATUS_SUCCESS) return fail("batched product: cublasGemmStridedBatchedEx", (int)s);
     y->set_device_dirty(true);
     return 0;
