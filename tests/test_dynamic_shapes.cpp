@@ -462,9 +462,7 @@ TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
         auto it = plan.find({acc, 0});
         ASSERT_NE(it, plan.end()) << acc;
         EXPECT_TRUE(it->second.whole_loops) << acc;
-        ASSERT_EQ(it->second.more.size(), 1u) << acc;
-        ASSERT_EQ(it->second.more_factors.size(), 1u) << acc;
-        EXPECT_TRUE(it->second.more_factors[0].empty()) << acc;  // no split of its own rows: nothing to halve
+        EXPECT_EQ(it->second.more.size(), 1u) << acc;
     }
     auto qk = plan.find({"matmul_out", -1});
     ASSERT_NE(qk, plan.end());

@@ -354,7 +354,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
         if (terms != 1 || term->second.second < 4 || term->second.second % 2 != 0) continue;
         const int64_t tile = term->second.second;
-        std::map<std::pair<std::string, int>, std::string> halved;  // stage -> the var its copy splits by half
+        std::string var;
         bool ok = true;
         for (const auto &[key, sp] : plans) {
             if (!sp.eligible || rfactored.count(key.first) || kernel_of(key.first) != kernel) continue;
@@ -366,18 +366,16 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 if (es.str() != term->first) continue;
                 auto d = sp.direct_splits.find(v);
                 ok = ok && f == tile && d != sp.direct_splits.end() && d->second == tile &&
-                     !sp.vectorized.count(sp.split_inner.at(v)) && !halved.count(key);
-                halved[key] = v;
+                     !sp.vectorized.count(sp.split_inner.at(v)) && (var.empty() || var == v);
+                var = v;
             }
         }
-        if (!ok || halved.empty()) continue;
+        if (!ok || var.empty()) continue;
         std::string text = term->first + " >= " + std::to_string(tile / 2);
         for (auto &[key, spec] : out)
             if (kernel_of(key.first) == kernel && !spec.always) {
                 spec.more.push_back({term->second.first >= (int)(tile / 2), text});
-                auto h = halved.find(key);
-                spec.more_factors.push_back(h == halved.end() ? std::map<std::string, int64_t>{}
-                                                              : std::map<std::string, int64_t>{{h->second, tile / 2}});
+                spec.more_factors.push_back({{var, tile / 2}});
             }
     }
     // A stage whose only moving split is a GuardWithIf the schedule writes (D106: it asks nothing
