@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "autoschedule/autoschedule.h"
 #include "cli/input_binding.h"
@@ -221,10 +223,13 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
                                                                        path, false, fixed);
         return em.main.applied.specializations_text("");
     };
-    // fc1 and fc2 ask nothing of the sizes; fc3, per tile of its wrapper (D135), its 8 rows.
+    // fc1 and fc2 ask nothing of the sizes; fc3, per tile of its wrapper (D135), its 8 rows, then
+    // 4 in its short-rows copy (D144).
     const std::string fc3_rows = "specialized when size_batch >= 8 (tails as written; the guarded loops otherwise): "
                                  "fc3_gemm_out fc3_gemm fc3_gemm.update(0)";
-    EXPECT_EQ(text_of(0), fc3_rows + "\n");
+    const std::string fc3_short = "specialized when size_batch >= 4 (tails as written; the guarded loops otherwise): "
+                                  "fc3_gemm_out fc3_gemm fc3_gemm.update(0)";
+    EXPECT_EQ(text_of(0), fc3_short + "\n" + fc3_rows + "\n");
     std::string text = text_of(2);
     for (const std::string want : {std::string("specialized when size_batch % 6 == 4 (tails as written; the guarded "
                                                "loops otherwise): fc1_gemm.update(0) fc2_gemm.update(0)"),
@@ -415,6 +420,63 @@ TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
                                       {2, 15, 64}, {1, 16, 64}}) {
         expect_y_matches_reference(*m, imported, s, 7);
     }
+}
+
+// Planned at sequence 64 (fixed avx2_2core machine), the transformer's GEMM kernels tile their rows
+// by 6 and take their specialization at `size_seq >= 6`; every shorter sequence ran the guarded copy,
+// its tile's rows a loop of guards with the accumulators in memory. Such a kernel (its one condition
+// the length of its row tiles) gets a copy with tiles of 3 rows at `size_seq >= 3`, where the rows
+// are split by 3 and the accumulators' rows unroll; the attention's QK^T, whose columns move too
+// (`size_seq >= 16`), and the softmax rows (a vector width, not a split) get none. Sequences 1 to 7,
+// 17 and 64 against the reference.
+TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
+    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    std::set<std::string> kernels;
+    for (const auto &[key, sp] : plan) {
+        if (sp.text != "size_seq >= 6") continue;
+        ASSERT_EQ(sp.more.size(), 1u) << key.first;
+        EXPECT_EQ(sp.more[0].second, "size_seq >= 3") << key.first;
+        ASSERT_EQ(sp.more_factors.size(), 1u) << key.first;
+        kernels.insert(key.first);
+    }
+    for (const char *wrapper : {"qkv_matmul_out", "proj_matmul_out", "ff2_matmul_out", "matmul_1_out"}) {
+        auto it = plan.find({wrapper, -1});
+        ASSERT_NE(it, plan.end()) << wrapper;
+        ASSERT_EQ(it->second.more_factors.size(), 1u) << wrapper;
+        EXPECT_EQ(it->second.more_factors[0], (std::map<std::string, int64_t>{{wrapper[0] == 'm' ? "h" : "i", 3}}))
+            << wrapper;
+        EXPECT_TRUE(kernels.count(wrapper)) << wrapper;
+    }
+    for (const char *acc : {"qkv_matmul", "ff2_matmul"}) {
+        auto it = plan.find({acc, 0});
+        ASSERT_NE(it, plan.end()) << acc;
+        EXPECT_TRUE(it->second.whole_loops) << acc;
+        EXPECT_EQ(it->second.more.size(), 1u) << acc;
+    }
+    auto qk = plan.find({"matmul_out", -1});
+    ASSERT_NE(qk, plan.end());
+    EXPECT_EQ(qk->second.text, "size_seq >= 16");
+    EXPECT_TRUE(qk->second.more.empty());
+    // The softmax row's `vectorize(w, 8)` is no split a copy can halve: no short copy there.
+    auto row = plan.find({"softmax_exp", -1});
+    ASSERT_NE(row, plan.end());
+    EXPECT_EQ(row->second.text, "size_seq >= 8");
+    EXPECT_TRUE(row->second.more.empty());
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{2, 3, 64}, {1, 1, 64}, {2, 2, 64}, {3, 4, 64}, {1, 5, 64}, {2, 6, 64},
+                                      {1, 7, 64}, {2, 17, 64}, {2, 64, 64}})
+        expect_y_matches_reference(*m, imported, s, 5);
 }
 
 /// Allocations inside loops of \p s whose size is not a constant and that are not on Halide's

@@ -68,7 +68,9 @@ public:
                     CallApply twin(m_, final_, p_, out_, st, c, before);
                     twin.stage = (*special)[k];
                     twin.specialized = true;
-                    twin.whole_loops = plan_.at({st.func, st.stage}).whole_loops;
+                    const SizeSpecialization &sp = plan_.at({st.func, st.stage});
+                    twin.whole_loops = sp.whole_loops;
+                    if (k >= 1 && k - 1 < sp.more_factors.size()) twin.split_factors = &sp.more_factors[k - 1];
                     actions->apply(twin);
                 }
             } catch (const Halide::Error &e) {

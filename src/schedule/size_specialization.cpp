@@ -20,6 +20,9 @@ struct StagePlan {
     std::map<std::string, int64_t> must_divide;   ///< pure var -> factor its extent must divide
     bool whole_moving_loop = false;               ///< unrolls or vectorizes a whole moving loop
     std::map<std::string, int64_t> guarded_tiles; ///< pure var -> factor of its written GuardWithIf split
+    std::map<std::string, int64_t> direct_splits; ///< moving pure var -> factor of a `split` of the var itself
+    std::map<std::string, std::string> split_inner; ///< moving pure var -> the inner piece of that split
+    std::set<std::string> vectorized;             ///< loops vectorized (whole or by a factor)
 };
 
 const std::set<std::string> &func_level_calls() {
@@ -103,6 +106,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 if (lf->vars[i] == v) return bool(lf->dynamic_vars[i]);
             return false;
         };
+        bool split_call = false;  // the call being read is a `split` (whose factor a copy may change)
         auto split = [&](const std::string &v, const std::vector<std::string> &made, int64_t factor,
                          const std::string &tail) {
             // made: {outer, inner} (or {v} for vectorize/unroll/parallel with a factor, v the outer).
@@ -129,6 +133,10 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 if (v == r && st == 1 && factor > 1) sp.guarded_tiles[r] = std::max<int64_t>(sp.guarded_tiles[r], factor);
                 return;
             }
+            if (v == r && st == 1 && split_call) {
+                sp.direct_splits[r] = factor;
+                sp.split_inner[r] = made[1];
+            }
             // ShiftInwards and an unguarded tail need the loop to reach the factor: the root st * factor.
             int64_t &f = sp.factors[r];
             f = std::max<int64_t>(f, st * factor);
@@ -149,6 +157,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 continue;
             }
             const auto &a = c.args;
+            split_call = c.name == "split";
             if (c.name == "split") {
                 split(a[0].name, {a[1].name, a[2].name}, a[3].value, tail_of(c, 4));
             } else if (c.name == "tile") {
@@ -168,6 +177,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 sp.root[a[2].name] = mv ? "?" : "";
                 if (sp.inner.count(a[0].name) && sp.inner.count(a[1].name)) sp.inner.insert(a[2].name);
             } else if (c.name == "vectorize" || c.name == "unroll" || c.name == "parallel") {
+                if (c.name == "vectorize") sp.vectorized.insert(a[0].name);
                 if (a.size() >= 2) split(a[0].name, {a[0].name, a[0].name + "$inner"}, a[1].value, tail_of(c, 2));
                 else if (c.name != "parallel" && moving(root(a[0].name))) sp.whole_moving_loop = true;
             }
@@ -325,6 +335,48 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         if (sp.factors.empty() && !(sp.whole_moving_loop && full_tiles)) continue;
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
                     c->second.guard_round_ups, {}};
+    }
+    // A kernel whose one condition is its row tiles' length (`size_seq >= 6`) runs its guarded copy
+    // at every shorter size: there the rows of a tile are guards inside the reduction loop and the
+    // accumulators go through memory. A copy with tiles of half the rows (`size_seq >= 3`, each
+    // split of those rows by 3) keeps them in registers for the sizes from half a tile up; only the
+    // shortest sizes run guarded (bench/DECISIONS.md#d144). Only where every split of those rows in
+    // the kernel is the tile itself, not vectorized, so that halving it changes nothing else.
+    for (const auto &[kernel, nd] : needs) {
+        auto c = cond_of.find(kernel);
+        if (c == cond_of.end() || c->second.always || !nd.divides.empty()) continue;
+        const std::pair<const std::string, std::pair<Halide::Expr, int64_t>> *term = nullptr;
+        int terms = 0;
+        for (const auto &at : nd.at_least)
+            if (at.second.second > 1) {
+                term = &at;
+                terms++;
+            }
+        if (terms != 1 || term->second.second < 4 || term->second.second % 2 != 0) continue;
+        const int64_t tile = term->second.second;
+        std::string var;
+        bool ok = true;
+        for (const auto &[key, sp] : plans) {
+            if (!sp.eligible || rfactored.count(key.first) || kernel_of(key.first) != kernel) continue;
+            const LoweredFunc *lf = func_of.at(key.first);
+            for (const auto &[v, f] : sp.factors) {
+                size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+                std::ostringstream es;
+                es << lf->dynamic_extents[i];
+                if (es.str() != term->first) continue;
+                auto d = sp.direct_splits.find(v);
+                ok = ok && f == tile && d != sp.direct_splits.end() && d->second == tile &&
+                     !sp.vectorized.count(sp.split_inner.at(v)) && (var.empty() || var == v);
+                var = v;
+            }
+        }
+        if (!ok || var.empty()) continue;
+        std::string text = term->first + " >= " + std::to_string(tile / 2);
+        for (auto &[key, spec] : out)
+            if (kernel_of(key.first) == kernel && !spec.always) {
+                spec.more.push_back({term->second.first >= (int)(tile / 2), text});
+                spec.more_factors.push_back({{var, tile / 2}});
+            }
     }
     // A stage whose only moving split is a GuardWithIf the schedule writes (D106: it asks nothing
     // of the sizes) keeps a guard per row in its last tile, inside its reduction loop: there the

@@ -43,6 +43,10 @@ struct SizeSpecialization {
     /// remainders of a written GuardWithIf tile (`size_batch % 6 == 1`), where Halide's simplifier
     /// folds the last tile's row guards (bench/DECISIONS.md#d128).
     std::vector<std::pair<Halide::Expr, std::string>> more;
+    /// Per entry of \p more (or none): the factors that copy splits its loops by instead of the
+    /// written ones, by the split var (`i` -> 3 where the schedule writes `split(i, io, ii, 6)`): the
+    /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144).
+    std::vector<std::map<std::string, int64_t>> more_factors;
 };
 
 /// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction

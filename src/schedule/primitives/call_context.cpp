@@ -177,7 +177,13 @@ bool CallApply::moves(size_t k) const {
     return d && d->moves;
 }
 
-Halide::Expr CallApply::expr(size_t i) const { return Halide::Expr((int)c.args[i].value); }
+Halide::Expr CallApply::expr(size_t i) const {
+    if (split_factors && c.name == "split" && i == 3) {
+        auto it = split_factors->find(c.args[0].name);
+        if (it != split_factors->end()) return Halide::Expr((int)it->second);
+    }
+    return Halide::Expr((int)c.args[i].value);
+}
 
 Halide::LoopLevel CallApply::level(const std::string &g, const std::string &var) const {
     auto it = final_model.funcs.find(g);

@@ -8,6 +8,7 @@
 
 #include <Halide.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,6 +99,9 @@ public:
     /// In a stage taken as written at every size, a split of a moving loop that rounds it up is
     /// guarded (no size is known to divide by its factor).
     bool guard_round_ups = false;
+    /// In a specialization: the factor each `split` of a var named here takes instead of the
+    /// written one (SizeSpecialization::more_factors); nullptr: as written.
+    const std::map<std::string, int64_t> *split_factors = nullptr;
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;
