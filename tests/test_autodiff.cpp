@@ -975,6 +975,31 @@ TEST(RecomputePartition, GemmOperandsOfTheBackwardAreSaved) {
     }
 }
 
+// Relu's gradient tests its output (y > 0, the same mask as x > 0): the backward reads the
+// activation the next layer's weight gradient saves anyway, so the pre-activation (fc1's product)
+// is neither saved nor read by any backward node; the gradients still match finite differences.
+TEST(RecomputePartition, ReluGradientReadsItsOutputNotItsInput) {
+    GraphBuilder b;
+    std::string x = b.input("x", {6, 8});
+    std::string h = b.node("Gemm", {x, b.input("w1", {8, 12}), b.input("b1", {12})}, {6, 12}, {}, DType::F32, "fc1");
+    std::string r = b.node("Relu", {h}, {6, 12}, {}, DType::F32, "relu");
+    b.out("Gemm", {r, b.input("w2", {12, 5}), b.input("b2", {5})}, {6, 5}, {}, DType::F32, "fc2");
+    GradientGraph gg = differentiate(b.g, {"w1", "b1", "w2", "b2"}, "mse", reference_evaluator());
+    for (const Node &n : gg.graph.nodes)
+        if (is_backward_node(n))
+            for (const auto &v : n.inputs) EXPECT_NE(v, h) << n.name << " reads Relu's input";
+    RecomputePlan plan = plan_recompute(gg.graph);
+    std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
+    EXPECT_EQ(saved, (std::set<std::string>{"relu", "fc2"})) << plan.describe();  // fc2: the loss reads it
+    EXPECT_EQ(plan.saved_bytes, (6 * 12 + 6 * 5) * 4) << plan.describe();
+    auto in = random_inputs(gg.graph, 11);
+    EXPECT_LT(worst_fd_error(gg, in), 1e-5);
+    Graph after = gg.graph;
+    apply_recompute(after, plan);
+    auto want = run_reference(gg.graph, in), got = run_reference(after, in);
+    for (const auto &p : gg.parameters) EXPECT_TRUE(close(got.at(gg.gradient_of.at(p)), want.at(gg.gradient_of.at(p)), 1e-6)) << p;
+}
+
 // Whatever the partition, the gradient graph computes the same values (reference interpreter).
 TEST(RecomputePartition, GradientsUnchangedOnTheFixtures) {
     for (std::string name : {"mlp", "transformer", "cnn"}) {

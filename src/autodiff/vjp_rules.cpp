@@ -645,7 +645,9 @@ std::map<std::string, VjpRule> make_rules() {
     r["Abs"] = [](VjpArgs &a) {
         return Grads{a.e.where(a.e.binary("Less", a.x(0), a.e.scalar(0)), a.e.unary("Neg", a.dy[0]), a.dy[0])};
     };
-    r["Relu"] = [](VjpArgs &a) { return Grads{gate(a, a.e.binary("Greater", a.x(0), a.e.scalar(0)))}; };
+    // y > 0 exactly where x > 0; testing the output lets the backward read the activation the next
+    // layer's weight gradient saves anyway, so the pre-activation need not be kept.
+    r["Relu"] = [](VjpArgs &a) { return Grads{gate(a, a.e.binary("Greater", a.y(), a.e.scalar(0)))}; };
     r["LeakyRelu"] = [](VjpArgs &a) {
         double alpha = a.node.get_float("alpha", 0.01);
         return Grads{a.e.where(a.e.binary("Greater", a.x(0), a.e.scalar(0)), a.dy[0], a.e.mul(a.dy[0], a.e.scalar(alpha)))};
