@@ -98,7 +98,9 @@ TEST(AutodiffRules, Pointwise) {
     check_rule(unary("Log", {}, 0.5), "Log");
     check_rule(unary("Reciprocal", {}, 0.5), "Reciprocal");
     check_rule(unary("LeakyRelu", {{"alpha", 0.1}}), "LeakyRelu");
+    check_rule(unary("LeakyRelu", {{"alpha", -0.3}}), "LeakyRelu, negative alpha");
     check_rule(unary("Elu", {{"alpha", 0.7}}), "Elu");
+    check_rule(unary("Elu", {{"alpha", -0.4}}), "Elu, negative alpha");
     check_rule(unary("Swish", {{"alpha", 1.5}}), "Swish");
     check_rule(unary("HardSigmoid", {{"alpha", 0.6}, {"beta", 0.5}}), "HardSigmoid");
     check_rule(unary("Gelu", {{"approximate", std::string("none")}}), "Gelu");
@@ -972,6 +974,37 @@ TEST(RecomputePartition, GemmOperandsOfTheBackwardAreSaved) {
         auto in = random_inputs(b.g, 7);
         auto want = run_reference(b.g, in), got = run_reference(after, in);
         for (const auto &o : b.g.outputs) EXPECT_TRUE(close(got.at(o), want.at(o), 1e-6)) << o;
+    }
+}
+
+// Relu's gradient tests its output (y > 0, the same mask as x > 0; LeakyRelu's and Elu's too while
+// alpha > 0): the backward reads the activation the next layer's weight gradient saves anyway, so
+// the pre-activation (fc1's product) is neither saved nor read by any backward node; the gradients
+// still match finite differences.
+TEST(RecomputePartition, ReluGradientReadsItsOutputNotItsInput) {
+    for (auto [op, alpha] : std::vector<std::pair<std::string, double>>{{"Relu", 0}, {"LeakyRelu", 0.1}, {"Elu", 0.7}}) {
+        GraphBuilder b;
+        std::string x = b.input("x", {6, 8});
+        std::string h = b.node("Gemm", {x, b.input("w1", {8, 12}), b.input("b1", {12})}, {6, 12}, {}, DType::F32, "fc1");
+        std::map<std::string, AttrValue> attrs;
+        if (op != "Relu") attrs["alpha"] = alpha;
+        std::string r = b.node(op, {h}, {6, 12}, attrs, DType::F32, "act");
+        b.out("Gemm", {r, b.input("w2", {12, 5}), b.input("b2", {5})}, {6, 5}, {}, DType::F32, "fc2");
+        GradientGraph gg = differentiate(b.g, {"w1", "b1", "w2", "b2"}, "mse", reference_evaluator());
+        for (const Node &n : gg.graph.nodes)
+            if (is_backward_node(n))
+                for (const auto &v : n.inputs) EXPECT_NE(v, h) << op << ": " << n.name << " reads the activation's input";
+        RecomputePlan plan = plan_recompute(gg.graph);
+        std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
+        EXPECT_EQ(saved, (std::set<std::string>{"act", "fc2"})) << op << "\n" << plan.describe();  // fc2: the loss reads it
+        EXPECT_EQ(plan.saved_bytes, (6 * 12 + 6 * 5) * 4) << op << "\n" << plan.describe();
+        auto in = random_inputs(gg.graph, 11);
+        EXPECT_LT(worst_fd_error(gg, in), 1e-5) << op;
+        Graph after = gg.graph;
+        apply_recompute(after, plan);
+        auto want = run_reference(gg.graph, in), got = run_reference(after, in);
+        for (const auto &p : gg.parameters)
+            EXPECT_TRUE(close(got.at(gg.gradient_of.at(p)), want.at(gg.gradient_of.at(p)), 1e-6)) << op << " " << p;
     }
 }
 

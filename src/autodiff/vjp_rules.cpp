@@ -645,14 +645,19 @@ std::map<std::string, VjpRule> make_rules() {
     r["Abs"] = [](VjpArgs &a) {
         return Grads{a.e.where(a.e.binary("Less", a.x(0), a.e.scalar(0)), a.e.unary("Neg", a.dy[0]), a.dy[0])};
     };
-    r["Relu"] = [](VjpArgs &a) { return Grads{gate(a, a.e.binary("Greater", a.x(0), a.e.scalar(0)))}; };
+    // y > 0 exactly where x > 0 (for LeakyRelu and Elu while alpha > 0); testing the output lets the
+    // backward read the activation the next layer's weight gradient saves anyway, so the
+    // pre-activation need not be kept.
+    r["Relu"] = [](VjpArgs &a) { return Grads{gate(a, a.e.binary("Greater", a.y(), a.e.scalar(0)))}; };
     r["LeakyRelu"] = [](VjpArgs &a) {
         double alpha = a.node.get_float("alpha", 0.01);
-        return Grads{a.e.where(a.e.binary("Greater", a.x(0), a.e.scalar(0)), a.dy[0], a.e.mul(a.dy[0], a.e.scalar(alpha)))};
+        const std::string &s = alpha > 0 ? a.y() : a.x(0);
+        return Grads{a.e.where(a.e.binary("Greater", s, a.e.scalar(0)), a.dy[0], a.e.mul(a.dy[0], a.e.scalar(alpha)))};
     };
     r["Elu"] = [](VjpArgs &a) {
         double alpha = a.node.get_float("alpha", 1.0);
-        return Grads{a.e.where(a.e.binary("Greater", a.x(0), a.e.scalar(0)), a.dy[0],
+        const std::string &s = alpha > 0 ? a.y() : a.x(0);
+        return Grads{a.e.where(a.e.binary("Greater", s, a.e.scalar(0)), a.dy[0],
                                a.e.mul(a.dy[0], a.e.add(a.y(), a.e.scalar(alpha))))};
     };
     r["Sigmoid"] = [](VjpArgs &a) { return pointwise(a, a.e.mul(a.y(), a.e.sub(a.e.scalar(1), a.y()))); };
