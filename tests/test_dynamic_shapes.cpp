@@ -45,6 +45,24 @@ Graph prepared_with(const Graph &imported, const std::vector<std::string> &flags
 
 // Runs \p m with random inputs (\p seed) at input x of \p shape, and expects output y within
 // the tolerance of the reference interpreter on \p imported bound to that shape.
+/// The dynamic transformer fixture and its one compile for every size, planned at 2x64x64 on the
+/// fixed avx2_2core machine for \p target (\p short_sizes: with a second plan for short sequences).
+struct TransformerEverySize {
+    std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    Halide::Target target;
+    cli::EverySizeModel em;
+    TransformerEverySize(const Halide::Target &t, bool short_sizes) : target(t) {
+        auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+        const FixedMachine fm = machines::avx2_2core();
+        AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+            return auto_schedule(p, fm.target, fm.model);
+        };
+        em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", target, path,
+                                                   short_sizes, fixed);
+    }
+};
+
 void expect_y_matches_reference(JitModel &m, const Graph &imported, const Shape &shape, int seed) {
     Graph gs = imported;
     PrepareOptions so;
@@ -318,16 +336,11 @@ TEST(DynamicShapes, MovingGemmRowsComputePerWrapperTile) {
 // small end (sequence 1), and the first plan then compiles no guarded copies. Both are checked
 // against the reference on each side of the threshold.
 TEST(DynamicShapes, ShortSizesRunASecondPlan) {
-    const std::string path = testing::data_path("dynamic_transformer.onnx");
-    Graph imported = import_onnx(path);
+    TransformerEverySize tr(host_target(), true);
+    const Graph &imported = tr.imported;
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
-    Halide::Target t = host_target();
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, true, fixed);
+    const Halide::Target &t = tr.target;
+    cli::EverySizeModel &em = tr.em;
     ASSERT_TRUE(em.short_sizes) << em.main.applied.specializations_text("");
     EXPECT_EQ(em.short_plan, "x=2x1x64");
     EXPECT_EQ(em.long_enough.text, "size_seq >= 16, size_seq >= 6, size_seq >= 8");
@@ -389,16 +402,11 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
 // whole moving rows, and the rows stayed a loop (the accumulators in memory). Plan on the fixed
 // avx2_2core machine; checked against the reference at sequences 1, the tile -1, +-0, +1 and prime.
 TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
-    const std::string path = testing::data_path("dynamic_transformer.onnx");
-    Graph imported = import_onnx(path);
+    TransformerEverySize tr(host_target(), false);
+    const Graph &imported = tr.imported;
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
-    Halide::Target t = host_target();
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, false, fixed);
+    const Halide::Target &t = tr.target;
+    cli::EverySizeModel &em = tr.em;
     // The plan before it is applied (applying splits the pipeline's Funcs).
     LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
     auto plan = plan_size_specializations(em.main.schedule, fresh, t);
@@ -430,16 +438,11 @@ TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
 // (`size_seq >= 16`), and the softmax rows (a vector width, not a split) get none. Sequences 1 to 7,
 // 17 and 64 against the reference.
 TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
-    const std::string path = testing::data_path("dynamic_transformer.onnx");
-    Graph imported = import_onnx(path);
+    TransformerEverySize tr(host_target(), false);
+    const Graph &imported = tr.imported;
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
-    Halide::Target t = host_target();
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, false, fixed);
+    const Halide::Target &t = tr.target;
+    cli::EverySizeModel &em = tr.em;
     LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
     auto plan = plan_size_specializations(em.main.schedule, fresh, t);
     std::set<std::string> kernels;
@@ -534,16 +537,11 @@ TEST(DynamicShapes, ScratchOfSizeDependentExtentGoesToThePseudostack) {
 TEST(DynamicShapes, TransformerRowsAllocateNothingPerIteration) {
     // The softmax rows (a row of size_seq floats per iteration of a fused row loop) and the GEMM
     // accumulators of the guarded copies were a malloc and a free per row or tile.
-    const std::string path = testing::data_path("dynamic_transformer.onnx");
-    Graph imported = import_onnx(path);
+    TransformerEverySize tr(machines::avx2_2core().target, false);
+    const Graph &imported = tr.imported;
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
-    Halide::Target t = fm.target;
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, false, fixed);
+    const Halide::Target &t = tr.target;
+    cli::EverySizeModel &em = tr.em;
     int softmax_rows = 0;
     for (const auto &st : em.main.schedule.statements)
         for (const auto &c : st.calls)
