@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <utility>
 
@@ -1667,6 +1669,74 @@ TEST(Aot, CudaAttentionProductsAreBatchedCublasCalls) {
     EXPECT_NE(output.find("T loom_cublas_batched"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasLtMatrixLayoutSetAttribute"), std::string::npos) << output;
+}
+
+// Q K^T whose K^T is a Transpose with K's d innermost (BERT's K [B, H, S, d] by perm [0, 1, 3, 2],
+// or the head split [B, S, H, d] by [0, 2, 3, 1]) passes K to loom_cublas_batched as a copy
+// `<node>_b_t` [B, H, S, d] and the transpose flag, not a transposing copy of K^T: no Transpose
+// Func of K^T's shape feeds the extern. The copy's values (host JIT, random x, output poisoned) are K's; P V,
+// whose V is not transposed, keeps its operand as it is.
+TEST(Aot, CudaBatchedProductReadsKThroughTheTransposeFlag) {
+    using loom::testing::GraphBuilder;
+    using Ints = std::vector<int64_t>;
+    const int B = 2, S = 37, H = 3, d = 16, Sq = 11;
+    for (bool head_split : {true, false}) {
+        GraphBuilder b;
+        std::string x = head_split ? b.input("x", {B, S, H, d}) : b.input("x", {B, H, S, d});
+        Ints perm = head_split ? Ints{0, 2, 3, 1} : Ints{0, 1, 3, 2};
+        std::string kt = b.node("Transpose", {x}, {B, H, d, S}, {{"perm", perm}});
+        std::string sc = b.node("MatMul", {b.input("q", {B, H, Sq, d}), kt}, {B, H, Sq, S});
+        std::string v = b.node("Transpose", {b.input("vs", {B, S, H, d})}, {B, H, S, d}, {{"perm", Ints{0, 2, 1, 3}}});
+        b.out("MatMul", {sc, v}, {B, H, Sq, d});
+        prepare_graph(b.g);
+        LowerOptions lo;
+        lo.gemm_extern = true;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        const LoweredFunc *copy = nullptr;
+        std::map<std::string, int> flags;  // extern stage -> its trans_b argument
+        for (const auto &f : p.funcs) {
+            if (ends_with(f.name, "_b_t")) copy = &f;
+            if (f.feeds_extern) EXPECT_NE(f.extents, (Shape{B, H, d, S})) << f.name << ": a transposing copy of K^T";
+            for (const auto &[name, callee] : Halide::Internal::find_transitive_calls(f.func.function())) {
+                if (name.find("_cublas_batched") == std::string::npos || !callee.has_extern_definition()) continue;
+                const auto &args = callee.extern_arguments();
+                ASSERT_EQ(args.size(), 9u) << name;
+                const auto *tb = args[7].expr.as<Halide::Internal::IntImm>();
+                ASSERT_NE(tb, nullptr) << name;
+                flags[name] = (int)tb->value;
+            }
+        }
+        std::vector<int> values;
+        std::string names;
+        for (const auto &[name, tb] : flags) values.push_back(tb), names += name + " ";
+        std::sort(values.begin(), values.end());
+        EXPECT_EQ(values, (std::vector<int>{0, 1})) << "Q K^T transposed, P V not: " << names;
+        ASSERT_NE(copy, nullptr);
+        EXPECT_TRUE(copy->feeds_extern);
+        EXPECT_EQ(copy->extents, (Shape{B, H, S, d}));
+
+        Halide::Buffer<float> xb = head_split ? Halide::Buffer<float>(d, H, S, B) : Halide::Buffer<float>(d, S, H, B);
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> u(-1, 1);
+        xb.for_each_value([&](float &e) { e = u(rng); });
+        for (size_t k = 0; k < p.inputs.size(); k++)
+            if (p.input_names[k] == "x") p.inputs[k].set(xb);
+        Halide::Buffer<float> out(d, S, H, B);
+        out.fill(std::nanf(""));
+        Halide::Func cf = copy->func;
+        cf.realize(out, Halide::get_host_target());
+        int bad = 0;
+        for (int bi = 0; bi < B; bi++)
+            for (int h = 0; h < H; h++)
+                for (int s = 0; s < S; s++)
+                    for (int c = 0; c < d; c++) {
+                        float want = head_split ? xb(c, h, s, bi) : xb(c, s, h, bi);
+                        bad += !(out(c, s, h, bi) == want);
+                    }
+        EXPECT_EQ(bad, 0) << (head_split ? "head split" : "K [B, H, S, d]");
+        auto [object, symbols] = cuda_artifact(p, head_split ? "batched_kt_split" : "batched_kt");
+        EXPECT_NE(symbols.find("T loom_cublas_batched"), std::string::npos) << symbols;
+    }
 }
 
 TEST(Aot, UnfusedEpiloguesKeepBiasAndActivationInHalide) {

@@ -428,11 +428,11 @@ extern "C" int loom_cublas_conv1x1_nhwc(halide_buffer_t *x, halide_buffer_t *w, 
     return 0;
 }
 
-// Batched products of two computed operands (attention's Q K^T and P V): y[b] = a[b] b[b].
-// Rank 3 ([inner, M, K] and so on) or 4 ([outer, inner, M, K]); the batch dims must be dense, one
-// stride apart, to be one dim of cuBLAS's.
+// Batched products of two computed operands (attention's Q K^T and P V): y[b] = a[b] op(b[b]).
+// Rank 3 ([inner, M, K] and so on) or 4 ([outer, inner, M, K]); b [.., K, N], or [.., N, K] when tb;
+// the batch dims must be dense, one stride apart, to be one dim of cuBLAS's.
 extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32_t inner, int32_t outer, int32_t M,
-                                   int32_t N, int32_t K, int32_t precision, halide_buffer_t *y) {
+                                   int32_t N, int32_t K, int32_t tb, int32_t precision, halide_buffer_t *y) {
     const int batch = inner * outer, rank = y->dimensions;
     auto whole = [&](halide_buffer_t *t, int cols, int rows) {
         set_dim(t, 0, 0, cols);
@@ -442,7 +442,7 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
     };
     bool query = false;
     if (a->is_bounds_query()) query = true, whole(a, K, M);  // all of a and b, whatever part of y is asked for
-    if (b->is_bounds_query()) query = true, whole(b, N, K);
+    if (b->is_bounds_query()) query = true, tb ? whole(b, K, N) : whole(b, N, K);
     if (query || y->is_bounds_query()) return 0;
     for (int d = 0; d < rank; d++)
         if (y->dim[d].min != 0 || y->dim[d].extent != (d == 0 ? N : d == 1 ? M : d == 2 ? inner : outer))
@@ -465,7 +465,7 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
     auto aligned = [](uint64_t bytes) { return bytes % 256 == 0; };
     if (aligned(a->device) && aligned(b->device) && aligned(y->device) && aligned(lb.sa * esize) &&
         aligned(lb.sb * esize) && aligned(lb.sy * 4)) {
-        if (int r = lt_matmul(M, N, K, 0, 0, 1.0f, precision, 0, nullptr, (const void *)(uintptr_t)a->device,
+        if (int r = lt_matmul(M, N, K, 0, tb, 1.0f, precision, 0, nullptr, (const void *)(uintptr_t)a->device,
                               a->dim[1].stride, (const void *)(uintptr_t)b->device, b->dim[1].stride,
                               (void *)(uintptr_t)y->device, y->dim[1].stride, lb))
             return r;
@@ -474,7 +474,7 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
     }
     if (int r = prepare_handle()) return r;
     // Row-major y = a b is column-major y^T = b^T a^T, as in loom_cublas_sgemm.
-    cublasStatus_t s = gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, 1.0f, (const void *)(uintptr_t)b->device,
+    cublasStatus_t s = gemm_batched(tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, 1.0f, (const void *)(uintptr_t)b->device,
                                     b->dim[1].stride, lb.sb, (const void *)(uintptr_t)a->device, a->dim[1].stride,
                                     lb.sa, (void *)(uintptr_t)y->device, y->dim[1].stride, lb.sy, batch, precision);
     if (s != CUBLAS_STATUS_SUCCESS) return fail("batched product: cublasGemmStridedBatchedEx", (int)s);

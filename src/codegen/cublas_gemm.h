@@ -11,7 +11,7 @@
 ///                                         int32_t precision, int32_t act, halide_buffer_t *y);
 ///   extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32_t inner,
 ///                                      int32_t outer, int32_t m, int32_t n, int32_t k,
-///                                      int32_t precision, halide_buffer_t *y);
+///                                      int32_t trans_b, int32_t precision, halide_buffer_t *y);
 ///   extern "C" int loom_cublas_conv1x1(halide_buffer_t *x, halide_buffer_t *w, int32_t n, int32_t c,
 ///                                      int32_t h, int32_t w_, int32_t co, int32_t precision,
 ///                                      halide_buffer_t *y);
@@ -32,9 +32,11 @@
 /// _FAST_16F (tensor cores on operands rounded to that precision, FP32 accumulation). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
 ///
-/// loom_cublas_batched: y[b] = a[b] b[b] for a [(outer,) inner, M, K] and b [(outer,) inner, K, N]
-/// that are both computed (attention's Q K^T and P V; the dense batch dims are one to cuBLAS), one cublasGemmStridedBatchedEx in the
-/// precision's compute type; the whole of a, b and y (the extern is compute_root).
+/// loom_cublas_batched: y[b] = a[b] op(b[b]) for a [(outer,) inner, M, K] and b [(outer,) inner, K, N]
+/// ([.., N, K] read through cuBLAS's transpose flag when trans_b: attention's K for Q K^T) that are
+/// both computed (attention's Q K^T and P V; the dense batch dims are one to cuBLAS), one strided-batch
+/// cuBLASLt call (256-byte aligned matrices) or cublasGemmStridedBatchedEx in the precision's compute
+/// type; the whole of a, b and y (the extern is compute_root).
 ///
 /// loom_cublas_conv1x1: a 2-D Conv with a 1x1 kernel, stride 1, no pads and one group is a GEMM per
 /// image, y[co, h·W + w] = Σ_c w[co, c] x[c, h·W + w]: one cublasLtMatmul on the channel planes,

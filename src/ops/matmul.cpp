@@ -144,11 +144,27 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     return ext;
 }
 
+// Whether B of batched product \p node is better read transposed, [.., N, K]: it is a Transpose,
+// read by this product alone, whose input has B's K dim innermost (perm[r - 2] == r - 1; attention's
+// K^T of K [B, H, S, d] or of the head split [B, S, H, d]). A copy in that layout reads the input in
+// its own order, where a copy of B itself is a transposing copy, uncoalesced on one side.
+bool reads_b_transposed(const LowerContext &ctx, const Node &node, int r) {
+    const std::string &b = node.inputs[1];
+    const int t = ctx.graph.producer(b);
+    if (t < 0 || ctx.graph.nodes[t].op != "Transpose" || ctx.graph.consumers(b).size() != 1) return false;
+    const auto &outs = ctx.graph.outputs;
+    if (std::find(outs.begin(), outs.end(), b) != outs.end()) return false;
+    std::vector<int64_t> perm = ctx.graph.nodes[t].get_ints("perm");
+    return (int)perm.size() == r && perm[r - 2] == r - 1;
+}
+
 // The extern stage `<node>_cublas_batched` computing a batched product of two computed float
 // operands of equal batch dims (one or two of them: attention's [B, H, S, d] x [B, H, d, S]), or an
 // undefined Func when the product does not fit. Arguments of loom_cublas_batched: A, B, the inner and
-// outer batch sizes (outer 1 for rank 3), M, N, K, precision, then the output; the batch dims are
-// one dim to cuBLAS (the operands are compute_root and dense).
+// outer batch sizes (outer 1 for rank 3), M, N, K, whether B is stored transposed, precision, then
+// the output; the batch dims are one dim to cuBLAS (the operands are compute_root and dense). A B
+// that reads_b_transposed is passed as a copy `<node>_b_t` [.., N, K] and cuBLAS's transpose flag,
+// not as the transposing copy of itself.
 Func cublas_batched_product(LowerContext &ctx, const Node &node) {
     if (!ctx.options.gemm_extern) return Func();
     const std::string &a = node.inputs[0], &b = node.inputs[1], &y = node.outputs[0];
@@ -168,13 +184,29 @@ Func cublas_batched_product(LowerContext &ctx, const Node &node) {
         return Func();
     const int64_t inner = sy[r - 3], outer = r == 4 ? sy[0] : 1;
     Halide::ExternFuncArgument arg_a, arg_b;
-    if (!ctx.extern_operand(a, arg_a) || !ctx.extern_operand(b, arg_b)) return Func();
+    const bool trans_b = reads_b_transposed(ctx, node, r);
+    if (!ctx.extern_operand(a, arg_a)) return Func();
+    if (trans_b) {
+        Shape st = sb;
+        std::swap(st[r - 1], st[r - 2]);
+        Func bt = ctx.make_func(node, "b_t", st);
+        std::vector<Var> vb = ctx.vars(r);
+        std::vector<Expr> idx = exprs(vb);
+        std::swap(idx[r - 1], idx[r - 2]);
+        ctx.define(bt, vb, ctx.at(b, idx));
+        ctx.note_cost(bt, true, 0);
+        ctx.record(bt).feeds_extern = true;
+        bound_whole(bt, vb, st);
+        arg_b = bt;
+    } else if (!ctx.extern_operand(b, arg_b)) {
+        return Func();
+    }
     Func ext(ctx.reserve_name(ctx.func_base(node) + "_cublas_batched"));
     std::vector<Var> v = ctx.vars(r);
     std::vector<Var> halide_order(v.rbegin(), v.rend());
     std::vector<Halide::ExternFuncArgument> args = {arg_a, arg_b};
     for (Expr e : {Expr((int)inner), Expr((int)outer), Expr((int)M), Expr((int)N), Expr((int)K),
-                   Expr((int)ctx.options.gemm_precision)})
+                   Expr(trans_b ? 1 : 0), Expr((int)ctx.options.gemm_precision)})
         args.push_back(e);
     ext.define_extern(kCublasBatched, args, Halide::Float(32), halide_order, Halide::NameMangling::C,
                       Halide::DeviceAPI::CUDA);
