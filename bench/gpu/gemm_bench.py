@@ -26,20 +26,14 @@ from triton.testing import do_bench
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from in_process import Artifact  # noqa: E402
 from kernel_models import linear_weights  # noqa: E402
+from serving_bench import kernel_profile  # noqa: E402
 
 
 def kernel_times(fn, reps=5):
-    """The CUDA kernels of one call of \\p fn (torch.profiler, averaged over \\p reps calls), as
+    """The CUDA kernels of one call of \p fn (serving_bench.kernel_profile over \p reps calls), as
     "name µs×count" (names shortened), longest first."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    rows = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
-    return "; ".join(f"{e.key[:90]} {e.device_time_total / reps:.1f}us x{e.count / reps:.0f}" for e in rows)
+    _, _, rows = kernel_profile(fn, top=1000, reps=reps)
+    return "; ".join(f"{name[:90]} {us:.1f}us x{count:.0f}" for us, count, name in rows)
 
 
 def main():
