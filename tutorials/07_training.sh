@@ -60,10 +60,10 @@ echo '$ grep -A3 "^kernel .*: .*" step_report.txt  (a backward kernel)'
 grep -m1 -A4 '^kernel [0-9]*: .*' <(sed -n '/nodes: grad_/,$p' step_report.txt) || true
 sed -n '/^min-cut partition/,/^$/p' step_report.txt
 expect '^min-cut partition \(save or recompute\): [0-9]+ saved' step_report.txt
-expect '^  save +/fc1/Gemm' step_report.txt
+expect '^  save +/Relu' step_report.txt
 expect '^  recompute +/Erf' step_report.txt
 sed -n '/^save or recompute/,$p' step_report.txt
 expect '^save or recompute' step_report.txt
-expect 'fc1_gemm +Gemm +save' step_report.txt
+expect 'relu +Relu +save' step_report.txt
 expect '^  [0-9]+ saved \(' step_report.txt
 echo "lesson 7 ok"
