@@ -8,6 +8,7 @@
 
 #include "autodiff/graph_emitter.h"
 #include "graph/passes.h"
+#include "graph/tensor.h"
 #include "support/error.h"
 
 namespace loom {
@@ -45,9 +46,7 @@ int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters)
             for (int i = 0; i < 2; i++) {
                 const ValueInfo &vi = g.value(n.inputs[(size_t)i]);
                 if (vi.dtype != DType::F32) return "";
-                int64_t count = 1;
-                for (int64_t d : vi.shape) count *= d;
-                if (count == 1) in[i] = n.inputs[(size_t)i];
+                if (shape_numel(vi.shape) == 1) in[i] = n.inputs[(size_t)i];
                 else if (vi.shape == shape) in[i] = pushed(n.inputs[(size_t)i], depth + 1);
                 if (in[i].empty()) return "";
             }
@@ -105,10 +104,8 @@ int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters)
         // Y's transpose as the next layer's rewritten Gemm would read it: the product with the
         // bias added along its rows.
         const Shape cs = has_c ? g.value(c).shape : Shape{};
-        int64_t c_count = 1;
-        for (int64_t d : cs) c_count *= d;
         if (!has_c) transposed[y] = yt;
-        else if (c_count == 1) transposed[y] = e.add(yt, c);
+        else if (shape_numel(cs) == 1) transposed[y] = e.add(yt, c);
         else if (cs == Shape{N} || cs == Shape{1, N}) transposed[y] = e.add(yt, e.reshape(c, {N, 1}));
         rewritten++;
     }

@@ -63,7 +63,9 @@ struct ScheduleKnobs {
     /// of a wrapper (`<f>_out`: Ctx::gemm, Ctx::conv); false: at root, accumulating in its own buffer.
     bool tile_wrappers = true;
     /// A channel-tiled 1x1 conv over many input channels reads its input from a channels-innermost
-    /// copy (Ctx::stage_channels_innermost); false: from the NCHW producer directly.
+    /// copy (Ctx::stage_channels_innermost), and a channel-tiled conv whose readers all take a
+    /// pixel's channels together stores its output so (Ctx::output_channels_innermost); false:
+    /// every conv output NCHW, read as stored.
     bool stage_conv_inputs = true;
     /// Short text of the non-default knobs: "gemm 4x2v, kc 128" ("model's choice" when none).
     std::string describe() const;

@@ -315,6 +315,7 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
         const auto &re = fi(X).rvar_extents[0];
         // A 1x1 conv's input channels unrolled by four, as a GEMM's k: fewer loop steps between
         // the FMAs (bench/DECISIONS.md#d152-conv-outputs-channels-innermost-for-1x1-readers).
+        std::string channels_unrolled;
         if (knobs.conv_unroll_taps && one_tap(fi(X)) && rv.size() == 3 && re[2] % 4 == 0 && re[2] >= 16) {
             std::vector<std::string> uused = names_of(X);
             std::string base = rv[2];
@@ -322,6 +323,7 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
             const std::string ko = fresh(uused, base + "o"), ki = fresh(uused, base + "i");
             u.add("split", {rv[2], ko, ki, 4});
             for (const auto &x : {ki, rv[0], rv[1], ko}) reorder.push_back(x);
+            channels_unrolled = ki;
         } else {
             for (const auto &x : rv) reorder.push_back(x);
         }
@@ -332,7 +334,7 @@ void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
         // (bench/DECISIONS.md#d30-conv-channel-tiles).
         if (knobs.conv_unroll_taps && re.size() >= 3 && re[0] * re[1] <= 9)
             u.add("unroll", {rv[0]}).add("unroll", {rv[1]});
-        if (reorder.size() > 3 + rv.size()) u.add("unroll", {reorder[3]});
+        if (!channels_unrolled.empty()) u.add("unroll", {channels_unrolled});
     }
 }
 

@@ -228,7 +228,7 @@ void add_autoschedule_command(CLI::App &app) {
     c->add_flag("--normal-stores", o->normal_stores,
                 "No streaming (non-temporal) stores, where the cost model would stream an output larger than the LLC");
     c->add_flag("--nchw-conv-inputs", o->nchw_conv_inputs,
-                "1x1 convs read their inputs in NCHW as the producers store them (no channels-innermost copy)");
+                "Conv outputs stay NCHW and 1x1 convs read them so (no channels-innermost storage or copy)");
     c->add_option("--dot", o->dot, "Write the Func graph after fusion here (and <stem>.before.dot; SVG with Graphviz)");
     c->add_option("--tune", o->tune,
                   "Compile, validate and time the N best candidate schedules of the cost model (JIT, "

@@ -340,7 +340,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // at every shorter size: there the rows of a tile are guards inside the reduction loop and the
     // accumulators go through memory. A copy with tiles of half the rows (`size_seq >= 3`, each
     // split of those rows by 3) keeps them in registers for the sizes from half a tile up; only the
-    // shortest sizes run guarded (bench/DECISIONS.md#d144). Only where every split of those rows in
+    // shortest sizes run guarded (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy). Only where every split of those rows in
     // the kernel is the tile itself, not vectorized, so that halving it changes nothing else.
     for (const auto &[kernel, nd] : needs) {
         auto c = cond_of.find(kernel);

@@ -45,7 +45,7 @@ struct SizeSpecialization {
     std::vector<std::pair<Halide::Expr, std::string>> more;
     /// Per entry of \p more (or none): the factors that copy splits its loops by instead of the
     /// written ones, by the split var (`i` -> 3 where the schedule writes `split(i, io, ii, 6)`): the
-    /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144).
+    /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy).
     std::vector<std::map<std::string, int64_t>> more_factors;
 };
 
