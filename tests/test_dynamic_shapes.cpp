@@ -61,6 +61,12 @@ struct TransformerEverySize {
         em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", target, path,
                                                    short_sizes, fixed);
     }
+    /// The size specializations of the main plan, read before it is applied (applying splits the
+    /// pipeline's Funcs), on a fresh lowering of the planned size.
+    std::map<std::pair<std::string, int>, SizeSpecialization> specializations() const {
+        LoweredPipeline fresh = lower_graph(prepared_with(imported, {"x=2x64x64"}), lowering_for_schedule({}, "auto"));
+        return plan_size_specializations(em.main.schedule, fresh, target);
+    }
 };
 
 void expect_y_matches_reference(JitModel &m, const Graph &imported, const Shape &shape, int seed) {
@@ -404,12 +410,9 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
 TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
     TransformerEverySize tr(host_target(), false);
     const Graph &imported = tr.imported;
-    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const Halide::Target &t = tr.target;
     cli::EverySizeModel &em = tr.em;
-    // The plan before it is applied (applying splits the pipeline's Funcs).
-    LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
-    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    auto plan = tr.specializations();
     int tiles = 0;
     for (const auto &st : em.main.schedule.statements)
         for (const auto &c : st.calls) {
@@ -440,11 +443,9 @@ TEST(DynamicShapes, AccumulatorInsideTheHostsRowTilesUnrollsItsRows) {
 TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
     TransformerEverySize tr(host_target(), false);
     const Graph &imported = tr.imported;
-    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const Halide::Target &t = tr.target;
     cli::EverySizeModel &em = tr.em;
-    LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
-    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    auto plan = tr.specializations();
     std::set<std::string> kernels;
     for (const auto &[key, sp] : plan) {
         if (sp.text != "size_seq >= 6") continue;
