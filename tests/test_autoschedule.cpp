@@ -948,6 +948,73 @@ TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChann
     check_auto_with_avx2(b.g, "root depthwise conv, its pad with the ReLU before it per channel block");
 }
 
+// An EfficientNet block at stride 2 (1x1 expansion 24 -> 64, SiLU, 5x5 depthwise conv, SiLU, 1x1
+// projection) beside a MobileNetV2 one at stride 1 (3x3, ReLU). The strided 5x5 depthwise conv is
+// vectorized over its channels: its padded input, with the expansion's SiLU inlined, is stored
+// channels innermost and slides down each task's rows; the expansion conv (24 input channels) is
+// channel-tiled so that its output is stored so, and so is the depthwise block's output, which only
+// the channel-tiled projection reads. The 3x3 stride-1 conv keeps its NCHW channel blocks, and so
+// does every conv with the knob off (--nchw-conv-inputs). Every plan matches the reference.
+TEST(Autoschedule, StridedDepthwiseConvsAreVectorizedOverChannels) {
+    Builder b;
+    const auto k1 = std::vector<int64_t>{1, 1};
+    auto silu = [&](const std::string &v, const Shape &s, const std::string &name) {
+        return b.node("Mul", {v, b.node("Sigmoid", {v}, s)}, s, {}, DType::F32, name);
+    };
+    std::string x = b.input("x", {1, 24, 28, 28});
+    std::string e = b.node("Conv", {x, b.random_constant("we", {64, 24, 1, 1}, 131, -0.3, 0.3), b.random_constant("be", {64}, 132)},
+                           {1, 64, 28, 28}, {{"kernel_shape", k1}}, DType::F32, "expand");
+    std::string ea = silu(e, {1, 64, 28, 28}, "expand_act");
+    std::string d = b.node("Conv", {ea, b.random_constant("wd", {64, 1, 5, 5}, 133, -0.3, 0.3), b.random_constant("bd", {64}, 134)},
+                           {1, 64, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{5, 5}}, {"pads", std::vector<int64_t>{2, 2, 2, 2}},
+                            {"strides", std::vector<int64_t>{2, 2}}, {"group", int64_t(64)}},
+                           DType::F32, "dw");
+    std::string da = silu(d, {1, 64, 14, 14}, "dw_act");
+    std::string pr = b.node("Conv", {da, b.random_constant("wp", {32, 64, 1, 1}, 135, -0.2, 0.2)}, {1, 32, 14, 14},
+                            {{"kernel_shape", k1}}, DType::F32, "project");
+    b.out("Relu", {pr}, {1, 32, 14, 14}, {}, DType::F32, "project_relu");
+    std::string y = b.input("y", {1, 24, 28, 28});
+    std::string e2 = b.node("Conv", {y, b.random_constant("we2", {64, 24, 1, 1}, 136, -0.3, 0.3)}, {1, 64, 28, 28},
+                            {{"kernel_shape", k1}}, DType::F32, "expand2");
+    std::string r2 = b.node("Relu", {e2}, {1, 64, 28, 28}, {}, DType::F32, "expand2_relu");
+    std::string d2 = b.node("Conv", {r2, b.random_constant("wd2", {64, 1, 3, 3}, 137, -0.3, 0.3)}, {1, 64, 28, 28},
+                            {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                             {"group", int64_t(64)}},
+                            DType::F32, "dw2");
+    std::string d2r = b.node("Relu", {d2}, {1, 64, 28, 28}, {}, DType::F32, "dw2_relu");
+    b.out("Conv", {d2r, b.random_constant("wp2", {32, 64, 1, 1}, 138, -0.2, 0.2)}, {1, 32, 28, 28}, {{"kernel_shape", k1}},
+          DType::F32, "project2");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        for (bool on : {true, false}) {
+            LoweredPipeline lp = lower_graph(b.g);
+            ScheduleKnobs knobs;
+            knobs.stage_conv_inputs = on;
+            AutoScheduleResult res = plan_on(lp, fm, knobs);
+            const Schedule &s = res.schedule;
+            const std::string text = print_schedule(s);
+            SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text + tilings(res));
+            const std::string dw_root = res.plan.decision("dw")->kernel, ex_root = res.plan.decision("expand")->kernel;
+            EXPECT_EQ(dw_root, "dw_act");
+            EXPECT_EQ(res.tiling_of(dw_root).path, on ? "conv.depthwise_channels" : "conv.depthwise_blocks");
+            EXPECT_EQ(res.tiling_of(res.plan.decision("dw2")->kernel).path, "conv.depthwise_blocks") << "3x3 at stride 1";
+            EXPECT_EQ(res.tiling_of(ex_root).path == "conv.channel_tile", on) << "24 input channels: rows, but for dw";
+            const std::string ex_out = ex_root == "expand" ? "expand_out" : ex_root;
+            EXPECT_EQ(has_call(s, ex_out, -1, {"reorder_storage", {"c", "w", "h", "n"}}), on);
+            EXPECT_EQ(has_call(s, "dw_act", -1, {"reorder_storage", {"c", "w", "h", "n"}}), on);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_act", "ho"}}), on);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_act", "hi"}}), on);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"reorder_storage", {"c", "w", "h", "n"}}), on);
+            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_act", "co"}}), on);
+            EXPECT_EQ(text.find("expand_act.compute_inline()") != std::string::npos || ex_root == "expand_act", true);
+            EXPECT_FALSE(has_call(s, "dw2_pad", -1, {"reorder_storage", {"c", "w", "h", "n"}}));
+            EXPECT_NO_THROW(apply_schedule(s, lp, host_target()));
+        }
+        check_auto(b.g, "depthwise convs vectorized over channels, " + fm.name, 1e-5, &fm.model);
+    }
+}
+
 // An FPN's smoothing conv (DBNet): its padded input is the nearest 2x upsample of a coarser level
 // plus a lateral, which the plan inlines into the pad. The pad, with them, is computed per task of
 // the channel-tiled conv (its rows in cache for every channel block), not in a root pass whose

@@ -28,14 +28,19 @@ int64_t reduction_terms(const FuncInfo &f) {
     return k;
 }
 
-// A conv that Ctx::channel_tile vectorizes over output channels: weights blocked by lowering
+// A conv that Ctx::channel_tile can vectorize over output channels: weights blocked by lowering
 // (LoweredFunc::conv_weight_block, which divides the channels), NCHW 2-D, the vector a divisor of
 // the block.
-bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
+bool channel_tile_fits(const FuncInfo &f, const MachineModel &m) {
     const LoweredFunc &L = *f.lf;
     const int B = L.conv_weight_block, V = m.lanes(L.dtype);
-    if (B == 0 || L.vars.size() != 4 || V < 4 || B % V != 0 || L.update_rvars.size() != 1 || f.rvar_extents.empty())
-        return false;
+    return B != 0 && L.vars.size() == 4 && V >= 4 && B % V == 0 && L.update_rvars.size() == 1 && !f.rvar_extents.empty();
+}
+
+// A conv that Ctx::channel_tile vectorizes over output channels by its own shape (Ctx::tiles_channels
+// adds the 1x1 convs feeding depthwise convs vectorized over channels).
+bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
+    if (!channel_tile_fits(f, m)) return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant, and tiles along rows are faster.
     const int64_t terms = reduction_terms(f);
@@ -43,7 +48,7 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
     // With 16 registers, rows of 4 vectors or more keep tiles along rows full, and there a reduction
     // of under 128 terms still leaves those stores too large a share (64 -> 256 channels at 56x56;
     // bench/DECISIONS.md#d82-avx2-short-reductions-along-wide-rows).
-    return !(m.vector_registers < 32 && terms < 2 * kMinChannelTileTerms && L.extents[3] >= 4 * V);
+    return !(m.vector_registers < 32 && terms < 2 * kMinChannelTileTerms && f.lf->extents[3] >= 4 * m.lanes(f.lf->dtype));
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
@@ -52,6 +57,15 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
 // 9.4 MB, keep channels outer; bench/DECISIONS.md#d31-conv-channel-block-order).
 bool channel_tile_rows_outer(const FuncInfo &f, const MachineModel &m) {
     return (double)f.lf->extents[1] * (double)reduction_terms(f) * f.esize <= (double)m.l2_bytes / 2;
+}
+
+// The lanes of a depthwise conv vectorized over its channels: a vector, or half of a 16-lane one,
+// that divides the channels (AVX-512 with MobileNet's 72 or 120 channels); 0 when none does.
+int depthwise_channel_lanes(const LoweredFunc &L, const MachineModel &m) {
+    const int V = m.lanes(L.dtype);
+    const int64_t C = L.extents.size() == 4 ? L.extents[1] : 0;
+    if (V >= 4 && C > 0 && C % V == 0) return V;
+    return V >= 16 && C > 0 && C % (V / 2) == 0 ? V / 2 : 0;
 }
 
 // A conv of one tap per input channel (1x1): a GEMM over the input channels.
@@ -393,8 +407,10 @@ bool Ctx::reads_pixel_channels(const std::string &f) const {
     const FuncDecision *d = plan.decision(f);
     const LoweredFunc &L = lf(f);
     if (!d || L.is_output || L.vars.size() != 4) return false;
+    if (read_by_depthwise_channels(f)) return true;
     const std::string F = conv_of_kernel(info, plan, d->kernel);
-    if (F.empty() || !channel_tiled(fi(F), m)) return false;
+    if (!F.empty() && depthwise_channels(F)) return true;  // its every loop runs over channel vectors
+    if (F.empty() || !tiles_channels(F)) return false;
     if (f == F) return one_tap(fi(F));
     if (f == d->kernel) return true;
     if (d->placement == Placement::Tile)  // a second conv of the tile (tile_convs), tiled as F
@@ -409,10 +425,115 @@ bool Ctx::output_channels_innermost(const std::string &root) const {
     if (!knobs.stage_conv_inputs) return false;
     const std::string F = conv_of_kernel(info, plan, root);
     const LoweredFunc &L = lf(root);
-    if (F.empty() || !channel_tiled(fi(F), m) || L.is_output || L.vars.size() != 4 || L.consumers.empty())
+    if (F.empty() || !(tiles_channels(F) || depthwise_channels(F)) || L.is_output || L.vars.size() != 4 ||
+        L.consumers.empty())
         return false;
     for (const auto &c : L.consumers)
         if (!reads_pixel_channels(c)) return false;
+    return true;
+}
+
+// NCHW, a depthwise conv's vectors run along a row: every tap is a load per output vector (two
+// and a shuffle at stride 2) for one FMA. Vectorized over channels, with the filter stored
+// [kH][kW][C] and the padded input channels innermost, a tap is one dense weight load for a tile
+// of pixels and one dense input load per pixel, as ONNX Runtime's NCHWc kernels do
+// (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels). The kernel's padded input must
+// be computed in it (per row block), where it is stored so; a graph output keeps NCHW stores.
+bool Ctx::depthwise_channels(const std::string &F, bool source) const {
+    auto it = info.find(F);
+    if (!knobs.stage_conv_inputs || it == info.end() || !depthwise(it->second)) return false;
+    const LoweredFunc &L = lf(F);
+    if (!L.depthwise_filter_channels_last || L.vars.size() != 4 || L.update_rvars.size() != 1 ||
+        depthwise_channel_lanes(L, m) == 0)
+        return false;
+    const FuncDecision *d = plan.decision(F);
+    if (!d || d->placement != Placement::Tile || d->kernel == F) return false;
+    const std::string &R = d->kernel;
+    if (fi(R).is_conv || lf(R).is_output || lf(R).extents != L.extents || conv_of_kernel(info, plan, R) != F)
+        return false;
+    // A 3x3 kernel at stride 1 reads its row taps as unaligned loads of the NCHW row, as fast; its
+    // channel vectors' NCHW stores lost at 56x56 (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+    const int64_t row_taps = it->second.rvar_extents[0][0];
+    int pads = 0;
+    bool strided = false;
+    for (const auto &pr : L.producers) {
+        if (!lf(pr).padded_input) continue;
+        const FuncDecision *pd = plan.decision(pr);
+        if (conv_of_pad(p, info, plan, m, pr) != F && !(pd && pd->placement == Placement::Inline && pd->kernel == R))
+            return false;
+        strided = lf(pr).extents[3] > L.extents[3] + row_taps - 1;  // wider than a stride-1 conv reads
+        pads++;
+    }
+    return pads == 1 && (strided || row_taps >= 5) && (!source || source_channels_innermost(F));
+}
+
+// Fewest input channels of a 1x1 conv channel-tiled only because depthwise convs read it: 16 -> 96
+// at 112x112 (EfficientNet-B0's features.2) ran 60% slower so than along rows; 24 -> 144 at 56x56
+// gained (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+constexpr int64_t kMinDepthwiseSourceTerms = 24;
+
+// A 1x1 conv that Ctx::tiles_channels may tile over channels for depthwise readers.
+static bool short_channel_tile(const FuncInfo &x, const MachineModel &m) {
+    return channel_tile_fits(x, m) && one_tap(x) && reduction_terms(x) >= kMinDepthwiseSourceTerms;
+}
+
+// Whether what depthwise conv \p F's padded input reads (through pointwise Funcs inlined into it)
+// is stored channels innermost: each such value the output of a 1x1 conv kernel that channel tiles
+// and whose readers are all such depthwise convs. Transposing an NCHW input in the pad took it from
+// 0.28 to 0.73 ms in a 144-channel block (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+bool Ctx::source_channels_innermost(const std::string &F) const {
+    std::vector<std::string> todo;
+    for (const auto &pr : lf(F).producers)
+        if (lf(pr).padded_input) todo.insert(todo.end(), lf(pr).producers.begin(), lf(pr).producers.end());
+    int sources = 0;
+    while (!todo.empty()) {
+        const std::string f = todo.back();
+        todo.pop_back();
+        const FuncDecision *d = plan.decision(f);
+        if (d && d->placement == Placement::Inline && !fi(f).has_update) {
+            todo.insert(todo.end(), lf(f).producers.begin(), lf(f).producers.end());
+            continue;
+        }
+        if (!d || d->placement != Placement::Root || lf(f).is_output) return false;
+        const std::string S = conv_of_kernel(info, plan, f);
+        if (S.empty() || !one_tap(fi(S)) || !(channel_tiled(fi(S), m) || short_channel_tile(fi(S), m))) return false;
+        for (const auto &c : lf(f).consumers)
+            if (!read_by_depthwise_channels(c, false)) return false;
+        sources++;
+    }
+    return sources > 0;
+}
+
+// A 1x1 conv whose output only such depthwise convs read is channel-tiled whatever its reduction:
+// its tile then stores the channels innermost for their padded inputs, which transposed an NCHW
+// output at twice the cost (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+bool Ctx::tiles_channels(const std::string &F) const {
+    const FuncInfo &x = fi(F);
+    if (channel_tiled(x, m)) return true;
+    if (!knobs.stage_conv_inputs || !short_channel_tile(x, m)) return false;
+    const FuncDecision *d = plan.decision(F);
+    if (!d || (d->kernel != F && d->placement != Placement::Tile)) return false;
+    const LoweredFunc &R = lf(d->kernel);
+    if (R.is_output || R.consumers.empty()) return false;
+    for (const auto &c : R.consumers)
+        if (!read_by_depthwise_channels(c)) return false;
+    return true;
+}
+
+bool Ctx::read_by_depthwise_channels(const std::string &f, bool source) const {
+    const LoweredFunc &L = lf(f);
+    const FuncDecision *d = plan.decision(f);
+    if (!d || L.is_output || L.vars.size() != 4) return false;
+    if (L.padded_input && d->placement == Placement::Root)
+        return depthwise_channels(conv_of_pad(p, info, plan, m, f), source);
+    if (L.padded_input) {  // an inline member of the depthwise kernel
+        for (const auto &c : L.consumers)
+            if (!depthwise_channels(c, source)) return false;
+        return !L.consumers.empty();
+    }
+    if (d->placement != Placement::Inline || fi(f).has_update || L.consumers.empty()) return false;
+    for (const auto &c : L.consumers)
+        if (!read_by_depthwise_channels(c, source)) return false;
     return true;
 }
 
@@ -440,6 +561,7 @@ static const char *conv_path_name(ConvPlan::Path path) {
     case ConvPlan::Path::ChannelTile: return "conv.channel_tile";
     case ConvPlan::Path::DepthwiseOutput: return "conv.depthwise_output";
     case ConvPlan::Path::DepthwiseBlocks: return "conv.depthwise_blocks";
+    case ConvPlan::Path::DepthwiseChannels: return "conv.depthwise_channels";
     case ConvPlan::Path::RowBlocks: return "conv.row_blocks";
     case ConvPlan::Path::EpilogueTiles: return "conv.epilogue_tiles";
     case ConvPlan::Path::RootTiles: return "conv.root_tiles";
@@ -470,7 +592,7 @@ ConvPlan Ctx::choose_conv() {
     const std::string F = fi(R).is_conv ? R : member_with(Placement::Tile);
     if (F.empty() || lf(F).vars.size() < 3 || fi(F).rvar_extents.empty()) return c;
     c.F = F;
-    if (channel_tiled(fi(F), m)) {
+    if (tiles_channels(F)) {
         choose_channel_tile(c);
         return c;
     }
@@ -511,6 +633,8 @@ ConvPlan Ctx::choose_conv() {
         // the row stay in bounds; guarded, the last tile's vectors were masked or scalar
         // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
         c.round_up = W % c.WT != 0 && p.rows_extend_safely(F);
+    } else if (epilogue && depthwise_channels(F)) {
+        c.path = ConvPlan::Path::DepthwiseChannels;
     } else if (epilogue && r == 4 && depthwise(fi(F)) && lw) {
         c.path = ConvPlan::Path::DepthwiseBlocks;
     } else if (epilogue && r == 4 && c.vl == V && W >= V) {
@@ -593,6 +717,7 @@ void Ctx::emit_conv(const ConvPlan &c) {
     case ConvPlan::Path::ChannelTile: channel_tile(st, c); break;
     case ConvPlan::Path::DepthwiseOutput: conv_depthwise_output(st, c); break;
     case ConvPlan::Path::DepthwiseBlocks: return depthwise_blocks(st, c.T, c.F);  // it places the members
+    case ConvPlan::Path::DepthwiseChannels: return depthwise_channel_tiles(st, c.T, c.F);  // so does it
     case ConvPlan::Path::RowBlocks: conv_row_blocks(st, c); break;
     case ConvPlan::Path::EpilogueTiles: conv_epilogue_tiles(st, c); break;
     case ConvPlan::Path::RootTiles: placed = conv_root_tiles(st, c); break;
@@ -899,6 +1024,92 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     }
     place_pads(F, T, par, "channel block of " + T + " (a depthwise conv reads its own channels)");
     inline_members(place_member_pads(F, T, par));
+}
+
+// Depthwise conv \p F under its epilogue \p T, vectorized over channels (Ctx::depthwise_channels):
+// tasks of row blocks; in a row, tiles of WT pixels x one channel vector, the taps unrolled around
+// their WT accumulators. The padded input is stored channels innermost and slides down the task's
+// rows (stored per task, computed per row): each of its rows, with the pointwise producers inlined
+// into it, is computed once, where per output row a 5x5 kernel's pad recomputed five.
+void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, const std::string &F) {
+    const auto &v = lf(F).vars;
+    const auto &e = lf(F).extents;
+    const int V = depthwise_channel_lanes(lf(F), m);
+    const std::string &n = v[0], &c = v[1], &h = v[2], &w = v[3];
+    const int64_t W = e[3], H = e[2];
+    // Tile width: the first of 4..8 pixels dividing the row (7 for MobileNet's 7 and 14), else 4
+    // (or the row) with the last tile guarded.
+    int WT = 0;
+    for (int t : {4, 8, 7, 5, 6})
+        if (W % t == 0) {
+            WT = t;
+            break;
+        }
+    const bool guard = WT == 0;
+    if (guard) WT = (int)std::min<int64_t>(W, 4);
+    // Rows per task: two tasks per core. A task recomputes the rows of the padded input that it
+    // shares with the next (kernel - stride), so tasks are few; where the rows do not divide, the
+    // last task shifts inwards and recomputes a row or two.
+    const int64_t RH = std::max<int64_t>(1, (H + 2 * std::max(1, m.cores) - 1) / (2 * std::max(1, m.cores)));
+    std::vector<std::string> tused = names_of(T);
+    const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
+                      wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
+    tiling.vector_lanes = V;
+    tiling.tile_w = WT;
+    tiling.tile_rows = (int)RH;
+    tiling.tile_channels = V;
+    st.comments.back() = str_cat("depthwise conv vectorized over channels: tiles of ", WT, " pixels x ", V,
+                                 " channels, the taps unrolled around their ", WT, " accumulators; tasks of ", RH,
+                                 " rows, the padded input stored channels innermost and computed a row at a time");
+    const bool cl = output_channels_innermost(T);
+    if (cl) {
+        st.comments.push_back(str_cat(T, ": stored channels innermost (every reader takes a pixel's channels together)"));
+        st.add("reorder_storage", {c, w, h, n});
+    }
+    Args wsplit = {w, wo, wi, WT};
+    if (guard) wsplit.push_back(ScheduleArg::tail("GuardWithIf"));
+    if (RH > 1) st.add("split", {h, ho, hi, RH});
+    st.add("split", {c, co, ci, V}).add("split", wsplit);
+    Args ro = {ci, wi, co, wo};
+    if (RH > 1) ro.push_back(hi);
+    ro.push_back(RH > 1 ? ho : h);
+    ro.push_back(n);
+    st.add("reorder", ro);
+    std::string par = RH > 1 ? ho : h;
+    if (e[0] > 1) {
+        const std::string t = fresh(tused, "t");
+        st.add("fuse", {par, n, t});
+        par = t;
+    }
+    st.add("vectorize", {ci, V}).add("unroll", {wi}).add("parallel", {par});  // the last use of st
+    ScheduleStatement &fs = add(F);
+    note(fs, F);
+    fs.add("compute_at", {T, co}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h}).add("vectorize", {c, V})
+        .add("unroll", {w});
+    ScheduleStatement &u = add(F, 0);
+    const auto &rv = lf(F).update_rvars[0];
+    const auto &re = fi(F).rvar_extents[0];
+    Args reorder = {c, w, h};
+    for (const auto &x : rv) reorder.push_back(x);
+    u.add("reorder", reorder).add("vectorize", {c, V}).add("unroll", {w});
+    // The taps of a row unrolled, and a 3x3 kernel's rows too: 5x5 kernels' 100 FMAs in a line
+    // added compile time for no speed (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+    if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] <= 5) u.add("unroll", {rv[0]});
+    if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 9) u.add("unroll", {rv[1]});
+    std::set<std::string> placed;
+    for (const auto &pr : lf(F).producers) {
+        if (!lf(pr).padded_input) continue;
+        const auto &pv = lf(pr).vars;
+        ScheduleStatement &ps = add(pr);
+        tiling.pad_per = "row";
+        ps.comments.push_back(pr + ": padded input stored channels innermost per task of " + T +
+                              ", computed a row at a time as the task's rows slide down it");
+        ps.add("store_at", {T, par}).add("compute_at", {T, RH > 1 ? hi : par})
+            .add("reorder_storage", {pv[1], pv[3], pv[2], pv[0]}).add("reorder", {pv[1], pv[3], pv[2], pv[0]})
+            .add("vectorize", {pv[1], V});
+        placed.insert(pr);
+    }
+    inline_members(placed);
 }
 
 // The padded inputs of conv \p F that the plan inlines into its kernel, computed at \p owner.\p var

@@ -66,6 +66,7 @@ struct ConvPlan {
         ChannelTile,      ///< output channels vectorised over blocked weights: WT (w) x HT rows x CB
         DepthwiseOutput,  ///< a depthwise graph output per row of a channel block of its wrapper T
         DepthwiseBlocks,  ///< a depthwise conv under its epilogue (Ctx::depthwise_blocks)
+        DepthwiseChannels,  ///< a depthwise conv under its epilogue, vectorized over channels
         RowBlocks,        ///< under an epilogue: V (w) x HT rows x CB channels, tasks of row blocks
         EpilogueTiles,    ///< under an epilogue: WT x CB tiles, tasks of (n, channel block, rows)
         RootTiles,        ///< no epilogue: the update's own WT x CB tiles, channels in parallel
@@ -133,6 +134,9 @@ struct Ctx {
     /// A depthwise conv \p F under its epilogue \p T, whose statement conv() began in \p st (it
     /// computes T at root): tasks of channel blocks (tiling_conv.cpp).
     void depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F);
+    /// A depthwise conv \p F under its epilogue \p T vectorized over its channels, its padded
+    /// input stored channels innermost (Ctx::depthwise_channels says when; tiling_conv.cpp).
+    void depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, const std::string &F);
     /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
     void inline_members(const std::set<std::string> &placed = {});
     std::set<std::string> place_member_pads(const std::string &F, const std::string &owner, const std::string &var);
@@ -255,9 +259,23 @@ struct Ctx {
     /// together (tiling_conv.cpp says which readers do).
     bool output_channels_innermost(const std::string &root) const;
     /// Whether Func \p f reads its producers a pixel's channels at a time: a channel-tiled 1x1 conv
-    /// (its input broadcasts), the root of a channel-tiled conv kernel, or a pointwise Func inlined
-    /// into such a kernel whose readers all do.
+    /// (its input broadcasts), the root of a channel-tiled conv kernel, a Func of a DepthwiseChannels
+    /// kernel or the padded input it computes, or a pointwise Func inlined into such a kernel or pad
+    /// whose readers all do.
     bool reads_pixel_channels(const std::string &f) const;
+    /// Whether depthwise conv \p F runs ConvPlan::DepthwiseChannels: under a pointwise epilogue
+    /// that is no graph output, its filter stored channels last, its channels a multiple of a
+    /// vector and its one padded input computed in its kernel.
+    bool depthwise_channels(const std::string &F, bool source = true) const;
+    /// With \p source false, depthwise_channels leaves out this test: whether every value the
+    /// padded input of \p F reads is stored channels innermost by a 1x1 conv's channel tile.
+    bool source_channels_innermost(const std::string &F) const;
+    /// Whether conv \p F is tiled over its output channels (ConvPlan::ChannelTile): by
+    /// channel_tiled's rule, or a 1x1 conv whose every reader is a DepthwiseChannels kernel.
+    bool tiles_channels(const std::string &F) const;
+    /// Whether Func \p f is read only by DepthwiseChannels kernels: a padded input one of them
+    /// computes, or a pointwise Func inlined into such a pad or kernel whose readers all are.
+    bool read_by_depthwise_channels(const std::string &f, bool source = true) const;
     /// The statements of that copy: `P.in(X)` at root, stored channels innermost.
     void stage_channels_innermost(const std::string &X, const std::string &P);
     void conv_depthwise_output(ScheduleStatement &st, const ConvPlan &c);

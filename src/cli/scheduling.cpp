@@ -59,7 +59,9 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     // save for 1x1 convs: choose_fp32_conv_layout decides FP32 by the graph's conv mix):
     // bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs.
     lo.conv_nhwc = lo.conv_extern && (precision == Precision::TF32 || precision == Precision::BF16);
-    lo.channels_last_depthwise_filters = lo.conv_nhwc;
+    // On the CPU a depthwise conv may be vectorized over its channels, one load per tap's weights
+    // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+    lo.channels_last_depthwise_filters = !cuda || lo.conv_nhwc;
     lo.attention_extern = cuda && !flags.no_cudnn && precision == Precision::BF16;
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;

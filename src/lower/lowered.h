@@ -63,6 +63,10 @@ struct LoweredFunc {
     /// innermost (LowerOptions::block_conv_weights); 0: weights stored as in the graph. The cost
     /// model vectorizes such a conv over output channels (one dense load per weight vector).
     int conv_weight_block = 0;
+    /// A depthwise Conv whose constant filter is stored [kH][kW][C_out]
+    /// (LowerOptions::channels_last_depthwise_filters): a vector over its output channels loads
+    /// each tap's weights in one dense load, so the cost model may vectorize it over channels.
+    bool depthwise_filter_channels_last = false;
     /// A rank-4 (n, c, h, w) Func stored channels innermost (NHWC), the layout an NHWC cuDNN stage
     /// reads (LowerOptions::conv_nhwc): the GPU auto-scheduler stores
     /// it so (reorder_storage) and runs its threads along the channels, so that its reads of
@@ -105,9 +109,10 @@ struct LowerOptions {
     /// A depthwise 2-D Conv (one input channel per group) with a constant float filter reads it
     /// stored [kH][kW][C_out], the channels innermost (LowerContext::blocked_constant with one block
     /// of every channel): a channels-last kernel's thread then loads its vector of channels' weights
-    /// once per tap, where the graph's [C_out][1][kH][kW] puts them kH·kW apart, a load per channel.
-    /// The CLI sets it with conv_nhwc.
-    bool channels_last_depthwise_filters = false;
+    /// once per tap, where the graph's [C_out][1][kH][kW] puts them kH·kW apart, a load per channel;
+    /// so does a CPU kernel vectorized over channels (LoweredFunc::depthwise_filter_channels_last).
+    /// On by default (the CPU's layout); the CLI sets it with conv_nhwc on CUDA.
+    bool channels_last_depthwise_filters = true;
     /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
     /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`
     /// (codegen/cudnn_attention.h) on BF16 copies of q, k and v made by Halide Funcs.

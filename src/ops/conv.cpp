@@ -454,6 +454,7 @@ void lower_conv_forward(LowerContext &ctx, const Node &node) {
     ctx.note_cost(f, false, 2.0 * taps + 1);
     ctx.bind_output(y, f);
     if (blocked) ctx.record(f).conv_weight_block = block;
+    if (depthwise_taps) ctx.record(f).depthwise_filter_channels_last = true;
     (void)sy;
 }
 

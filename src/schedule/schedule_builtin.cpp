@@ -338,7 +338,8 @@ void fill_defaults(Schedule &s, const LoweredPipeline &p, const Halide::Target &
 }
 
 LowerOptions lowering_for_schedule(LowerOptions lo, const std::string &spec) {
-    if (spec.empty() || spec == "eager" || spec == "inline") lo.block_conv_weights = lo.block_matmul_weights = false;
+    if (spec.empty() || spec == "eager" || spec == "inline")
+        lo.block_conv_weights = lo.block_matmul_weights = lo.channels_last_depthwise_filters = false;
     return lo;
 }
 
