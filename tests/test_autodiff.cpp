@@ -108,6 +108,70 @@ TEST(AutodiffRules, Pointwise) {
     check_rule(unary("Clip", {{"min", -0.5}, {"max", 0.4}}), "Clip");
 }
 
+// The exact GELU as exporters write it (x / √2, Erf, + 1, · x, · 0.5; or · 1/√2, 0.5 · x first, ·
+// 0.5 before · x) becomes one Gelu node, whose gradient reads its output (Φ(x) = y / x): the
+// gradient graph evaluates no erf outside the forward's Gelu, and its gradients match finite
+// differences, at x = 0 and tiny x too (Φ = 1/2), in the interpreter and the JIT
+// (bench/DECISIONS.md#d159-exact-gelu-gradient-reads-its-output). Near misses stay as written.
+TEST(AutodiffRules, ExactGeluRegionIsOneNodeWhoseGradientReadsItsOutput) {
+    enum Form { Exporter, HalfFirst, HalfBeforeX, AddsTwo, SumReadElsewhere };
+    for (Form form : {Exporter, HalfFirst, HalfBeforeX, AddsTwo, SumReadElsewhere}) {
+        GraphBuilder b;
+        std::string x = b.input("x", {6, 8});
+        std::string h = b.node("Gemm", {x, b.input("w1", {8, 12}), b.input("b1", {12})}, {6, 12}, {}, DType::F32, "fc1");
+        std::string u = form == HalfFirst ? b.node("Mul", {h, b.scalar(M_SQRT1_2)}, {6, 12})
+                                          : b.node("Div", {h, b.scalar(M_SQRT2)}, {6, 12});
+        std::string one = b.node("Add", {b.node("Erf", {u}, {6, 12}), b.scalar(form == AddsTwo ? 2.0 : 1.0)}, {6, 12});
+        std::string y;
+        if (form == HalfFirst) y = b.node("Mul", {b.node("Mul", {b.scalar(0.5), h}, {6, 12}), one}, {6, 12});
+        else if (form == HalfBeforeX) y = b.node("Mul", {h, b.node("Mul", {one, b.scalar(0.5)}, {6, 12})}, {6, 12});
+        else y = b.node("Mul", {b.node("Mul", {h, one}, {6, 12}), b.scalar(0.5)}, {6, 12});
+        std::string act = form == SumReadElsewhere ? b.node("Add", {y, one}, {6, 12}) : y;
+        b.out("Gemm", {act, b.input("w2", {12, 5}), b.input("b2", {5})}, {6, 5}, {}, DType::F32, "fc2");
+        GradientGraph gg = differentiate(b.g, {"w1", "b1", "w2", "b2"}, "mse", reference_evaluator());
+        int erfs = 0, gelus = 0;
+        for (const Node &n : gg.graph.nodes) {
+            erfs += n.op == "Erf";
+            gelus += n.op == "Gelu";
+            if (n.op == "Gelu") {
+                EXPECT_EQ(n.get_string("approximate", ""), "none");
+                EXPECT_EQ(n.outputs[0], y) << "the region's output keeps its name";
+                EXPECT_FALSE(is_backward_node(n));
+            }
+        }
+        bool fused = form == Exporter || form == HalfFirst || form == HalfBeforeX;
+        EXPECT_EQ(erfs, fused ? 0 : 1) << form;
+        EXPECT_EQ(gelus, fused ? 1 : 0) << form;
+        auto in = random_inputs(gg.graph, 13);
+        EXPECT_LT(worst_fd_error(gg, in), 1e-5) << form;
+    }
+    // Φ = y / x where x is far from 0, 1/2 at 0 and below 1e-20: d/dx sum(GELU(x)) against
+    // Φ(x) + x φ(x) in double, through the interpreter and the JIT (outputs poisoned).
+    GraphBuilder b;
+    std::string x = b.input("x", {2, 8});
+    std::string one = b.node("Add", {b.node("Erf", {b.node("Div", {x, b.scalar(M_SQRT2)}, {2, 8})}, {2, 8}), b.scalar(1.0)}, {2, 8});
+    std::string y = b.node("Mul", {b.node("Mul", {x, one}, {2, 8}), b.scalar(0.5)}, {2, 8});
+    b.out("ReduceSum", {y}, {1, 1}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t(1)}});
+    GradientGraph gg = differentiate(b.g, {"x"}, "output", reference_evaluator());
+    Tensor xv(DType::F32, {2, 8});
+    const double values[16] = {0, 1e-30, -1e-25, 1e-19, -3e-20, 0.25, -0.75, 1.5, -2.5, 3.75, -5, 6.5, -9, 12, 0.001, -0.002};
+    for (int i = 0; i < 16; i++) xv.set(i, values[i]);
+    std::map<std::string, Tensor> in = {{"x", xv}};
+    auto ref = run_reference(gg.graph, in);
+    LoweredPipeline lp = lower_graph(gg.graph);
+    for (auto &f : lp.funcs) f.func.compute_root();
+    JitModel m(std::move(lp));
+    auto jit = m.run(in);
+    for (const auto *got : {&ref, &jit}) {
+        const Tensor &dx = got->at(gg.gradient_of.at("x"));
+        for (int i = 0; i < 16; i++) {
+            double v = (float)values[i];
+            double want = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+            EXPECT_NEAR(dx.get(i), want, 2e-6) << (got == &ref ? "reference" : "JIT") << " x = " << values[i];
+        }
+    }
+}
+
 TEST(AutodiffRules, BroadcastBinary) {
     for (const char *op : {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Sum", "Mean"}) {
         GraphBuilder b;
@@ -654,6 +718,22 @@ TEST(TrainStep, FewRowGemmsReadTheWeightAsA) {
     };
     EXPECT_EQ(reading_as_a(step.graph, "fc2.weight"), 1);
     EXPECT_EQ(reading_as_a(make_training_step(tm.grad, OptimizerSpec{}, StepDevice::Gpu).graph, "fc2.weight"), 0);
+}
+
+// The transformer fixture's step planned for a fixed machine (avx512_2core): its exact GELU is one
+// forward kernel, and the GELU gradient stays in the epilogue of the GEMM that computes the
+// incoming gradient, reading the saved output (a Where for Φ = y / x, φ's Exp) and evaluating no
+// erf: no Func of the plan is an Erf (bench/DECISIONS.md#d159-exact-gelu-gradient-reads-its-output).
+TEST(TrainStep, ExactGeluGradientEvaluatesNoErf) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("transformer.onnx"), {}, "mse", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine m = machines::avx512_2core();
+    std::string plan = print_schedule(auto_schedule(p, m.target, m.model));
+    EXPECT_NE(plan.find("gelu.compute_root()"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("erf"), std::string::npos) << plan;
+    size_t k = plan.find("_where_mul_exp (gemm): fuses grad_matmul_");
+    EXPECT_NE(k, std::string::npos) << plan;
 }
 
 TEST(TrainStep, UserErrors) {

@@ -51,6 +51,7 @@ GradientGraph differentiate(const Graph &forward, const std::vector<std::string>
     GradientGraph out;
     out.graph = autodiff::rewrite_norms_for_training(forward, &out.running_statistics);
     Graph &g = out.graph;
+    autodiff::fuse_exact_gelu(g);
     out.forward_outputs = g.outputs;
     LossNodes ln = append_loss(g, loss);
     out.loss = ln.loss;

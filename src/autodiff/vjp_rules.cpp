@@ -706,8 +706,10 @@ std::map<std::string, VjpRule> make_rules() {
                                   e.mul(e.mul(e.mul(x, e.scalar(0.5)), e.sub(e.scalar(1), e.mul(t, t))), du));
             return pointwise(a, d);
         }
-        // y = x Phi(x): y' = Phi(x) + x phi(x)
-        std::string cdf = e.mul(e.add(e.unary("Erf", e.mul(x, e.scalar(1 / std::sqrt(2.0)))), e.scalar(1)), e.scalar(0.5));
+        // y = x Phi(x): y' = Phi(x) + x phi(x), with Phi(x) = y / x read from the output (1/2 where
+        // |x| < 1e-20, below which Phi rounds to 1/2 and y may be subnormal): erf is not evaluated
+        // again, only phi's exp (D159).
+        std::string cdf = e.where(e.binary("Less", e.unary("Abs", x), e.scalar(1e-20)), e.scalar(0.5), e.div(a.y(), x));
         std::string pdf = e.mul(e.unary("Exp", e.mul(e.mul(x, x), e.scalar(-0.5))), e.scalar(1 / std::sqrt(2 * kPi)));
         return pointwise(a, e.add(cdf, e.mul(x, pdf)));
     };
