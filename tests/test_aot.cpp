@@ -1167,6 +1167,10 @@ TEST(Aot, CudaShortSegmentsReduceWithinAWarp) {
 // several rows per block, their statistics summed by lane trees: no barrier, no shared memory
 // (H200, RESULTS_GPU.md run 125: softmax 262144x64 0.1625 -> 0.0426 ms, LayerNorm 131072x128
 // 0.0839 -> 0.0419). Rows that no block of at least a warp divides keep the block reduction.
+// Whole rows of 512 and 1024 (attention's scores at S = 512) take a warp too, each lane 4 or 8
+// vectors a warp's width apart, read once with 16-byte loads
+// (bench/DECISIONS.md#d157-gpu-wide-softmax-rows-in-a-warp). Rows of 2048 (16 vectors a lane) keep
+// the block reduction.
 TEST(Aot, CudaShortRowsReduceWithinAWarp) {
     using loom::testing::GraphBuilder;
     struct Case {
@@ -1177,10 +1181,17 @@ TEST(Aot, CudaShortRowsReduceWithinAWarp) {
     };
     for (const Case &c : {Case{"Softmax", 48, 64, "16 rows per block, one warp's 16 lanes", 6},
                           Case{"LayerNormalization", 40, 128, "8 rows per block, one warp's 32 lanes", 8},
-                          Case{"Softmax", 37, 64, "", 0}}) {
+                          Case{"Softmax", 24, 512,
+                               "8 rows per block, one warp's 32 lanes × 16 floats per 512-wide row (4 vectors a lane", 8},
+                          Case{"Softmax", 16, 1024,
+                               "8 rows per block, one warp's 32 lanes × 32 floats per 1024-wide row (8 vectors a lane",
+                               8},
+                          Case{"Softmax", 37, 64, "", 0}, Case{"Softmax", 8, 2048, "", 0}}) {
         GraphBuilder b;
         std::string x = b.input("x", {c.rows, c.n});
         if (std::string(c.op) == "Softmax") {
+            // Wide rows as attention writes them: scaled scores, then the softmax.
+            if (c.n >= 512) x = b.node("Mul", {x, b.scalar(0.125)}, {c.rows, c.n});
             b.out("Softmax", {x}, {c.rows, c.n}, {{"axis", int64_t(1)}});
         } else {
             std::string g = b.random_constant("g", {c.n}, 3), h = b.random_constant("h", {c.n}, 4);
@@ -1198,6 +1209,10 @@ TEST(Aot, CudaShortRowsReduceWithinAWarp) {
             EXPECT_EQ(count_of(object, "bar.sync"), 0u) << c.op;
             EXPECT_EQ(count_of(object, "shfl.sync.down.b32"), c.downs) << c.op;
             EXPECT_NE(object.find("ld.global.nc.v4.f32"), std::string::npos) << c.op;
+            EXPECT_EQ(count_of(object, "ld.local"), 0u) << c.op;  // a lane's values stay in registers
+            // A wide row is loaded once: the scores kept per lane too, one 16-byte load a vector.
+            if (c.n >= 512) EXPECT_EQ(count_of(object, "ld.global.nc.v4.f32"), size_t(c.n / 128)) << object;
+            if (c.n >= 512) EXPECT_EQ(count_of(object, "ld.global.nc.f32"), 0u) << object;
         } else {
             EXPECT_EQ(text.find("row kernel of short rows"), std::string::npos) << text;
             EXPECT_GT(count_of(object, "bar.sync"), 0u) << c.op;

@@ -7,7 +7,7 @@ checked against PyTorch's math backend in FP32. Prints a table with ms, TFLOP/s 
 of the BF16 tensor-core peak: the dense BF16 peak of the H100/H200 SXM datasheet (989 TFLOP/s), and
 of a cuBLAS BF16 GEMM 8192³ measured here.
 
-Usage: attention_bench.py [--artifacts DIR]   (DIR/loom_b<B>_s<S>_<cudnn|bf16|fp32>: `loom compile`
+Usage: attention_bench.py [--artifacts DIR] [--shapes 16x512,...]   (DIR/loom_b<B>_s<S>_<cudnn|bf16|fp32|tf32|other>: `loom compile`
 outputs of the exported pattern: --precision bf16 (fused, cuDNN), the same with LOOM_FUSE_ATTENTION=0
 (unfused), and fp32)
 """
@@ -25,13 +25,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 DATASHEET_TFLOPS = 989.4
 # Artifact folder suffix -> row label.
 LABELS = {"cudnn": "fused (cuDNN SDPA), bf16", "bf16": "unfused (cuBLAS), --precision bf16",
-          "fp32": "unfused (cuBLAS), fp32", "fp32lt": "unfused (cuBLASLt batch), fp32"}
+          "fp32": "unfused (cuBLAS), fp32", "fp32lt": "unfused (cuBLASLt batch), fp32",
+          "tf32": "unfused (cuBLAS), tf32"}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--artifacts", default="")
     ap.add_argument("--kernels", action="store_true", help="print the kernels of each Loom row (torch.profiler)")
+    ap.add_argument("--shapes", default="16x512,4x2048,16x2048", help="BxS shapes, comma-separated")
     args = ap.parse_args()
     dev = torch.cuda.get_device_name()
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -43,7 +45,7 @@ def main():
     H, d = 12, 64
     # Loom's unfused artifact at batch 16 x 2048 would hold 3.2 GB of scores, past Halide's 2 GB
     # buffers: it is built at batch 4 there, and PyTorch runs both batches.
-    for B, S in ((16, 512), (4, 2048), (16, 2048)):
+    for B, S in (tuple(int(x) for x in shape.split("x")) for shape in args.shapes.split(",")):
         g = torch.Generator(device="cuda").manual_seed(S)
         q, k, v = (torch.randn(B, H, S, d, device="cuda", generator=g) for _ in range(3))
         with sdpa_kernel(SDPBackend.MATH):
@@ -71,11 +73,19 @@ def main():
                 with sdpa_kernel(be):
                     return F.scaled_dot_product_attention(qb, kb, vb)
             row(f"torch sdpa {name} bf16", fn)
+        # The softmax over the FP32 scores alone (PyTorch's kernel): what an unfused FP32 attention's
+        # softmax pass costs at the copy limit (the scores read once and the probabilities written once).
+        scores = torch.randn(B, H, S, S, device="cuda", generator=g)
+        t = do_bench(lambda: torch.softmax(scores, -1), warmup=25, rep=200)
+        print(f"{B:>3} {S:>5} {'torch softmax of the fp32 scores':<36} {t:8.3f} ms, "
+              f"{2 * scores.numel() * 4 / t / 1e6:.0f} GB/s (read + write)")
+        del scores
         for folder in sorted(glob.glob(os.path.join(args.artifacts, f"loom_b{B}_s{S}_*"))):
             from in_process import Artifact
             art = Artifact(folder)
             art.bind([q, k, v])
-            row("loom " + LABELS.get(folder.rsplit("_", 1)[-1], folder), lambda: art.run()[0], args.kernels)
+            suffix = folder.rsplit("_", 1)[-1]
+            row("loom " + LABELS.get(suffix, suffix), lambda: art.run()[0], args.kernels)
             art.close()
         del q, k, v, qb, kb, vb, ref
         torch.cuda.empty_cache()

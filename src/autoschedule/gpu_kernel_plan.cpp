@@ -253,7 +253,8 @@ private:
     void buffer_short_row_values() {
         for (const auto &[cn, stats] : plan_.rows) {
             const LoweredFunc &c = *p_.find(cn);
-            if (warp_rows(p_, plan_, c).rows == 0) continue;
+            WarpRows w = warp_rows(p_, plan_, c);
+            if (w.rows == 0) continue;
             for (const auto &f : p_.funcs) {
                 if (!plan_.inlined.count(f.name) || f.extents != c.extents || f.flops_per_point < kBufferMinFlops)
                     continue;
@@ -267,6 +268,25 @@ private:
                 plan_.inlined.erase(f.name);
                 plan_.owner[f.name] = cn;
                 plan_.buffered[cn].push_back(f.name);
+            }
+            // A wide row (several vectors a lane) also keeps the values that a statistic and the
+            // Funcs kept above read, and nothing else does (softmax's scaled scores), however cheap:
+            // the row is then loaded once, in 16-byte vectors, instead of once per reader
+            // (bench/DECISIONS.md#d157-gpu-wide-softmax-rows-in-a-warp).
+            if (w.groups == 1) continue;
+            std::vector<std::string> &kept = plan_.buffered[cn];
+            for (const auto &f : p_.funcs) {
+                if (!plan_.inlined.count(f.name) || f.extents != c.extents) continue;
+                bool by_stat = false, others = false;
+                for (const auto &u : f.consumers) {
+                    bool stat = std::find(stats.begin(), stats.end(), u) != stats.end();
+                    by_stat |= stat;
+                    others |= !stat && u != cn && std::find(kept.begin(), kept.end(), u) == kept.end();
+                }
+                if (!by_stat || others) continue;
+                plan_.inlined.erase(f.name);
+                plan_.owner[f.name] = cn;
+                kept.push_back(f.name);
             }
         }
     }
@@ -303,8 +323,9 @@ std::string keepdims_var(const LoweredFunc &r, const std::string &seg) {
 
 // Every reduction fused into c is a statistic with a keepdims var of extent 1 over either one of S
 // equal segments that tile c's rows, or c's whole row; segments or rows of 8 to 128 (2 to 32 lanes
-// of four floats, a power of two). A block holds at least a warp and at most 1024 threads
-// (segments: one row; short rows: as many rows as make 256 threads and divide the rows).
+// of four floats, a power of two), or whole rows of 512 or 1024 (32 lanes of 4 or 8 vectors). A
+// block holds at least a warp and at most 1024 threads (segments: one row; short rows: as many rows
+// as make 256 threads and divide the rows).
 WarpRows warp_rows(const LoweredPipeline &p, const KernelPlan &plan, const LoweredFunc &c) {
     int64_t n = c.extents.back(), k = -1;
     const std::vector<std::string> &stats = plan.stats_of(c.name);
@@ -321,9 +342,16 @@ WarpRows warp_rows(const LoweredPipeline &p, const KernelPlan &plan, const Lower
         if (k * segs != n) return {};
     }
     // Four floats a lane: 16-byte loads. Wider pieces (a 512-wide segment, 32 lanes × 16)
-    // compiled to 8-byte loads from lanes 64 bytes apart, and stay with the block reduction.
-    const int64_t vec = kVec, lanes = k / vec;
-    if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes)) return {};
+    // compiled to 8-byte loads from lanes 64 bytes apart, and segments stay with the block
+    // reduction. A whole row of 32 lanes × 4 or 8 vectors takes a warp too, each lane's vectors a
+    // warp's width apart so that every load is coalesced: the block reduction of a 512-wide row
+    // (attention's scores at S = 512) re-read the row per statistic between block barriers.
+    const int64_t vec = kVec;
+    int64_t lanes = k / vec, groups = 1;
+    if (!segments && k % (32 * vec) == 0 && lanes >= 32 * kMinWarpGroups) groups = lanes / 32, lanes = 32;
+    if (k % vec != 0 || lanes < 2 || lanes > 32 || lanes != pow2_floor(lanes) || groups > kMaxWarpGroups ||
+        groups != pow2_floor(groups))
+        return {};
     int64_t per_block = 0, threads = n / vec;
     if (!segments) {
         per_block = std::max<int64_t>(1, kRowThreads / lanes);
@@ -332,7 +360,7 @@ WarpRows warp_rows(const LoweredPipeline &p, const KernelPlan &plan, const Lower
     }
     // At least a warp per block: a block of a few threads leaves most of an SM's slots idle.
     if (threads > 1024 || threads < 32) return {};
-    return {(int)lanes, (int)vec, per_block};
+    return {(int)lanes, (int)vec, (int)groups, per_block};
 }
 
 }  // namespace loom::gpu_autosched

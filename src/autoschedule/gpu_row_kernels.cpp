@@ -171,26 +171,53 @@ void GpuCtx::warp_row_kernel(const LoweredFunc &c, const WarpRows &w) {
         st.add("gpu_lanes", {jl}).add("gpu_threads", {at}).add("gpu_blocks", {row});
     } else {
         st.comments.push_back("row kernel of short rows: " + std::to_string(w.rows) + " rows per block, one warp's " +
-                              std::to_string(lanes) + " lanes × " + std::to_string(vec) + " floats per " +
-                              std::to_string(n) + "-wide row; fuses " + join(stats));
-        st.add("split", {j, jl, jv, vec, tail(true)});
+                              std::to_string(lanes) + " lanes × " + std::to_string(vec * w.groups) +
+                              " floats per " + std::to_string(n) + "-wide row" +
+                              (w.groups > 1 ? " (" + std::to_string(w.groups) + " vectors a lane, a warp apart)" : "") +
+                              "; fuses " + join(stats));
+        std::vector<ScheduleArg> order = lane_split(st, c, j, w);
+        ScheduleArg lane = order.back();
         std::string row = fuse_outer(st, c, rank - 1), rb = ident(c, row + "b");
         at = ident(c, row + "r");
         st.add("split", {row, rb, at, w.rows, tail(true)});
-        st.add("reorder", {jv, jl, at, rb}).add("vectorize", {jv});
-        st.add("gpu_lanes", {jl}).add("gpu_threads", {at}).add("gpu_blocks", {rb});
+        order.push_back(at);
+        order.push_back(rb);
+        st.add("reorder", order).add("vectorize", {order[0]});
+        if (w.groups > 1) st.add("unroll", {order[1]});
+        st.add("gpu_lanes", {lane}).add("gpu_threads", {at}).add("gpu_blocks", {rb});
     }
     s.statements.push_back(st);
     for (const auto &bn : plan.buffered_of(c.name)) {
         const LoweredFunc &b = *p.find(bn);
-        std::string bj = b.vars.back(), bl = ident(b, bj + "l"), bv = ident(b, bj + "v");
         ScheduleStatement bs(bn);
-        bs.comments.push_back("read by a statistic and by " + c.name + ": computed once per lane, in registers");
-        bs.add("compute_at", {c.name, at}).add("split", {bj, bl, bv, vec, tail(true)});
-        bs.add("vectorize", {bv}).add("gpu_lanes", {bl});
+        const std::vector<std::string> &kept = plan.buffered_of(c.name);
+        bool feeds_kept = std::any_of(b.consumers.begin(), b.consumers.end(), [&](const std::string &u) {
+            return std::find(kept.begin(), kept.end(), u) != kept.end();
+        });
+        bs.comments.push_back(feeds_kept ? "the row's values, read by a statistic and by the values kept above: loaded "
+                                           "once per lane, in registers"
+                                         : "read by a statistic and by " + c.name + ": computed once per lane, in registers");
+        bs.add("compute_at", {c.name, at});
+        std::vector<ScheduleArg> inner = lane_split(bs, b, b.vars.back(), w);
+        if (w.groups > 1) bs.add("reorder", inner).add("unroll", {inner[1]});
+        bs.add("vectorize", {inner[0]}).add("gpu_lanes", {inner.back()});
         s.statements.push_back(bs);
     }
     for (const auto &rn : stats) warp_statistic(*p.find(rn), c.name, at, w);
+}
+
+// Splits row var \p j of \p f into a lane's vectors: (vector, lane), or (vector, group, lane) when
+// each lane holds w.groups vectors a warp's width apart; returns the new vars innermost first.
+std::vector<ScheduleArg> GpuCtx::lane_split(ScheduleStatement &st, const LoweredFunc &f, const std::string &j,
+                                            const WarpRows &w) {
+    std::string jl = ident(f, j + "l"), jv = ident(f, j + "v");
+    if (w.groups == 1) {
+        st.add("split", {j, jl, jv, w.vec, tail(true)});
+        return {jv, jl};
+    }
+    std::string jq = ident(f, j + "q"), jg = ident(f, j + "g");
+    st.add("split", {j, jq, jv, w.vec, tail(true)}).add("split", {jq, jg, jl, w.lanes, tail(true)});
+    return {jv, jg, jl};
 }
 
 // Statistic \p r of warp row kernel \p c, computed at the warp's var \p at. It is computed per
@@ -207,13 +234,19 @@ void GpuCtx::warp_statistic(const LoweredFunc &r, const std::string &c, const st
                           "register shuffles; every lane holds it, consumers read lane 0");
     rs.add("compute_at", {c, at}).add("split", {kd, kdo, kdl, lanes, tail(true)}).add("gpu_lanes", {kdl});
     s.statements.push_back(rs);
-    // Level `lanes`: each lane sums its vec consecutive elements.
-    std::string prev = ident(r, "rl"), rvv = ident(r, "rv");
+    // Level `lanes`: each lane sums its vec consecutive elements (times its groups, a warp apart).
+    std::string prev = ident(r, "rl"), rvv = ident(r, "rv"), rg = ident(r, "rg");
     std::string u = ident(r, "u" + std::to_string(lanes));
     ScheduleStatement up(rn, 0);
-    up.add("split", {rv, prev, rvv, vec, rtail(true)}).add("rfactor", {prev, u}, rn + "_l" + std::to_string(lanes));
+    if (w.groups == 1) {
+        up.add("split", {rv, prev, rvv, vec, rtail(true)});
+    } else {
+        std::string rq = ident(r, "rq");
+        up.add("split", {rv, rq, rvv, vec, rtail(true)}).add("split", {rq, rg, prev, lanes, rtail(true)});
+    }
+    up.add("rfactor", {prev, u}, rn + "_l" + std::to_string(lanes));
     s.statements.push_back(up);
-    lane_level(rn + "_l" + std::to_string(lanes), c, at, rvv, u);
+    lane_level(rn + "_l" + std::to_string(lanes), c, at, rvv, u, w.groups > 1 ? rg : "");
     // Each further level adds lane l + half to lane l (a shuffle down), half = lanes/2 … 2.
     for (int half = lanes / 2; half >= 2; half /= 2) {
         std::string hs = std::to_string(half), ro = ident(r, "ro" + hs), ur = ident(r, "u" + hs + "r"),
@@ -230,14 +263,19 @@ void GpuCtx::warp_statistic(const LoweredFunc &r, const std::string &c, const st
 }
 
 // One level \p f of a warp tree: computed at \p at.\p var, its lanes \p lane, its two (or vec)
-// terms \p terms unrolled in each lane.
+// terms \p terms unrolled in each lane (and its \p groups, when a lane holds several vectors).
 void GpuCtx::lane_level(const std::string &f, const std::string &at, const std::string &var, const std::string &terms,
-                        const std::string &lane) {
+                        const std::string &lane, const std::string &groups) {
     ScheduleStatement pure(f);
     pure.add("compute_at", {at, var}).add("gpu_lanes", {lane});
     s.statements.push_back(pure);
     ScheduleStatement up(f, 0);
-    up.add("reorder", {terms, lane}).add("unroll", {terms}).add("gpu_lanes", {lane});
+    if (groups.empty()) {
+        up.add("reorder", {terms, lane}).add("unroll", {terms});
+    } else {
+        up.add("reorder", {terms, groups, lane}).add("unroll", {terms}).add("unroll", {groups});
+    }
+    up.add("gpu_lanes", {lane});
     s.statements.push_back(up);
 }
 

@@ -146,10 +146,16 @@ private:
 
 /// A row kernel whose statistics each sum a warp's lanes (GpuCtx::warp_row_kernel): segments of a
 /// row, or whole short rows, `rows` of them per block (0: one row per block, cut into segments).
+/// Each lane holds `groups` vectors of `vec` floats of its row, lanes × vec floats apart (whole
+/// rows wider than a warp's vectors: a 512-wide softmax row is 32 lanes × 4 groups).
 struct WarpRows {
-    int lanes = 0, vec = 0;
+    int lanes = 0, vec = 0, groups = 1;
     int64_t rows = 0;
 };
+/// Fewest and most vectors a lane holds of a whole row wider than a warp's vectors
+/// (GpuCtx::warp_row_kernel): rows of 512 to 1024. Measured at 512 (attention's scores at S = 512,
+/// bench/DECISIONS.md#d157-gpu-wide-softmax-rows-in-a-warp); rows of 256 keep the block kernel, unmeasured.
+constexpr int kMinWarpGroups = 4, kMaxWarpGroups = 8;
 
 /// Decides where every Func of \p p goes (the fusion rules of gpu_schedule.h).
 KernelPlan plan_kernels(const LoweredPipeline &p);
@@ -260,7 +266,10 @@ private:
     void warp_row_kernel(const LoweredFunc &c, const WarpRows &w);
     void warp_statistic(const LoweredFunc &r, const std::string &c, const std::string &at, const WarpRows &w);
     void lane_level(const std::string &f, const std::string &at, const std::string &var, const std::string &terms,
-                    const std::string &lane);
+                    const std::string &lane, const std::string &groups = "");
+    /// Splits row var \p j of \p f into a lane's vectors; the new vars, innermost (the vector) first.
+    std::vector<ScheduleArg> lane_split(ScheduleStatement &st, const LoweredFunc &f, const std::string &j,
+                                        const WarpRows &w);
     void segment_reduction(const LoweredFunc &r, const std::string &at, const std::string &row, int threads,
                            int piece);
 };
