@@ -8,26 +8,20 @@
 #include "Halide.h"
 #include <cmath>
 using namespace Halide;
-Expr erf_approx(Expr x_in) {
-    Expr x = clamp(x_in, -4.0f, 4.0f); Expr x2 = x * x;
-    Expr p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
-    p = x2 * p + -2.10102402082508e-06f; p = x2 * p + -5.69250639462346e-05f; p = x2 * p + -7.34990630326855e-04f;
-    p = x2 * p + -2.95459980854025e-03f; p = x2 * p + -1.60960333262415e-02f; p = x * p;
-    Expr q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
-    q = x2 * q + -1.68282697438203e-03f; q = x2 * q + -7.37332916720468e-03f; q = x2 * q + -1.42647390514189e-02f;
-    return p / q;
-}
 // 1 / q from the AVX-512 reciprocal estimate (14 bits) and one Newton step (about 2^-27).
 Expr refined_inverse(Expr q) { Expr r = fast_inverse(q); return r * (2.0f - q * r); }
-Expr erf_rcp(Expr x_in) {
+// Halide's erf rational approximation, p / q, with the division or (rcp) the refined reciprocal.
+Expr erf_ratio(Expr x_in, bool rcp) {
     Expr x = clamp(x_in, -4.0f, 4.0f); Expr x2 = x * x;
     Expr p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
     p = x2 * p + -2.10102402082508e-06f; p = x2 * p + -5.69250639462346e-05f; p = x2 * p + -7.34990630326855e-04f;
     p = x2 * p + -2.95459980854025e-03f; p = x2 * p + -1.60960333262415e-02f; p = x * p;
     Expr q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
     q = x2 * q + -1.68282697438203e-03f; q = x2 * q + -7.37332916720468e-03f; q = x2 * q + -1.42647390514189e-02f;
-    return p * refined_inverse(q);
+    return rcp ? p * refined_inverse(q) : p / q;
 }
+Expr erf_approx(Expr x) { return erf_ratio(x, false); }
+Expr erf_rcp(Expr x) { return erf_ratio(x, true); }
 int main(){
   ImageParam mm(Float(32),1,"mm"), hb(Float(32),1,"hb"), yb(Float(32),1,"yb"), bias(Float(32),1,"bias");
   Var x;
