@@ -1338,8 +1338,9 @@ TEST(Autoschedule, NarrowConvRowsAreOneVectorRoundedUp) {
 // padded input computed per task, the first one's with the clip before it inlined into it (D143:
 // no pass of its own); the file it writes validates without warnings (the rounded rows read
 // through the clamping pad).
-// Where the epilogue is a graph output its rows keep their width (no rounding). All match the
-// reference.
+// Where the epilogue is a graph output its rows keep their width (no rounding); where it is not,
+// the stride-2 conv, whose padded input reads the channel-tiled 1x1 conv's output, is vectorized
+// over channels instead (D153). All match the reference.
 TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
     for (bool output : {false, true}) {
         Builder b;
@@ -1375,17 +1376,20 @@ TEST(Autoschedule, DepthwiseConvUnderAnEpilogueRunsChannelBlocks) {
             Schedule sch = plan_on(lp, fm).schedule;
             std::string text = print_schedule(sch);
             SCOPED_TRACE(fm.name + "\n" + text);
-            EXPECT_EQ(loom::testing::count_of(text, "depthwise conv in blocks of 8 channels: a task per block"), 2u);
+            const size_t blocks = output ? 2u : 1u;
+            EXPECT_EQ(loom::testing::count_of(text, "depthwise conv in blocks of 8 channels: a task per block"), blocks);
+            EXPECT_EQ(loom::testing::count_of(text, "depthwise conv vectorized over channels"), 2u - blocks);
             // Both pads are computed per task: the one the plan inlines, and the one the plan
-            // materializes with the clip inlined into it.
-            EXPECT_EQ(loom::testing::count_of(text, "padded input computed per channel block of"), 2u);
+            // materializes with the clip inlined into it (per row of a task, vectorized over channels).
+            EXPECT_EQ(loom::testing::count_of(text, "padded input computed per channel block of"), blocks);
+            EXPECT_EQ(loom::testing::count_of(text, "padded input stored channels innermost per task"), 2u - blocks);
             EXPECT_EQ(loom::testing::count_of(text, "_pad.compute_inline()"), 0u);
             EXPECT_EQ(loom::testing::count_of(text, "_pad.compute_root()"), 0u);
             EXPECT_EQ(loom::testing::count_of(text, "(14-wide rows rounded up)"), 1u);
-            EXPECT_EQ(loom::testing::count_of(text, "(7-wide rows rounded up)"), output ? 0u : 1u);
+            EXPECT_EQ(loom::testing::count_of(text, "(7-wide rows rounded up)"), 0u);
             // The taps run innermost around one vector per channel of the block, so that the
             // block's accumulators stay in registers.
-            EXPECT_EQ(loom::testing::count_of(text, ".reorder(wi, r.x, r.y, r.z, c, wo)"), 2u);
+            EXPECT_EQ(loom::testing::count_of(text, ".reorder(wi, r.x, r.y, r.z, c, wo)"), blocks);
             std::vector<std::string> warnings;
             validate_schedule(sch, lp, fm.target, &warnings);
             EXPECT_TRUE(warnings.empty()) << warnings.front();

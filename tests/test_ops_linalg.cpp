@@ -321,10 +321,11 @@ TEST(OpsLinalg, Conv2D) {
     EXPECT_EQ(lp.find("conv_3_pad"), nullptr);  // no pads, no pad Func
 }
 
-// With channels_last_depthwise_filters a depthwise conv's constant filter is read from
-// [kH][kW][C_out] (channels innermost, one block of every channel), the values the graph's
-// [C_out][1][kH][kW] holds; outputs match the reference (a multiplier of 2, strided, padded).
-// Grouped convs with several input channels per group and runtime filters keep the graph's layout.
+// With channels_last_depthwise_filters (on by default: the CPU's layout) a depthwise conv's
+// constant filter is read from [kH][kW][C_out] (channels innermost, one block of every channel),
+// the values the graph's [C_out][1][kH][kW] holds; outputs match the reference with the option on
+// and off (a multiplier of 2, strided, padded). Grouped convs with several input channels per
+// group and runtime filters keep the graph's layout.
 TEST(OpsLinalg, DepthwiseFiltersChannelsInnermost) {
     Builder b;
     std::string x = b.input("x", {2, 6, 9, 11});
@@ -355,8 +356,14 @@ TEST(OpsLinalg, DepthwiseFiltersChannelsInnermost) {
         for (int ky : {0, 2})
             for (int kx : {0, 1, 2}) EXPECT_EQ(wf(o, kx, ky, 0, 0), (float)w[(o * 3 + ky) * 3 + kx]) << o;
     for (auto &buf : constant_buffers(lp.find("grouped")->func)) EXPECT_EQ(buf.dimensions(), 4) << "grouped";
-    for (auto &buf : constant_buffers(lower_graph(b.g).find("dw")->func))
+    LowerOptions off;
+    off.channels_last_depthwise_filters = false;
+    check(b.g, 57, false, off);
+    for (auto &buf : constant_buffers(lower_graph(b.g, off).find("dw")->func))
         EXPECT_LT(buf.dimensions(), 5) << "option off: the graph's filter and bias";
+    bool taps_last = false;
+    for (auto &buf : constant_buffers(lower_graph(b.g).find("dw")->func)) taps_last |= buf.dimensions() == 5;
+    EXPECT_TRUE(taps_last) << "the default lowering stores the filter channels innermost";
 }
 
 TEST(OpsLinalg, Conv1D3D) {
