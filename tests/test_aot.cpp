@@ -1035,13 +1035,14 @@ TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
     }
 }
 
-// A softmax over rank-4 rows long enough for two-level block partials ([2, 12, 8, 512]: attention's
-// scores) names the partials' thread vars apart from its own pure var w: the schedule applies.
+// A softmax over rank-4 rows long enough for two-level block partials ([2, 12, 8, 2048]: attention's
+// scores at S = 2048; rows of 512 take a warp, D157) names the partials' thread vars apart from its
+// own pure var w: the schedule applies.
 TEST(Aot, GpuBlockPartialsOfRank4RowsApply) {
     using loom::testing::GraphBuilder;
     Halide::Target t = aot_target("cuda");
     GraphBuilder b;
-    b.out("Softmax", {b.input("x", {2, 12, 8, 512})}, {2, 12, 8, 512}, {{"axis", int64_t(3)}});
+    b.out("Softmax", {b.input("x", {2, 12, 8, 2048})}, {2, 12, 8, 2048}, {{"axis", int64_t(3)}});
     LoweredPipeline p = lower_graph(b.g);
     Schedule s = gpu_auto_schedule(p, t);
     std::string text = print_schedule(s);
