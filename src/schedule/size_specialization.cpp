@@ -414,7 +414,6 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
             if (!long_enough.defined()) continue;
             Halide::Expr cond = nd.divides.empty() ? Halide::Internal::const_true() : !long_enough;
-            if (nd.divides.empty()) text = "every size below its tiles";
             for (auto &[key, spec] : out) {
                 if (kernel_of(key.first) != kernel || spec.always) continue;
                 const StagePlan &sp = plans.at(key);
