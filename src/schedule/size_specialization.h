@@ -50,7 +50,7 @@ struct SizeSpecialization {
     std::vector<std::map<std::string, int64_t>> more_factors;
     /// Index in \p more of the kernel's narrow copy (-1: none): there every split of a loop whose
     /// extent moves is by 1 and no such loop is vectorized or unrolled (the loops of \p narrow_loops),
-    /// so no tail is left to guard. It serves the sizes below the kernel's tiles, where the guarded
+    /// so no tail is left to guard, and no loop runs in parallel (too little work to wake the pool). It serves the sizes below the kernel's tiles, where the guarded
     /// copy would run its vectorized tiles as guarded scalar lanes (bench/DECISIONS.md#d155-dynamic-shapes-narrow-copy).
     int narrow = -1;
     /// The stage's loops whose root var moves with the sizes, as the schedule names them.

@@ -103,7 +103,8 @@ public:
     /// written one (SizeSpecialization::more_factors); nullptr: as written.
     const std::map<std::string, int64_t> *split_factors = nullptr;
     /// In a kernel's narrow copy (SizeSpecialization::narrow): the stage's loops whose root var
-    /// moves, which split by 1 and are neither vectorized nor unrolled; nullptr elsewhere.
+    /// moves, which split by 1 and are neither vectorized nor unrolled (and no loop of the copy runs
+    /// in parallel); nullptr elsewhere.
     const std::set<std::string> *narrow_loops = nullptr;
     /// Whether loop \p name is one of narrow_loops.
     bool narrow(const std::string &name) const { return narrow_loops && narrow_loops->count(name); }

@@ -277,6 +277,8 @@ void apply_unroll(CallApply &a) {
 }
 
 void apply_parallel(CallApply &a) {
+    // A narrow copy serves sizes below the kernel's tiles: too little work to wake the thread pool.
+    if (a.narrow_loops) return;
     if (a.n == 1) a.stage.parallel(a.var(0));
     else a.stage.parallel(a.var(0), a.expr(1), a.tail(2));
 }
