@@ -468,19 +468,67 @@ TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
         EXPECT_TRUE(it->second.whole_loops) << acc;
         EXPECT_EQ(it->second.more.size(), 1u) << acc;
     }
+    // QK^T's columns and the softmax row's `vectorize(w, 8)` move and are vectorized: no short copy
+    // there, only the narrow one (D155).
     auto qk = plan.find({"matmul_out", -1});
     ASSERT_NE(qk, plan.end());
     EXPECT_EQ(qk->second.text, "size_seq >= 16");
-    EXPECT_TRUE(qk->second.more.empty());
-    // The softmax row's `vectorize(w, 8)` is no split a copy can halve: no short copy there.
+    ASSERT_EQ(qk->second.more.size(), 1u);
+    EXPECT_EQ(qk->second.narrow, 0);
     auto row = plan.find({"softmax_exp", -1});
     ASSERT_NE(row, plan.end());
     EXPECT_EQ(row->second.text, "size_seq >= 8");
-    EXPECT_TRUE(row->second.more.empty());
+    ASSERT_EQ(row->second.more.size(), 1u);
+    EXPECT_EQ(row->second.narrow, 0);
     std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
     for (Shape s : std::vector<Shape>{{2, 3, 64}, {1, 1, 64}, {2, 2, 64}, {3, 4, 64}, {1, 5, 64}, {2, 6, 64},
                                       {1, 7, 64}, {2, 17, 64}, {2, 64, 64}})
         expect_y_matches_reference(*m, imported, s, 5);
+}
+
+// The CNN fixture planned at 64x64 (fixed avx2_2core machine) vectorizes its stem conv, pools and
+// depthwise conv along the width; below their tiles (width < 16 for the stem) the guarded copy ran
+// those vectors as guarded scalar lanes, the accumulators in memory. Each such kernel gets a narrow
+// copy taken below its tiles: its moving loops split by 1, none vectorized or unrolled, the loops
+// that do not move as written; a kernel with a RoundUp split keeps the guarded copy only where its
+// loops are long enough but the split does not divide. The channels-innermost conv, whose loops
+// are long enough at every size, gets none. Narrow, odd and planned sizes against the reference.
+TEST(DynamicShapes, NarrowSizesTakeACopyWithMovingLoopsSplitByOne) {
+    const std::string path = testing::data_path("dynamic_cnn.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    const FixedMachine fm = machines::avx2_2core();
+    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=1x3x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    LoweredPipeline fresh = lower_graph(prepare_at({"x=1x3x64x64"}), lowering_for_schedule({}, "auto"));
+    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    auto stem = plan.find({"stem_stem_0_conv", 0});
+    ASSERT_NE(stem, plan.end()) << print_schedule(em.main.schedule);
+    ASSERT_GE(stem->second.narrow, 0) << stem->second.text;
+    ASSERT_LT(stem->second.narrow, (int)stem->second.more.size());
+    EXPECT_EQ(stem->second.more[stem->second.narrow].second,
+              "size_width < 16" + std::string(kNarrowCopyNote));
+    EXPECT_TRUE(stem->second.narrow_loops.count("w")) << stem->second.text;
+    EXPECT_FALSE(stem->second.narrow_loops.count("c")) << stem->second.text;
+    EXPECT_FALSE(stem->second.narrow_loops.count("ci")) << stem->second.text;
+    int narrow = 0;
+    for (const auto &[key, sp] : plan) {
+        if (sp.narrow >= 0) narrow++;
+        if (key.first.rfind("down_down_0_conv", 0) == 0) EXPECT_LT(sp.narrow, 0) << key.first;
+    }
+    EXPECT_GE(narrow, 6);
+    std::string text = em.main.applied.specializations_text("");
+    EXPECT_NE(text.find("narrow copy at size_width < 16" + std::string(kNarrowCopyNote) + ": stem_stem_0_conv"),
+              std::string::npos)
+        << text;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{1, 3, 64, 64}, {1, 3, 8, 8}, {2, 3, 9, 11}, {1, 3, 15, 17}, {1, 3, 16, 16},
+                                      {3, 3, 31, 33}, {1, 3, 40, 24}})
+        expect_y_matches_reference(*m, imported, s, 9);
 }
 
 /// Allocations inside loops of \p s whose size is not a constant and that are not on Halide's

@@ -202,6 +202,26 @@ TEST(Profile, RunProfileNeedsASchedule) {
     EXPECT_NE(out.find("--auto"), std::string::npos) << out;
 }
 
+// `loom run --profile` on a model compiled for every size: one compile with the profiler, a
+// profile per --input size (the plan made at the first size, profiled where it runs); with a
+// second plan (--small-size-plan) it is refused by name.
+TEST(Profile, RunProfilesACompileForEverySizeAtEachSize) {
+    std::string out;
+    const std::string run = loom::testing::loom_binary() + " run " + loom::testing::data_path("dynamic_mlp.onnx") +
+                            " --auto --input x=16x64 --input x=1x64 --check --profile";
+    int rc = loom::testing::run_command(run, out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("compiled once with schedule 'auto'"), std::string::npos) << out;
+    EXPECT_EQ(loom::testing::count_of(out, "profile of auto compiled for every size, at "), 2u) << out;
+    EXPECT_NE(out.find("profile of auto compiled for every size, at x=16x64:"), std::string::npos) << out;
+    EXPECT_NE(out.find("profile of auto compiled for every size, at x=1x64:"), std::string::npos) << out;
+    EXPECT_LT(out.find("at x=16x64:"), out.find("at x=1x64:")) << out;
+    rc = loom::testing::run_command(run + " --small-size-plan", out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--small-size-plan"), std::string::npos) << out;
+    EXPECT_NE(out.find("drop one of them"), std::string::npos) << out;
+}
+
 // `loom bench --profile` prints a profile per schedule after the table, and into the JSON.
 TEST(Profile, BenchPrintsAProfilePerSchedule) {
     std::string out;

@@ -113,8 +113,10 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
     req.all = req.dims.empty();
     user_check(o.input_dir.empty(), "loom run: --inputs DIR gives one size; with several --input sets, --dim or "
                "--dynamic the inputs are random (drop --inputs)");
-    user_check(o.save_dir.empty() && !o.profile, "loom run: --save and --profile take one size; drop them, or "
-               "give one --input set without --dim/--dynamic");
+    user_check(o.save_dir.empty(), "loom run: --save takes one size; drop it, or give one --input set without "
+               "--dim/--dynamic");
+    user_check(!o.profile || !o.small_size_plan, "loom run: --profile times one compile's kernels, and "
+               "--small-size-plan compiles two; drop one of them");
     if (sets.empty()) sets.emplace_back();
     Graph g = load_model(o.model, sets[0], false, "", req);
     std::cout << "dynamic shapes of " << o.model << (g.dynamic.active() ? "" : " (no dim left open: static)")
@@ -145,12 +147,26 @@ void run_dynamic(const RunOptions &o, const std::string &spec) {
         std::cout << em.short_sizes->applied.specializations_text("  ");
     }
     bool ok = true;
+    std::vector<std::vector<std::map<std::string, Tensor>>> profiled;  // per size, its inputs
+    std::vector<std::string> labels;
     for (const auto &set : sets) {
         // The reference runs the model prepared for this size alone.
         Graph gs = load_model(o.model, set);
         auto ins = make_inputs(gs, "", o.seed);
         auto outs = with_schedule_errors(sm.applied, [&] { return m.run(ins); });
         ok &= report_size_run(o, gs, ins, outs, m.time_runs(ins, std::max(1, o.repeats)));
+        if (o.profile) {
+            std::string size;
+            for (const auto &in : gs.inputs) size += (size.empty() ? "" : " ") + in + "=" + shape_str(gs.value(in).shape);
+            labels.push_back(str_cat(spec, " compiled for every size, at ", size));
+            profiled.push_back({ins});
+        }
+    }
+    // One compile with the profiler, profiled at each size: where the plan made at one size spends
+    // its time at another.
+    if (o.profile) {
+        auto profiles = profile_model_sizes(sm.pipeline, target, profiled, kRunProfileBudgetMs);
+        for (size_t i = 0; i < profiles.size(); i++) std::cout << "\n" << format_profile(profiles[i], labels[i]);
     }
     if (!ok)
         throw UserError(str_cat("--check: outputs differ from the reference interpreter beyond their tolerance under "

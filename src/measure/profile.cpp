@@ -103,36 +103,47 @@ std::map<std::string, double> ms_by_lowered_func(const LoweredPipeline &p, const
 
 ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,
                            const std::vector<std::map<std::string, Tensor>> &inputs, double budget_ms) {
+    return profile_model_sizes(std::move(p), target, {inputs}, budget_ms)[0];
+}
+
+std::vector<ModelProfile> profile_model_sizes(LoweredPipeline p, const Halide::Target &target,
+                                              const std::vector<std::vector<std::map<std::string, Tensor>>> &sizes,
+                                              double budget_ms) {
     user_check(!target.has_gpu_feature(), "--profile: Halide's sampling profiler times host code only, and ",
                target.to_string(), " runs the model on the GPU; profile a CPU target, or time GPU kernels with "
                "Nsight Systems (nsys) on the artifact");
-    internal_check(!inputs.empty(), "profile_model: no inputs");
+    internal_check(!sizes.empty(), "profile_model: no sizes");
+    for (const auto &inputs : sizes) internal_check(!inputs.empty(), "profile_model: no inputs");
     LoweredPipeline keep = p;  // shares the Funcs: the names and loop levels the attribution reads
     JitModel model(std::move(p), target.with_feature(Halide::Target::Profile));
     std::string reports;
     model.capture_runtime_prints(&reports);
-    ProfilerTotals totals;
-    model.time_run(inputs[0]);  // warm-up: page faults, the thread pool, the profiler thread
-    reports.clear();
+    std::vector<ModelProfile> out;
     using Clock = std::chrono::steady_clock;
-    auto t0 = Clock::now();
-    int runs = 0;
-    std::vector<double> times;
     uint64_t lcg = 0x9E3779B97F4A7C15ull;  // a fixed seed: the same pauses every time
-    while (runs < 3 || (totals.samples < kMinProfileSamples &&
-                        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < budget_ms)) {
-        // A pause of up to one sampling interval (1 ms), so that the samples fall anywhere in a run.
-        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-        auto until = Clock::now() + std::chrono::microseconds((lcg >> 33) % 1000);
-        while (Clock::now() < until) {
-        }
-        times.push_back(model.time_run(inputs[runs % inputs.size()]));
-        totals.add_reports(reports);
+    for (const auto &inputs : sizes) {
+        ProfilerTotals totals;
+        model.time_run(inputs[0]);  // warm-up: page faults, the thread pool, the profiler thread, this size's scratch
         reports.clear();
-        runs++;
+        auto t0 = Clock::now();
+        int runs = 0;
+        std::vector<double> times;
+        while (runs < 3 || (totals.samples < kMinProfileSamples &&
+                            std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < budget_ms)) {
+            // A pause of up to one sampling interval (1 ms), so that the samples fall anywhere in a run.
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            auto until = Clock::now() + std::chrono::microseconds((lcg >> 33) % 1000);
+            while (Clock::now() < until) {
+            }
+            times.push_back(model.time_run(inputs[runs % inputs.size()]));
+            totals.add_reports(reports);
+            reports.clear();
+            runs++;
+        }
+        std::sort(times.begin(), times.end());
+        out.push_back(attribute_to_kernels(keep, totals, runs, times[times.size() / 2]));
     }
-    std::sort(times.begin(), times.end());
-    return attribute_to_kernels(keep, totals, runs, times[times.size() / 2]);
+    return out;
 }
 
 std::string format_profile(const ModelProfile &prof, const std::string &label, double min_share) {

@@ -85,6 +85,14 @@ std::map<std::string, double> ms_by_lowered_func(const LoweredPipeline &p, const
 ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,
                            const std::vector<std::map<std::string, Tensor>> &inputs, double budget_ms);
 
+/// profile_model for a pipeline compiled for every size (dynamic shapes; a static one works too):
+/// one compile with the profiler, then one profile per entry of \p sizes (that size's input sets,
+/// run in turn), each with its own \p budget_ms: `loom run --dynamic --profile`, where the plan
+/// made at one size runs at others.
+std::vector<ModelProfile> profile_model_sizes(LoweredPipeline p, const Halide::Target &target,
+                                              const std::vector<std::vector<std::map<std::string, Tensor>>> &sizes,
+                                              double budget_ms);
+
 /// The profile as a table: kernel, ms per run, share, cumulative share, graph nodes, and its
 /// Funcs with their shares when it has more than one with time; kernels under \p min_share
 /// percent are summed in one line.

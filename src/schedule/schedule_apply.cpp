@@ -71,6 +71,7 @@ public:
                     const SizeSpecialization &sp = plan_.at({st.func, st.stage});
                     twin.whole_loops = sp.whole_loops;
                     if (k >= 1 && k - 1 < sp.more_factors.size()) twin.split_factors = &sp.more_factors[k - 1];
+                    if (k >= 1 && (int)k - 1 == sp.narrow) twin.narrow_loops = &sp.narrow_loops;
                     actions->apply(twin);
                 }
             } catch (const Halide::Error &e) {
@@ -150,6 +151,7 @@ std::string AppliedSchedule::specializations_text(const std::string &indent) con
     std::string t;
     for (const auto &[when, stages] : specialized) {
         if (when.rfind("every size", 0) == 0) t += indent + "tails as written at " + when + ", nothing guarded:";
+        else if (when.find(kNarrowCopyNote) != std::string::npos) t += indent + "narrow copy at " + when + ":";
         else t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";
         for (const auto &sp : stages) t += " " + sp;
         t += "\n";

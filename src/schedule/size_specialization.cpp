@@ -23,6 +23,7 @@ struct StagePlan {
     std::map<std::string, int64_t> direct_splits; ///< moving pure var -> factor of a `split` of the var itself
     std::map<std::string, std::string> split_inner; ///< moving pure var -> the inner piece of that split
     std::set<std::string> vectorized;             ///< loops vectorized (whole or by a factor)
+    bool vectorizes_moving = false;               ///< vectorizes a loop whose root var moves
 };
 
 const std::set<std::string> &func_level_calls() {
@@ -39,6 +40,11 @@ std::string tail_of(const PrimitiveCall &c, size_t i) { return i < c.args.size()
 constexpr int64_t kTailCopiesMaxTiles = 4;
 
 }  // namespace
+
+bool &narrow_copies_enabled() {
+    static bool on = true;
+    return on;
+}
 
 int &tail_remainder_copies() {
     static int copies = 3;
@@ -177,7 +183,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 sp.root[a[2].name] = mv ? "?" : "";
                 if (sp.inner.count(a[0].name) && sp.inner.count(a[1].name)) sp.inner.insert(a[2].name);
             } else if (c.name == "vectorize" || c.name == "unroll" || c.name == "parallel") {
-                if (c.name == "vectorize") sp.vectorized.insert(a[0].name);
+                if (c.name == "vectorize") {
+                    sp.vectorized.insert(a[0].name);
+                    std::string r = root(a[0].name);
+                    if (!r.empty() && r != "?" && moving(r)) sp.vectorizes_moving = true;
+                }
                 if (a.size() >= 2) split(a[0].name, {a[0].name, a[0].name + "$inner"}, a[1].value, tail_of(c, 2));
                 else if (c.name != "parallel" && moving(root(a[0].name))) sp.whole_moving_loop = true;
             }
@@ -377,6 +387,48 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 spec.more.push_back({term->second.first >= (int)(tile / 2), text});
                 spec.more_factors.push_back({{var, tile / 2}});
             }
+    }
+    // A kernel that vectorizes a moving loop runs its guarded copy, at the sizes below its tiles,
+    // as guarded scalar lanes with its accumulators in memory. A narrow copy splits every moving loop
+    // by 1 and vectorizes or unrolls none (no tail to guard; the loops that do not move keep the
+    // schedule's vectors and unrolling) and takes every size where the kernel's loops are too short
+    // for its tiles; the guarded copy is left only where they are long enough but a RoundUp split
+    // does not divide, and not compiled at all for a kernel with no such split
+    // (bench/DECISIONS.md#d155-dynamic-shapes-narrow-copy).
+    if (narrow_copies_enabled()) {
+        for (const auto &[kernel, nd] : needs) {
+            auto c = cond_of.find(kernel);
+            if (c == cond_of.end() || c->second.always) continue;
+            bool vectorizes = false;
+            for (const auto &[key, sp] : plans)
+                if (sp.eligible && !rfactored.count(key.first) && kernel_of(key.first) == kernel && sp.vectorizes_moving)
+                    vectorizes = true;
+            if (!vectorizes) continue;
+            Halide::Expr long_enough;
+            std::string text;
+            for (const auto &[t, en] : nd.at_least) {
+                if (en.second <= 1 || always_holds(en.first, en.second)) continue;
+                Halide::Expr term = en.first >= (int)en.second;
+                long_enough = long_enough.defined() ? (long_enough && term) : term;
+                text += (text.empty() ? "" : " or ") + t + " < " + std::to_string(en.second);
+            }
+            if (!long_enough.defined()) continue;
+            Halide::Expr cond = nd.divides.empty() ? Halide::Internal::const_true() : !long_enough;
+            for (auto &[key, spec] : out) {
+                if (kernel_of(key.first) != kernel || spec.always) continue;
+                const StagePlan &sp = plans.at(key);
+                const LoweredFunc *lf = func_of.at(key.first);
+                spec.narrow = (int)spec.more.size();
+                spec.more.push_back({cond, text + kNarrowCopyNote});
+                spec.more_factors.push_back({});
+                for (const auto &[loop, r] : sp.root) {
+                    bool mv = false;
+                    for (size_t i = 0; i < lf->vars.size() && i < lf->dynamic_vars.size(); i++)
+                        if (lf->vars[i] == r) mv = bool(lf->dynamic_vars[i]);
+                    if (mv) spec.narrow_loops.insert(loop);
+                }
+            }
+        }
     }
     // A stage whose only moving split is a GuardWithIf the schedule writes (D106: it asks nothing
     // of the sizes) keeps a guard per row in its last tile, inside its reduction loop: there the

@@ -16,6 +16,7 @@
 #include <Halide.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,13 @@ struct SizeSpecialization {
     /// written ones, by the split var (`i` -> 3 where the schedule writes `split(i, io, ii, 6)`): the
     /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy).
     std::vector<std::map<std::string, int64_t>> more_factors;
+    /// Index in \p more of the kernel's narrow copy (-1: none): there every split of a loop whose
+    /// extent moves is by 1 and no such loop is vectorized or unrolled (the loops of \p narrow_loops),
+    /// so no tail is left to guard, and no loop runs in parallel (too little work to wake the pool). It serves the sizes below the kernel's tiles, where the guarded
+    /// copy would run its vectorized tiles as guarded scalar lanes (bench/DECISIONS.md#d155-dynamic-shapes-narrow-copy).
+    int narrow = -1;
+    /// The stage's loops whose root var moves with the sizes, as the schedule names them.
+    std::set<std::string> narrow_loops;
 };
 
 /// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction
@@ -73,6 +81,13 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
 /// 3 by default, 0: none (`--tail-copies`). Each folds the last tile's row guards at its sizes and
 /// costs compile time (bench/DECISIONS.md#d128, #d136).
 int &tail_remainder_copies();
+
+/// What a narrow copy's condition text ends with (SizeSpecialization::narrow).
+constexpr const char *kNarrowCopyNote = " (moving loops split by 1, none vectorized)";
+
+/// Whether kernels that vectorize a moving loop get a narrow copy (SizeSpecialization::narrow; on
+/// by default): a test or a measurement sets it to compare with the guarded copy alone.
+bool &narrow_copies_enabled();
 
 /// Sets tail_remainder_copies() for its lifetime (a bench row or a test comparing counts in one
 /// process), restoring the previous count on every exit path; a negative count leaves it as is.

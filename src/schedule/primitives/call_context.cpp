@@ -178,6 +178,11 @@ bool CallApply::moves(size_t k) const {
 }
 
 Halide::Expr CallApply::expr(size_t i) const {
+    if (narrow_loops && c.name == "split" && i == 3 && narrow(c.args[0].name)) return Halide::Expr(1);
+    if (narrow_loops && c.name == "tile") {
+        size_t core = n - (c.args.back().is_int() ? 0 : 1), first = core == 8 ? 6 : 4;
+        if ((i == first && narrow(c.args[0].name)) || (i == first + 1 && narrow(c.args[1].name))) return Halide::Expr(1);
+    }
     if (split_factors && c.name == "split" && i == 3) {
         auto it = split_factors->find(c.args[0].name);
         if (it != split_factors->end()) return Halide::Expr((int)it->second);

@@ -102,6 +102,12 @@ public:
     /// In a specialization: the factor each `split` of a var named here takes instead of the
     /// written one (SizeSpecialization::more_factors); nullptr: as written.
     const std::map<std::string, int64_t> *split_factors = nullptr;
+    /// In a kernel's narrow copy (SizeSpecialization::narrow): the stage's loops whose root var
+    /// moves, which split by 1 and are neither vectorized nor unrolled (and no loop of the copy runs
+    /// in parallel); nullptr elsewhere.
+    const std::set<std::string> *narrow_loops = nullptr;
+    /// Whether loop \p name is one of narrow_loops.
+    bool narrow(const std::string &name) const { return narrow_loops && narrow_loops->count(name); }
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;

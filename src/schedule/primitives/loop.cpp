@@ -265,18 +265,20 @@ bool keeps_moving_loop(CallApply &a) {
 }
 
 void apply_vectorize(CallApply &a) {
-    if (keeps_moving_loop(a)) return;
+    if (a.narrow(a.c.args[0].name) || keeps_moving_loop(a)) return;
     if (a.n == 1) a.stage.vectorize(a.var(0));
     else a.stage.vectorize(a.var(0), a.expr(1), a.tail(2));
 }
 
 void apply_unroll(CallApply &a) {
-    if (keeps_moving_loop(a)) return;
+    if (a.narrow(a.c.args[0].name) || keeps_moving_loop(a)) return;
     if (a.n == 1) a.stage.unroll(a.var(0));
     else a.stage.unroll(a.var(0), a.expr(1), a.tail(2));
 }
 
 void apply_parallel(CallApply &a) {
+    // A narrow copy serves sizes below the kernel's tiles: too little work to wake the thread pool.
+    if (a.narrow_loops) return;
     if (a.n == 1) a.stage.parallel(a.var(0));
     else a.stage.parallel(a.var(0), a.expr(1), a.tail(2));
 }
