@@ -43,8 +43,13 @@ Graph prepared_with(const Graph &imported, const std::vector<std::string> &flags
     return g;
 }
 
-// Runs \p m with random inputs (\p seed) at input x of \p shape, and expects output y within
-// the tolerance of the reference interpreter on \p imported bound to that shape.
+// The cost model's schedule on the fixed avx2_2core machine, whatever the host (the plans these
+// tests assert do not depend on the build machine's CPU).
+AutoscheduleFn fixed_avx2_2core() {
+    const FixedMachine fm = machines::avx2_2core();
+    return [fm](const LoweredPipeline &p, const Halide::Target &) { return auto_schedule(p, fm.target, fm.model); };
+}
+
 /// The dynamic transformer fixture and its one compile for every size, planned at 2x64x64 on the
 /// fixed avx2_2core machine for \p target (\p short_sizes: with a second plan for short sequences).
 struct TransformerEverySize {
@@ -54,10 +59,7 @@ struct TransformerEverySize {
     cli::EverySizeModel em;
     TransformerEverySize(const Halide::Target &t, bool short_sizes) : target(t) {
         auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-        const FixedMachine fm = machines::avx2_2core();
-        AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-            return auto_schedule(p, fm.target, fm.model);
-        };
+        const AutoscheduleFn fixed = fixed_avx2_2core();
         em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", target, path,
                                                    short_sizes, fixed);
     }
@@ -69,6 +71,8 @@ struct TransformerEverySize {
     }
 };
 
+// Runs \p m with random inputs (\p seed) at input x of \p shape, and expects output y within
+// the tolerance of the reference interpreter on \p imported bound to that shape.
 void expect_y_matches_reference(JitModel &m, const Graph &imported, const Shape &shape, int seed) {
     Graph gs = imported;
     PrepareOptions so;
@@ -236,10 +240,7 @@ TEST(DynamicShapes, SplitsTheScheduleGuardsAskNothingOfTheSizes) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx2_2core();
     Halide::Target t = host_target();
     auto text_of = [&](int copies) {
         TailCopiesScope scope(copies);
@@ -282,10 +283,7 @@ TEST(DynamicShapes, TailCopiesWhereTheLastTileIsAQuarterOfTheRows) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx2_2core();
     Halide::Target t = host_target();
     auto em_at = [&](const std::string &plan) {
         return cli::schedule_compiled_for_every_size(prepare_at({plan}), prepare_at, "auto", t, path, false, fixed);
@@ -312,10 +310,7 @@ TEST(DynamicShapes, MovingGemmRowsComputePerWrapperTile) {
     auto prepare_at = [&](const std::vector<std::string> &flags, bool dynamic) {
         return prepared_with(imported, flags, dynamic);
     };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx2_2core();
     Halide::Target t = host_target();
     cli::ScheduledModel st = cli::schedule_model(prepare_at({"x=16x64"}, false), "auto", t, path, {}, fixed);
     std::string static_text = print_schedule(st.schedule);
@@ -497,10 +492,7 @@ TEST(DynamicShapes, NarrowSizesTakeACopyWithMovingLoopsSplitByOne) {
     const std::string path = testing::data_path("dynamic_cnn.onnx");
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx2_2core();
-    AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx2_2core();
     Halide::Target t = host_target();
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=1x3x64x64"}), prepare_at, "auto", t,
                                                                    path, false, fixed);
