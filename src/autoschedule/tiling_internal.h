@@ -264,8 +264,9 @@ struct Ctx {
     /// whose readers all do.
     bool reads_pixel_channels(const std::string &f) const;
     /// Whether depthwise conv \p F runs ConvPlan::DepthwiseChannels: under a pointwise epilogue
-    /// that is no graph output, its filter stored channels last, its channels a multiple of a
-    /// vector and its one padded input computed in its kernel.
+    /// that is no graph output, at stride 2 or with 5 or more taps a row, its filter stored
+    /// channels last, its channels a multiple of a vector, its one padded input computed in its
+    /// kernel and (\p source) reading only values stored channels innermost.
     bool depthwise_channels(const std::string &F, bool source = true) const;
     /// With \p source false, depthwise_channels leaves out this test: whether every value the
     /// padded input of \p F reads is stored channels innermost by a 1x1 conv's channel tile.
