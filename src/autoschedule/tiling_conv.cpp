@@ -451,8 +451,9 @@ bool Ctx::depthwise_channels(const std::string &F, bool source) const {
     const std::string &R = d->kernel;
     if (fi(R).is_conv || lf(R).is_output || lf(R).extents != L.extents || conv_of_kernel(info, plan, R) != F)
         return false;
-    // A 3x3 kernel at stride 1 reads its row taps as unaligned loads of the NCHW row, as fast; its
-    // channel vectors' NCHW stores lost at 56x56 (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+    // A 3x3 kernel at stride 1 reads its row taps as unaligned loads of the NCHW row, as fast, so
+    // storing its channel vectors back to NCHW is not worth it
+    // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
     const int64_t row_taps = it->second.rvar_extents[0][0];
     int pads = 0;
     bool strided = false;
@@ -467,9 +468,9 @@ bool Ctx::depthwise_channels(const std::string &F, bool source) const {
     return pads == 1 && (strided || row_taps >= 5) && (!source || source_channels_innermost(F));
 }
 
-// Fewest input channels of a 1x1 conv channel-tiled only because depthwise convs read it: 16 -> 96
-// at 112x112 (EfficientNet-B0's features.2) ran 60% slower so than along rows; 24 -> 144 at 56x56
-// gained (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+// Fewest input channels of a 1x1 conv channel-tiled only because depthwise convs read it: with
+// fewer, the tile's stores outweigh its short reduction and rows are faster
+// (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
 constexpr int64_t kMinDepthwiseSourceTerms = 24;
 
 // A 1x1 conv that Ctx::tiles_channels may tile over channels for depthwise readers.
@@ -479,8 +480,8 @@ static bool short_channel_tile(const FuncInfo &x, const MachineModel &m) {
 
 // Whether what depthwise conv \p F's padded input reads (through pointwise Funcs inlined into it)
 // is stored channels innermost: each such value the output of a 1x1 conv kernel that channel tiles
-// and whose readers are all such depthwise convs. Transposing an NCHW input in the pad took it from
-// 0.28 to 0.73 ms in a 144-channel block (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+// and whose readers are all such depthwise convs: a pad that transposes an NCHW input costs more
+// than the channel vectors save (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
 bool Ctx::source_channels_innermost(const std::string &F) const {
     std::vector<std::string> todo;
     for (const auto &pr : lf(F).producers)
@@ -505,8 +506,8 @@ bool Ctx::source_channels_innermost(const std::string &F) const {
 }
 
 // A 1x1 conv whose output only such depthwise convs read is channel-tiled whatever its reduction:
-// its tile then stores the channels innermost for their padded inputs, which transposed an NCHW
-// output at twice the cost (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+// its tile then stores the channels innermost for their padded inputs, which would otherwise
+// transpose an NCHW output (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
 bool Ctx::tiles_channels(const std::string &F) const {
     const FuncInfo &x = fi(F);
     if (channel_tiled(x, m)) return true;
@@ -1045,12 +1046,13 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
             WT = t;
             break;
         }
-    const bool guard = WT == 0;
-    if (guard) WT = (int)std::min<int64_t>(W, 4);
+    if (WT == 0) WT = (int)std::min<int64_t>(W, 4);
+    const bool guard = W % WT != 0;
     // Rows per task: two tasks per core. A task recomputes the rows of the padded input that it
     // shares with the next (kernel - stride), so tasks are few; where the rows do not divide, the
     // last task shifts inwards and recomputes a row or two.
-    const int64_t RH = std::max<int64_t>(1, (H + 2 * std::max(1, m.cores) - 1) / (2 * std::max(1, m.cores)));
+    const int64_t tasks = 2 * std::max(1, m.cores);
+    const int64_t RH = std::max<int64_t>(1, (H + tasks - 1) / tasks);
     std::vector<std::string> tused = names_of(T);
     const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
                       wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
@@ -1092,8 +1094,9 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     Args reorder = {c, w, h};
     for (const auto &x : rv) reorder.push_back(x);
     u.add("reorder", reorder).add("vectorize", {c, V}).add("unroll", {w});
-    // The taps of a row unrolled, and a 3x3 kernel's rows too: 5x5 kernels' 100 FMAs in a line
-    // added compile time for no speed (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
+    // The taps of a row unrolled, and a 3x3 kernel's rows too: a whole 5x5 kernel unrolled over the
+    // tile costs JIT compile time and gains nothing
+    // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
     if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] <= 5) u.add("unroll", {rv[0]});
     if (knobs.conv_unroll_taps && re.size() >= 2 && re[0] * re[1] <= 9) u.add("unroll", {rv[1]});
     std::set<std::string> placed;

@@ -36,7 +36,8 @@ Schedule inline_schedule(const LoweredPipeline &p, const Halide::Target &target)
 
 /// The lowering schedule \p spec (as resolve_schedule takes it) is measured with: \p lo, except
 /// that the built-in baselines ("eager", "inline", "" = eager) read conv and GEMM weights as the
-/// graph stores them (LowerOptions::block_conv_weights, block_matmul_weights and channels_last_depthwise_filters off). They stand for an unfused framework, whose layouts
+/// graph stores them (LowerOptions::block_conv_weights, block_matmul_weights and
+/// channels_last_depthwise_filters off). They stand for an unfused framework, whose layouts
 /// are its own, and their default loop nests read blocked weights one tap at a time, 64 bytes apart,
 /// which is slower (bench/DECISIONS.md#d30-conv-channel-tiles). Auto, Halide's autoschedulers and
 /// schedule files get \p lo unchanged.

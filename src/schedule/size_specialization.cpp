@@ -39,6 +39,13 @@ std::string tail_of(const PrimitiveCall &c, size_t i) { return i < c.args.size()
 /// is at least a quarter of its rows there.
 constexpr int64_t kTailCopiesMaxTiles = 4;
 
+// Whether pure var \p v of \p lf has an extent that moves with the input sizes.
+bool var_moves(const LoweredFunc &lf, const std::string &v) {
+    for (size_t i = 0; i < lf.vars.size() && i < lf.dynamic_vars.size(); i++)
+        if (lf.vars[i] == v) return bool(lf.dynamic_vars[i]);
+    return false;
+}
+
 }  // namespace
 
 bool &narrow_copies_enabled() {
@@ -106,12 +113,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             auto it = sp.root.find(n);
             return it == sp.root.end() ? std::string() : it->second;
         };
-        auto moving = [&](const std::string &v) {
-            if (v == "?") return true;
-            for (size_t i = 0; i < lf->vars.size() && i < lf->dynamic_vars.size(); i++)
-                if (lf->vars[i] == v) return bool(lf->dynamic_vars[i]);
-            return false;
-        };
+        auto moving = [&](const std::string &v) { return v == "?" || var_moves(*lf, v); };
         bool split_call = false;  // the call being read is a `split` (whose factor a copy may change)
         auto split = [&](const std::string &v, const std::vector<std::string> &made, int64_t factor,
                          const std::string &tail) {
@@ -421,12 +423,8 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 spec.narrow = (int)spec.more.size();
                 spec.more.push_back({cond, text + kNarrowCopyNote});
                 spec.more_factors.push_back({});
-                for (const auto &[loop, r] : sp.root) {
-                    bool mv = false;
-                    for (size_t i = 0; i < lf->vars.size() && i < lf->dynamic_vars.size(); i++)
-                        if (lf->vars[i] == r) mv = bool(lf->dynamic_vars[i]);
-                    if (mv) spec.narrow_loops.insert(loop);
-                }
+                for (const auto &[loop, r] : sp.root)
+                    if (var_moves(*lf, r)) spec.narrow_loops.insert(loop);
             }
         }
     }
