@@ -51,7 +51,9 @@ GradientGraph differentiate(const Graph &forward, const std::vector<std::string>
     GradientGraph out;
     out.graph = autodiff::rewrite_norms_for_training(forward, &out.running_statistics);
     Graph &g = out.graph;
-    autodiff::fuse_exact_gelu(g);
+    // An exporter's exact GELU as one Gelu node, whose gradient reads its output instead of
+    // evaluating erf again (bench/DECISIONS.md#d159-exact-gelu-gradient-reads-its-output).
+    recognize_gelu(g, GeluForm::Exact);
     out.forward_outputs = g.outputs;
     LossNodes ln = append_loss(g, loss);
     out.loss = ln.loss;

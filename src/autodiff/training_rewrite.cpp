@@ -1,9 +1,5 @@
 #include "autodiff/training_rewrite.h"
 
-#include <algorithm>
-#include <cmath>
-#include <set>
-
 #include "autodiff/graph_emitter.h"
 #include "support/error.h"
 
@@ -97,112 +93,7 @@ std::string emit_norm(GraphEmitter &e, const Node &n, std::vector<RunningStatist
     return e.add(e.mul(z, per_channel(e, n.inputs[1], r)), per_channel(e, n.inputs[2], r));
 }
 
-// A scalar constant's value, or NaN for anything else.
-double scalar_value(const Graph &g, const std::string &v) {
-    const Tensor *t = g.constant(v);
-    return t && t->numel() == 1 ? t->get(0) : NAN;
-}
-
-bool is_scalar(const Graph &g, const std::string &v) { return !std::isnan(scalar_value(g, v)); }
-
-// The one node reading \p v (and no graph output is \p v), or -1.
-int sole_consumer(const Graph &g, const std::string &v) {
-    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return -1;
-    std::vector<int> c = g.consumers(v);
-    return c.size() == 1 ? c[0] : -1;
-}
-
-// The region's nodes (topological order) evaluated at x = \p xv in double precision.
-double evaluate_region(const Graph &g, const std::vector<int> &region, const std::string &x, double xv) {
-    std::map<std::string, double> v = {{x, xv}};
-    auto at = [&](const std::string &n) { return v.count(n) ? v.at(n) : scalar_value(g, n); };
-    double r = NAN;
-    for (int k : region) {
-        const Node &n = g.nodes[(size_t)k];
-        double a = at(n.inputs[0]), b = n.inputs.size() > 1 ? at(n.inputs[1]) : NAN;
-        r = n.op == "Mul" ? a * b : n.op == "Div" ? a / b : n.op == "Add" ? a + b : n.op == "Erf" ? std::erf(a) : NAN;
-        v[n.outputs[0]] = r;
-    }
-    return r;
-}
-
-// The exact GELU region around Erf node \p erf_node: its nodes in topological order and its input,
-// or no nodes.
-std::pair<std::vector<int>, std::string> exact_gelu_region(const Graph &g, int erf_node) {
-    const Node &erf = g.nodes[(size_t)erf_node];
-    int scale = g.producer(erf.inputs[0]);
-    if (scale < 0 || sole_consumer(g, erf.inputs[0]) != erf_node) return {};
-    const Node &s = g.nodes[(size_t)scale];
-    if ((s.op != "Div" && s.op != "Mul") || s.inputs.size() != 2) return {};
-    int xi = is_scalar(g, s.inputs[1]) ? 0 : s.op == "Mul" && is_scalar(g, s.inputs[0]) ? 1 : -1;
-    if (xi < 0 || g.is_constant(s.inputs[(size_t)xi]) || g.value(s.inputs[(size_t)xi]).dtype != DType::F32) return {};
-    const std::string x = s.inputs[(size_t)xi];
-    std::vector<int> region = {scale, erf_node};
-    std::string cur = erf.outputs[0];
-    // + 1, then · x and · 0.5 (either order; 0.5 · x may be its own node, read only here).
-    for (int step = 0; step < 3; step++) {
-        int c = sole_consumer(g, cur);
-        if (c < 0) return {};
-        const Node &n = g.nodes[(size_t)c];
-        if ((n.op != "Add" && n.op != "Mul") || n.inputs.size() != 2 || n.outputs.size() != 1) return {};
-        const std::string &other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
-        if (n.op == "Add" ? (step != 0 || !is_scalar(g, other)) : step == 0) return {};
-        if (n.op == "Mul" && other != x && !is_scalar(g, other)) {
-            int h = g.producer(other);  // 0.5 · x computed first
-            if (h < 0 || sole_consumer(g, other) != c) return {};
-            const Node &hn = g.nodes[(size_t)h];
-            bool half_x = hn.op == "Mul" && hn.inputs.size() == 2 &&
-                          ((hn.inputs[0] == x && is_scalar(g, hn.inputs[1])) || (hn.inputs[1] == x && is_scalar(g, hn.inputs[0])));
-            if (!half_x) return {};
-            region.push_back(h);
-        }
-        region.push_back(c);
-        cur = n.outputs[0];
-        if (g.value(cur).shape != g.value(x).shape) return {};
-        std::vector<int> sorted = region;
-        std::sort(sorted.begin(), sorted.end());
-        bool exact = step > 0;
-        for (int i = 0; exact && i <= 96; i++) {
-            double xv = -8.0 + i / 6.0, want = 0.5 * xv * (1 + std::erf(xv / std::sqrt(2.0)));
-            double got = evaluate_region(g, sorted, x, xv);
-            exact = std::isfinite(got) && std::fabs(got - want) <= 1e-6 * std::fmax(1.0, std::fabs(want));
-        }
-        if (exact) return {sorted, x};
-    }
-    return {};
-}
-
 }  // namespace
-
-int fuse_exact_gelu(Graph &g) {
-    int fused = 0;
-    for (bool again = true; again;) {
-        again = false;
-        for (size_t i = 0; i < g.nodes.size() && !again; i++) {
-            if (g.nodes[i].op != "Erf") continue;
-            auto [region, x] = exact_gelu_region(g, (int)i);
-            if (region.empty()) continue;
-            const Node &last = g.nodes[(size_t)region.back()];
-            Node gelu;
-            gelu.op = "Gelu";
-            gelu.name = g.unique_name(last.name.substr(0, last.name.rfind('/') + 1) + "Gelu");
-            gelu.inputs = {x};
-            gelu.outputs = {last.outputs[0]};
-            gelu.attrs["approximate"] = std::string("none");
-            std::set<int> drop(region.begin(), region.end());
-            std::vector<Node> kept;
-            for (size_t k = 0; k < g.nodes.size(); k++) {
-                if (!drop.count((int)k)) kept.push_back(g.nodes[k]);
-                else if ((int)k == region.back()) kept.push_back(gelu);
-                else g.values.erase(g.nodes[k].outputs[0]);
-            }
-            g.nodes = std::move(kept);
-            fused++;
-            again = true;  // node indices moved: scan again
-        }
-    }
-    return fused;
-}
 
 Graph rewrite_norms_for_training(const Graph &g, std::vector<RunningStatistics> *stats) {
     Graph out = g;

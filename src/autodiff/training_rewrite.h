@@ -19,13 +19,4 @@ namespace loom::autodiff {
 /// inputs) are appended to it.
 Graph rewrite_norms_for_training(const Graph &g, std::vector<RunningStatistics> *stats = nullptr);
 
-/// Replaces each exact (erf) GELU that an exporter wrote as elementwise nodes (x / √2 or x · 1/√2,
-/// Erf, + 1, then · x and · 0.5 in any order) by one Gelu node (approximate 'none') named for its
-/// scope, whose output keeps the region's output name. Its vector-Jacobian rule reads the output:
-/// Φ(x) = y / x, so the backward evaluates φ's exp but not erf again (the decomposed rules
-/// recomputed erf and its exp). A region is recognised by its nodes and checked by evaluating it
-/// against 0.5·x·(1 + erf(x/√2)); every value inside it must be read only inside it. Returns how
-/// many regions it replaced (bench/DECISIONS.md#d159-exact-gelu-gradient-reads-its-output).
-int fuse_exact_gelu(Graph &g);
-
 }  // namespace loom::autodiff

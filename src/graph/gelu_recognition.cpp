@@ -5,7 +5,8 @@
 // orderings of the same arithmetic are found too. One Gelu node (approximate='tanh') then stands
 // for the region, so that a CUDA Gemm can hand it to cuBLASLt's GELU epilogue, which computes that
 // form (bench/experiments/gpu/cublaslt_gelu_probe.cpp). The exact (Erf) form is left as the
-// exporter wrote it: no library takes it, and hand schedules name its nodes' Funcs.
+// exporter wrote it for inference (no library takes it, and hand schedules name its nodes' Funcs);
+// a training graph asks for it too (GeluForm::Exact), so that its gradient reads the Gelu's output.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -17,9 +18,15 @@ namespace loom {
 
 namespace {
 
-bool region_op(const std::string &op) {
-    static const std::set<std::string> ops = {"Mul", "Add", "Sub", "Div", "Pow", "Tanh", "Sqrt", "Neg"};
-    return ops.count(op) > 0;
+bool region_op(const std::string &op, GeluForm form) {
+    static const std::set<std::string> ops = {"Mul", "Add", "Sub", "Div", "Pow", "Sqrt", "Neg"};
+    return ops.count(op) > 0 || op == (form == GeluForm::Tanh ? "Tanh" : "Erf");
+}
+
+// The GELU of \p x in \p form.
+double gelu(double x, GeluForm form) {
+    return form == GeluForm::Tanh ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                                  : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
 }
 
 struct Region {
@@ -46,7 +53,7 @@ ConsumerMap consumer_map(const Graph &g) {
 
 class GeluFinder {
 public:
-    GeluFinder(Graph &g, const ConsumerMap &consumers) : g_(g), consumers_(consumers) {}
+    GeluFinder(Graph &g, const ConsumerMap &consumers, GeluForm form) : g_(g), consumers_(consumers), form_(form) {}
 
     // The largest region computing a GELU of \p x, or an empty one.
     Region find(const std::string &x) {
@@ -59,7 +66,7 @@ public:
             int i = *frontier.begin();
             frontier.erase(frontier.begin());
             const Node &n = g_.nodes[i];
-            if (!region_op(n.op) || n.outputs.size() != 1) continue;
+            if (!region_op(n.op, form_) || n.outputs.size() != 1) continue;
             bool ok = true;
             int d = 0;
             for (const auto &in : n.inputs) {
@@ -86,6 +93,7 @@ public:
 private:
     Graph &g_;
     const ConsumerMap &consumers_;
+    GeluForm form_;
 
     const std::vector<int> &uses(const std::string &v) const {
         static const std::vector<int> none;
@@ -137,6 +145,7 @@ private:
             else if (n.op == "Div") r = a / b;
             else if (n.op == "Pow") r = std::pow(a, b);
             else if (n.op == "Tanh") r = std::tanh(a);
+            else if (n.op == "Erf") r = std::erf(a);
             else if (n.op == "Sqrt") r = std::sqrt(a);
             else if (n.op == "Neg") r = -a;
             v[n.outputs[0]] = r;
@@ -144,12 +153,12 @@ private:
         return v.at(y);
     }
 
-    // The slice computes the tanh GELU of x on [-8, 8] (97 points), to 1e-6 of the value (the
+    // The slice computes the GELU of x (form_) on [-8, 8] (97 points), to 1e-6 of the value (the
     // model's constants are float32).
     bool matches(const std::vector<int> &slice, const std::string &x, const std::string &y) const {
         for (int i = 0; i <= 96; i++) {
             double xv = -8.0 + i / 6.0;
-            double want = 0.5 * xv * (1 + std::tanh(std::sqrt(2 / M_PI) * (xv + 0.044715 * xv * xv * xv)));
+            double want = gelu(xv, form_);
             double got = eval(slice, x, y, xv);
             if (!std::isfinite(got) || std::fabs(got - want) > 1e-6 * std::fmax(1.0, std::fabs(want))) return false;
         }
@@ -159,7 +168,7 @@ private:
 
 }  // namespace
 
-int recognize_gelu(Graph &g) {
+int recognize_gelu(Graph &g, GeluForm form) {
     int found = 0;
     for (bool changed = true; changed;) {
         changed = false;
@@ -167,12 +176,12 @@ int recognize_gelu(Graph &g) {
         std::vector<std::string> roots;
         for (const auto &[name, info] : g.values) {
             if (!dtype_is_float(info.dtype) || g.is_constant(name) || !consumers.count(name)) continue;
-            bool feeds_tanh_region = false;  // cheap filter: the root feeds an op of the region
-            for (int c : consumers.at(name)) feeds_tanh_region |= region_op(g.nodes[c].op);
-            if (feeds_tanh_region) roots.push_back(name);
+            bool feeds_region = false;  // cheap filter: the root feeds an op of the region
+            for (int c : consumers.at(name)) feeds_region |= region_op(g.nodes[c].op, form);
+            if (feeds_region) roots.push_back(name);
         }
         for (const auto &x : roots) {
-            GeluFinder f(g, consumers);
+            GeluFinder f(g, consumers, form);
             Region r = f.find(x);
             if (r.nodes.empty()) continue;
             Node gelu;
@@ -182,7 +191,7 @@ int recognize_gelu(Graph &g) {
             gelu.name = g.unique_name(last.substr(0, last.rfind('/') + 1) + "Gelu");
             gelu.inputs = {x};
             gelu.outputs = {r.out};
-            gelu.attrs["approximate"] = std::string("tanh");
+            gelu.attrs["approximate"] = std::string(form == GeluForm::Tanh ? "tanh" : "none");
             std::set<int> drop(r.nodes.begin(), r.nodes.end());
             std::vector<Node> kept;
             for (size_t i = 0; i < g.nodes.size(); i++) {

@@ -100,10 +100,13 @@ void eliminate_common_subexpressions(Graph &g);
 /// followed by DepthToSpace (CRD, blocksize s). Runs after fold_conv_batchnorm, which has already
 /// folded a following BatchNormalization into the ConvTranspose. Returns how many were replaced.
 int rewrite_upsampling_conv_transpose(Graph &g);
-/// Replaces each region of elementwise nodes with scalar constants that computes the tanh GELU of
-/// one value (as exporters decompose F.gelu(approximate='tanh')) by one Gelu node; recognised by
-/// evaluating the region, not by its node pattern. Returns how many were replaced.
-int recognize_gelu(Graph &g);
+/// The GELU recognize_gelu looks for: the tanh approximation or the exact (Erf) form.
+enum class GeluForm { Tanh, Exact };
+/// Replaces each region of elementwise nodes with scalar constants that computes the GELU of one
+/// value in \p form (as exporters decompose F.gelu) by one Gelu node (approximate 'tanh' or
+/// 'none'); recognised by evaluating the region, not by its node pattern. Returns how many were
+/// replaced.
+int recognize_gelu(Graph &g, GeluForm form = GeluForm::Tanh);
 /// Replaces Mul(x, HardSigmoid(x)) with alpha 1/6 and beta 1/2 by HardSwish(x), and Mul(x,
 /// Sigmoid(x)) by Swish(x) (alpha 1, ONNX opset 24's SiLU), where the gate is read by that Mul only
 /// and is no graph output. Returns how many were replaced.
