@@ -948,6 +948,57 @@ TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChann
     check_auto_with_avx2(b.g, "root depthwise conv, its pad with the ReLU before it per channel block");
 }
 
+// The same block at stride 2 (MobileNetV3-large's features.4 at 28x28): the depthwise conv, at the
+// root of its kernel, is vectorized over channels per tile of a wrapper `dw_out` (stored NCHW for
+// the pool), its padded input with the ReLU inlined stored channels innermost and sliding down
+// each task's rows, the expansion channel-tiled to store its output so (AVX2: AVX-512 does not
+// channel-tile 72 channels). With the knob off (--nchw-conv-inputs) it keeps its root tiles. Both
+// plans match the reference on both ISAs.
+TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapper) {
+    Builder b;
+    std::string x = b.input("x", {1, 24, 28, 28});
+    std::string e = b.node("Conv", {x, b.random_constant("ex", {72, 24, 1, 1}, 46, -0.3, 0.3)}, {1, 72, 28, 28},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string r = b.node("Relu", {e}, {1, 72, 28, 28}, {}, DType::F32, "expand_relu");
+    std::string c = b.node("Conv", {r, b.random_constant("w", {72, 1, 5, 5}, 47, -0.3, 0.3)}, {1, 72, 14, 14},
+                           {{"kernel_shape", std::vector<int64_t>{5, 5}},
+                            {"pads", std::vector<int64_t>{2, 2, 2, 2}},
+                            {"strides", std::vector<int64_t>{2, 2}},
+                            {"group", int64_t(72)}},
+                           DType::F32, "dw");
+    std::string h = b.node("Relu", {c}, {1, 72, 14, 14});
+    std::string g = b.node("GlobalAveragePool", {h}, {1, 72, 1, 1});
+    b.out("Mul", {h, g}, {1, 72, 14, 14});
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        for (bool on : {true, false}) {
+            LoweredPipeline lp = lower_graph(b.g);
+            ScheduleKnobs knobs;
+            knobs.stage_conv_inputs = on;
+            AutoScheduleResult res = plan_on(lp, fm, knobs);
+            const Schedule &s = res.schedule;
+            const std::string text = print_schedule(s);
+            SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text + tilings(res));
+            ASSERT_EQ(res.plan.decision("dw")->kernel, "dw");
+            // AVX-512 blocks 72 channels by 8, not a 16-lane vector: the expansion is not channel-tiled,
+            // so nothing stores the depthwise conv's source channels innermost.
+            const bool dwc = on && fm.name == "avx2_2core";
+            EXPECT_EQ(res.tiling_of("dw").path, dwc ? "conv.depthwise_channels" : "conv.root_tiles");
+            EXPECT_EQ(res.tiling_of("dw").wrapper, dwc);
+            EXPECT_EQ(has_call(s, "dw", -1, {"in", {}, "dw_out"}), dwc);
+            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_out", "co"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_out", "ho"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_out", "hi"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"reorder_storage", {"c", "w", "h", "n"}}), dwc);
+            EXPECT_FALSE(has_call(s, "dw_out", -1, {"reorder_storage", {"c", "w", "h", "n"}})) << "the pool reads it";
+            const std::string ex_root = res.plan.decision("expand")->kernel;
+            EXPECT_EQ(res.tiling_of(ex_root).path == "conv.channel_tile", dwc);
+            EXPECT_NO_THROW(apply_schedule(s, lp, host_target()));
+        }
+        check_auto(b.g, "strided root depthwise conv vectorized over channels, " + fm.name, 1e-5, &fm.model);
+    }
+}
+
 // An EfficientNet block at stride 2 (1x1 expansion 24 -> 64, SiLU, 5x5 depthwise conv, SiLU, 1x1
 // projection) beside a MobileNetV2 one at stride 1 (3x3, ReLU). The strided 5x5 depthwise conv is
 // vectorized over its channels: its padded input, with the expansion's SiLU inlined, is stored

@@ -447,10 +447,16 @@ bool Ctx::depthwise_channels(const std::string &F, bool source) const {
         depthwise_channel_lanes(L, m) == 0)
         return false;
     const FuncDecision *d = plan.decision(F);
-    if (!d || d->placement != Placement::Tile || d->kernel == F) return false;
+    if (!d) return false;
     const std::string &R = d->kernel;
-    if (fi(R).is_conv || lf(R).is_output || lf(R).extents != L.extents || conv_of_kernel(info, plan, R) != F)
+    // At the root of its kernel (its activation inlined into several readers: a squeeze-excitation
+    // pool and scale) it runs per tile of a wrapper `<conv>_out`, as under an epilogue.
+    if (R == F) {
+        if (L.is_output || !knobs.tile_wrappers) return false;
+    } else if (d->placement != Placement::Tile || fi(R).is_conv || lf(R).is_output || lf(R).extents != L.extents ||
+               conv_of_kernel(info, plan, R) != F) {
         return false;
+    }
     // A 3x3 kernel at stride 1 reads its row taps as unaligned loads of the NCHW row, as fast, so
     // storing its channel vectors back to NCHW is not worth it
     // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
@@ -465,7 +471,10 @@ bool Ctx::depthwise_channels(const std::string &F, bool source) const {
         strided = lf(pr).extents[3] > L.extents[3] + row_taps - 1;  // wider than a stride-1 conv reads
         pads++;
     }
-    return pads == 1 && (strided || row_taps >= 5) && (!source || source_channels_innermost(F));
+    // At root only a strided conv pays: the wrapper's channel vectors stored to NCHW (for an SE
+    // pool) cost more than a 5x5 stride-1 conv's taps save
+    // (bench/DECISIONS.md#d167-root-depthwise-convs-vectorized-over-channels).
+    return pads == 1 && (strided || (row_taps >= 5 && R != F)) && (!source || source_channels_innermost(F));
 }
 
 // Fewest input channels of a 1x1 conv channel-tiled only because depthwise convs read it: with
@@ -607,7 +616,9 @@ ConvPlan Ctx::choose_conv() {
     const auto &e = lf(F).extents;
     const bool dw = depthwise(fi(F));
     const bool large = fi(F).points * fi(F).esize > (double)m.l2_bytes / 2 && e.size() == 4 && e[3] >= lanes(F);
-    c.wrap = R == F && lf(F).vars.size() == 4 && knobs.tile_wrappers && (dw ? lf(F).is_output : !lf(F).is_output && large);
+    const bool dw_channels = dw && depthwise_channels(F);
+    c.wrap = R == F && lf(F).vars.size() == 4 && knobs.tile_wrappers &&
+             (dw ? lf(F).is_output || dw_channels : !lf(F).is_output && large);
     c.T = c.wrap ? fresh(func_names, F + "_out") : R;
     const int r = (int)lf(F).vars.size();
     const int V = lanes(F);
@@ -627,15 +638,15 @@ ConvPlan Ctx::choose_conv() {
             break;
         }
     const bool epilogue = c.T != F;
-    if (c.wrap && dw) {
+    if (dw_channels) {
+        c.path = ConvPlan::Path::DepthwiseChannels;
+    } else if (c.wrap && dw) {
         c.path = ConvPlan::Path::DepthwiseOutput;
         // The conv's row is a buffer of its own per row of the wrapper, so a tile past its end is
         // rounded up (computed into the rounded allocation, never copied out) where the reads past
         // the row stay in bounds; guarded, the last tile's vectors were masked or scalar
         // (bench/DECISIONS.md#d34-depthwise-output-conv-per-channel-block).
         c.round_up = W % c.WT != 0 && p.rows_extend_safely(F);
-    } else if (epilogue && depthwise_channels(F)) {
-        c.path = ConvPlan::Path::DepthwiseChannels;
     } else if (epilogue && r == 4 && depthwise(fi(F)) && lw) {
         c.path = ConvPlan::Path::DepthwiseBlocks;
     } else if (epilogue && r == 4 && c.vl == V && W >= V) {
@@ -1027,7 +1038,8 @@ void Ctx::depthwise_blocks(ScheduleStatement &st, const std::string &T, const st
     inline_members(place_member_pads(F, T, par));
 }
 
-// Depthwise conv \p F under its epilogue \p T, vectorized over channels (Ctx::depthwise_channels):
+// Depthwise conv \p F under its epilogue \p T (or, at root, its wrapper), vectorized over channels
+// (Ctx::depthwise_channels):
 // tasks of row blocks; in a row, tiles of WT pixels x one channel vector, the taps unrolled around
 // their WT accumulators. The padded input is stored channels innermost and slides down the task's
 // rows (stored per task, computed per row): each of its rows, with the pointwise producers inlined
@@ -1053,7 +1065,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     // last task shifts inwards and recomputes a row or two.
     const int64_t tasks = 2 * std::max(1, m.cores);
     const int64_t RH = std::max<int64_t>(1, (H + tasks - 1) / tasks);
-    std::vector<std::string> tused = names_of(T);
+    std::vector<std::string> tused = names_of(info.count(T) ? T : F);  // a wrapper has F's vars
     const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
                       wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
     tiling.vector_lanes = V;
@@ -1063,7 +1075,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     st.comments.back() = str_cat("depthwise conv vectorized over channels: tiles of ", WT, " pixels x ", V,
                                  " channels, the taps unrolled around their ", WT, " accumulators; tasks of ", RH,
                                  " rows, the padded input stored channels innermost and computed a row at a time");
-    const bool cl = output_channels_innermost(T);
+    const bool cl = output_channels_innermost(k.root);  // F itself where T is its wrapper
     if (cl) {
         st.comments.push_back(str_cat(T, ": stored channels innermost (every reader takes a pixel's channels together)"));
         st.add("reorder_storage", {c, w, h, n});

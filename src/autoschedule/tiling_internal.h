@@ -66,7 +66,7 @@ struct ConvPlan {
         ChannelTile,      ///< output channels vectorised over blocked weights: WT (w) x HT rows x CB
         DepthwiseOutput,  ///< a depthwise graph output per row of a channel block of its wrapper T
         DepthwiseBlocks,  ///< a depthwise conv under its epilogue (Ctx::depthwise_blocks)
-        DepthwiseChannels,  ///< a depthwise conv under its epilogue, vectorized over channels
+        DepthwiseChannels,  ///< a depthwise conv under its epilogue (or wrapper), vectorized over channels
         RowBlocks,        ///< under an epilogue: V (w) x HT rows x CB channels, tasks of row blocks
         EpilogueTiles,    ///< under an epilogue: WT x CB tiles, tasks of (n, channel block, rows)
         RootTiles,        ///< no epilogue: the update's own WT x CB tiles, channels in parallel
@@ -134,7 +134,7 @@ struct Ctx {
     /// A depthwise conv \p F under its epilogue \p T, whose statement conv() began in \p st (it
     /// computes T at root): tasks of channel blocks (tiling_conv.cpp).
     void depthwise_blocks(ScheduleStatement &st, const std::string &T, const std::string &F);
-    /// A depthwise conv \p F under its epilogue \p T vectorized over its channels, its padded
+    /// A depthwise conv \p F under its epilogue (or wrapper) \p T vectorized over its channels, its padded
     /// input stored channels innermost (Ctx::depthwise_channels says when; tiling_conv.cpp).
     void depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, const std::string &F);
     /// compute_inline for the kernel's inlined members, but those in \p placed (scheduled otherwise).
@@ -264,7 +264,8 @@ struct Ctx {
     /// whose readers all do.
     bool reads_pixel_channels(const std::string &f) const;
     /// Whether depthwise conv \p F runs ConvPlan::DepthwiseChannels: under a pointwise epilogue
-    /// that is no graph output, at stride 2 or with 5 or more taps a row, its filter stored
+    /// that is no graph output (or, no graph output itself, at its kernel's root, per tile of a
+    /// wrapper `<conv>_out`), at stride 2 or with 5 or more taps a row, its filter stored
     /// channels last, its channels a multiple of a vector, its one padded input computed in its
     /// kernel and (\p source) reading only values stored channels innermost.
     bool depthwise_channels(const std::string &F, bool source = true) const;
