@@ -306,8 +306,16 @@ TEST(JitSegments, CompilesUseTheCoresTheProcessMayRunOnCostliestFirst) {
         std::lock_guard<std::mutex> lock(m);
         started.push_back(k);
     }, {1, 3, 9, 2});
+    // On one core the JIT still cuts into kJitSegments pipelines (smaller ones lower faster);
+    // an artifact takes twice the cores, at least 8.
+    Graph g = fixture("transformer");
+    LoweredPipeline lp = lower_graph(g);
+    const SegmentLimits jit = default_segment_limits(lp, host_target());
+    const SegmentLimits artifact = default_segment_limits(lp, host_target(), SegmentRunner::Artifact);
     ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
     EXPECT_EQ(confined, 1);
+    EXPECT_EQ(jit.max_segments, kJitSegments);
+    EXPECT_EQ(artifact.max_segments, 8);
     EXPECT_EQ(started, (std::vector<size_t>{2, 1, 3, 0}));
 }
 

@@ -643,9 +643,11 @@ SegmentLimits default_segment_limits(const LoweredPipeline &p, const Halide::Tar
     }
     if (forced > 0) return SegmentLimits{(int)forced, 1};
     // Smaller pipelines lower faster even on one core, and more of them keep every core busy
-    // (bench/DECISIONS.md#d51-jit-segments).
+    // (bench/DECISIONS.md#d51-jit-segments): the JIT takes 16 on any machine, where 8 on a small one
+    // left the compile of the real CNNs longer and their runs no faster
+    // (bench/DECISIONS.md#d168-jit-sixteen-segments-on-every-machine).
     unsigned hw = (unsigned)usable_cores();
-    lim.max_segments = (int)std::min(16u, std::max(8u, 2 * hw));
+    lim.max_segments = runner == SegmentRunner::Jit ? kJitSegments : (int)std::min(16u, std::max(8u, 2 * hw));
     return lim;
 }
 

@@ -137,8 +137,11 @@ struct SegmentLimits {
     int min_funcs = kMinFuncsPerSegment;       ///< Funcs a segment holds at least
 };
 
-/// The limits for \p p on \p target when \p runner runs the segments: up to twice the hardware
-/// threads (8 to 16), kMinFuncsPerSegment Funcs each, or with LOOM_PIPELINES=N N Pipelines whatever
+/// Pipelines the JIT cuts a large CPU model into, on any machine.
+constexpr int kJitSegments = 16;
+
+/// The limits for \p p on \p target when \p runner runs the segments: kJitSegments for the JIT,
+/// up to twice the hardware threads (8 to 16) for an artifact, kMinFuncsPerSegment Funcs each, or with LOOM_PIPELINES=N N Pipelines whatever
 /// their size (1 turns cutting off). The JIT keeps GPU pipelines and pipelines with extern stages
 /// whole, whatever LOOM_PIPELINES says (it has no device buffers between pipelines); artifacts
 /// (`loom compile`, host and CUDA) cut them too. A LOOM_PIPELINES that is not a positive number is
