@@ -16,6 +16,15 @@ constexpr unsigned kStreamNonBlocking = 1;
 // directly (a capture costs more than a direct run).
 constexpr int kMaxRecaptures = 4;
 
+typedef void *CUgraphNode_;
+constexpr int kNodeMemset = 2;  // CU_GRAPH_NODE_TYPE_MEMSET
+struct MemsetParams_ {          // CUDA_MEMSET_NODE_PARAMS
+    CUdeviceptr_ dst;
+    size_t pitch;
+    unsigned value, element_size;
+    size_t width, height;
+};
+
 struct GraphApi {
     CUresult_ (*mem_alloc)(CUdeviceptr_ *, size_t) = nullptr;
     CUresult_ (*mem_free)(CUdeviceptr_) = nullptr;
@@ -32,6 +41,12 @@ struct GraphApi {
     CUresult_ (*pop)(CUcontext_ *) = nullptr;
     CUresult_ (*ctx_synchronize)() = nullptr;
     bool ok = false;  // every entry point found (a driver without graphs: direct runs only)
+    // For hoist_library_memsets; without them graphs keep the captured order.
+    CUresult_ (*node_type)(CUgraphNode_, int *) = nullptr;
+    CUresult_ (*memset_params)(CUgraphNode_, MemsetParams_ *) = nullptr;
+    CUresult_ (*edges)(CUgraph_, CUgraphNode_ *, CUgraphNode_ *, size_t *) = nullptr;
+    CUresult_ (*add_edges)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t) = nullptr;
+    CUresult_ (*remove_edges)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t) = nullptr;
 } g_api;
 
 struct GraphState {
@@ -135,6 +150,13 @@ void cuda_graph_setup() {
         g_api.push = (CUresult_(*)(CUcontext_))sym("cuCtxPushCurrent_v2");
         g_api.pop = (CUresult_(*)(CUcontext_ *))sym("cuCtxPopCurrent_v2");
         g_api.ctx_synchronize = (CUresult_(*)())sym("cuCtxSynchronize");
+        g_api.node_type = (CUresult_(*)(CUgraphNode_, int *))sym("cuGraphNodeGetType");
+        g_api.memset_params = (CUresult_(*)(CUgraphNode_, MemsetParams_ *))sym("cuGraphMemsetNodeGetParams");
+        g_api.edges = (CUresult_(*)(CUgraph_, CUgraphNode_ *, CUgraphNode_ *, size_t *))sym("cuGraphGetEdges");
+        g_api.add_edges =
+            (CUresult_(*)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t))sym("cuGraphAddDependencies");
+        g_api.remove_edges =
+            (CUresult_(*)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t))sym("cuGraphRemoveDependencies");
         g_api.ok = g_api.mem_alloc && g_api.mem_free && g_api.stream_create && g_api.begin_capture &&
                    g_api.end_capture && g_api.exchange_mode && g_api.graph_nodes && g_api.instantiate &&
                    g_api.launch && g_api.exec_destroy && g_api.graph_destroy && g_api.push && g_api.pop &&
@@ -191,6 +213,49 @@ int cuda_graph_enable(GraphState &g, bool on) {
     return was;
 }
 
+// Makes each memset node of \p graph that clears a private cuBLASLt workspace slot
+// (loom_cublaslt_private_workspace: only that call's kernel reads it) a root of the graph: its
+// predecessors become those of the node after it, so it runs beside earlier work instead of
+// between two kernels. Returns how many moved (0 when the driver or the artifact lacks the means).
+int hoist_library_memsets(CUgraph_ graph) {
+    if (!loom_cublaslt_private_workspace || !g_api.node_type || !g_api.memset_params || !g_api.edges ||
+        !g_api.add_edges || !g_api.remove_edges)
+        return 0;
+    size_t n = 0;
+    if (g_api.edges(graph, nullptr, nullptr, &n) != 0 || n == 0) return 0;
+    std::vector<CUgraphNode_> from(n), to(n);
+    if (g_api.edges(graph, from.data(), to.data(), &n) != 0) return 0;
+    std::set<std::pair<CUgraphNode_, CUgraphNode_>> edge_set;
+    for (size_t e = 0; e < n; e++) edge_set.insert({from[e], to[e]});
+    std::set<CUgraphNode_> seen;
+    int moved = 0;
+    for (size_t e = 0; e < n; e++) {
+        CUgraphNode_ m = to[e];
+        int type = -1;
+        MemsetParams_ p;
+        if (!seen.insert(m).second || g_api.node_type(m, &type) != 0 || type != kNodeMemset ||
+            g_api.memset_params(m, &p) != 0 || p.height == 0)
+            continue;
+        const size_t bytes = (p.height - 1) * p.pitch + p.width * p.element_size;
+        if (!loom_cublaslt_private_workspace((uint64_t)p.dst, bytes)) continue;
+        std::vector<CUgraphNode_> preds, succs;
+        for (size_t k = 0; k < n; k++) {
+            if (to[k] == m) preds.push_back(from[k]);
+            if (from[k] == m) succs.push_back(to[k]);
+        }
+        bool ok = true;
+        for (CUgraphNode_ pr : preds) {
+            for (CUgraphNode_ su : succs)
+                if (edge_set.insert({pr, su}).second) ok = ok && g_api.add_edges(graph, &pr, &su, 1) == 0;
+            ok = ok && g_api.remove_edges(graph, &pr, &m, 1) == 0;
+            edge_set.erase({pr, m});
+        }
+        if (!ok) return -1;
+        moved++;
+    }
+    return moved;
+}
+
 // Captures one run of \p m on the capture stream into g.exec; false (and no graph) when the run
 // cannot be captured or holds fewer than two nodes.
 bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *const *out, CUcontext_ ctx) {
@@ -219,6 +284,7 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
         t_capture = nullptr;
         ok = g_api.end_capture(g_capture_stream, &graph) == 0 && r == 0 && graph;
         ok = ok && g_api.graph_nodes(graph, nullptr, &nodes) == 0 && nodes >= 2;
+        ok = ok && hoist_library_memsets(graph) >= 0;
         ok = ok && g_api.instantiate(&g.exec, graph, 0) == 0;
         if (graph) g_api.graph_destroy(graph);
         g_error[0] = 0;  // a failed capture is not the call's error: the call runs directly
