@@ -313,19 +313,19 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
 
 // A cublasLtMatmul captured into the model's CUDA graph whose configuration keeps counters in its
 // workspace (Hopper's TF32/BF16 kernels: a memset node before each kernel) gets a workspace slot of
-// its own, which the cuBLAS stage exports (loom_cublaslt_private_workspace), and the glue makes each
-// memset of such a slot a root of the graph before instantiating it, so that it leaves the chain of
-// kernels (bench/DECISIONS.md#d163-cuda-graph-library-memsets-hoisted). An artifact without a
-// cuBLAS stage leaves the symbol weak and undefined: it loads, and nothing is moved.
+// its own, which the cuBLAS stage exports (loom_cublaslt_private_workspace), and the glue merges the
+// memsets of such slots into one root of the graph before instantiating it, so that they leave the
+// chain of kernels (bench/DECISIONS.md#d163-cuda-graph-library-memsets-merged). An artifact without
+// a cuBLAS stage leaves the symbol weak and undefined: it loads, and nothing is merged.
 TEST(Aot, CudaLibraryMemsetsLeaveTheKernelChain) {
     const std::string cublas = loom::cublas_gemm_source(), glue = loom::cuda_graph_glue_source();
     EXPECT_NE(cublas.find("cudaStreamIsCapturing(stream, &capturing)"), std::string::npos);
     EXPECT_NE(cublas.find("p.workspace <= kLtPrivateSlot"), std::string::npos);
-    const size_t hoist = glue.find("hoist_library_memsets(graph) >= 0"), inst = glue.find("g_api.instantiate(&g.exec");
+    const size_t hoist = glue.find("(g.hoisted = hoist_library_memsets(graph)) >= 0"), inst = glue.find("g_api.instantiate(&g.exec");
     ASSERT_NE(hoist, std::string::npos);
     EXPECT_LT(hoist, inst) << "memsets move before the graph is instantiated";
     for (const char *fn : {"\"cuGraphGetEdges\"", "\"cuGraphAddDependencies\"", "\"cuGraphRemoveDependencies\"",
-                           "\"cuGraphMemsetNodeGetParams\""})
+                           "\"cuGraphMemsetNodeGetParams\"", "\"cuGraphMemsetNodeSetParams\"", "\"cuGraphDestroyNode\""})
         EXPECT_NE(glue.find(fn), std::string::npos) << fn;
 
     Graph g = import_onnx(loom::testing::data_path("mlp.onnx"));

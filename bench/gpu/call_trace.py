@@ -8,6 +8,7 @@ last call in start order with their microseconds, and per call counts of each ki
 Usage: call_trace.py ARTIFACT_DIR... [--calls N] [--int-high H] [--list]
 """
 import argparse
+import ctypes
 import os
 import sys
 
@@ -67,8 +68,10 @@ def main():
         per = {k: v / args.calls for k, v in counts.items()}
         span = (evs[-1].time_range.end - evs[0].time_range.start) / args.calls if evs else 0
         busy = sum(e.time_range.elapsed_us() for e in evs) / args.calls
+        status = getattr(art.lib, f"{art.name}_cuda_graph_status")
+        status.restype, status.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
         print(f"TRACE {os.path.basename(os.path.normpath(folder))}: per call {per}, busy {busy:.1f} us, "
-              f"span {span:.1f} us", flush=True)
+              f"span {span:.1f} us; {status(art.model).decode()}", flush=True)
         if args.list and evs:
             last = evs[-len(evs) // args.calls:]
             prev_end = None

@@ -162,11 +162,12 @@ const int kLtEnumerated = 48;           // at most this many enumerated configur
 const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes at least this a call
 
 // Hopper's fastest TF32/BF16 configurations keep a few counters in the workspace (131 bytes), which
-// cublasLtMatmul zeroes with a memset before its kernel, on the critical path of every call. A call
+// cublasLtMatmul zeroes with a memset before its kernel, between two kernels of every call. A call
 // captured into the model's CUDA graph whose configuration needs at most kLtPrivateSlot bytes gets
-// a slot of its own in g_lt_private, so that the glue can move that memset off the critical path
-// (loom_cublaslt_private_workspace; bench/DECISIONS.md#d163-cuda-graph-library-memsets-hoisted).
-// Slots are never reused: each belongs to one node of one graph, and a process runs few captures.
+// a slot of its own in g_lt_private, so that the glue can merge those memsets into one that runs
+// beside the kernels (loom_cublaslt_private_workspace;
+// bench/DECISIONS.md#d163-cuda-graph-library-memsets-merged). Slots are never reused: each belongs
+// to one node of one graph, and a process makes few captures.
 const size_t kLtPrivateSlot = 256;
 const size_t kLtPrivatePool = 1u << 20;  // 4096 slots; past them calls share g_lt_workspace again
 char *g_lt_private = nullptr;
