@@ -226,8 +226,8 @@ int cuda_graph_enable(GraphState &g, bool on) {
 // them directly instead of through a memset node (one each, on the critical path), and the one
 // memset runs beside the first kernels. The slots of one capture are contiguous and its own
 // (captures are serialized), so the range holds no other graph's. Returns how many memsets were
-// merged (0 when the driver or the artifact lacks the means, or fewer than one such node), -1 on
-// a failed edit (the capture is then run directly).
+// merged: 0 when the driver or the artifact lacks the means, none is found, or two follow each
+// other; -1 on a failed edit (the capture is then run directly).
 int hoist_library_memsets(CUgraph_ graph) {
     if (!loom_cublaslt_private_workspace || !g_api.node_type || !g_api.memset_params || !g_api.set_memset_params ||
         !g_api.edges || !g_api.add_edges || !g_api.remove_edges || !g_api.destroy_node)
