@@ -19,6 +19,7 @@
 #include "autoschedule/gpu_schedule.h"
 #include "codegen/aot.h"
 #include "codegen/aot_segments.h"
+#include "codegen/cublas_gemm.h"
 #include "codegen/cuda_graph_glue.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
@@ -308,6 +309,53 @@ TEST(Aot, CudaGemmCallsCublasExternStage) {
     EXPECT_NE(output.find("cublasGemmStridedBatchedEx"), std::string::npos) << output;
     EXPECT_NE(output.find("cublasLtMatmul"), std::string::npos) << output;
     EXPECT_NE(output.find("libcublasLt.so"), std::string::npos) << output;
+}
+
+// A cublasLtMatmul captured into the model's CUDA graph whose configuration keeps counters in its
+// workspace (Hopper's TF32/BF16 kernels: a memset node before each kernel) gets a workspace slot of
+// its own, which the cuBLAS stage exports (loom_cublaslt_private_workspace), and the glue merges the
+// memsets of such slots into one root of the graph before instantiating it, so that they leave the
+// chain of kernels (bench/DECISIONS.md#d163-cuda-graph-library-memsets-merged). An artifact without
+// a cuBLAS stage leaves the symbol weak and undefined: it loads, and nothing is merged.
+TEST(Aot, CudaLibraryMemsetsLeaveTheKernelChain) {
+    const std::string cublas = loom::cublas_gemm_source(), glue = loom::cuda_graph_glue_source();
+    EXPECT_NE(cublas.find("cudaStreamIsCapturing(stream, &capturing)"), std::string::npos);
+    EXPECT_NE(cublas.find("p.workspace <= kLtPrivateSlot"), std::string::npos);
+    const size_t hoist = glue.find("(g.hoisted = hoist_library_memsets(graph)) >= 0"), inst = glue.find("g_api.instantiate(&g.exec");
+    ASSERT_NE(hoist, std::string::npos);
+    EXPECT_LT(hoist, inst) << "memsets move before the graph is instantiated";
+    for (const char *fn : {"\"cuGraphGetEdges\"", "\"cuGraphAddDependencies\"", "\"cuGraphRemoveDependencies\"",
+                           "\"cuGraphMemsetNodeGetParams\"", "\"cuGraphMemsetNodeSetParams\"", "\"cuGraphDestroyNode\""})
+        EXPECT_NE(glue.find(fn), std::string::npos) << fn;
+
+    Graph g = import_onnx(loom::testing::data_path("mlp.onnx"));
+    prepare_graph(g);
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    LoweredPipeline p = lower_graph(g, lo);
+    Halide::Target t = aot_target("cuda");
+    apply_schedule(gpu_auto_schedule(p, t), p, t);
+    fs::path out = scratch("cuda_mlp_memsets");
+    AotOptions o;
+    o.name = "mlp_memsets";
+    AotArtifact a = compile_aot(p, t, out.string(), o);
+    std::string output;
+    EXPECT_EQ(loom::testing::run_command("nm -D " + a.shared_lib, output), 0) << output;
+    EXPECT_NE(output.find(" T loom_cublaslt_private_workspace"), std::string::npos) << output;
+    void *lib = dlopen(a.shared_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    auto owns = (int (*)(uint64_t, size_t))dlsym(lib, "loom_cublaslt_private_workspace");
+    ASSERT_NE(owns, nullptr);
+    EXPECT_EQ(owns(4096, 131), 0) << "no slot handed out before a capture";
+    dlclose(lib);
+    fs::remove_all(out.parent_path());
+
+    Graph sg = import_onnx(loom::testing::data_path("softmax_rows.onnx"));
+    prepare_graph(sg);
+    LoweredPipeline sp = lower_graph(sg, lo);
+    EXPECT_TRUE(sp.extern_calls.empty());
+    auto [object, symbols] = cuda_artifact(sp, "softmax_memsets");
+    EXPECT_NE(symbols.find(" w loom_cublaslt_private_workspace"), std::string::npos) << symbols;
 }
 
 // In BF16 a GEMM with a constant B reads BF16 operands: B rounded at compile time, A through a

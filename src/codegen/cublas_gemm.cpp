@@ -161,14 +161,29 @@ const int kLtCandidates = 8;            // heuristic results timed once per shap
 const int kLtEnumerated = 48;           // at most this many enumerated configurations timed besides
 const float kLtEnumerateMinMs = 0.05f;  // for a GEMM whose heuristic best takes at least this a call
 
+// Hopper's fastest TF32/BF16 configurations keep a few counters in the workspace (131 bytes), which
+// cublasLtMatmul zeroes with a memset before its kernel, between two kernels of every call. A call
+// captured into the model's CUDA graph whose configuration needs at most kLtPrivateSlot bytes gets
+// a slot of its own in g_lt_private, so that the glue can merge those memsets into one that runs
+// beside the kernels (loom_cublaslt_private_workspace;
+// bench/DECISIONS.md#d163-cuda-graph-library-memsets-merged). Slots are never reused: each belongs
+// to one node of one graph, and a process makes few captures.
+const size_t kLtPrivateSlot = 256;
+const size_t kLtPrivatePool = 1u << 20;  // 4096 slots; past them calls share g_lt_workspace again
+char *g_lt_private = nullptr;
+size_t g_lt_private_used = 0;
+
 // Every (algorithm, tile, stages) configuration of \p compute that cuBLASLt accepts for \p op on
 // these layouts (its epilogue included) within the workspace, up to kLtEnumerated, no split-K. The
 // heuristic's eight miss faster ones, such as a tile it offers only for another algorithm
 // (bench/DECISIONS.md#d46-cuda-gemm-cublaslt).
-std::vector<cublasLtMatmulAlgo_t> lt_enumerate(int32_t precision, cublasLtMatmulDesc_t op,
-                                               cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
-                                               cublasLtMatrixLayout_t y) {
-    std::vector<cublasLtMatmulAlgo_t> out;
+struct LtCandidate {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;  // bytes of workspace it needs (cublasLtMatmulHeuristicResult_t::workspaceSize)
+};
+std::vector<LtCandidate> lt_enumerate(int32_t precision, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                      cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t y) {
+    std::vector<LtCandidate> out;
     const cublasComputeType_t compute = compute_type(precision);
     const cudaDataType_t t = operand_type(precision);
     int ids[128], n = 0;
@@ -199,7 +214,7 @@ std::vector<cublasLtMatmulAlgo_t> lt_enumerate(int32_t precision, cublasLtMatmul
                 if ((int)out.size() < kLtEnumerated &&
                     cublasLtMatmulAlgoCheck(g_lt, op, a, b, y, y, &c, &r) == CUBLAS_STATUS_SUCCESS &&
                     r.workspaceSize <= kLtWorkspace)
-                    out.push_back(c);
+                    out.push_back({c, r.workspaceSize});
             }
     }
     return out;
@@ -209,6 +224,7 @@ struct LtPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
     cublasLtMatmulAlgo_t algo;
+    size_t workspace = 0;  // what algo needs of it
 };
 std::map<std::tuple<int, int, int, int, int, int, int, int, const void *, int, long long, long long, long long>, LtPlan>
     g_lt_plans;
@@ -238,6 +254,11 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
     if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
     if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
         return fail("allocating the cuBLASLt workspace", 0);
+    // Here, not during a capture, where cudaMalloc is not allowed; without it calls share g_lt_workspace.
+    if (!g_lt_private && cudaMalloc((void **)&g_lt_private, kLtPrivatePool) != cudaSuccess) {
+        g_lt_private = nullptr;
+        cudaGetLastError();
+    }
     const float zero = 0.0f;
     auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, precision, lda, ldb, ldy, pbias, batch.count,
                                batch.sa, batch.sb, batch.sy);
@@ -279,22 +300,23 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || found == 0) return fail("cuBLASLt found no algorithm for this GEMM", (int)s);
         float best = -1;
-        auto time_all = [&](const std::vector<cublasLtMatmulAlgo_t> &candidates) {
-            for (const auto &algo : candidates) {
+        auto time_all = [&](const std::vector<LtCandidate> &candidates) {
+            for (const LtCandidate &c : candidates) {
                 auto enqueue = [&] {
-                    return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &algo,
+                    return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &c.algo,
                                           g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
                 };
                 float ms = gpu_time_ms(enqueue);
                 if (ms >= 0 && (best < 0 || ms < best)) {
                     best = ms;
-                    p.algo = algo;
+                    p.algo = c.algo;
+                    p.workspace = c.workspace;
                 }
             }
         };
-        std::vector<cublasLtMatmulAlgo_t> heuristic;
+        std::vector<LtCandidate> heuristic;
         for (int i = 0; i < found; i++)
-            if (h[i].state == CUBLAS_STATUS_SUCCESS) heuristic.push_back(h[i].algo);
+            if (h[i].state == CUBLAS_STATUS_SUCCESS) heuristic.push_back({h[i].algo, h[i].workspaceSize});
         time_all(heuristic);
         // Timing a candidate costs milliseconds of host time (gpu_time_ms's holds): only a GEMM long
         // enough for a few percent to matter is worth the enumeration's dozens more.
@@ -304,13 +326,34 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         it = g_lt_plans.emplace(key, p).first;
     }
     const LtPlan &p = it->second;
-    s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, g_lt_workspace,
-                       kLtWorkspace, (cudaStream_t)stage_stream());
+    cudaStream_t stream = (cudaStream_t)stage_stream();
+    void *workspace = g_lt_workspace;
+    size_t workspace_bytes = kLtWorkspace;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (p.workspace > 0 && p.workspace <= kLtPrivateSlot && stream &&
+        cudaStreamIsCapturing(stream, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusActive &&
+        g_lt_private && g_lt_private_used + kLtPrivateSlot <= kLtPrivatePool) {
+        workspace = g_lt_private + g_lt_private_used;
+        workspace_bytes = kLtPrivateSlot;
+        g_lt_private_used += kLtPrivateSlot;
+    }
+    s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, workspace,
+                       workspace_bytes, stream);
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul", (int)s);
     return 0;
 }
 
 }  // namespace
+
+// 1 when the device bytes [ptr, ptr + bytes) lie in one private workspace slot of a captured
+// cublasLtMatmul call (lt_matmul), which no other node of any graph touches: the glue may then run
+// a memset of them at any time before that call's kernel (codegen/cuda_graph_glue.h).
+extern "C" int loom_cublaslt_private_workspace(uint64_t ptr, size_t bytes) {
+    std::lock_guard<std::mutex> guard(g_lock);
+    const uint64_t base = (uint64_t)(uintptr_t)g_lt_private;
+    if (!g_lt_private || ptr < base || ptr + bytes > base + g_lt_private_used) return 0;
+    return (ptr - base) / kLtPrivateSlot == (ptr + bytes - 1 - base) / kLtPrivateSlot;
+}
 
 // y = act(alpha · op(a) op(b) + bias) for row-major a [M, K] (or [K, M]), b [K, N] (or [N, K]) and
 // a bias per output column, in one cublasLtMatmul with the RELU_BIAS (act 1) or GELU_BIAS (act 2,

@@ -16,6 +16,15 @@ constexpr unsigned kStreamNonBlocking = 1;
 // directly (a capture costs more than a direct run).
 constexpr int kMaxRecaptures = 4;
 
+typedef void *CUgraphNode_;
+constexpr int kNodeMemset = 2;  // CU_GRAPH_NODE_TYPE_MEMSET
+struct MemsetParams_ {          // CUDA_MEMSET_NODE_PARAMS
+    CUdeviceptr_ dst;
+    size_t pitch;
+    unsigned value, element_size;
+    size_t width, height;
+};
+
 struct GraphApi {
     CUresult_ (*mem_alloc)(CUdeviceptr_ *, size_t) = nullptr;
     CUresult_ (*mem_free)(CUdeviceptr_) = nullptr;
@@ -32,6 +41,14 @@ struct GraphApi {
     CUresult_ (*pop)(CUcontext_ *) = nullptr;
     CUresult_ (*ctx_synchronize)() = nullptr;
     bool ok = false;  // every entry point found (a driver without graphs: direct runs only)
+    // For hoist_library_memsets; without them graphs keep the captured order.
+    CUresult_ (*node_type)(CUgraphNode_, int *) = nullptr;
+    CUresult_ (*memset_params)(CUgraphNode_, MemsetParams_ *) = nullptr;
+    CUresult_ (*set_memset_params)(CUgraphNode_, const MemsetParams_ *) = nullptr;
+    CUresult_ (*destroy_node)(CUgraphNode_) = nullptr;
+    CUresult_ (*edges)(CUgraph_, CUgraphNode_ *, CUgraphNode_ *, size_t *) = nullptr;
+    CUresult_ (*add_edges)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t) = nullptr;
+    CUresult_ (*remove_edges)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t) = nullptr;
 } g_api;
 
 struct GraphState {
@@ -41,6 +58,8 @@ struct GraphState {
     int recaptures = 0;
     bool enabled = true;
     const char *status = "direct: not yet called twice with the same pointers";
+    int hoisted = 0;  // library memsets of the graph merged into one off its chain of kernels
+    char status_text[80] = "";
 };
 
 std::mutex g_capture_lock;           // one capture at a time: they share the capture stream
@@ -135,6 +154,15 @@ void cuda_graph_setup() {
         g_api.push = (CUresult_(*)(CUcontext_))sym("cuCtxPushCurrent_v2");
         g_api.pop = (CUresult_(*)(CUcontext_ *))sym("cuCtxPopCurrent_v2");
         g_api.ctx_synchronize = (CUresult_(*)())sym("cuCtxSynchronize");
+        g_api.node_type = (CUresult_(*)(CUgraphNode_, int *))sym("cuGraphNodeGetType");
+        g_api.memset_params = (CUresult_(*)(CUgraphNode_, MemsetParams_ *))sym("cuGraphMemsetNodeGetParams");
+        g_api.set_memset_params = (CUresult_(*)(CUgraphNode_, const MemsetParams_ *))sym("cuGraphMemsetNodeSetParams");
+        g_api.destroy_node = (CUresult_(*)(CUgraphNode_))sym("cuGraphDestroyNode");
+        g_api.edges = (CUresult_(*)(CUgraph_, CUgraphNode_ *, CUgraphNode_ *, size_t *))sym("cuGraphGetEdges");
+        g_api.add_edges =
+            (CUresult_(*)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t))sym("cuGraphAddDependencies");
+        g_api.remove_edges =
+            (CUresult_(*)(CUgraph_, const CUgraphNode_ *, const CUgraphNode_ *, size_t))sym("cuGraphRemoveDependencies");
         g_api.ok = g_api.mem_alloc && g_api.mem_free && g_api.stream_create && g_api.begin_capture &&
                    g_api.end_capture && g_api.exchange_mode && g_api.graph_nodes && g_api.instantiate &&
                    g_api.launch && g_api.exec_destroy && g_api.graph_destroy && g_api.push && g_api.pop &&
@@ -191,6 +219,71 @@ int cuda_graph_enable(GraphState &g, bool on) {
     return was;
 }
 
+// The memset nodes of \p graph that zero a private cuBLASLt workspace slot
+// (loom_cublaslt_private_workspace: only that call's kernel reads it) become one memset of the
+// range they span, a root of the graph, which every such kernel waits for; each kernel's other
+// predecessors are those of its memset. Hopper's TF32/BF16 GEMMs then follow the kernel before
+// them directly instead of through a memset node (one each, on the critical path), and the one
+// memset runs beside the first kernels. The slots of one capture are contiguous and its own
+// (captures are serialized), so the range holds no other graph's. Returns how many memsets were
+// merged: 0 when the driver or the artifact lacks the means, none is found, or two follow each
+// other; -1 on a failed edit (the capture is then run directly).
+int hoist_library_memsets(CUgraph_ graph) {
+    if (!loom_cublaslt_private_workspace || !g_api.node_type || !g_api.memset_params || !g_api.set_memset_params ||
+        !g_api.edges || !g_api.add_edges || !g_api.remove_edges || !g_api.destroy_node)
+        return 0;
+    size_t n = 0;
+    if (g_api.edges(graph, nullptr, nullptr, &n) != 0 || n == 0) return 0;
+    std::vector<CUgraphNode_> from(n), to(n);
+    if (g_api.edges(graph, from.data(), to.data(), &n) != 0) return 0;
+    size_t count = 0;
+    if (g_api.graph_nodes(graph, nullptr, &count) != 0) return 0;
+    std::vector<CUgraphNode_> nodes(count), memsets;
+    if (g_api.graph_nodes(graph, nodes.data(), &count) != 0) return 0;
+    CUdeviceptr_ lo = 0, hi = 0;
+    for (CUgraphNode_ m : nodes) {
+        int type = -1;
+        MemsetParams_ p;
+        if (g_api.node_type(m, &type) != 0 || type != kNodeMemset || g_api.memset_params(m, &p) != 0 ||
+            p.height != 1 || p.value != 0)
+            continue;
+        const size_t bytes = p.width * p.element_size;
+        if (!loom_cublaslt_private_workspace((uint64_t)p.dst, bytes)) continue;
+        if (memsets.empty() || p.dst < lo) lo = p.dst;
+        if (memsets.empty() || p.dst + bytes > hi) hi = p.dst + bytes;
+        memsets.push_back(m);
+    }
+    // Two such memsets in a row (none seen so far) stay where they are: a merged one's
+    // predecessors would have to be found through the other.
+    std::set<CUgraphNode_> merged(memsets.begin(), memsets.end());
+    for (size_t e = 0; e < n; e++)
+        if (merged.count(from[e]) && merged.count(to[e])) return 0;
+    if (memsets.empty()) return 0;
+    std::set<std::pair<CUgraphNode_, CUgraphNode_>> edge_set;
+    for (size_t e = 0; e < n; e++) edge_set.insert({from[e], to[e]});
+    CUgraphNode_ keep = memsets[0];
+    bool ok = true;
+    for (CUgraphNode_ m : memsets) {
+        std::vector<CUgraphNode_> preds, succs;
+        for (size_t k = 0; k < n; k++) {
+            if (to[k] == m) preds.push_back(from[k]);
+            if (from[k] == m) succs.push_back(to[k]);
+        }
+        for (CUgraphNode_ su : succs) {
+            for (CUgraphNode_ pr : preds)
+                if (edge_set.insert({pr, su}).second) ok = ok && g_api.add_edges(graph, &pr, &su, 1) == 0;
+            if (m != keep && edge_set.insert({keep, su}).second) ok = ok && g_api.add_edges(graph, &keep, &su, 1) == 0;
+        }
+        if (m == keep)
+            for (CUgraphNode_ pr : preds) ok = ok && g_api.remove_edges(graph, &pr, &keep, 1) == 0;
+        else
+            ok = ok && g_api.destroy_node(m) == 0;  // its edges go with it
+        if (!ok) return -1;
+    }
+    MemsetParams_ all = {lo, 0, 0, 1, (size_t)(hi - lo), 1};
+    return g_api.set_memset_params(keep, &all) == 0 ? (int)memsets.size() : -1;
+}
+
 // Captures one run of \p m on the capture stream into g.exec; false (and no graph) when the run
 // cannot be captured or holds fewer than two nodes.
 bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *const *out, CUcontext_ ctx) {
@@ -219,6 +312,7 @@ bool cuda_graph_capture(Model &m, GraphState &g, const void *const *in, void *co
         t_capture = nullptr;
         ok = g_api.end_capture(g_capture_stream, &graph) == 0 && r == 0 && graph;
         ok = ok && g_api.graph_nodes(graph, nullptr, &nodes) == 0 && nodes >= 2;
+        ok = ok && (g.hoisted = hoist_library_memsets(graph)) >= 0;
         ok = ok && g_api.instantiate(&g.exec, graph, 0) == 0;
         if (graph) g_api.graph_destroy(graph);
         g_error[0] = 0;  // a failed capture is not the call's error: the call runs directly
@@ -268,6 +362,11 @@ bool cuda_graph_run(Model &m, const void *const *in, void *const *out, int *r) {
             return false;
         }
         g.status = "graph";
+        if (g.hoisted > 0) {
+            snprintf(g.status_text, sizeof g.status_text, "graph (%d library memsets merged off the kernel chain)",
+                     g.hoisted);
+            g.status = g.status_text;
+        }
     }
     CUcontext_ popped = nullptr;
     bool launched = g_api.push(ctx) == 0;

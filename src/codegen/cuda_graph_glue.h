@@ -19,6 +19,10 @@
 ///   graph is left or being captured; a capture starts after a device sync, as Halide may free
 ///   buffers of earlier direct runs during it. Allocation inside a capture is made legal by switching the thread to relaxed
 ///   capture mode around the real call.
+/// - Before instantiating, the memsets with which cuBLASLt zeroes its workspace counters before
+///   each of Hopper's TF32/BF16 GEMM kernels (one per call, between two kernels) become one memset
+///   at the graph's root, where the cuBLAS stage gave each captured call a workspace slot of its own
+///   (`loom_cublaslt_private_workspace`; bench/DECISIONS.md#d163-cuda-graph-library-memsets-merged).
 /// - Graphs are used only when the capture holds at least two nodes (one kernel gains nothing); a
 ///   model whose pointers change after a capture recaptures, up to four times, then runs directly;
 ///   any capture or launch failure falls back to a direct run, never to an error.

@@ -183,6 +183,10 @@ const char *kGlueBody = R"GLUE(
 #define LOOM_API(suffix) LOOM_CAT(LOOM_NAME, suffix)
 
 extern "C" int LOOM_CAT(LOOM_HALIDE_FN, _argv)(void **args);
+#if LOOM_CUDA
+// The cuBLAS extern stage's (codegen/cublas_gemm.h) where the artifact has one, else null (weak).
+extern "C" int loom_cublaslt_private_workspace(uint64_t ptr, size_t bytes) __attribute__((weak));
+#endif
 
 namespace {
 
