@@ -142,8 +142,9 @@ struct Planner {
         return src && !src->empty() && src->size() != lf.extents.size() && src->back() == lf.extents.back();
     }
 
-    // Whether \p lf, read \p total times, is a transpose whose vectors are gathers of a pure,
-    // computed Func that nothing else reads: storing lf in place of that source moves as much.
+    // Whether \p lf, read \p total times (8 or more a point, as a GEMM reads its B), is a transpose
+    // whose vectors are gathers of a pure, computed Func that nothing else reads: storing lf in
+    // place of that source moves as many bytes.
     bool transposed_copy_of_b(const LoweredFunc &lf, double total) const {
         const FuncInfo &f = fi(lf.name);
         if (f.transposed_from.empty() || total < 8 * f.points) return false;
