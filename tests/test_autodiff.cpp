@@ -29,6 +29,7 @@
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
+#include "schedule/schedule_apply.h"
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
 #include "test_util.h"
@@ -734,6 +735,45 @@ TEST(TrainStep, ExactGeluGradientEvaluatesNoErf) {
     EXPECT_EQ(plan.find("erf"), std::string::npos) << plan;
     size_t k = plan.find("_where_mul_exp (gemm): fuses grad_matmul_");
     EXPECT_NE(k, std::string::npos) << plan;
+}
+
+// Attention's Kᵀ (forward) and Vᵀ (backward, dP = dO·Vᵀ) are B operands whose vectors gather
+// across heads; each is a transpose of a head split that nothing else reads, so the plan stores the
+// transpose in the split's place and the GEMM loads B's rows
+// (bench/DECISIONS.md#d165-attention-b-operands-stored-transposed). The step, planned for the
+// AVX2 preset and JIT-compiled, matches the interpreter on random data.
+TEST(TrainStep, AttentionBOperandsAreStoredTransposed) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("transformer.onnx"), {}, "mse", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    for (const FixedMachine &m : {machines::avx512_2core(), machines::avx2_2core()}) {
+        LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+        std::string plan = print_schedule(auto_schedule(p, m.target, m.model));
+        for (const char *stored : {"\ntranspose_1.compute_root()", "\ngrad_transpose_196.compute_root()",
+                                   "\nreshape_1.compute_inline()"})
+            EXPECT_NE(plan.find(stored), std::string::npos) << m.name << ": " << stored << "\n" << plan;
+        EXPECT_EQ(plan.find("fuses transpose, transpose_1 into matmul"), std::string::npos) << m.name << "\n" << plan;
+    }
+    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine avx2 = machines::avx2_2core();
+    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
+    JitModel jit(std::move(lp));
+    auto in = random_inputs(step.graph, 11);
+    auto got = jit.run(in), want = run_reference(step.graph, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+}
+
+// `--target host-cuda` names no CUDA capability, for which Halide emits sm_20 code without warp
+// shuffles (LLVM aborted selecting shfl.idx in the transformer step's row reductions); it compiles
+// as `--target cuda` does, with capability 8.0, on a machine without a GPU.
+TEST(TrainStep, HostCudaTargetCompilesAsCuda) {
+    std::string dir = temp_path("train_host_cuda");
+    Cli r = loom("compile " + grad_fixture("transformer.onnx") + " --train --loss mse --optimizer sgd --lr 0.01 " +
+                 "--target host-cuda --force --name tf_cuda -o " + dir);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("cuda_capability_80"), std::string::npos) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/libtf_cuda_train.so")) << r.out;
+    std::filesystem::remove_all(dir);
 }
 
 TEST(TrainStep, UserErrors) {

@@ -142,6 +142,17 @@ struct Planner {
         return src && !src->empty() && src->size() != lf.extents.size() && src->back() == lf.extents.back();
     }
 
+    // Whether \p lf, read \p total times (8 or more a point, as a GEMM reads its B), is a transpose
+    // whose vectors are gathers of a pure, computed Func that nothing else reads: storing lf in
+    // place of that source moves as many bytes.
+    bool transposed_copy_of_b(const LoweredFunc &lf, double total) const {
+        const FuncInfo &f = fi(lf.name);
+        if (f.transposed_from.empty() || total < 8 * f.points) return false;
+        const LoweredFunc *src = p.find(f.transposed_from);
+        return src && !src->is_output && src->consumers.size() == 1 && src->consumers.front() == lf.name &&
+               !fi(src->name).has_update;
+    }
+
     // Decides inline-or-not for every pure non-output Func, consumers first.
     void decide_inlining() {
         for (auto it = p.funcs.rbegin(); it != p.funcs.rend(); ++it) {
@@ -198,6 +209,21 @@ struct Planner {
                         d.why = str_cat("materialize: the B operand of ", c, ", a transpose of an input: inlined, ",
                                         "its vectors would be gathers (", fmt(total / std::max(1.0, f.points)),
                                         "x evaluations)");
+                        break;
+                    }
+            // Likewise a transpose of a Func that only this transpose reads (attention's Kᵀ and, in
+            // a training step's backward, Vᵀ: a head split of a projection, stored as a copy for
+            // the GEMM): stored in the transposed layout instead, its source inlined into it, the
+            // step keeps its number of passes and the micro-kernel loads B's rows
+            // (bench/DECISIONS.md#d165-attention-b-operands-stored-transposed).
+            if (inl && transposed_copy_of_b(lf, total))
+                for (const auto &c : cs)
+                    if (fi(c).is_matmul && fi(c).matmul_a != lf.name) {
+                        inl = false;
+                        d.placement = Placement::Root;
+                        d.why = str_cat("materialize: the B operand of ", c, ", a transpose of ", f.transposed_from,
+                                        " (read only here): inlined, its vectors would be gathers (",
+                                        fmt(total / std::max(1.0, f.points)), "x evaluations)");
                         break;
                     }
             // A Reshape that keeps its source's rows (only outer dims merge or split, so its index

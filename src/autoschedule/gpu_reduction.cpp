@@ -25,6 +25,9 @@ ReductionWay choose_reduction_way(const LoweredFunc &r) {
     int64_t k = rvar_extent(r);
     int64_t outs = product(r.extents);
     if (k < 256) return k < 0 || r.vars.empty() ? ReductionWay::Default : ReductionWay::Short;
+    // A reduction to one value (a training step's loss) has no pure var to map onto blocks: its
+    // chunks are the blocks, one when it is short.
+    if (r.vars.empty()) return ReductionWay::Split;
     // Two outputs per SM of an H100 (132 SMs) keep every SM busy with whole blocks.
     if (outs >= 2 * 132 || k < 16384) return ReductionWay::BlockPerOutput;
     return ReductionWay::Split;

@@ -118,7 +118,13 @@ Halide::Target aot_target(const std::string &name) {
             .with_feature(Halide::Target::CUDACapability80);
     user_check(Halide::Target::validate_target_string(name), "unknown target '", name,
                "'; valid: host, cuda, or a Halide target string such as x86-64-linux-avx2");
-    return Halide::Target(name);
+    Halide::Target t(name);
+    // Halide compiles a CUDA target that names no capability (host-cuda) for sm_20, which has no
+    // warp shuffles: Loom's GPU schedules reduce rows across a warp with them, and LLVM aborts
+    // selecting shfl.idx. Such a target gets the capability `--target cuda` has.
+    if (t.has_feature(Halide::Target::CUDA) && t.get_cuda_capability_lower_bound() < 30)
+        t = t.with_feature(Halide::Target::CUDACapability80);
+    return t;
 }
 
 std::string aot_manifest(const LoweredPipeline &p, const Halide::Target &target, const std::string &name) {

@@ -62,7 +62,8 @@ struct AotArtifact {
 };
 
 /// The Halide target for a `--target` name: "host" (this machine), "cuda"
-/// (host-cuda-cuda_capability_80), or any Halide target string. UserError naming the valid ones.
+/// (host-cuda-cuda_capability_80), or any Halide target string (a CUDA one that names no
+/// capability gets cuda_capability_80, as "cuda"). UserError naming the valid ones.
 Halide::Target aot_target(const std::string &name);
 
 /// Compiles \p lowered (already scheduled) for \p target into \p out_dir. \p extra, if given, is
