@@ -396,6 +396,52 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
     expect_one_compile_serves(b.g, sizes, path);
 }
 
+// The same Func, computed per channel block of its host over the host's whole moving width, with
+// `vectorize(w)` as a plan made at one size writes it (a 640x640 or 32x32 conv's producer over whole
+// rows): the loop has no constant extent, and it ran as a scalar loop at every size. It is now
+// vectorized by a guarded split of the target's natural vector (8 floats on AVX2, at most the planned
+// extent): its stores are vectors in the lowered module of the fixed avx2_2core target, and the one
+// compile is right at widths below, at, between and above the vector.
+TEST(DynamicShapes, WholeMovingLoopOutsideTheHostsTilesVectorizesByAGuardedSplit) {
+    GraphBuilder b;
+    symbolic_input(b, "x", {-1, 4, -1, -1}, {"N", "", "H", "W"});
+    b.output(b.node("Add", {b.node("Relu", {"x"}, {}), "x"}, {}));
+    Graph g = b.g;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {1, 4, 8, 16}}};
+    opts.dynamic_all = true;
+    prepare_graph(g, opts);
+    LoweredPipeline lp = lower_graph(g, {});
+    const std::string host = lp.output_funcs.at(0);
+    std::string inner, inner_halide;
+    for (const auto &lf : lp.funcs)
+        if (lf.name != host && lf.vars.size() == 4) inner = lf.name, inner_halide = lf.func.name();
+    ASSERT_FALSE(inner.empty());
+    std::string text = host + ".compute_root().split(c, co, ci, 2).reorder(w, h, ci, co, n).vectorize(w, 8);\n" +
+                       inner + ".compute_at(" + host + ", co).vectorize(w);\n";
+    const Halide::Target t = machines::avx2_2core().target;
+    apply_schedule(parse_schedule(text), lp, t);
+    SegmentedPipeline segs = segment_pipeline(lp, t, 1);
+    ASSERT_EQ(segs.segments.size(), 1u);
+    Halide::Pipeline &pipe = segs.segments[0].pipeline;
+    struct VectorStores : public Halide::Internal::IRVisitor {
+        using IRVisitor::visit;
+        std::string name;
+        int vector = 0, scalar = 0;
+        void visit(const Halide::Internal::Store *op) override {
+            if (op->name == name) (op->value.type().lanes() > 1 ? vector : scalar)++;
+            IRVisitor::visit(op);
+        }
+    } v;
+    v.name = inner_halide;
+    for (const auto &fn : pipe.compile_to_module(pipe.infer_arguments(), "whole_w", t).functions()) fn.body.accept(&v);
+    EXPECT_GT(v.vector, 0) << inner << ": its whole moving w ran as scalars (" << v.scalar << " scalar stores)";
+    std::string path = testing::temp_path("whole_moving_loop_vectorized.sched");
+    std::ofstream(path) << text;
+    auto sizes = sizes_of("x", {{1, 4, 8, 16}, {1, 4, 3, 1}, {1, 4, 2, 7}, {2, 4, 5, 8}, {1, 4, 3, 9}, {1, 4, 4, 33}});
+    expect_one_compile_serves(b.g, sizes, path);
+}
+
 // A GEMM's accumulator computed at its wrapper's column loop `jo` (a split of a dim that does not
 // move) lies inside the wrapper's row tiles `io` (a moving dim's split): it covers a 6-row tile,
 // and in the specialization its whole row loop unrolls as the plan wrote it, as a compile for one

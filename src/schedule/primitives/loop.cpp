@@ -264,8 +264,29 @@ bool keeps_moving_loop(CallApply &a) {
     return true;
 }
 
+// The lanes a whole moving pure loop that the schedule vectorizes takes instead, by a guarded
+// split: the target's natural vector of the Func's type, at most its representative extent (a
+// power of two); 1 (none) for an RVar or a loop planned shorter than two.
+int guarded_whole_loop_lanes(const CallApply &a) {
+    const DimModel *d = find_dim(a.before.stages[a.st.stage + 1], a.c.args[0].name);
+    if (!d || d->rvar || d->extent < 2 || a.f.outputs() != 1) return 1;
+    int natural = a.m.target.natural_vector_size(a.f.output_types()[0]);
+    int lanes = 1;
+    while (lanes * 2 <= natural && lanes * 2 <= d->extent) lanes *= 2;
+    return lanes;
+}
+
 void apply_vectorize(CallApply &a) {
-    if (a.narrow(a.c.args[0].name) || keeps_moving_loop(a)) return;
+    if (a.narrow(a.c.args[0].name)) return;
+    if (keeps_moving_loop(a)) {
+        // A whole loop of a Func that spans its host's moving width (a conv computed per channel
+        // block over whole rows) has no constant extent: vectorized by a guarded split, its full
+        // vectors run as vectors where the loop is long enough, rather than the whole loop as
+        // scalars (bench/DECISIONS.md#d161-dynamic-shapes-whole-moving-loops-vectorized-by-a-guarded-split).
+        if (int lanes = guarded_whole_loop_lanes(a); lanes > 1)
+            a.stage.vectorize(a.var(0), lanes, Halide::TailStrategy::GuardWithIf);
+        return;
+    }
     if (a.n == 1) a.stage.vectorize(a.var(0));
     else a.stage.vectorize(a.var(0), a.expr(1), a.tail(2));
 }
