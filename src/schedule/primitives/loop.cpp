@@ -276,6 +276,15 @@ int guarded_whole_loop_lanes(const CallApply &a) {
     return lanes;
 }
 
+// Whether the schedule computes another Func at a loop of \p a's Func (whose loop order must stay
+// as the plan wrote it).
+bool hosts_a_func(const CallApply &a) {
+    for (const auto &st : a.out.schedule.statements)
+        for (const auto &c : st.calls)
+            if (c.name == "compute_at" && !c.args.empty() && c.args[0].name == a.st.func) return true;
+    return false;
+}
+
 void apply_vectorize(CallApply &a) {
     if (a.narrow(a.c.args[0].name)) return;
     if (keeps_moving_loop(a)) {
@@ -283,8 +292,19 @@ void apply_vectorize(CallApply &a) {
         // block over whole rows) has no constant extent: vectorized by a guarded split, its full
         // vectors run as vectors where the loop is long enough, rather than the whole loop as
         // scalars (bench/DECISIONS.md#d161-dynamic-shapes-whole-moving-loops-vectorized-by-a-guarded-split).
-        if (int lanes = guarded_whole_loop_lanes(a); lanes > 1)
-            a.stage.vectorize(a.var(0), lanes, Halide::TailStrategy::GuardWithIf);
+        int lanes = guarded_whole_loop_lanes(a);
+        if (lanes <= 1) return;
+        a.stage.vectorize(a.var(0), lanes, Halide::TailStrategy::GuardWithIf);
+        // In an update its vectors' loop goes outside the stage's other loops: inside it the
+        // accumulators sit at fixed addresses through the reduction, where LLVM keeps them in
+        // registers, as the compile for one size does with the whole loop vectorized.
+        if (a.st.stage >= 0 && !hosts_a_func(a)) {
+            std::vector<Halide::VarOrRVar> order;
+            for (const auto &d : a.before.stages[a.st.stage + 1].dims)
+                if (d.name != a.c.args[0].name && d.name != "__outermost") order.push_back(as_var(d));
+            order.push_back(a.var(0));
+            a.stage.reorder(order);
+        }
         return;
     }
     if (a.n == 1) a.stage.vectorize(a.var(0));
