@@ -256,8 +256,9 @@ void apply_tile(CallApply &a) {
     else a.stage.tile(a.var(0), a.var(1), a.var(2), a.var(3), a.expr(4), a.expr(5), a.tail(6));
 }
 
-// Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled (Halide needs a
-// constant extent); it stays a plain loop, counted with the guarded splits.
+// Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled as written
+// (Halide needs a constant extent): unrolled, it stays a plain loop; vectorized, apply_vectorize
+// splits it. Counted with the guarded splits.
 bool keeps_moving_loop(CallApply &a) {
     if (!a.moves(0) || a.n != 1 || (a.specialized && a.whole_loops)) return false;
     if (!a.specialized) a.out.guarded_for_sizes++;
@@ -295,14 +296,19 @@ void apply_vectorize(CallApply &a) {
         int lanes = guarded_whole_loop_lanes(a);
         if (lanes <= 1) return;
         a.stage.vectorize(a.var(0), lanes, Halide::TailStrategy::GuardWithIf);
-        // In an update its vectors' loop goes outside the stage's other loops: inside it the
+        // In an update its vectors' loop goes just outside the reduction's loops: inside it the
         // accumulators sit at fixed addresses through the reduction, where LLVM keeps them in
         // registers, as the compile for one size does with the whole loop vectorized.
         if (a.st.stage >= 0 && !hosts_a_func(a)) {
             std::vector<Halide::VarOrRVar> order;
-            for (const auto &d : a.before.stages[a.st.stage + 1].dims)
-                if (d.name != a.c.args[0].name && d.name != "__outermost") order.push_back(as_var(d));
-            order.push_back(a.var(0));
+            size_t after_reduction = 0;
+            for (const auto &d : a.before.stages[a.st.stage + 1].dims) {
+                if (d.name == a.c.args[0].name || d.name == "__outermost") continue;
+                order.push_back(as_var(d));
+                if (d.rvar) after_reduction = order.size();
+            }
+            if (after_reduction == 0) return;
+            order.insert(order.begin() + after_reduction, a.var(0));
             a.stage.reorder(order);
         }
         return;
