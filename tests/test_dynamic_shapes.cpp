@@ -396,6 +396,70 @@ TEST(DynamicShapes, WholeLoopOutsideTheHostsMovingTilesStaysPlain) {
     expect_one_compile_serves(b.g, sizes, path);
 }
 
+// A 1x1 conv computed per channel block of its epilogue over the epilogue's whole moving width,
+// with `vectorize(w)` on both stages as a plan made at one size writes it (the detector's convs
+// planned at 32x32 over rows 1-8 pixels wide): the loop has no constant extent, and it ran as scalars
+// at every size with the accumulators in memory. It is now vectorized by a guarded split of the
+// target's natural vector (8 floats on AVX2, at most the planned extent), and in the update the
+// vectors' loop goes outside the reduction, so the accumulators stay at fixed addresses through it:
+// in the lowered module of the fixed avx2_2core target the conv's stores are vectors and its
+// reduction loop runs inside its column loop. The one compile is right at widths below, at, between
+// and above the vector.
+TEST(DynamicShapes, WholeMovingLoopOutsideTheHostsTilesVectorizesByAGuardedSplit) {
+    GraphBuilder b;
+    symbolic_input(b, "x", {-1, 4, -1, -1}, {"N", "", "H", "W"});
+    b.output(b.node("Relu", {b.node("Conv", {"x", b.random_constant("w1", {8, 4, 1, 1}, 4)}, {})}, {}));
+    Graph g = b.g;
+    PrepareOptions opts;
+    opts.bindings = {{"x", {1, 4, 8, 16}}};
+    opts.dynamic_all = true;
+    prepare_graph(g, opts);
+    LoweredPipeline lp = lower_graph(g, {});
+    const std::string host = lp.output_funcs.at(0);
+    std::string conv, conv_halide;
+    for (const auto &lf : lp.funcs)
+        if (lf.name != host && lf.func.num_update_definitions() == 1) conv = lf.name, conv_halide = lf.func.name();
+    ASSERT_FALSE(conv.empty());
+    std::string text = host + ".compute_root().split(c, co, ci, 4).reorder(w, h, ci, co, n).vectorize(w, 8);\n" +
+                       conv + ".compute_at(" + host + ", co).vectorize(w).unroll(c);\n" + conv +
+                       ".update(0).reorder(w, c, r.x, r.y, r.z).vectorize(w).unroll(c);\n";
+    const Halide::Target t = machines::avx2_2core().target;
+    apply_schedule(parse_schedule(text), lp, t);
+    SegmentedPipeline segs = segment_pipeline(lp, t, 1);
+    ASSERT_EQ(segs.segments.size(), 1u);
+    Halide::Pipeline &pipe = segs.segments[0].pipeline;
+    struct Loops : public Halide::Internal::IRVisitor {
+        using IRVisitor::visit;
+        std::string name;
+        int vector = 0, scalar = 0;
+        bool reduction_inside_columns = false;
+        std::vector<std::string> open, seen;
+        void visit(const Halide::Internal::Store *op) override {
+            if (op->name == name) (op->value.type().lanes() > 1 ? vector : scalar)++;
+            IRVisitor::visit(op);
+        }
+        void visit(const Halide::Internal::For *op) override {
+            const std::string update = name + ".s1.";
+            if (op->name.rfind(update + "r", 0) == 0)
+                for (const auto &o : open) reduction_inside_columns |= o.rfind(update + "w", 0) == 0;
+            seen.push_back(op->name);
+            open.push_back(op->name);
+            IRVisitor::visit(op);
+            open.pop_back();
+        }
+    } v;
+    v.name = conv_halide;
+    for (const auto &fn : pipe.compile_to_module(pipe.infer_arguments(), "whole_w", t).functions()) fn.body.accept(&v);
+    std::string loops;
+    for (const auto &l : v.seen) loops += " " + l;
+    EXPECT_GT(v.vector, 0) << conv << ": its whole moving w ran as scalars (" << v.scalar << " scalar stores)";
+    EXPECT_TRUE(v.reduction_inside_columns) << conv << ": its reduction is not inside its column loop:" << loops;
+    std::string path = testing::temp_path("whole_moving_loop_vectorized.sched");
+    std::ofstream(path) << text;
+    auto sizes = sizes_of("x", {{1, 4, 8, 16}, {1, 4, 3, 1}, {1, 4, 2, 7}, {2, 4, 5, 8}, {1, 4, 3, 9}, {1, 4, 4, 33}});
+    expect_one_compile_serves(b.g, sizes, path);
+}
+
 // A GEMM's accumulator computed at its wrapper's column loop `jo` (a split of a dim that does not
 // move) lies inside the wrapper's row tiles `io` (a moving dim's split): it covers a 6-row tile,
 // and in the specialization its whole row loop unrolls as the plan wrote it, as a compile for one

@@ -256,16 +256,63 @@ void apply_tile(CallApply &a) {
     else a.stage.tile(a.var(0), a.var(1), a.var(2), a.var(3), a.expr(4), a.expr(5), a.tail(6));
 }
 
-// Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled (Halide needs a
-// constant extent); it stays a plain loop, counted with the guarded splits.
+// Dynamic shapes: a whole loop whose extent moves cannot be vectorized or unrolled as written
+// (Halide needs a constant extent): unrolled, it stays a plain loop; vectorized, apply_vectorize
+// splits it. Counted with the guarded splits.
 bool keeps_moving_loop(CallApply &a) {
     if (!a.moves(0) || a.n != 1 || (a.specialized && a.whole_loops)) return false;
     if (!a.specialized) a.out.guarded_for_sizes++;
     return true;
 }
 
+// The lanes a whole moving pure loop that the schedule vectorizes takes instead, by a guarded
+// split: the target's natural vector of the Func's type, at most its representative extent (a
+// power of two); 1 (none) for an RVar or a loop planned shorter than two.
+int guarded_whole_loop_lanes(const CallApply &a) {
+    const DimModel *d = find_dim(a.before.stages[a.st.stage + 1], a.c.args[0].name);
+    if (!d || d->rvar || d->extent < 2 || a.f.outputs() != 1) return 1;
+    int natural = a.m.target.natural_vector_size(a.f.output_types()[0]);
+    int lanes = 1;
+    while (lanes * 2 <= natural && lanes * 2 <= d->extent) lanes *= 2;
+    return lanes;
+}
+
+// Whether the schedule computes another Func at a loop of \p a's Func (whose loop order must stay
+// as the plan wrote it).
+bool hosts_a_func(const CallApply &a) {
+    for (const auto &st : a.out.schedule.statements)
+        for (const auto &c : st.calls)
+            if (c.name == "compute_at" && !c.args.empty() && c.args[0].name == a.st.func) return true;
+    return false;
+}
+
 void apply_vectorize(CallApply &a) {
-    if (a.narrow(a.c.args[0].name) || keeps_moving_loop(a)) return;
+    if (a.narrow(a.c.args[0].name)) return;
+    if (keeps_moving_loop(a)) {
+        // A whole loop of a Func that spans its host's moving width (a conv computed per channel
+        // block over whole rows) has no constant extent: vectorized by a guarded split, its full
+        // vectors run as vectors where the loop is long enough, rather than the whole loop as
+        // scalars (bench/DECISIONS.md#d161-dynamic-shapes-whole-moving-loops-vectorized-by-a-guarded-split).
+        int lanes = guarded_whole_loop_lanes(a);
+        if (lanes <= 1) return;
+        a.stage.vectorize(a.var(0), lanes, Halide::TailStrategy::GuardWithIf);
+        // In an update its vectors' loop goes just outside the reduction's loops: inside it the
+        // accumulators sit at fixed addresses through the reduction, where LLVM keeps them in
+        // registers, as the compile for one size does with the whole loop vectorized.
+        if (a.st.stage >= 0 && !hosts_a_func(a)) {
+            std::vector<Halide::VarOrRVar> order;
+            size_t after_reduction = 0;
+            for (const auto &d : a.before.stages[a.st.stage + 1].dims) {
+                if (d.name == a.c.args[0].name || d.name == "__outermost") continue;
+                order.push_back(as_var(d));
+                if (d.rvar) after_reduction = order.size();
+            }
+            if (after_reduction == 0) return;
+            order.insert(order.begin() + after_reduction, a.var(0));
+            a.stage.reorder(order);
+        }
+        return;
+    }
     if (a.n == 1) a.stage.vectorize(a.var(0));
     else a.stage.vectorize(a.var(0), a.expr(1), a.tail(2));
 }
