@@ -101,6 +101,9 @@ std::map<std::string, double> ms_by_lowered_func(const LoweredPipeline &p, const
     return out;
 }
 
+// Halide's profiler samples the running Func once per this interval (its default).
+constexpr uint64_t kSamplingIntervalMicros = 1000;
+
 ModelProfile profile_model(LoweredPipeline p, const Halide::Target &target,
                            const std::vector<std::map<std::string, Tensor>> &inputs, double budget_ms) {
     return profile_model_sizes(std::move(p), target, {inputs}, budget_ms)[0];
@@ -130,9 +133,9 @@ std::vector<ModelProfile> profile_model_sizes(LoweredPipeline p, const Halide::T
         std::vector<double> times;
         while (runs < 3 || (totals.samples < kMinProfileSamples &&
                             std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < budget_ms)) {
-            // A pause of up to one sampling interval (1 ms), so that the samples fall anywhere in a run.
+            // A pause of up to one sampling interval, so that the samples fall anywhere in a run.
             lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-            auto until = Clock::now() + std::chrono::microseconds((lcg >> 33) % 1000);
+            auto until = Clock::now() + std::chrono::microseconds((lcg >> 33) % kSamplingIntervalMicros);
             while (Clock::now() < until) {
             }
             times.push_back(model.time_run(inputs[runs % inputs.size()]));
