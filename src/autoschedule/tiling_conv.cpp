@@ -43,12 +43,9 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
     if (!channel_tile_fits(f, m)) return false;
     // A short reduction (3 input channels x 3x3) leaves the tile's transposing stores to NCHW
     // dominant, and tiles along rows are faster.
-    const int64_t terms = reduction_terms(f);
-    if (terms < kMinChannelTileTerms) return false;
-    // With 16 registers, rows of 4 vectors or more keep tiles along rows full, and there a reduction
-    // of under 128 terms still leaves those stores too large a share (64 -> 256 channels at 56x56;
-    // bench/DECISIONS.md#d82-avx2-short-reductions-along-wide-rows).
-    return !(m.vector_registers < 32 && terms < 2 * kMinChannelTileTerms && f.lf->extents[3] >= 4 * m.lanes(f.lf->dtype));
+    // Wide rows with a short reduction tile channels too on AVX2 since their outputs are stored
+    // channels innermost for their readers (bench/DECISIONS.md#d176-avx2-short-reductions-tile-channels).
+    return reduction_terms(f) >= kMinChannelTileTerms;
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
@@ -479,8 +476,8 @@ bool Ctx::depthwise_channels(const std::string &F, bool source) const {
 
 // Fewest input channels of a 1x1 conv channel-tiled only because depthwise convs read it: with
 // fewer, the tile's stores outweigh its short reduction and rows are faster
-// (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
-constexpr int64_t kMinDepthwiseSourceTerms = 24;
+// (bench/DECISIONS.md#d177-sixteen-channel-sources-of-depthwise-convs).
+constexpr int64_t kMinDepthwiseSourceTerms = 16;
 
 // A 1x1 conv that Ctx::tiles_channels may tile over channels for depthwise readers.
 static bool short_channel_tile(const FuncInfo &x, const MachineModel &m) {
