@@ -13,6 +13,7 @@
 #include <map>
 
 #include "frontends/onnx/onnx_import.h"
+#include "support/tensor_file_name.h"
 #include "graph/npy.h"
 #include "graph/passes.h"
 #include "reference/folding.h"
@@ -777,6 +778,51 @@ TEST(HostileModels, CliSaysErrorAndExitsOne) {
         EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " " + cmd + " " + expand, out), 1) << out;
         EXPECT_HAS(out, "error: " + expand + ": Expand 'blow_up': output 'z' (f32 2097152x1024x2x3) would take 48 GiB");
     }
+}
+
+// Exporters name tensors like paths; a model's input named "/in/x" and output "../y%" keep their
+// .npy files inside the folder given (--save, --inputs, `loom compile`'s data/, loom_run), written
+// as %2F and %25, so no name reaches a parent folder or a subfolder.
+TEST(HostileModels, TensorNamesLikePathsStayInTheirFolder) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    auto *g = m.mutable_graph();
+    g->set_name("paths");
+    *g->add_input() = value_info("/in/x", {2, 3});
+    add_node(g, "Relu", {"/in/x"}, {"../y%"}, "relu");
+    *g->add_output() = value_info("../y%", {2, 3});
+    const std::string model = write_model(m, "path_names");
+    const fs::path dir = fs::path(model).parent_path();
+    EXPECT_EQ(tensor_file_stem("/in/x"), "%2Fin%2Fx");
+    EXPECT_EQ(tensor_file_stem("../y%"), "..%2Fy%25");
+    EXPECT_EQ(tensor_file_stem("plain_name.0"), "plain_name.0");
+
+    Tensor x(DType::F32, {2, 3});
+    for (int64_t i = 0; i < x.numel(); i++) x.set(i, (double)i - 2.5);
+    fs::create_directories(dir / "inputs");
+    write_npy((dir / "inputs" / "%2Fin%2Fx.npy").string(), x);
+    std::string out;
+    ASSERT_EQ(testing::run_command(std::string(LOOM_BINARY) + " run " + model + " --inputs " + (dir / "inputs").string() +
+                                       " --save " + (dir / "saved").string(), out), 0) << out;
+    EXPECT_FALSE(fs::exists(dir / "y%.npy")) << "an output escaped --save";
+    Tensor y = read_npy((dir / "saved" / "..%2Fy%25.npy").string());
+    for (int64_t i = 0; i < y.numel(); i++) EXPECT_EQ(y.get(i), std::max(0.0, x.get(i))) << i;
+
+    // A missing input file is named as it is looked for.
+    fs::remove(dir / "inputs" / "%2Fin%2Fx.npy");
+    EXPECT_EQ(testing::run_command(std::string(LOOM_BINARY) + " run " + model + " --inputs " + (dir / "inputs").string(), out), 1);
+    EXPECT_HAS(out, (dir / "inputs" / "%2Fin%2Fx.npy").string());
+    EXPECT_HAS(out, "%2F");
+
+    const fs::path art = dir / "art";
+    ASSERT_EQ(testing::run_command(std::string(LOOM_BINARY) + " compile " + model + " --auto -o " + art.string(), out), 0) << out;
+    EXPECT_TRUE(fs::exists(art / "data" / "%2Fin%2Fx.npy")) << out;
+    EXPECT_TRUE(fs::exists(art / "data" / "expected_..%2Fy%25.npy")) << out;
+    const fs::path runner = fs::path(LOOM_BINARY).parent_path() / "loom_run";
+    ASSERT_TRUE(fs::exists(runner)) << "build the loom-run target";
+    ASSERT_EQ(testing::run_command(runner.string() + " " + art.string() + " --mode host --reps 2 --warmup 1", out), 0) << out;
+    EXPECT_HAS(out, "ok=1");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "schedule/schedule_builtin.h"
 #include "schedule/schedule_printer.h"
 #include "support/error.h"
+#include "support/tensor_file_name.h"
 
 namespace loom::cli {
 
@@ -88,8 +89,8 @@ void compile(const CompileOptions &o) {
         std::map<std::string, OutputTolerance> tolerances;
         auto ref = run_reference_with_tolerances(g, ins, lo.gemm_precision, tolerances);
         std::filesystem::create_directories(dir + "/data");
-        for (const auto &[n, t] : ins) write_npy(dir + "/data/" + n + ".npy", t);
-        for (const auto &[n, t] : ref) write_npy(dir + "/data/expected_" + n + ".npy", t);
+        for (const auto &[n, t] : ins) write_npy(dir + "/data/" + tensor_file_stem(n) + ".npy", t);
+        for (const auto &[n, t] : ref) write_npy(dir + "/data/expected_" + tensor_file_stem(n) + ".npy", t);
         // Each output's tolerance for tools/loom_run (measure/output_tolerance.h states the rule).
         std::ofstream(dir + "/data/tolerance.txt") << tolerance_file_text(tolerances);
     };

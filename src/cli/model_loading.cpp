@@ -12,6 +12,7 @@
 #include "reference/folding.h"
 #include "reference/reference.h"
 #include "support/error.h"
+#include "support/tensor_file_name.h"
 
 namespace loom::cli {
 
@@ -26,7 +27,7 @@ void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
     for (const auto &name : g.inputs) {
         const ValueInfo &vi = g.value(name);
         bool unknown = std::any_of(vi.shape.begin(), vi.shape.end(), [](int64_t d) { return d < 0; });
-        fs::path p = fs::path(dir) / (name + ".npy");
+        fs::path p = fs::path(dir) / (tensor_file_stem(name) + ".npy");
         if (!unknown || b.count(name) || !fs::exists(p)) continue;
         Shape file_shape = read_npy(p.string()).shape();
         std::vector<std::string> dims;
@@ -106,9 +107,9 @@ std::map<std::string, Tensor> make_inputs(const Graph &g, const std::string &dir
     if (dir.empty()) return random_inputs(g, seed);
     std::map<std::string, Tensor> ins;
     for (const auto &name : g.inputs) {
-        fs::path p = fs::path(dir) / (name + ".npy");
+        fs::path p = fs::path(dir) / (tensor_file_stem(name) + ".npy");
         user_check(fs::exists(p), "--inputs ", dir, ": no file ", p.string(), " for graph input '", name,
-                   "'; write one .npy per input named after it");
+                   "'; write one .npy per input named after it ('/' and '%' in a name written as %2F and %25)");
         Tensor t = read_npy(p.string());
         const ValueInfo &vi = g.value(name);
         user_check(t.shape() == vi.shape, p.string(), ": shape ", shape_str(t.shape()), " but input '",
@@ -125,7 +126,7 @@ void save_outputs(const std::string &dir, const std::map<std::string, Tensor> &o
     user_check(!ec, "--save ", dir, ": cannot create the directory (", ec.message(), ")");
     for (const auto &kv : outs) {
         const ValueInfo &vi = g.value(kv.first);
-        write_npy((fs::path(dir) / (kv.first + ".npy")).string(),
+        write_npy((fs::path(dir) / (tensor_file_stem(kv.first) + ".npy")).string(),
                   kv.second.dtype() == vi.dtype ? kv.second : kv.second.cast(vi.dtype));
     }
 }

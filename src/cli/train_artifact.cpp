@@ -11,6 +11,7 @@
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/machine_model.h"
 #include "cli/save_or_recompute.h"
+#include "support/tensor_file_name.h"
 #include "cli/scheduling.h"
 #include "cli/training_model.h"
 #include "codegen/aot.h"
@@ -642,7 +643,7 @@ void compile_training(const TrainCompileOptions &o) {
         std::ofstream(d / (name + "_train.cpp")) << train_source(name, step, (d / "params.bin").string(), target.has_gpu_feature());
         fs::create_directories(d / "data");
         auto ins = gradient_inputs(m, "", 1);
-        for (const auto &i : step.data_inputs) write_npy((d / "data" / (i + ".npy")).string(), ins.at(i));
+        for (const auto &i : step.data_inputs) write_npy((d / "data" / (tensor_file_stem(i) + ".npy")).string(), ins.at(i));
         if (!step.target.empty()) write_npy((d / "data" / "target.npy").string(), ins.at(step.target));
         std::string cxx = std::getenv("LOOM_CXX") ? std::getenv("LOOM_CXX") : "g++";
         run_or_fail(cxx + " -std=c++17 -O2 -fPIC -shared -fopenmp -o '" + (d / ("lib" + name + "_train.so")).string() + "' '" +

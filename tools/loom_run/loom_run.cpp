@@ -39,6 +39,8 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "support/tensor_file_name.h"  // header-only: the data files' names, as `loom compile` writes them
+
 namespace {
 
 /// A host buffer aligned to 64 bytes (a cache line, an AVX-512 vector), freed with it.
@@ -424,8 +426,8 @@ int main(int argc, char **argv) {
     for (const auto &p : m.inputs) {
         std::string d;
         std::vector<int64_t> sh;
-        in_data.push_back(read_npy(dir + "/data/" + p.name + ".npy", d, sh));
-        if (sh != p.shape || d != npy_descr_of(p.dtype)) die("data/" + p.name + ".npy: shape or dtype differs from the manifest");
+        in_data.push_back(read_npy(dir + "/data/" + loom::tensor_file_stem(p.name) + ".npy", d, sh));
+        if (sh != p.shape || d != npy_descr_of(p.dtype)) die("data/" + loom::tensor_file_stem(p.name) + ".npy: shape or dtype differs from the manifest");
         if (p.dtype == "bf16") {  // the artifact takes bf16 bits
             std::string bits(p.bytes(), '\0');
             for (size_t e = 0; e < p.numel(); e++) ((uint16_t *)&bits[0])[e] = float_to_bf16_bits(((const float *)in_data.back().data())[e]);
@@ -435,9 +437,9 @@ int main(int argc, char **argv) {
     for (const auto &p : m.outputs) {
         std::string d;
         std::vector<int64_t> sh;
-        ref_data.push_back(read_npy(dir + "/data/expected_" + p.name + ".npy", d, sh));
+        ref_data.push_back(read_npy(dir + "/data/expected_" + loom::tensor_file_stem(p.name) + ".npy", d, sh));
         ref_descr.push_back(d);
-        if (sh != p.shape) die("data/expected_" + p.name + ".npy: shape differs from the manifest");
+        if (sh != p.shape) die("data/expected_" + loom::tensor_file_stem(p.name) + ".npy: shape differs from the manifest");
     }
     // Host buffers 64-byte aligned, as an application that cares would pass them: the C API
     // stages a misaligned pointer through an aligned copy on every call (runtime_glue), which a
