@@ -155,9 +155,22 @@ class FlatRowIndices : public IRMutator {
         return Load::make(op->type, op->name, index, op->image, op->param, predicate, op->alignment);
     }
 
+    // Whether \p e reads memory or calls anything: such a let is a value of its own moment (the
+    // buffer may change before the load that uses it), so it stays a name.
+    static bool reads_memory(const Expr &e) {
+        struct Reads : public IRVisitor {
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const Load *) override { found = true; }
+            void visit(const Call *) override { found = true; }
+        } r;
+        e.accept(&r);
+        return r.found;
+    }
+
     // A name bound to something else (a vector, a float, a loop) hides an outer binding.
     static Expr scoped(const Expr &value) {
-        return value.type().is_int() && value.type().lanes() == 1 ? value : Expr();
+        return value.type().is_int() && value.type().lanes() == 1 && !reads_memory(value) ? value : Expr();
     }
 
     Stmt visit(const For *op) override {

@@ -20,7 +20,8 @@ void fold_flat_row_indices(Halide::Pipeline &pipeline);
 /// (x % c)·a together with a term (x / c)·(a·c) of the same x and c > 0 becomes x·a (Halide's
 /// division rounds to negative infinity, so x = (x / c)·c + x % c for every x). x may be
 /// spelled x·m + r (0 <= r < m, c a multiple of m) in the modulo and through let-bound names
-/// (Halide's common subexpressions); an index without such a pair is left as it is.
+/// (Halide's common subexpressions; not those whose value loads or calls); an index without such
+/// a pair is left as it is.
 Halide::Internal::Stmt flat_row_indices(const Halide::Internal::Stmt &s);
 
 }  // namespace loom
