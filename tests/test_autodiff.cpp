@@ -763,6 +763,67 @@ TEST(TrainStep, AttentionBOperandsAreStoredTransposed) {
     for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
 }
 
+// The weight gradients dW = Xᵀ·dY read X and dY through a reshape merging [batch, seq] into rows,
+// (row / seq, row % seq) of the stored [batch, seq, d]: with D174's lowering pass every load in a
+// GEMM's k loop of the step planned for AVX-512 indexes its rows flat (no divide or modulo left
+// for the micro-kernel to recompute per k step; before, the four weight gradients' loads had
+// them), and the AVX2 plan JIT-compiled matches the interpreter on random data.
+TEST(TrainStep, WeightGradientGemmsReadRowsFlat) {
+    using namespace Halide::Internal;
+    using Halide::Expr;
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("transformer.onnx"), {}, "mse", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    // Loads inside the k loops of GEMM updates, and those whose index divides or takes a modulo.
+    struct KLoopLoads : public IRMutator {
+        int loads = 0;
+        std::vector<std::string> divmod;
+        int in_k = 0;
+        bool found = false;
+        using IRMutator::visit;
+        Stmt visit(const For *op) override {
+            bool k = op->name.find(".s1.k") != std::string::npos;
+            in_k += k;
+            Stmt s = IRMutator::visit(op);
+            in_k -= k;
+            return s;
+        }
+        Expr visit(const Div *op) override { found = true; return IRMutator::visit(op); }
+        Expr visit(const Mod *op) override { found = true; return IRMutator::visit(op); }
+        Expr visit(const Load *op) override {
+            if (in_k && op->type.is_float()) {
+                loads++;
+                found = false;
+                mutate(op->index);
+                if (found) divmod.push_back(op->name);
+            }
+            return IRMutator::visit(op);
+        }
+    };
+    FixedMachine avx512 = machines::avx512_2core();
+    LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    apply_schedule(auto_schedule(p, avx512.target, avx512.model), p, avx512.target);
+    Halide::Pipeline pl = p.pipeline();
+    auto *seen = new KLoopLoads;  // the pipeline owns its passes
+    pl.add_custom_lowering_pass(seen);
+    std::vector<Halide::Argument> args(p.inputs.begin(), p.inputs.end());
+    std::string stmt = temp_path("flat_rows.stmt");
+    pl.compile_to_lowered_stmt(stmt, args, Halide::Text, avx512.target);
+    std::filesystem::remove(stmt);
+    EXPECT_GT(seen->loads, 0);
+    std::string names;
+    for (const auto &n : seen->divmod) names += " " + n;
+    EXPECT_TRUE(seen->divmod.empty()) << seen->divmod.size() << " loads with a divide or modulo:" << names;
+
+    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine avx2 = machines::avx2_2core();
+    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
+    JitModel jit(std::move(lp));
+    auto in = random_inputs(step.graph, 13);
+    auto got = jit.run(in), want = run_reference(step.graph, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+}
+
 // `--target host-cuda` names no CUDA capability, for which Halide emits sm_20 code without warp
 // shuffles (LLVM aborted selecting shfl.idx in the transformer step's row reductions); it compiles
 // as `--target cuda` does, with capability 8.0, on a machine without a GPU.

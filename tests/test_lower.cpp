@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "codegen/jit.h"
+#include "lower/flat_row_index.h"
 #include "lower/lowered.h"
 #include "ops/lower_graph.h"
 #include "reference/reference.h"
@@ -216,6 +217,56 @@ TEST(Lower, BoolAndIntInputsOutputs) {
         EXPECT_EQ(outs.at(name).dtype(), b.g.value(name).dtype) << name;
         EXPECT_TRUE(close(outs.at(name), t)) << name;
     }
+}
+
+// A merge of dims read as flat rows: a load index with (x % 16)·512 + (x / 16)·8192, spelled as a
+// GEMM's split k loop leaves it (the modulo of 4·x + 1 against 64, the divide through a let), becomes
+// x·512 plus the rest, equal to the original for every x (negative ones too); an index whose
+// coefficients are no such pair keeps its divide and modulo.
+TEST(FlatRowIndex, FoldsTheDivideAndModuloOfOneRow) {
+    using namespace Halide::Internal;
+    using Halide::Expr;
+    const Halide::Type i32 = Halide::Int(32);
+    Expr x = Variable::make(i32, "x"), y = Variable::make(i32, "y"), row = Variable::make(i32, "row");
+    auto load = [&](Expr index) { return Load::make(Halide::Float(32), "buf", index, Halide::Buffer<>(),
+                                                    Halide::Internal::Parameter(), const_true(), ModulusRemainder()); };
+    // row = x / 16 + 7 (a let, as Halide's CSE leaves it); the modulo of the unrolled k step 1.
+    Expr paired = ((x * 4 + 1) % 64) * 128 + row * 8192 + y;
+    Expr unpaired = (x % 16) * 512 + (x / 16) * 4096 + y;
+    auto stmt_of = [&](Expr index) {
+        return LetStmt::make("row", x / 16 + 7, Evaluate::make(load(index)));
+    };
+    struct Loads : public IRVisitor {
+        std::vector<Expr> indices;
+        using IRVisitor::visit;
+        void visit(const Load *op) override { indices.push_back(op->index); }
+    };
+    struct DivMod : public IRVisitor {
+        bool found = false;
+        using IRVisitor::visit;
+        void visit(const Div *) override { found = true; }
+        void visit(const Mod *) override { found = true; }
+    };
+    auto has_divmod = [](const Expr &e) {
+        DivMod v;
+        e.accept(&v);
+        return v.found;
+    };
+    Loads folded, kept;
+    flat_row_indices(stmt_of(paired)).accept(&folded);
+    flat_row_indices(stmt_of(unpaired)).accept(&kept);
+    ASSERT_EQ(folded.indices.size(), 1u);
+    ASSERT_EQ(kept.indices.size(), 1u);
+    EXPECT_FALSE(has_divmod(folded.indices[0])) << folded.indices[0];
+    EXPECT_TRUE(equal(kept.indices[0], unpaired)) << kept.indices[0];
+    for (int xv = -200; xv <= 200; xv += 7)
+        for (int yv : {-3, 0, 5}) {
+            std::map<std::string, Expr> at = {{"x", xv}, {"y", yv}};
+            Expr want = simplify(substitute(at, substitute("row", x / 16 + 7, paired)));
+            Expr got = simplify(substitute(at, folded.indices[0]));
+            ASSERT_TRUE(is_const(want) && is_const(got)) << want << " " << got;
+            EXPECT_TRUE(equal(want, got)) << "x=" << xv << " y=" << yv << ": " << want << " against " << got;
+        }
 }
 
 }  // namespace

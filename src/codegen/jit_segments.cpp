@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "lower/flat_row_index.h"
 #include "lower/loop_scratch.h"
 #include "support/cores.h"
 #include "support/error.h"
@@ -528,6 +529,7 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
         }
         seg.pipeline = Halide::Pipeline(outs);
         if (p.dynamic.active()) keep_loop_scratch_on_pseudostack(seg.pipeline);
+        fold_flat_row_indices(seg.pipeline);
     }
     return sp;
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <limits>
 
+#include "lower/flat_row_index.h"
 #include "lower/loop_scratch.h"
 #include "support/error.h"
 
@@ -147,6 +148,7 @@ Halide::Pipeline LoweredPipeline::pipeline() const {
     for (size_t k = 0; k < output_funcs.size(); k++) outs.push_back(realized_output(k));
     Halide::Pipeline pl(outs);
     if (dynamic.active()) keep_loop_scratch_on_pseudostack(pl);
+    fold_flat_row_indices(pl);
     return pl;
 }
 
