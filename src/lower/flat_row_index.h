@@ -6,7 +6,7 @@
 /// folds it back after a GEMM's split of the k loop has rewritten row, so the micro-kernel
 /// recomputes the divide and modulo (shift, mask, multiply-adds) at every k step. This Halide
 /// lowering pass rewrites each load's index with such a pair into the flat form, which LLVM then
-/// strength-reduces to a pointer increment (bench/DECISIONS.md#d174).
+/// strength-reduces to a pointer increment (bench/DECISIONS.md#d174-flat-row-index-of-a-merged-reshape).
 #pragma once
 
 #include <Halide.h>
