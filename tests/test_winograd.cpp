@@ -32,7 +32,7 @@ struct ConvCase {
 Graph conv_graph(const ConvCase &c, uint64_t seed) {
     Graph g;
     g.name = "wino";
-    g.values["x"] = ValueInfo{"x", DType::F32, {c.N, c.C, c.H, c.W}, {}, true};
+    g.values["x"] = ValueInfo{"x", DType::F32, {c.N, c.C, c.H, c.W}, {}, true, {}};
     g.inputs.push_back("x");
     Tensor w(DType::F32, {c.K, c.C, 3, 3}), b(DType::F32, {c.K});
     fill_random(w, seed, -0.5, 0.5);
@@ -120,7 +120,7 @@ TEST(Winograd, OtherConvsAreLeftAlone) {
         },
         [&](Graph &g) {  // the filter is an input
             g.initializers.erase("w");
-            g.values["w"] = ValueInfo{"w", DType::F32, {16, 16, 3, 3}, {}, true};
+            g.values["w"] = ValueInfo{"w", DType::F32, {16, 16, 3, 3}, {}, true, {}};
             g.inputs.push_back("w");
         },
         [&](Graph &g) {  // 4 output channels

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
-#include "support/error.h"
 
 namespace loom {
 
