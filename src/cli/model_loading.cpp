@@ -68,6 +68,14 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
                "' is neither 0 nor 1; set LOOM_FUSE_ATTENTION=1 (fuse attention on the CPU too), "
                "LOOM_FUSE_ATTENTION=0 (never fuse it), or unset it");
     opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;
+    // Winograd 3x3 convs are opt-in: through today's schedules they run slower than the direct conv
+    // (bench/DECISIONS.md#d169-winograd-f23-as-a-graph-rewrite-opt-in).
+    const char *wenv = std::getenv("LOOM_WINOGRAD");
+    const std::string wino = wenv ? wenv : "";
+    user_check(wino.empty() || wino == "0" || wino == "1", "LOOM_WINOGRAD='", wino,
+               "' is neither 0 nor 1; set LOOM_WINOGRAD=1 (3x3 stride-1 convs as Winograd F(2x2, 3x3)), "
+               "LOOM_WINOGRAD=0 (direct convs, the default), or unset it");
+    opts.winograd = wino == "1";
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "graph/canonicalize_internal.h"
+#include "graph/winograd_rewrite.h"
 #include "graph/op_catalog.h"
 #include "graph/symbolic_shapes.h"
 #include "support/error.h"
@@ -337,6 +338,7 @@ void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions
     step("widen_half_precision", [&] { widen_half_precision(g); });
     if (opts.fold_conv_bn) step("fold_conv_batchnorm", [&] { fold_conv_batchnorm(g); });
     step("rewrite_upsampling_conv_transpose", [&] { rewrite_upsampling_conv_transpose(g); });
+    if (opts.winograd) step("rewrite_winograd_convs", [&] { rewrite_winograd_convs(g); });
     step("absorb_relu_into_clip", [&] { absorb_relu_into_clip(g); });
     step("pretranspose_gemm_weights", [&] { pretranspose_gemm_weights(g); });
     step("recognize_gelu", [&] { recognize_gelu(g); });

@@ -38,6 +38,9 @@ struct PrepareOptions {
     bool fold_conv_bn = true;  ///< fold inference BatchNorm into a preceding Conv's weights
     bool cse = true;           ///< merge identical nodes
     bool horizontal_fusion = true;  ///< fuse_horizontal_slices
+    /// rewrite_winograd_convs (graph/winograd_rewrite.h): 3x3 stride-1 convs as Winograd F(2x2, 3x3);
+    /// off by default (bench/DECISIONS.md#d169-winograd-f23-as-a-graph-rewrite-opt-in)
+    bool winograd = false;
     bool dump = false;         ///< print the graph after each pass (also on with LOOM_DEBUG=1)
     /// recognize_attention's mode; off unless asked for (bench/DECISIONS.md#d88-cpu-fused-attention)
     AttentionFusion attention = AttentionFusion::Off;
