@@ -15,7 +15,6 @@
 #include "cli/scheduling.h"
 #include "codegen/jit.h"
 #include "codegen/jit_segments.h"
-#include "codegen/openmp_threading.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/symbolic_shapes.h"
 #include "graph_builder.h"
@@ -586,29 +585,6 @@ TEST(DynamicShapes, NarrowSizesTakeACopyWithMovingLoopsSplitByOne) {
     for (Shape s : std::vector<Shape>{{1, 3, 64, 64}, {1, 3, 8, 8}, {2, 3, 9, 11}, {1, 3, 15, 17}, {1, 3, 16, 16},
                                       {3, 3, 31, 33}, {1, 3, 40, 24}})
         expect_y_matches_reference(*m, imported, s, 9);
-}
-
-// A parallel loop over rows keeps a moving extent in the one compile, 1 at the deepest layers of a
-// small input, where a compile for that size drops the loop: under Halide's pool such a loop of one
-// task runs on the calling thread (halide_pool_do_par_for), without waking the pool's workers; the
-// outputs still match the reference, and a wider size still goes to the pool.
-TEST(DynamicShapes, ParallelLoopOfOneTaskRunsOnTheCallingThread) {
-    const std::string path = testing::data_path("dynamic_cnn.onnx");
-    Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    Halide::Target t = host_target();
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=1x3x64x64"}), prepare_at, "auto", t,
-                                                                   path, false, fixed_avx2_2core());
-    ASSERT_NE(print_schedule(em.main.schedule).find(".parallel("), std::string::npos);
-    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
-    ThreadingScope halide_pool(Threading::Halide);
-    EXPECT_EQ(jit_do_par_for(Threading::Halide), &halide_pool_do_par_for);
-    uint64_t before = one_task_loops_run_inline();
-    expect_y_matches_reference(*m, imported, {1, 3, 64, 64}, 4);
-    uint64_t at_64 = one_task_loops_run_inline() - before;
-    before = one_task_loops_run_inline();
-    for (Shape s : std::vector<Shape>{{1, 3, 8, 8}, {2, 3, 9, 11}}) expect_y_matches_reference(*m, imported, s, 4);
-    EXPECT_GT(one_task_loops_run_inline() - before, at_64) << "no parallel loop of one task ran inline at a small size";
 }
 
 /// Allocations inside loops of \p s whose size is not a constant and that are not on Halide's

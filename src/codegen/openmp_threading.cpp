@@ -75,36 +75,8 @@ int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCont
     return SpinPool::instance(openmp_threads()).run(ctx, reinterpret_cast<SpinPool::Task>(task), min, extent, closure);
 }
 
-namespace {
-
-std::atomic<uint64_t> g_inline_loops{0};
-
-}  // namespace
-
-int halide_pool_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
-                           int min, int extent, uint8_t *closure) {
-    if (extent == 1) {
-        g_inline_loops.fetch_add(1, std::memory_order_relaxed);
-        return task(ctx, min, closure);  // the caller flushes denormals already (JitModel::realize_into)
-    }
-    // Halide's default handler: the JIT runtime's own, which its shared runtime holds once a
-    // pipeline has been compiled (as it has, since one is running this loop).
-    static std::atomic<JitDoParFor> pool{nullptr};
-    JitDoParFor f = pool.load(std::memory_order_acquire);
-    if (!f) {
-        Halide::JITUserContext defaults;
-        Halide::Internal::JITSharedRuntime::populate_jit_handlers(&defaults, Halide::JITHandlers{});
-        f = defaults.handlers.custom_do_par_for;
-        internal_check(f && f != halide_pool_do_par_for, "jit: Halide's default do_par_for handler is not set");
-        pool.store(f, std::memory_order_release);
-    }
-    return f(ctx, task, min, extent, closure);
-}
-
-uint64_t one_task_loops_run_inline() { return g_inline_loops.load(); }
-
 JitDoParFor jit_do_par_for(Threading t) {
-    return t == Threading::OpenMP ? openmp_do_par_for : t == Threading::Spin ? spin_do_par_for : halide_pool_do_par_for;
+    return t == Threading::OpenMP ? openmp_do_par_for : t == Threading::Spin ? spin_do_par_for : nullptr;
 }
 
 uint64_t openmp_loops_run() { return g_loops; }

@@ -76,20 +76,8 @@ int spin_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserCont
 using JitDoParFor = int (*)(Halide::JITUserContext *, int (*)(Halide::JITUserContext *, int, uint8_t *), int, int,
                             uint8_t *);
 
-/// The custom_do_par_for handler of JIT runs under \p t: for Halide's pool,
-/// halide_pool_do_par_for.
+/// The custom_do_par_for handler of JIT runs under \p t (null: Halide's pool).
 JitDoParFor jit_do_par_for(Threading t);
-
-/// The JIT handler (JITHandlers::custom_do_par_for) of Threading::Halide: a loop of one task runs
-/// on the calling thread, others go to Halide's pool (its default handler). A model compiled for
-/// every size keeps a parallel loop over rows whose extent is 1 at small sizes (the 1x1-pixel layers
-/// of a detector at 32x32), where a compile for that size drops the loop; the pool would wake its
-/// workers for each such loop (bench/DECISIONS.md#d172).
-int halide_pool_do_par_for(Halide::JITUserContext *ctx, int (*task)(Halide::JITUserContext *, int, uint8_t *),
-                           int min, int extent, uint8_t *closure);
-
-/// Loops halide_pool_do_par_for has run on the calling thread, being of one task (a test sees it act).
-uint64_t one_task_loops_run_inline();
 
 /// Threads an OpenMP parallel loop of Loom's uses: HL_NUM_THREADS when set (the knob every Loom
 /// run reads), else OpenMP's own count.
