@@ -52,6 +52,16 @@ void bind_from_files(const Graph &g, const std::string &dir, InputBindings &b) {
     }
 }
 
+// The value of environment switch \p name: "", "0" or "1"; anything else is a UserError naming the
+// variable and what each value does.
+std::string switch_from_env(const char *name, const char *on, const char *off) {
+    const char *env = std::getenv(name);
+    const std::string v = env ? env : "";
+    user_check(v.empty() || v == "0" || v == "1", name, "='", v, "' is neither 0 nor 1; set ", name, "=1 (", on, "), ",
+               name, "=0 (", off, "), or unset it");
+    return v;
+}
+
 }  // namespace
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
@@ -62,20 +72,12 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     opts.dynamic_all = dynamic.all;
     // Loom's own fused attention (CPU) is opt-in: on the 2-core build machine it ran slower than the
     // unfused ops (bench/DECISIONS.md#d88-cpu-fused-attention); cuDNN's (CUDA, BF16) is on by default.
-    const char *env = std::getenv("LOOM_FUSE_ATTENTION");
-    const std::string fuse = env ? env : "";
-    user_check(fuse.empty() || fuse == "0" || fuse == "1", "LOOM_FUSE_ATTENTION='", fuse,
-               "' is neither 0 nor 1; set LOOM_FUSE_ATTENTION=1 (fuse attention on the CPU too), "
-               "LOOM_FUSE_ATTENTION=0 (never fuse it), or unset it");
+    const std::string fuse = switch_from_env("LOOM_FUSE_ATTENTION", "fuse attention on the CPU too", "never fuse it");
     opts.attention = fuse == "0" || (attention == AttentionFusion::Halide && fuse != "1") ? AttentionFusion::Off : attention;
     // Winograd 3x3 convs are opt-in: through today's schedules they run slower than the direct conv
     // (bench/DECISIONS.md#d169-winograd-f23-as-a-graph-rewrite-opt-in).
-    const char *wenv = std::getenv("LOOM_WINOGRAD");
-    const std::string wino = wenv ? wenv : "";
-    user_check(wino.empty() || wino == "0" || wino == "1", "LOOM_WINOGRAD='", wino,
-               "' is neither 0 nor 1; set LOOM_WINOGRAD=1 (3x3 stride-1 convs as Winograd F(2x2, 3x3)), "
-               "LOOM_WINOGRAD=0 (direct convs, the default), or unset it");
-    opts.winograd = wino == "1";
+    opts.winograd = switch_from_env("LOOM_WINOGRAD", "3x3 stride-1 convs as Winograd F(2x2, 3x3)",
+                                    "direct convs, the default") == "1";
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
