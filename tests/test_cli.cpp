@@ -124,6 +124,20 @@ TEST(Cli, BadInputFlagShowsTheForm) {
     EXPECT_HAS(r.out, "did you mean 'batch'");
 }
 
+// A single-value flag given twice names the flag (CLI11 would otherwise keep the last silently);
+// flags that take several values (bench's --schedule) still do.
+TEST(Cli, SingleValueFlagGivenTwiceNamesTheFlag) {
+    Result r = run_loom("run " + data_path("mlp.onnx") + " --schedule auto --schedule eager");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--schedule: At Most 1 required but received 2");
+    r = run_loom("compile " + data_path("mlp.onnx") + " -o /nonexistent/a -o /nonexistent/b");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--out");
+    r = run_loom("bench " + data_path("mlp.onnx") + " --schedule auto --schedule eager --budget-ms 20");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_HAS(r.out, "eager");
+}
+
 TEST(Cli, UnknownFlagAndCommandAreUserErrors) {
     EXPECT_EQ(run_loom("run " + data_path("mlp.onnx") + " --no-such-flag").rc, 1);
     EXPECT_EQ(run_loom("frobnicate").rc, 1);

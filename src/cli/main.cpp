@@ -9,6 +9,9 @@
 int main(int argc, char **argv) {
     CLI::App app{"loom: a scheduling-language compiler for deep-learning graphs, built on Halide"};
     app.require_subcommand(1);
+    // A single-value flag given twice is a mistake to name, not a choice to make silently (CLI11 keeps
+    // the last by default); the subcommands inherit this.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::Throw);
     loom::cli::add_commands(app);
     try {
         app.parse(argc, argv);
