@@ -125,7 +125,8 @@ TEST(Cli, BadInputFlagShowsTheForm) {
 }
 
 // A single-value flag given twice names the flag (CLI11 would otherwise keep the last silently);
-// flags that take several values (bench's --schedule) still do.
+// flags that take several values (bench's --schedule) still do, and --generic-plan, one entry per
+// input, names an input given twice.
 TEST(Cli, SingleValueFlagGivenTwiceNamesTheFlag) {
     Result r = run_loom("run " + data_path("mlp.onnx") + " --schedule auto --schedule eager");
     EXPECT_EQ(r.rc, 1) << r.out;
@@ -133,6 +134,10 @@ TEST(Cli, SingleValueFlagGivenTwiceNamesTheFlag) {
     r = run_loom("compile " + data_path("mlp.onnx") + " -o /nonexistent/a -o /nonexistent/b");
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_HAS(r.out, "--out");
+    r = run_loom("bench " + data_path("dynamic_mlp.onnx") + " --input x=16x64 --generic --generic-plan x=4x64 "
+                 "--generic-plan x=8x64");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--generic-plan x=8x64: 'x' is already given by an earlier --generic-plan");
     r = run_loom("bench " + data_path("mlp.onnx") + " --schedule auto --schedule eager --budget-ms 20");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_HAS(r.out, "eager");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/input_binding.h"
@@ -211,6 +212,13 @@ void bench(const BenchCliOptions &o) {
         // The model compiled for every size (dynamic shapes), planned at --generic-plan, run at
         // this --input size: the row a compile specialized to the size ("auto") is judged against.
         // Each --generic-schedule file is such a row too, its schedule as written.
+        std::set<std::string> planned;  // one size per input or dim: a second would silently win
+        for (const auto &p : o.generic_plan) {
+            const std::string name = p.substr(0, p.find('='));
+            user_check(planned.insert(name).second, "--generic-plan ", p, ": '", name,
+                       "' is already given by an earlier --generic-plan; the compile is planned for one size, "
+                       "so give each input or dim once");
+        }
         DynamicRequest req;
         for (const auto &d : o.dims) parse_dim_range(d, req.dims);
         req.all = req.dims.empty();
