@@ -9,7 +9,6 @@
 #include <array>
 #include <map>
 
-
 namespace loom {
 
 namespace {
@@ -33,14 +32,21 @@ struct Emitter {
     }
     std::string node(const std::string &op, std::vector<std::string> inputs, std::map<std::string, AttrValue> attrs,
                      const std::string &what, const Shape &shape) {
+        const std::string v = value(what, shape);
+        // unique: unique_name sees the values, not the nodes still to be added
+        node_into(op, std::move(inputs), std::move(attrs), v, v);
+        return v;
+    }
+    /// A node named \p name writing the existing value \p output (the rewritten conv's own output).
+    void node_into(const std::string &op, std::vector<std::string> inputs, std::map<std::string, AttrValue> attrs,
+                   const std::string &name, const std::string &output) {
         Node n;
         n.op = op;
+        n.name = name;
         n.inputs = std::move(inputs);
         n.attrs = std::move(attrs);
-        n.outputs = {value(what, shape)};
-        n.name = n.outputs[0];  // unique: unique_name sees the values, not the nodes still to be added
-        out.push_back(n);
-        return n.outputs[0];
+        n.outputs = {output};
+        out.push_back(std::move(n));
     }
     /// Every \p step-th plane of \p x along \p axis from \p start, \p len of them.
     std::string slice(const std::string &x, int axis, int64_t start, int64_t step, int64_t len, const std::string &what) {
@@ -92,7 +98,6 @@ int rewrite_winograd_convs(Graph &g, int64_t min_channels) {
     for (size_t i = 0; i < g.nodes.size(); i++)
         if (winograd_eligible(g, g.nodes[i], min_channels)) convs.push_back(i);
     std::vector<Node> added;
-    std::vector<std::string> reserved;
     for (size_t i : convs) {
         const Node conv = g.nodes[i];
         const Tensor &w = *g.constant(conv.inputs[1]);
@@ -161,29 +166,17 @@ int rewrite_winograd_convs(Graph &g, int64_t min_channels) {
             outs.insert(outs.end(), o.begin(), o.end());
         }
         std::string cat = e.node("Concat", outs, {{"axis", int64_t(1)}}, "output_tiles", {N, 4 * K, TH, TW});
-        const std::string result = conv.outputs[0];
-        const bool crop = 2 * TH != H || 2 * TW != W;
-        std::string spread = crop ? e.value("spread", {N, K, 2 * TH, 2 * TW}) : result;
-        Node d2s;
-        d2s.op = "DepthToSpace";
-        d2s.name = e.value("to_space", {});
-        reserved.push_back(d2s.name);
-        d2s.inputs = {cat};
-        d2s.outputs = {spread};
-        d2s.attrs = {{"blocksize", int64_t(2)}, {"mode", std::string("DCR")}};
-        added.push_back(d2s);
-        if (crop) {
-            Node c;
-            c.op = "Slice";
-            c.name = e.value("crop", {});
-            reserved.push_back(c.name);
-            c.inputs = {spread};
-            c.outputs = {result};
-            c.attrs = {{"starts", std::vector<int64_t>{0, 0, 0, 0}}, {"steps", std::vector<int64_t>{1, 1, 1, 1}}};
-            added.push_back(c);
+        // DepthToSpace (DCR) spreads each tile's four outputs; an odd side is then cropped.
+        const std::map<std::string, AttrValue> d2s = {{"blocksize", int64_t(2)}, {"mode", std::string("DCR")}};
+        if (2 * TH != H || 2 * TW != W) {
+            std::string spread = e.node("DepthToSpace", {cat}, d2s, "spread", {N, K, 2 * TH, 2 * TW});
+            e.node_into("Slice", {spread},
+                        {{"starts", std::vector<int64_t>{0, 0, 0, 0}}, {"steps", std::vector<int64_t>{1, 1, 1, 1}}},
+                        g.unique_name(conv.name + "_winograd_crop"), conv.outputs[0]);
+        } else {
+            e.node_into("DepthToSpace", {cat}, d2s, g.unique_name(conv.name + "_winograd_to_space"), conv.outputs[0]);
         }
     }
-    for (const auto &name : reserved) g.values.erase(name);  // node names, no edge carries them
     for (auto &n : added) g.nodes.push_back(std::move(n));
     if (!convs.empty()) g.topo_sort();
     return (int)convs.size();

@@ -180,23 +180,19 @@ class FlatRowIndices : public IRMutator {
         return s;
     }
 
-    Expr visit(const Let *op) override {
+    // A Let or LetStmt: its value in scope (where scoped keeps it) while its body is mutated.
+    template <typename LetNode, typename Body>
+    Body mutate_let(const LetNode *op) {
         Expr value = mutate(op->value);
         lets.push(op->name, scoped(value));
-        Expr body = mutate(op->body);
+        Body body = mutate(op->body);
         lets.pop(op->name);
         if (value.same_as(op->value) && body.same_as(op->body)) return op;
-        return Let::make(op->name, value, body);
+        return LetNode::make(op->name, value, body);
     }
 
-    Stmt visit(const LetStmt *op) override {
-        Expr value = mutate(op->value);
-        lets.push(op->name, scoped(value));
-        Stmt body = mutate(op->body);
-        lets.pop(op->name);
-        if (value.same_as(op->value) && body.same_as(op->body)) return op;
-        return LetStmt::make(op->name, value, body);
-    }
+    Expr visit(const Let *op) override { return mutate_let<Let, Expr>(op); }
+    Stmt visit(const LetStmt *op) override { return mutate_let<LetStmt, Stmt>(op); }
 };
 
 }  // namespace
