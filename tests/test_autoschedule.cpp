@@ -664,13 +664,15 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
 }
 
 // A 1x1 conv over many input channels at a small image (ResNet-50's 7x7 bottleneck) reads its input
-// from a channels-innermost copy (`in`, stored (c, w, h, n)) on both x86 levels; one over 64
-// channels at 56x56, or to 64 channels (few FMAs per copied input), reads the NCHW producer; the
-// knob (--nchw-conv-inputs) turns the copy off. Every schedule matches the reference.
+// from a channels-innermost copy (`in`, stored (c, w, h, n)) on both x86 levels where the producer
+// is stored NCHW for another reader (here the graph output); one over 64 channels at 56x56, or to
+// 64 channels (few FMAs per copied input), reads the NCHW producer; the knob (--nchw-conv-inputs)
+// turns the copy off. Every schedule matches the reference.
 TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
     Builder b;
     std::string x = b.input("x", {1, 1024, 7, 7});
     std::string stem = b.node("Relu", {x}, {1, 1024, 7, 7}, {}, DType::F32, "stem");
+    b.output(stem);
     std::string c1 = b.node("Conv", {stem, b.random_constant("w1", {256, 1024, 1, 1}, 95), b.random_constant("b1", {256}, 96)},
                             {1, 256, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "bottleneck");
     b.out("Relu", {c1}, {1, 256, 7, 7});
@@ -698,6 +700,36 @@ TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
         }
     }
     check_auto_with_avx2(b.g, "channels-innermost 1x1 conv inputs");
+}
+
+// A pointwise kernel read only by a channel-tiled 1x1 conv over many channels (ShuffleNetV2's last
+// channel shuffle before conv5, 464 -> 1024 at 7x7) stores its output channels innermost, its loops
+// vectorised over channels, and the conv reads it with no copy; --nchw-conv-inputs keeps it NCHW.
+// Both x86 levels' plans match the reference.
+TEST(Autoschedule, PointwiseKernelsReadByOneByOneConvsStoreChannelsInnermost) {
+    Builder b;
+    std::string x = b.input("x", {1, 464, 7, 7});
+    std::string shuffle = b.node("Relu", {x}, {1, 464, 7, 7}, {}, DType::F32, "shuffle");
+    std::string c5 = b.node("Conv", {shuffle, b.random_constant("w5", {1024, 464, 1, 1}, 131, -0.1, 0.1)},
+                            {1, 1024, 7, 7}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "conv5");
+    b.out("Relu", {c5}, {1, 1024, 7, 7}, {}, DType::F32, "conv5_relu");
+    prepare_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        for (bool on : {true, false}) {
+            LoweredPipeline lp = lower_graph(b.g);
+            ScheduleKnobs knobs;
+            knobs.stage_conv_inputs = on;
+            AutoScheduleResult res = plan_on(lp, fm, knobs);
+            const std::string text = print_schedule(res.schedule);
+            SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text);
+            ASSERT_EQ(res.plan.decision("shuffle")->kernel, "shuffle") << "the pointwise Func is its own kernel";
+            EXPECT_EQ(text.find("\nshuffle.compute_root().reorder_storage(c, w, h, n).reorder(c, w, h, n).vectorize(c, " +
+                                std::to_string(fm.model.vector_bytes / 4) + ")") != std::string::npos, on);
+            EXPECT_EQ(text.find(".in(conv5)"), std::string::npos) << "no copy: the producer is stored so or the knob is off";
+            EXPECT_NO_THROW(apply_schedule(res.schedule, lp, host_target()));
+        }
+    }
+    check_auto_with_avx2(b.g, "pointwise kernel stored channels innermost");
 }
 
 // A bottleneck block at 14x14: the 3x3 conv's output and the block's output (after the residual
@@ -751,7 +783,9 @@ TEST(Autoschedule, ConvOutputsReadByOneByOneConvsAreStoredChannelsInnermost) {
 
 // AVX2's channel tile at 7x7 is 4 (w) x 1 (rows): two rows of 2 or 3 pixels would recompute a third
 // to a half of the image (ShiftInwards tiles); at 14x14 the two-row tile divides the image and
-// stays; AVX-512's 7 x 2 tile is unchanged. Both schedules match the reference.
+// stays; AVX-512's 7 x 2 tile is unchanged. A 1x1 conv over one vector of output channels per
+// block (232: not a multiple of 16) takes one whole row of 7 on AVX2, 7 accumulators, where 4 x 2
+// would recompute 31%. All schedules match the reference.
 TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
     Builder b;
     std::string x = b.input("x", {1, 512, 7, 7});
@@ -766,6 +800,11 @@ TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
                              {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
                              DType::F32, "mid");
     b.out("Relu", {c14}, {1, 256, 14, 14});
+    std::string z = b.input("z", {1, 232, 7, 7});
+    std::string rz = b.node("Relu", {z}, {1, 232, 7, 7});
+    std::string c1 = b.node("Conv", {rz, b.random_constant("w1", {232, 232, 1, 1}, 103, -0.1, 0.1)}, {1, 232, 7, 7},
+                            {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "narrow");
+    b.out("Relu", {c1}, {1, 232, 7, 7});
     prepare_graph(b.g);
     LoweredPipeline lp = lower_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
@@ -773,10 +812,14 @@ TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
         SCOPED_TRACE(fm.name + "\n" + tilings(res));
         KernelTiling t7, t14;
         for (const auto &[root, t] : res.tiling)
-            if (t.path == "conv.channel_tile") (t.tile_channels && res.plan.decision("small")->kernel == root ? t7 : t14) = t;
+            if (t.path == "conv.channel_tile" && res.plan.decision("narrow")->kernel != root)
+                (t.tile_channels && res.plan.decision("small")->kernel == root ? t7 : t14) = t;
         if (fm.name == "avx2_2core") {
             EXPECT_EQ(std::make_pair(t7.tile_w, t7.tile_rows), std::make_pair(4, 1));
             EXPECT_EQ(std::make_pair(t14.tile_w, t14.tile_rows), std::make_pair(2, 2));
+            const KernelTiling tn = res.tiling_of(res.plan.decision("narrow")->kernel);
+            EXPECT_EQ(tn.path, "conv.channel_tile");
+            EXPECT_EQ(std::make_tuple(tn.tile_w, tn.tile_rows, tn.tile_channels), std::make_tuple(7, 1, 8));
         } else {
             EXPECT_EQ(std::make_pair(t7.tile_w, t7.tile_rows), std::make_pair(7, 2));
         }

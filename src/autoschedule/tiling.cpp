@@ -348,9 +348,23 @@ bool Ctx::transposed_tile() {
     return true;
 }
 
+bool Ctx::pointwise_over_channels() {
+    const std::string &R = k.root;
+    if (k.kind != KernelKind::Pointwise || !pointwise_channels_innermost(R)) return false;
+    const auto &v = lf(R).vars;
+    ScheduleStatement &st = add(R);
+    comment_kernel(st);
+    st.comments.push_back(str_cat(R, ": stored channels innermost (every reader takes a pixel's channels together)"));
+    st.add("compute_root").add("reorder_storage", {v[1], v[3], v[2], v[0]}).add("reorder", {v[1], v[3], v[2], v[0]})
+        .add("vectorize", {v[1], lanes(R)});
+    if (lf(R).extents[2] >= 2 * std::max(1, m.cores)) st.add("parallel", {v[2]});
+    inline_members();
+    return true;
+}
+
 void Ctx::rows_or_pointwise() {
     const std::string &R = k.root;
-    if (transposed_tile()) return;
+    if (transposed_tile() || pointwise_over_channels()) return;
     int r = (int)lf(R).vars.size();
     int depth = 0;
     for (const auto &f : k.funcs) {

@@ -180,12 +180,15 @@ static double channel_tile_score(int64_t W, int64_t H, int cvec, int NP, int NH)
 // With 16 registers a tile of two rows of 2 or 3 pixels leaves a 7x7 image a third to a half
 // recomputed (8 or 9 of 7 columns, 8 of 7 rows); a tile that scores more than 5% better
 // (channel_tile_score), with at least 8 accumulators to cover the FMA latency, replaces it
-// (4 x 1 at 7x7; bench/DECISIONS.md#d81-avx2-channel-tiles-without-waste).
-static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, int &NP, int &NH) {
+// (4 x 1 at 7x7; bench/DECISIONS.md#d81-avx2-channel-tiles-without-waste). A 1x1 conv's one
+// row of 7 (7 accumulators, no waste) beats 4 x 2 (8 of 7 columns and rows)
+// (bench/DECISIONS.md#d187-avx2-one-tap-tiles-of-seven).
+static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, bool one_tap, int &NP, int &NH) {
     double best = channel_tile_score(W, H, cvec, NP, NH) * 1.05;
+    const int min_accumulators = one_tap ? 7 : 8;
     for (int np = (int)std::min<int64_t>(W, budget); np >= 1; np--)  // ties: the wider row (NCHW lines)
         for (int nh = 1; nh <= std::min<int64_t>(H, budget / np); nh++) {
-            if (np * nh * cvec < 8) continue;
+            if (np * nh * cvec < min_accumulators) continue;
             const double s = channel_tile_score(W, H, cvec, np, nh);
             if (s > best) {
                 best = s;
@@ -244,7 +247,7 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
             }
     }
     int NH = (int)std::max<int64_t>(1, std::min<int64_t>(H, budget / NP));
-    if (m.vector_registers < 32) better_avx2_tile(W, H, cvec, budget, NP, NH);
+    if (m.vector_registers < 32) better_avx2_tile(W, H, cvec, budget, one_tap, NP, NH);
     c.path = ConvPlan::Path::ChannelTile;
     c.wrap = R == F;
     c.T = c.wrap ? fresh(func_names, F + "_out") : R;
@@ -370,7 +373,8 @@ std::string Ctx::staged_input(const std::string &X, const ConvPlan &c) const {
     const LoweredFunc &LP = lf(P);
     const FuncDecision *d = plan.decision(P);
     if ((d && d->placement != Placement::Root && d->placement != Placement::Inline) || LP.vars.size() != 4 ||
-        !LP.update_rvars.empty() || (d && d->placement == Placement::Root && output_channels_innermost(P)))
+        !LP.update_rvars.empty() ||
+        (d && d->placement == Placement::Root && (output_channels_innermost(P) || pointwise_channels_innermost(P))))
         return "";
     const int64_t cin = re[0][2];
     if (LP.extents[1] != cin || cin % c.V != 0) return "";
@@ -425,6 +429,25 @@ bool Ctx::output_channels_innermost(const std::string &root) const {
     if (F.empty() || !(tiles_channels(F) || depthwise_channels(F)) || L.is_output || L.vars.size() != 4 ||
         L.consumers.empty())
         return false;
+    for (const auto &c : L.consumers)
+        if (!reads_pixel_channels(c)) return false;
+    return true;
+}
+
+// A pointwise kernel whose every reader takes a pixel's channels together (the channel shuffle
+// before ShuffleNetV2's conv5) stores its output channels innermost as a conv tile does: NCHW, a 1x1
+// conv's tile reads a new cache line per input channel and tile row, which with hundreds of
+// channels and the tile's weight strip outgrows L1
+// (bench/DECISIONS.md#d186-pointwise-outputs-channels-innermost-for-1x1-readers).
+bool Ctx::pointwise_channels_innermost(const std::string &root) const {
+    if (!knobs.stage_conv_inputs) return false;
+    const FuncDecision *d = plan.decision(root);
+    const LoweredFunc &L = lf(root);
+    if (!d || d->kernel != root || d->placement != Placement::Root || L.is_output || L.vars.size() != 4 ||
+        L.consumers.empty() || fi(root).has_update || L.padded_input || L.extents[1] % lanes(root) != 0)
+        return false;
+    for (const auto &kn : plan.kernels)
+        if (kn.root == root && kn.kind != KernelKind::Pointwise) return false;
     for (const auto &c : L.consumers)
         if (!reads_pixel_channels(c)) return false;
     return true;

@@ -258,6 +258,12 @@ struct Ctx {
     /// a channel tile (vectorised over output channels) whose every reader takes a pixel's channels
     /// together (tiling_conv.cpp says which readers do).
     bool output_channels_innermost(const std::string &root) const;
+    /// Whether the pointwise kernel rooted at \p root stores its output channels innermost: no
+    /// graph output, its channels a multiple of a vector, its every reader taking a pixel's
+    /// channels together.
+    bool pointwise_channels_innermost(const std::string &root) const;
+    /// Schedules a pointwise kernel stored so: its loops run (c, w, h, n), vectorised over channels.
+    bool pointwise_over_channels();
     /// Whether Func \p f reads its producers a pixel's channels at a time: a channel-tiled 1x1 conv
     /// (its input broadcasts), the root of a channel-tiled conv kernel, a Func of a DepthwiseChannels
     /// kernel or the padded input it computes, or a pointwise Func inlined into such a kernel or pad
