@@ -824,6 +824,41 @@ TEST(TrainStep, WeightGradientGemmsReadRowsFlat) {
     for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
 }
 
+// A weight gradient dW = Xᵀ·dY over the [batch, seq] rows reads both operands through inlined
+// reshapes of whole rows, evaluated once per multiply-add; their index math is per row (D174 folds
+// it), so the kernel's FLOPs are the product's own: the model counted 2 FLOPs per evaluation of
+// each reshape, three times the product's (201.5 MFLOP for ff2's 67.1 in the bench transformer).
+TEST(TrainStep, WeightGradientGemmFlopsAreTheProducts) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("transformer.onnx"), {}, "mse", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine avx512 = machines::avx512_2core();
+    AutoScheduleResult r = auto_schedule_with_plan(p, avx512.target, avx512.model);
+    int checked = 0;
+    for (const Kernel &k : r.plan.kernels) {
+        if (k.kind != KernelKind::Gemm) continue;
+        bool row_view = false;
+        double product = 0, rest = 0;
+        for (const auto &f : k.funcs) {
+            const FuncDecision *d = r.plan.decision(f);
+            ASSERT_NE(d, nullptr) << f;
+            row_view |= d->why.find("a reshape of whole rows read as an operand") != std::string::npos;
+            const LoweredFunc *lf = p.find(f);
+            ASSERT_NE(lf, nullptr) << f;
+            double points = 1;
+            for (int64_t e : lf->extents) points *= (double)e;
+            (lf->op == "MatMul" || lf->op == "Gemm" ? product : rest) += points * lf->flops_per_point;
+        }
+        if (!row_view) continue;
+        checked++;
+        EXPECT_GT(product, 0) << k.root;
+        EXPECT_GE(k.flops, product) << k.root;
+        EXPECT_LE(k.flops, product + rest + 1e-3 * product) << k.root << ": " << k.flops / 1e6 << " MFLOP for a product of "
+                                                            << product / 1e6;
+    }
+    EXPECT_GE(checked, 2) << "the fixture's weight gradients read their rows through inlined reshapes";
+}
+
 // `--target host-cuda` names no CUDA capability, for which Halide emits sm_20 code without warp
 // shuffles (LLVM aborted selecting shfl.idx in the transformer step's row reductions); it compiles
 // as `--target cuda` does, with capability 8.0, on a machine without a GPU.

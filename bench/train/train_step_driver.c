@@ -4,7 +4,8 @@
  * cross_entropy), fixed across steps. On stderr: glibc's bytes in use (mallinfo2) before the first
  * step and after the last, and the RSS then (what the step's buffers and the kept crossing buffers hold).
  * With LOOM_THREADING=openmp the artifact's parallel loops run on OpenMP's team (NAME_set_threading(1))
- * instead of Halide's thread pool.
+ * instead of Halide's thread pool. LOOM_STEP_WINDOWS=W also prints, on stderr, the median of each of W
+ * equal windows of the timed steps in order (whether a slow run was slow throughout or for a while).
  * usage: train_step_driver LIB NAME LOSS(mse|cross_entropy) REPS IN_NUMEL OUT_NUMEL ROWS CLASSES */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -70,6 +71,20 @@ int main(int argc, char **argv) {
     }
     struct mallinfo2 m1 = mallinfo2();
     fprintf(stderr, "malloc in use %zu -> %zu KiB (mmapped %zu -> %zu KiB), RSS after steps %ld KiB\n", (m0.uordblks + m0.hblkhd) / 1024, (m1.uordblks + m1.hblkhd) / 1024, m0.hblkhd / 1024, m1.hblkhd / 1024, status_kib("VmRSS:"));
+    const char *windows = getenv("LOOM_STEP_WINDOWS");
+    int nw = windows ? atoi(windows) : 0;
+    if (nw > 0 && reps / nw > 0) {
+        int w = reps / nw;
+        double *tmp = malloc(sizeof(double) * w);
+        fprintf(stderr, "window medians (%d steps each):", w);
+        for (int i = 0; i < nw; i++) {
+            memcpy(tmp, ms + (size_t)i * w, sizeof(double) * w);
+            qsort(tmp, w, sizeof(double), cmp);
+            fprintf(stderr, " %.4f", tmp[w / 2]);
+        }
+        fprintf(stderr, "\n");
+        free(tmp);
+    }
     qsort(ms, reps, sizeof(double), cmp);
     printf("median_ms %.4f min_ms %.4f peak_rss_kib %ld step_kib %ld loss %.5f\n", ms[reps / 2], ms[0], status_kib("VmHWM:"),
            status_kib("VmHWM:") - base, loss);

@@ -72,6 +72,10 @@ struct Planner {
     std::map<std::string, FuncInfo> info;
     std::map<std::string, FuncDecision> dec;
     std::map<std::string, double> evals;  // pure-stage evaluations of each Func in the plan
+    // Reshapes of whole rows inlined as a GEMM's operand: the micro-kernel reads the source's rows in
+    // place, its index math per row, not per multiply-add (lower/flat_row_index folds a merged
+    // reshape's divide and modulo), so they add no FLOPs to their kernel.
+    std::set<std::string> operand_row_views;
     // Funcs decide_inlining would inline but would rather buffer per row: their evaluations and
     // the inline decision's reason, for when no row holds them.
     std::map<std::string, std::pair<double, std::string>> row_buffer_candidates;
@@ -244,6 +248,7 @@ struct Planner {
                 }
                 if (operand) {
                     inl = true;
+                    operand_row_views.insert(lf.name);
                     d.placement = Placement::Inline;
                     d.why = str_cat("inline: a reshape of whole rows read as an operand of a GEMM (", c,
                                     "): its micro-kernel reads the source's rows in place");
@@ -571,7 +576,8 @@ struct Planner {
                 const FuncDecision &d = dec[f];
                 // Traffic: what members read from outside the kernel, what the root writes.
                 double ev = d.placement == Placement::Inline ? evals[f] : fi(f).points;
-                k.flops += ev * fi(f).lf->flops_per_point;
+                if (!(d.placement == Placement::Inline && operand_row_views.count(f)))
+                    k.flops += ev * fi(f).lf->flops_per_point;
                 for (const auto &pr : fi(f).lf->producers)
                     if (!inside.count(pr)) k.bytes_read += fi(pr).points * fi(pr).esize;
                 for (const auto &in : fi(f).lf->input_reads)
