@@ -84,9 +84,11 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
         }
         const std::string bits = bf16_source(ctx, src);
         std::vector<Expr> idx = transposed ? std::vector<Expr>{b, h, c, s} : std::vector<Expr>{b, h, s, c};
+        const auto &ins = ctx.graph.inputs;
+        const bool graph_input = !bits.empty() && std::find(ins.begin(), ins.end(), bits) != ins.end();
         Halide::ExternFuncArgument whole;
-        if (!bits.empty() && !transposed && r == 4 && std::find(ctx.graph.inputs.begin(), ctx.graph.inputs.end(), bits) != ctx.graph.inputs.end() &&
-            ctx.shape(bits) == Shape{B, H, S, d} && ctx.extern_operand(bits, whole))
+        if (graph_input && !transposed && r == 4 && ctx.shape(bits) == Shape{B, H, S, d} &&
+            ctx.extern_operand(bits, whole))
             return whole;
         Func f = ctx.make_func(node, suffix, Shape{B, H, S, d});
         if (!bits.empty()) {
