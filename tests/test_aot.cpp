@@ -1083,6 +1083,114 @@ TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
     }
 }
 
+// A bf16 model's attention (D100 widens its inputs with Casts and rounds its output with one): under
+// BF16 the widening and cuDNN's rounding back are the identity, so a rank-4 bf16 graph input goes to
+// cuDNN as it is (no copy), and the output is the extern's own BF16 buffer; rank 3 copies the bits.
+TEST(Aot, CudnnAttentionReadsBf16ModelInputsDirectly) {
+    using loom::testing::GraphBuilder;
+    for (bool rank4 : {true, false}) {
+        GraphBuilder b;
+        Shape batch = rank4 ? Shape{2, 3} : Shape{6};
+        auto sh = [&](int64_t x, int64_t y) {
+            Shape s = batch;
+            s.push_back(x);
+            s.push_back(y);
+            return s;
+        };
+        const int r = (int)batch.size() + 2;
+        std::vector<int64_t> perm;
+        for (int i = 0; i < r - 2; i++) perm.push_back(i);
+        perm.push_back(r - 1);
+        perm.push_back(r - 2);
+        const DType h = DType::BF16;
+        std::string kt = b.node("Transpose", {b.input("k", sh(37, 64), h)}, sh(64, 37), {{"perm", perm}}, h);
+        std::string s = b.node("MatMul", {b.input("q", sh(11, 64), h), kt}, sh(11, 37), {}, h);
+        s = b.node("Mul", {s, b.scalar(0.125, h)}, sh(11, 37), {}, h);
+        std::string p = b.node("Softmax", {s}, sh(11, 37), {{"axis", int64_t(r - 1)}}, h);
+        b.out("MatMul", {p, b.input("v", sh(37, 64), h)}, sh(11, 64), {}, h);
+        PrepareOptions po;
+        po.attention = AttentionFusion::Cudnn;
+        prepare_graph(b.g, po);
+        LowerOptions lo;
+        lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
+        lo.gemm_precision = Precision::BF16;
+        LoweredPipeline lp = lower_graph(b.g, lo);
+        ASSERT_EQ(lp.extern_calls, std::vector<std::string>{kCudnnAttention});
+        int copies = 0, inputs = 0;
+        for (const auto &f : lp.funcs) {
+            copies += f.feeds_extern && ends_with(f.name, "_bf16");
+            if (f.is_extern && f.name.find("_cudnn_attention") != std::string::npos) inputs = (int)f.input_reads.size();
+        }
+        EXPECT_EQ(copies, rank4 ? 0 : 3);
+        EXPECT_EQ(inputs, rank4 ? 3 : 0);
+        ASSERT_EQ(lp.output_funcs.size(), 1u);
+        EXPECT_EQ(lp.output_funcs[0].find("_cudnn_attention") != std::string::npos, rank4) << lp.output_funcs[0];
+        EXPECT_EQ(lp.output_dtypes[0], DType::BF16);
+        auto [object, symbols] = cuda_artifact(lp, rank4 ? "attention4_bf16_io" : "attention3_bf16_io");
+        EXPECT_NE(symbols.find("T loom_cudnn_attention"), std::string::npos) << symbols;
+    }
+}
+
+// The output types of the cuBLAS stages of \p p (`<node>_cublas`, Halide's `$n` suffix of a name
+// made again dropped), by name.
+std::map<std::string, Halide::Type> cublas_output_types(const LoweredPipeline &p) {
+    std::map<std::string, Halide::Type> out;
+    for (const auto &f : p.funcs)
+        if (f.func.defined())
+            for (const auto &[name, callee] : Halide::Internal::find_direct_calls(f.func.function()))
+                if (callee.has_extern_definition() && ends_with(name.substr(0, name.find('$')), "_cublas"))
+                    out[name] = callee.output_types()[0];
+    return out;
+}
+
+// Under BF16, a GEMM whose readers are all BF16 operand copies (fc1, read through its bias and erf
+// GELU by fc2's A copy; the QKV projection, read through the head split by cuDNN attention's q, k
+// and v copies) writes BF16 (cuBLAS's D type, kGemmBf16Output); one read by anything else (fc2 into
+// the residual Add, a graph output) stays FP32, and so does every GEMM under FP32 and TF32.
+TEST(Aot, CudaBf16GemmWritesBf16ForBf16Readers) {
+    using loom::testing::GraphBuilder;
+    GraphBuilder b;
+    std::string x = b.input("x", {64, 32});
+    std::string h = b.node("MatMul", {x, b.random_constant("w1", {32, 48}, 1)}, {64, 48}, {}, DType::F32, "fc1");
+    h = b.node("Add", {h, b.random_constant("b1", {48}, 2)}, {64, 48});
+    std::string e = b.node("Erf", {b.node("Div", {h, b.scalar(1.4142135)}, {64, 48})}, {64, 48});
+    e = b.node("Mul", {b.node("Mul", {h, b.node("Add", {e, b.scalar(1.0)}, {64, 48})}, {64, 48}), b.scalar(0.5)},
+               {64, 48});
+    std::string y = b.node("MatMul", {e, b.random_constant("w2", {48, 32}, 3)}, {64, 32}, {}, DType::F32, "fc2");
+    b.out("Add", {y, x}, {64, 32});
+    // Attention on the head split of a QKV projection: [16, 2, 3, 2, 64] -> q, k, v [2, 3, 16, 64].
+    std::string t = b.input("t", {32, 128});
+    std::string qkv = b.node("MatMul", {t, b.random_constant("wqkv", {128, 384}, 4)}, {32, 384}, {}, DType::F32, "qkv");
+    qkv = b.node("Reshape", {qkv, b.constant(Tensor::from_doubles(DType::I64, {5}, {2, 16, 3, 2, 64}))}, {2, 16, 3, 2, 64});
+    qkv = b.node("Transpose", {qkv}, {3, 2, 2, 16, 64}, {{"perm", std::vector<int64_t>{2, 0, 3, 1, 4}}});
+    std::vector<std::string> heads;
+    for (int k = 0; k < 3; k++)
+        heads.push_back(b.node("Gather", {qkv, b.constant(Tensor::scalar(DType::I64, k))}, {2, 2, 16, 64},
+                               {{"axis", int64_t(0)}}));
+    std::string kt = b.node("Transpose", {heads[1]}, {2, 2, 64, 16}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+    std::string sc = b.node("Mul", {b.node("MatMul", {heads[0], kt}, {2, 2, 16, 16}), b.scalar(0.125)}, {2, 2, 16, 16});
+    b.out("MatMul", {b.node("Softmax", {sc}, {2, 2, 16, 16}, {{"axis", int64_t(3)}}), heads[2]}, {2, 2, 16, 64});
+    PrepareOptions po;
+    po.attention = AttentionFusion::Cudnn;
+    prepare_graph(b.g, po);
+    LowerOptions lo;
+    lo.gemm_extern = lo.attention_extern = true;
+    for (Precision p : {Precision::FP32, Precision::TF32}) {
+        lo.gemm_precision = p;
+        for (const auto &[name, type] : cublas_output_types(lower_graph(b.g, lo)))
+            EXPECT_EQ(type, Halide::Float(32)) << name << " " << precision_name(p);
+    }
+    lo.gemm_precision = Precision::BF16;
+    LoweredPipeline lp = lower_graph(b.g, lo);
+    auto types = cublas_output_types(lp);
+    ASSERT_EQ(types.size(), 3u);
+    for (const auto &[name, type] : types)
+        EXPECT_EQ(type, name.rfind("fc2", 0) == 0 ? Halide::Float(32) : Halide::UInt(16)) << name;
+    auto [object, symbols] = cuda_artifact(lp, "bf16_outputs");
+    EXPECT_NE(symbols.find("T loom_cublas_sgemm"), std::string::npos) << symbols;
+    EXPECT_NE(symbols.find("T loom_cudnn_attention"), std::string::npos) << symbols;
+}
+
 // A softmax over rank-4 rows long enough for two-level block partials ([2, 12, 8, 2048]: attention's
 // scores at S = 2048; rows of 512 take a warp, D157) names the partials' thread vars apart from its
 // own pure var w: the schedule applies.

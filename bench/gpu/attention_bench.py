@@ -7,9 +7,10 @@ checked against PyTorch's math backend in FP32. Prints a table with ms, TFLOP/s 
 of the BF16 tensor-core peak: the dense BF16 peak of the H100/H200 SXM datasheet (989 TFLOP/s), and
 of a cuBLAS BF16 GEMM 8192³ measured here.
 
-Usage: attention_bench.py [--artifacts DIR] [--shapes 16x512,...]   (DIR/loom_b<B>_s<S>_<cudnn|bf16|fp32|tf32|other>: `loom compile`
-outputs of the exported pattern: --precision bf16 (fused, cuDNN), the same with LOOM_FUSE_ATTENTION=0
-(unfused), and fp32)
+Usage: attention_bench.py [--artifacts DIR] [--shapes 16x512,...]   (DIR/loom_b<B>_s<S>_<cudnn|cudnnio|bf16|fp32|tf32|other>:
+`loom compile` outputs of the exported pattern: --precision bf16 (fused, cuDNN; fp32 inputs and output
+rounded and widened by Loom), the bf16 model attn_bf16_* at --precision bf16 (cudnnio: bf16 inputs and
+output, as the SDPA rows), the same with LOOM_FUSE_ATTENTION=0 (unfused), and fp32)
 """
 import argparse
 import glob
@@ -24,7 +25,8 @@ from triton.testing import do_bench
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 DATASHEET_TFLOPS = 989.4
 # Artifact folder suffix -> row label.
-LABELS = {"cudnn": "fused (cuDNN SDPA), bf16", "bf16": "unfused (cuBLAS), --precision bf16",
+LABELS = {"cudnn": "fused (cuDNN SDPA), bf16", "cudnnio": "fused (cuDNN), bf16 in/out",
+          "bf16": "unfused (cuBLAS), --precision bf16",
           "fp32": "unfused (cuBLAS), fp32", "fp32lt": "unfused (cuBLASLt batch), fp32",
           "tf32": "unfused (cuBLAS), tf32"}
 
@@ -83,7 +85,10 @@ def main():
         for folder in sorted(glob.glob(os.path.join(args.artifacts, f"loom_b{B}_s{S}_*"))):
             from in_process import Artifact
             art = Artifact(folder)
-            art.bind([q, k, v])
+            # A bf16 model (kernel_models.py attn_bf16_*) gets the bf16 tensors the SDPA rows get;
+            # an f32 one the f32 tensors, which it rounds to bf16 itself under --precision bf16.
+            bf16_in = all(t == torch.bfloat16 for _, t, _ in art.input_specs)
+            art.bind([qb, kb, vb] if bf16_in else [q, k, v])
             suffix = folder.rsplit("_", 1)[-1]
             row("loom " + LABELS.get(suffix, suffix), lambda: art.run()[0], args.kernels)
             art.close()

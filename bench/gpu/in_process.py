@@ -10,12 +10,13 @@ import os
 
 import torch
 
-_DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "i32": torch.int32,
+_DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
            "i64": torch.int64, "u8": torch.uint8, "i8": torch.int8, "bool": torch.bool}
 
 
-def read_manifest(folder):
-    """(model name, library file, [(output name, dtype, shape)]) from an artifact's manifest.txt."""
+def read_manifest(folder, kind="output"):
+    """(model name, library file, [(<kind> name, dtype, shape)]) from an artifact's manifest.txt
+    (kind "output" or "input")."""
     name, lib, outputs = None, None, []
     with open(os.path.join(folder, "manifest.txt")) as f:
         for line in f:
@@ -26,7 +27,7 @@ def read_manifest(folder):
                 name = w[1]
             elif w[0] == "library":
                 lib = w[1]
-            elif w[0] == "output":
+            elif w[0] == kind:
                 outputs.append((w[1], _DTYPES[w[2]], [int(d) for d in w[3:]]))
     if not name or not lib:
         raise ValueError(f"{folder}/manifest.txt names no model or library")
@@ -38,6 +39,7 @@ class Artifact:
 
     def __init__(self, folder):
         self.name, lib, self.output_specs = read_manifest(folder)
+        self.input_specs = read_manifest(folder, "input")[2]
         self.lib = ctypes.CDLL(os.path.join(os.path.abspath(folder), lib))
         fn = lambda s: getattr(self.lib, f"{self.name}_{s}")  # noqa: E731
         self._create, self._run, self._destroy, self._err = (fn("create"), fn("run_device"), fn("destroy"),

@@ -5,6 +5,8 @@ needs only numpy and onnx (the build machine's /usr/bin/python3).
 
   attn_b<B>_s<S>        q, k, v [B, 12, S, 64] -> softmax(q·kᵀ/8)·v, as exporters write it
                         (Transpose, MatMul, Mul, Softmax, MatMul: Loom fuses it into one attention)
+  attn_bf16_b<B>_s<S>   the same with bfloat16 inputs, scale and output (a bf16-stored model: what
+                        PyTorch's SDPA backends are given in attention_bench.py)
   linear_<M>x<K>x<N>_<form>
       nn                x [M, K] · W [K, N] (MatMul, W stored [K, N]: what torch.onnx writes for nn.Linear
                         on a 3-D input after constant folding)
@@ -33,9 +35,9 @@ def linear_weights(M, K, N):
     return w, (g.random(N) - 0.5).astype(np.float32)
 
 
-def attention(B, S, H=12, d=64):
+def attention(B, S, H=12, d=64, bf16=False):
     from onnx import TensorProto, helper, numpy_helper  # here: gemm_bench.py imports this file where onnx is absent
-    F = TensorProto.FLOAT
+    F = TensorProto.BFLOAT16 if bf16 else TensorProto.FLOAT
     shape = [B, H, S, d]
     ins = [helper.make_tensor_value_info(n, F, shape) for n in ("q", "k", "v")]
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
@@ -43,9 +45,13 @@ def attention(B, S, H=12, d=64):
              helper.make_node("Mul", ["s", "scale"], ["ss"]),
              helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
              helper.make_node("MatMul", ["p", "v"], ["y"])]
-    init = [numpy_helper.from_array(np.array(1 / np.sqrt(d), np.float32), "scale")]
+    scale = np.array(1 / np.sqrt(d), np.float32)
+    if bf16:  # 1/8 is exact in bfloat16: its bits are the float's upper half
+        init = [helper.make_tensor("scale", F, [], (scale.view(np.uint32) >> 16).astype(np.uint16).tobytes(), raw=True)]
+    else:
+        init = [numpy_helper.from_array(scale, "scale")]
     out = [helper.make_tensor_value_info("y", F, shape)]
-    return helper.make_graph(nodes, f"attn_b{B}_s{S}", ins, out, init)
+    return helper.make_graph(nodes, f"attn{'_bf16' if bf16 else ''}_b{B}_s{S}", ins, out, init)
 
 
 def linear(M, K, N, form):
@@ -77,6 +83,7 @@ def linear(M, K, N, form):
 
 def all_models():
     out = {f"attn_b{B}_s{S}": (lambda B=B, S=S: attention(B, S)) for B, S in ATTENTION}
+    out.update({f"attn_bf16_b{B}_s{S}": (lambda B=B, S=S: attention(B, S, bf16=True)) for B, S in ATTENTION})
     for M, K, N in LINEAR:
         for form in ("nn", "tn"):
             out[f"linear_{M}x{K}x{N}_{form}"] = lambda M=M, K=K, N=N, form=form: linear(M, K, N, form)

@@ -48,7 +48,7 @@ int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias
 // precision, accumulated in FP32 (the FAST types), or full FP32 math.
 cublasComputeType_t compute_type(int32_t precision) {
     if (precision & kBf16Operands) return CUBLAS_COMPUTE_32F;  // BF16 operands: FP32 accumulation
-    switch (precision) {
+    switch (precision & ~kBf16Output) {
     case 1: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case 2: return CUBLAS_COMPUTE_32F_FAST_16BF;
     case 3: return CUBLAS_COMPUTE_32F_FAST_16F;
@@ -58,6 +58,9 @@ cublasComputeType_t compute_type(int32_t precision) {
 
 // The type of A and B for a stage's precision argument: BF16 when kBf16Operands is added to it.
 cudaDataType_t operand_type(int32_t precision) { return precision & kBf16Operands ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The type of Y (and C) for a stage's precision argument: BF16 when kBf16Output is added to it.
+cudaDataType_t output_type(int32_t precision) { return precision & kBf16Output ? CUDA_R_16BF : CUDA_R_32F; }
 
 // g_handle created (once), in the default math mode (the compute type of each call decides) with
 // its stream Halide's (g_lock held).
@@ -70,14 +73,14 @@ int prepare_handle() {
     return 0;
 }
 
-// Column-major y = alpha op(a) op(b) for \p batch GEMMs (FP32 output) in \p precision's types.
+// Column-major y = alpha op(a) op(b) for \p batch GEMMs in \p precision's types.
 cublasStatus_t gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
                             const void *a, int lda, long long sa, const void *b, int ldb, long long sb, void *y,
                             int ldy, long long sy, int batch, int32_t precision) {
     const float zero = 0.0f;
     const cudaDataType_t t = operand_type(precision);
     return cublasGemmStridedBatchedEx(g_handle, opa, opb, m, n, k, &alpha, a, t, lda, sa, b, t, ldb,
-                                      sb, &zero, y, CUDA_R_32F, ldy, sy, batch, compute_type(precision),
+                                      sb, &zero, y, output_type(precision), ldy, sy, batch, compute_type(precision),
                                       CUBLAS_GEMM_DEFAULT);
 }
 
@@ -187,7 +190,8 @@ std::vector<LtCandidate> lt_enumerate(int32_t precision, cublasLtMatmulDesc_t op
     const cublasComputeType_t compute = compute_type(precision);
     const cudaDataType_t t = operand_type(precision);
     int ids[128], n = 0;
-    if (cublasLtMatmulAlgoGetIds(g_lt, compute, CUDA_R_32F, t, t, CUDA_R_32F, CUDA_R_32F, 128, ids,
+    const cudaDataType_t ty = output_type(precision);
+    if (cublasLtMatmulAlgoGetIds(g_lt, compute, CUDA_R_32F, t, t, ty, ty, 128, ids,
                                  &n) != CUBLAS_STATUS_SUCCESS)
         return out;
     auto caps = [](const cublasLtMatmulAlgo_t &algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t none) {
@@ -202,7 +206,7 @@ std::vector<LtCandidate> lt_enumerate(int32_t precision, cublasLtMatmulDesc_t op
     };
     for (int k = 0; k < n && (int)out.size() < kLtEnumerated; k++) {
         cublasLtMatmulAlgo_t algo;
-        if (cublasLtMatmulAlgoInit(g_lt, compute, CUDA_R_32F, t, t, CUDA_R_32F, CUDA_R_32F, ids[k],
+        if (cublasLtMatmulAlgoInit(g_lt, compute, CUDA_R_32F, t, t, ty, ty, ids[k],
                                    &algo) != CUBLAS_STATUS_SUCCESS)
             continue;
         for (uint32_t tile : caps(algo, CUBLASLT_ALGO_CAP_TILE_IDS, CUBLASLT_MATMUL_TILE_UNDEFINED))
@@ -283,7 +287,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
             s = cublasLtMatrixLayoutCreate(&p.a, operand_type(precision), tb ? K : N, tb ? N : K, ldb);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatrixLayoutCreate(&p.b, operand_type(precision), ta ? M : K, ta ? K : M, lda);
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, N, M, ldy);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p.y, output_type(precision), N, M, ldy);
         if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.a, batch.count, batch.sb);
         if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.b, batch.count, batch.sa);
         if (s == CUBLAS_STATUS_SUCCESS && batch.count > 1) s = set_batch(p.y, batch.count, batch.sy);
@@ -531,7 +535,8 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
 
 std::string cublas_gemm_source() {
     return extern_stage_prelude(kCublasSgemm) + "static const int kBf16Operands = " + std::to_string(kGemmBf16Operands) +
-           ";  // lower/extern_stages.h kGemmBf16Operands\n" + kSource;
+           ";  // lower/extern_stages.h kGemmBf16Operands\nstatic const int kBf16Output = " +
+           std::to_string(kGemmBf16Output) + ";  // kGemmBf16Output\n" + kSource;
 }
 
 std::string cuda_home() {

@@ -20,6 +20,10 @@ inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
 /// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act) when its
 /// A and B are bfloat16 bits rather than FP32: cuBLAS then computes in FP32 from BF16 operands.
 inline constexpr int kGemmBf16Operands = 16;
+/// Added to loom_cublas_sgemm's precision argument, beside kGemmBf16Operands, when its output is
+/// bfloat16 bits rather than FP32 (cuBLAS rounds the FP32 accumulator once, as it writes it): the
+/// product's readers are all BF16 copies for other library stages.
+inline constexpr int kGemmBf16Output = 32;
 /// Added to loom_cudnn_conv's precision argument when x, the filter and y have their channels
 /// innermost (NHWC; the filter KRSC): bfloat16 bits under Precision::BF16 (BF16 tensor-core kernels
 /// accumulating in FP32), FP32 otherwise; cuDNN then converts no layout of its own.

@@ -49,8 +49,21 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
     return s;
 }
 
+// The BF16 value that FP32 value \p value widens (a Cast to f32 of a bf16 value: D100's widening of
+// a bf16 model's input or of a Cast to bf16), or "" when it is none.
+std::string bf16_source(const LowerContext &ctx, const std::string &value) {
+    const int p = ctx.graph.producer(value);
+    if (p < 0) return "";
+    const Node &n = ctx.graph.nodes[p];
+    if (n.op != "Cast" || ctx.dtype(value) != DType::F32 || ctx.dtype(n.inputs[0]) != DType::BF16) return "";
+    return n.inputs[0];
+}
+
 // The cuDNN extern of a FusedAttention (LowerOptions::attention_extern): rank 3 runs as one batch
-// of heads.
+// of heads. An operand that widens a BF16 value (bf16_source) is read as its bits: a whole dense
+// graph input of rank 4 goes to cuDNN as it is, anything else through a copy of the bits, since
+// rounding the widened value back to BF16 is the identity. A sole reader of the output that rounds
+// it to BF16 (D100's Cast before a bf16 graph output) is the extern itself.
 void lower_attention_extern(LowerContext &ctx, const Node &node) {
     const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
     const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt);
@@ -58,24 +71,42 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
     const int64_t B = r == 4 ? sq[0] : 1, H = sq[r - 3], Sq = sq[r - 2], d = sq[r - 1], Sk = sk[r - 1];
     std::vector<Var> v4 = ctx.vars(4);
     const Var b = v4[0], h = v4[1], s = v4[2], c = v4[3];
-    auto copy = [&](const char *suffix, int64_t S, Expr value) {
+    // value [b, h, s, c] (kt's Transpose read at [b, h, c, s]), BF16 bits or FP32 rounded to them.
+    auto operand = [&](const char *suffix, int64_t S, const std::string &value, bool transposed) {
+        std::string src = value;
+        if (transposed) {  // kᵀ: the Transpose's input k, when the Transpose is kᵀ of a rank-4 k
+            const int t = ctx.graph.producer(value);
+            if (r == 4 && t >= 0 && ctx.graph.nodes[t].op == "Transpose" &&
+                ctx.graph.nodes[t].get_ints("perm") == std::vector<int64_t>{0, 1, 3, 2}) {
+                src = ctx.graph.nodes[t].inputs[0];
+                transposed = false;
+            }
+        }
+        const std::string bits = bf16_source(ctx, src);
+        std::vector<Expr> idx = transposed ? std::vector<Expr>{b, h, c, s} : std::vector<Expr>{b, h, s, c};
+        const auto &ins = ctx.graph.inputs;
+        const bool graph_input = !bits.empty() && std::find(ins.begin(), ins.end(), bits) != ins.end();
+        Halide::ExternFuncArgument whole;
+        if (graph_input && !transposed && r == 4 && ctx.shape(bits) == Shape{B, H, S, d} &&
+            ctx.extern_operand(bits, whole))
+            return whole;
         Func f = ctx.make_func(node, suffix, Shape{B, H, S, d});
-        ctx.define(f, v4, bf16_bits(value));
-        ctx.note_cost(f, true, 4);
+        if (!bits.empty()) {
+            ctx.define(f, v4, ctx.at(bits, idx));
+            ctx.note_cost(f, true, 0);
+        } else {
+            ctx.define(f, v4, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(src, idx))));  // rank 3 drops b
+            ctx.note_cost(f, true, 4);
+        }
         LoweredFunc &rec = ctx.record(f);
         rec.dtype = DType::I16;
         rec.feeds_extern = true;
         bound_whole(f, v4, Shape{B, H, S, d});
-        return f;
+        return Halide::ExternFuncArgument(f);
     };
-    auto at = [&](const std::string &value, std::vector<Expr> idx) {  // rank 3 drops b
-        return LowerContext::cast_to(DType::F32, ctx.at(value, idx));
-    };
-    Func q16 = copy("q_bf16", Sq, at(q, {b, h, s, c}));
-    Func k16 = copy("k_bf16", Sk, at(kt, {b, h, c, s}));
-    Func v16 = copy("v_bf16", Sk, at(v, {b, h, s, c}));
     Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn_attention"));
-    std::vector<Halide::ExternFuncArgument> args = {q16, k16, v16};
+    std::vector<Halide::ExternFuncArgument> args = {operand("q_bf16", Sq, q, false), operand("k_bf16", Sk, kt, true),
+                                                    operand("v_bf16", Sk, v, false)};
     for (Expr e : {Expr((int)B), Expr((int)H), Expr((int)Sq), Expr((int)Sk), Expr((int)d),
                    Expr((float)node.get_float("scale", 1.0))})
         args.push_back(e);
@@ -84,6 +115,15 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
     ext.compute_root();  // an extern: no schedule touches it
     bound_whole(ext, v4, Shape{B, H, Sq, d});  // as a library GEMM's output
     ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
+    const std::vector<int> users = ctx.graph.consumers(y);
+    const auto &outs = ctx.graph.outputs;
+    if (r == 4 && users.size() == 1 && std::find(outs.begin(), outs.end(), y) == outs.end()) {
+        const Node &cast = ctx.graph.nodes[users[0]];
+        if (cast.op == "Cast" && ctx.dtype(cast.outputs[0]) == DType::BF16) {
+            ctx.register_extern(ext, node, Shape{B, H, Sq, d});
+            ctx.fuse_node_into(cast.name, ext);
+        }
+    }
     Func f = ctx.make_func(node, "", r);
     std::vector<Var> vo = ctx.vars(r);
     std::vector<Expr> idx = exprs(vo);

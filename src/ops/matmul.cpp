@@ -48,6 +48,57 @@ bool copy_computes_producer(LowerContext &ctx, const std::string &a) {
     return pure_chain(f.function());
 }
 
+// Whether every reader of GEMM output \p y wants it in BF16: through pointwise and layout nodes
+// only, each path ends as q, k or v of a cuDNN attention (LowerOptions::attention_extern) or as the
+// A of a GEMM with BF16 operands (a constant 2-D B), whose Halide copies round to BF16 anyway (BERT's
+// and ViT's QKV projection before the head split, fc1 before its bias and GELU). The product is then
+// written in BF16 and those copies read half the bytes. Any other reader (a residual Add into a
+// LayerNorm, a graph output) keeps it FP32.
+bool feeds_only_bf16_operands(const LowerContext &ctx, const std::string &y) {
+    const Graph &g = ctx.graph;
+    if (ctx.options.gemm_precision != Precision::BF16) return false;
+    static const std::set<std::string> kPassThrough = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid",
+                                                        "Relu", "Gelu", "Neg", "Reshape", "Transpose",
+                                                        "Squeeze", "Unsqueeze", "Flatten", "Identity"};
+    std::set<std::string> seen;
+    std::function<bool(const std::string &)> wants_bf16 = [&](const std::string &value) {
+        if (!seen.insert(value).second) return true;
+        if (std::find(g.outputs.begin(), g.outputs.end(), value) != g.outputs.end()) return false;
+        const std::vector<int> users = g.consumers(value);
+        if (users.empty()) return false;
+        for (int u : users) {
+            const Node &n = g.nodes[u];
+            const bool first = n.inputs[0] == value;
+            if (n.op == "FusedAttention") {
+                if (!ctx.options.attention_extern || (n.has_input(3) && n.inputs[3] == value)) return false;
+                continue;
+            }
+            if (n.op == "MatMul" || n.op == "Gemm") {
+                const Tensor *b = n.inputs.size() > 1 ? ctx.constant(n.inputs[1]) : nullptr;
+                if (!first || n.inputs[1] == value || !b || b->rank() != 2 || b->dtype() != DType::F32 ||
+                    n.get_int("transA", 0) != 0 || (n.has_input(2) && n.inputs[2] == value))
+                    return false;
+                continue;
+            }
+            if (n.op == "Gather") {  // a slice of the QKV product along one dim, by constant indices
+                if (!first || !ctx.constant(n.inputs[1])) return false;
+            } else if (!kPassThrough.count(n.op)) {
+                return false;
+            }
+            for (const auto &o : n.outputs)
+                if (!o.empty() && !wants_bf16(o)) return false;
+        }
+        return true;
+    };
+    return wants_bf16(y);
+}
+
+// The value of GEMM stage \p ext at \p idx in FP32 (widened when the stage writes BF16).
+Expr product_at(const Func &ext, const std::vector<Expr> &idx) {
+    Expr e = LowerContext::call(ext, idx);
+    return e.type() == Halide::UInt(16) ? from_bf16_bits(e) : e;
+}
+
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
 // Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, precision (lower/precision.h), then the output.
@@ -127,13 +178,17 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];
         args.push_back(Halide::ExternFuncArgument(bb));
     }
-    const int precision = (int)ctx.options.gemm_precision + (bf16_operands ? kGemmBf16Operands : 0);
+    // Not with an epilogue: its extern is the activation node's value, read as FP32.
+    const bool bf16_output = bf16_operands && !fused && feeds_only_bf16_operands(ctx, y);
+    const int precision = (int)ctx.options.gemm_precision + (bf16_operands ? kGemmBf16Operands : 0) +
+                          (bf16_output ? kGemmBf16Output : 0);
     for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
                    Expr(precision)})
         args.push_back(e);
     if (fused) args.push_back(Expr(act_code));
     const char *fn = fused ? kCublasLtBiasAct : kCublasSgemm;
-    ext.define_extern(fn, args, Halide::Float(32), halide_order, Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
+    ext.define_extern(fn, args, bf16_output ? Halide::UInt(16) : Halide::Float(32), halide_order,
+                      Halide::NameMangling::C, Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
     bound_whole(ext, v, sy);
     ctx.note_extern_call(fn, ext, sy);
@@ -247,7 +302,7 @@ void lower_numpy_matmul(LowerContext &ctx, const Node &node) {
     Func ext = cublas_product(ctx, node, false, false, 1.0);
     if (!ext.defined()) ext = cublas_batched_product(ctx, node);
     if (ext.defined()) {
-        ctx.define(f, v, LowerContext::call(ext, exprs(v)));
+        ctx.define(f, v, product_at(ext, exprs(v)));
         ctx.note_cost(f, true, 0);
         ctx.bind_output(y, f);
         return;
@@ -332,7 +387,7 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
         if (beta != 1) init = init * LowerContext::literal(dt, beta);
     }
     if (Func ext = cublas_product(ctx, node, ta, tb, alpha); ext.defined()) {
-        Expr e = LowerContext::call(ext, {i, j});
+        Expr e = product_at(ext, {i, j});
         if (node.has_input(2) && beta != 0) e = e + init;
         ctx.define(f, v, e);
         ctx.note_cost(f, true, 1);
