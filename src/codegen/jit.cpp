@@ -11,7 +11,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "codegen/buffer_cache.h"
 #include "codegen/denormals.h"
 #include "codegen/openmp_threading.h"
 #include "codegen/streaming_stores.h"
@@ -277,11 +276,6 @@ void JitModel::allocate_poisoned(std::vector<Tensor> &outs) const {
     }
 }
 
-static bool use_buffer_cache() {
-    static bool on = [] { const char *e = std::getenv("LOOM_BUFFER_CACHE"); return !e || std::string(e) != "0"; }();
-    return on;
-}
-
 void JitModel::realize_into(std::vector<Tensor> &outs) {
     std::vector<Halide::Buffer<>> bufs;
     for (size_t k = 0; k < outs.size(); k++) bufs.push_back(wrap(outs[k], lowered_.output_names[k]));
@@ -312,10 +306,6 @@ void JitModel::realize_into(std::vector<Tensor> &outs) {
             seg.pipeline.jit_handlers().custom_do_par_for = par_for;
             seg.pipeline.jit_handlers().custom_do_task = flushing_do_task;
             seg.pipeline.jit_handlers().custom_print = print;
-            if (use_buffer_cache()) {
-                seg.pipeline.jit_handlers().custom_malloc = [](Halide::JITUserContext *, size_t n) { return cached_buffer_malloc(n); };
-                seg.pipeline.jit_handlers().custom_free = [](Halide::JITUserContext *, void *p) { cached_buffer_free(p); };
-            }
             seg.pipeline.realize(Halide::Realization(into), target_);
         }
     };

@@ -14,7 +14,6 @@
 
 #include "lower/flat_row_index.h"
 #include "lower/loop_scratch.h"
-#include "lower/masked_accumulators.h"
 #include "support/cores.h"
 #include "support/error.h"
 
@@ -530,7 +529,6 @@ SegmentedPipeline cut_of(const RootGraph &g, const LoweredPipeline &p, const Cut
         }
         seg.pipeline = Halide::Pipeline(outs);
         if (p.dynamic.active()) keep_loop_scratch_on_pseudostack(seg.pipeline);
-        if (p.dynamic.active()) keep_masked_accumulators_in_registers(seg.pipeline);
         fold_flat_row_indices(seg.pipeline);
     }
     return sp;

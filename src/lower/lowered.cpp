@@ -6,7 +6,6 @@
 
 #include "lower/flat_row_index.h"
 #include "lower/loop_scratch.h"
-#include "lower/masked_accumulators.h"
 #include "support/error.h"
 
 namespace loom {
@@ -149,7 +148,6 @@ Halide::Pipeline LoweredPipeline::pipeline() const {
     for (size_t k = 0; k < output_funcs.size(); k++) outs.push_back(realized_output(k));
     Halide::Pipeline pl(outs);
     if (dynamic.active()) keep_loop_scratch_on_pseudostack(pl);
-    if (dynamic.active()) keep_masked_accumulators_in_registers(pl);
     fold_flat_row_indices(pl);
     return pl;
 }
