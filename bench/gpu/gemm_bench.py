@@ -30,7 +30,7 @@ from serving_bench import kernel_profile  # noqa: E402
 
 
 def kernel_times(fn, reps=5):
-    """The CUDA kernels of one call of \p fn (serving_bench.kernel_profile over \p reps calls), as
+    """The CUDA kernels of one call of `fn` (serving_bench.kernel_profile over `reps` calls), as
     "name µs×count" (names shortened), longest first."""
     _, _, rows = kernel_profile(fn, top=1000, reps=reps)
     return "; ".join(f"{name[:90]} {us:.1f}us x{count:.0f}" for us, count, name in rows)
