@@ -1042,37 +1042,43 @@ TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
     EXPECT_EQ(pool.find("gpu_tile"), std::string::npos) << pool;
 }
 
+// Scaled-dot-product attention as exporters write it (kᵀ by a Transpose, a scale, Softmax) over
+// [2, 3, S, d] (\p rank4) or [6, S, d], its values stored as \p dt, recognised for cuDNN and lowered
+// for CUDA under BF16 (the GEMMs, convs and attention as library calls).
+static LoweredPipeline cudnn_attention_pipeline(bool rank4, DType dt) {
+    loom::testing::GraphBuilder b;
+    Shape batch = rank4 ? Shape{2, 3} : Shape{6};
+    auto sh = [&](int64_t x, int64_t y) {
+        Shape s = batch;
+        s.push_back(x);
+        s.push_back(y);
+        return s;
+    };
+    const int r = (int)batch.size() + 2;
+    std::vector<int64_t> perm;
+    for (int i = 0; i < r - 2; i++) perm.push_back(i);
+    perm.push_back(r - 1);
+    perm.push_back(r - 2);
+    std::string kt = b.node("Transpose", {b.input("k", sh(37, 64), dt)}, sh(64, 37), {{"perm", perm}}, dt);
+    std::string s = b.node("MatMul", {b.input("q", sh(11, 64), dt), kt}, sh(11, 37), {}, dt);
+    s = b.node("Mul", {s, b.scalar(0.125, dt)}, sh(11, 37), {}, dt);
+    std::string p = b.node("Softmax", {s}, sh(11, 37), {{"axis", int64_t(r - 1)}}, dt);
+    b.out("MatMul", {p, b.input("v", sh(37, 64), dt)}, sh(11, 64), {}, dt);
+    PrepareOptions po;
+    po.attention = AttentionFusion::Cudnn;
+    prepare_graph(b.g, po);
+    LowerOptions lo;
+    lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
+    lo.gemm_precision = Precision::BF16;
+    return lower_graph(b.g, lo);
+}
+
 // Attention in BF16 on CUDA: recognised for cuDNN, lowered to one loom_cudnn_attention extern on
 // BF16 copies of q, k and v (Halide Funcs the GPU schedule computes at root), compiled in and
 // linked against cuDNN; rank 3 ([heads, S, d]) runs as one batch.
 TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
-    using loom::testing::GraphBuilder;
     for (bool rank4 : {true, false}) {
-        GraphBuilder b;
-        Shape batch = rank4 ? Shape{2, 3} : Shape{6};
-        auto sh = [&](int64_t x, int64_t y) {
-            Shape s = batch;
-            s.push_back(x);
-            s.push_back(y);
-            return s;
-        };
-        const int r = (int)batch.size() + 2;
-        std::vector<int64_t> perm;
-        for (int i = 0; i < r - 2; i++) perm.push_back(i);
-        perm.push_back(r - 1);
-        perm.push_back(r - 2);
-        std::string kt = b.node("Transpose", {b.input("k", sh(37, 64))}, sh(64, 37), {{"perm", perm}});
-        std::string s = b.node("MatMul", {b.input("q", sh(11, 64)), kt}, sh(11, 37));
-        s = b.node("Mul", {s, b.scalar(0.125)}, sh(11, 37));
-        std::string p = b.node("Softmax", {s}, sh(11, 37), {{"axis", int64_t(r - 1)}});
-        b.out("MatMul", {p, b.input("v", sh(37, 64))}, sh(11, 64));
-        PrepareOptions po;
-        po.attention = AttentionFusion::Cudnn;
-        prepare_graph(b.g, po);
-        LowerOptions lo;
-        lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
-        lo.gemm_precision = Precision::BF16;
-        LoweredPipeline lp = lower_graph(b.g, lo);
+        LoweredPipeline lp = cudnn_attention_pipeline(rank4, DType::F32);
         ASSERT_EQ(lp.extern_calls, std::vector<std::string>{kCudnnAttention});
         int copies = 0;
         for (const auto &f : lp.funcs) copies += f.feeds_extern && ends_with(f.name, "_bf16");
@@ -1087,34 +1093,8 @@ TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
 // BF16 the widening and cuDNN's rounding back are the identity, so a rank-4 bf16 graph input goes to
 // cuDNN as it is (no copy), and the output is the extern's own BF16 buffer; rank 3 copies the bits.
 TEST(Aot, CudnnAttentionReadsBf16ModelInputsDirectly) {
-    using loom::testing::GraphBuilder;
     for (bool rank4 : {true, false}) {
-        GraphBuilder b;
-        Shape batch = rank4 ? Shape{2, 3} : Shape{6};
-        auto sh = [&](int64_t x, int64_t y) {
-            Shape s = batch;
-            s.push_back(x);
-            s.push_back(y);
-            return s;
-        };
-        const int r = (int)batch.size() + 2;
-        std::vector<int64_t> perm;
-        for (int i = 0; i < r - 2; i++) perm.push_back(i);
-        perm.push_back(r - 1);
-        perm.push_back(r - 2);
-        const DType h = DType::BF16;
-        std::string kt = b.node("Transpose", {b.input("k", sh(37, 64), h)}, sh(64, 37), {{"perm", perm}}, h);
-        std::string s = b.node("MatMul", {b.input("q", sh(11, 64), h), kt}, sh(11, 37), {}, h);
-        s = b.node("Mul", {s, b.scalar(0.125, h)}, sh(11, 37), {}, h);
-        std::string p = b.node("Softmax", {s}, sh(11, 37), {{"axis", int64_t(r - 1)}}, h);
-        b.out("MatMul", {p, b.input("v", sh(37, 64), h)}, sh(11, 64), {}, h);
-        PrepareOptions po;
-        po.attention = AttentionFusion::Cudnn;
-        prepare_graph(b.g, po);
-        LowerOptions lo;
-        lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
-        lo.gemm_precision = Precision::BF16;
-        LoweredPipeline lp = lower_graph(b.g, lo);
+        LoweredPipeline lp = cudnn_attention_pipeline(rank4, DType::BF16);
         ASSERT_EQ(lp.extern_calls, std::vector<std::string>{kCudnnAttention});
         int copies = 0, inputs = 0;
         for (const auto &f : lp.funcs) {
