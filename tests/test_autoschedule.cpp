@@ -663,6 +663,23 @@ TEST(Autoschedule, UpsamplingConvTransposeMatchesTheReference) {
     plans_apply_and_match(b.g, "upsampling ConvTranspose");
 }
 
+// The plan of \p g on fixed machine \p fm with channels-innermost layouts on or off
+// (ScheduleKnobs::stage_conv_inputs; off is --nchw-conv-inputs), its schedule's text, and the
+// lowered pipeline it applies to.
+struct LayoutPlan {
+    LoweredPipeline lp;
+    AutoScheduleResult res;
+    std::string text;
+};
+LayoutPlan plan_with_layouts(const Graph &g, const FixedMachine &fm, bool on) {
+    LayoutPlan out{lower_graph(g), {}, {}};
+    ScheduleKnobs knobs;
+    knobs.stage_conv_inputs = on;
+    out.res = plan_on(out.lp, fm, knobs);
+    out.text = print_schedule(out.res.schedule);
+    return out;
+}
+
 // A 1x1 conv over many input channels at a small image (ResNet-50's 7x7 bottleneck) reads its input
 // from a channels-innermost copy (`in`, stored (c, w, h, n)) on both x86 levels where the producer
 // is stored NCHW for another reader (here the graph output); one over 64 channels at 56x56, or to
@@ -686,11 +703,10 @@ TEST(Autoschedule, OneByOneConvsOverManyChannelsReadAChannelsInnermostCopy) {
     prepare_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
         for (bool stage : {true, false}) {
-            LoweredPipeline lp = lower_graph(b.g);
-            ScheduleKnobs knobs;
-            knobs.stage_conv_inputs = stage;
-            Schedule s = plan_on(lp, fm, knobs).schedule;
-            std::string text = print_schedule(s);
+            LayoutPlan p = plan_with_layouts(b.g, fm, stage);
+            const LoweredPipeline &lp = p.lp;
+            const std::string &text = p.text;
+            const Schedule &s = p.res.schedule;
             SCOPED_TRACE(fm.name + (stage ? " staged" : " unstaged") + "\n" + text);
             EXPECT_EQ(text.find("stem.in(bottleneck) as bottleneck_in;") != std::string::npos, stage);
             if (stage) EXPECT_NE(text.find("bottleneck_in.compute_root()\n    .reorder_storage(c, w, h, n)"), std::string::npos);
@@ -716,11 +732,10 @@ TEST(Autoschedule, PointwiseKernelsReadByOneByOneConvsStoreChannelsInnermost) {
     prepare_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
         for (bool on : {true, false}) {
-            LoweredPipeline lp = lower_graph(b.g);
-            ScheduleKnobs knobs;
-            knobs.stage_conv_inputs = on;
-            AutoScheduleResult res = plan_on(lp, fm, knobs);
-            const std::string text = print_schedule(res.schedule);
+            LayoutPlan p = plan_with_layouts(b.g, fm, on);
+            const LoweredPipeline &lp = p.lp;
+            const std::string &text = p.text;
+            const AutoScheduleResult &res = p.res;
             SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text);
             ASSERT_EQ(res.plan.decision("shuffle")->kernel, "shuffle") << "the pointwise Func is its own kernel";
             EXPECT_EQ(text.find("\nshuffle.compute_root().reorder_storage(c, w, h, n).reorder(c, w, h, n).vectorize(c, " +
@@ -760,11 +775,10 @@ TEST(Autoschedule, ConvOutputsReadByOneByOneConvsAreStoredChannelsInnermost) {
     const std::string innermost = ".compute_root()\n    .reorder_storage(c, w, h, n)";
     for (const FixedMachine &fm : both_levels()) {
         for (bool on : {true, false}) {
-            LoweredPipeline lp = lower_graph(b.g);
-            ScheduleKnobs knobs;
-            knobs.stage_conv_inputs = on;
-            Schedule s = plan_on(lp, fm, knobs).schedule;
-            const std::string text = print_schedule(s);
+            LayoutPlan p = plan_with_layouts(b.g, fm, on);
+            const LoweredPipeline &lp = p.lp;
+            const std::string &text = p.text;
+            const Schedule &s = p.res.schedule;
             SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text);
             EXPECT_EQ(text.find("\nb_relu" + innermost) != std::string::npos, on) << "read by the 1x1 conv c only";
             EXPECT_EQ(text.find("\nblock" + innermost) != std::string::npos, on) << "read by the 1x1 conv next only";
@@ -1017,12 +1031,11 @@ TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapp
     prepare_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
         for (bool on : {true, false}) {
-            LoweredPipeline lp = lower_graph(b.g);
-            ScheduleKnobs knobs;
-            knobs.stage_conv_inputs = on;
-            AutoScheduleResult res = plan_on(lp, fm, knobs);
+            LayoutPlan p = plan_with_layouts(b.g, fm, on);
+            const LoweredPipeline &lp = p.lp;
+            const std::string &text = p.text;
+            const AutoScheduleResult &res = p.res;
             const Schedule &s = res.schedule;
-            const std::string text = print_schedule(s);
             SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text + tilings(res));
             ASSERT_EQ(res.plan.decision("dw")->kernel, "dw");
             // AVX-512 blocks 72 channels by 8, not a 16-lane vector: the expansion is not channel-tiled,
@@ -1084,12 +1097,11 @@ TEST(Autoschedule, StridedDepthwiseConvsAreVectorizedOverChannels) {
     prepare_graph(b.g);
     for (const FixedMachine &fm : both_levels()) {
         for (bool on : {true, false}) {
-            LoweredPipeline lp = lower_graph(b.g);
-            ScheduleKnobs knobs;
-            knobs.stage_conv_inputs = on;
-            AutoScheduleResult res = plan_on(lp, fm, knobs);
+            LayoutPlan p = plan_with_layouts(b.g, fm, on);
+            const LoweredPipeline &lp = p.lp;
+            const std::string &text = p.text;
+            const AutoScheduleResult &res = p.res;
             const Schedule &s = res.schedule;
-            const std::string text = print_schedule(s);
             SCOPED_TRACE(fm.name + (on ? "" : " --nchw-conv-inputs") + "\n" + text + tilings(res));
             const std::string dw_root = res.plan.decision("dw")->kernel, ex_root = res.plan.decision("expand")->kernel;
             EXPECT_EQ(dw_root, "dw_act");

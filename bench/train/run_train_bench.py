@@ -37,8 +37,32 @@ def models():
     }
 
 
+def torch_step(name):
+    """PyTorch eager's SGD training step of bench model `name` on the CPU: the model seeded, its input
+    in [-1, 1) and its target fixed across steps. Returns step(), which returns the loss tensor."""
+    import torch
+    import torch.nn.functional as F
+    factory, shape, loss, _ = models()[name]
+    torch.manual_seed(0)
+    model = factory().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.rand(*shape) * 2 - 1
+    with torch.no_grad():
+        out = model(x)
+    target = torch.randint(0, out.shape[1], (out.shape[0],)) if loss == "cross_entropy" else torch.rand(out.shape) * 2 - 1
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        y = model(x)
+        l = F.cross_entropy(y, target) if loss == "cross_entropy" else F.mse_loss(y, target)
+        l.backward()
+        opt.step()
+        return l
+    return step
+
+
 TORCH_WORKER = r"""
-import sys, time, types, torch, torch.nn.functional as F
+import sys, time, types, torch
 try:
     import onnx  # export_fixtures (the CNN's module) imports it; the worker only needs the model classes
 except ImportError:
@@ -48,25 +72,12 @@ sys.path.insert(0, sys.argv[2])
 import run_train_bench as b
 name, threads, reps = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(threads)
-factory, shape, loss, _ = b.models()[name]
-torch.manual_seed(0)
-model = factory().train()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.rand(*shape) * 2 - 1
-with torch.no_grad():
-    out = model(x)
-target = torch.randint(0, out.shape[1], (out.shape[0],)) if loss == "cross_entropy" else torch.rand(out.shape) * 2 - 1
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
             return int(line.split()[1])
-def step():
-    opt.zero_grad(set_to_none=True)
-    y = model(x)
-    l = F.cross_entropy(y, target) if loss == "cross_entropy" else F.mse_loss(y, target)
-    l.backward()
-    opt.step()
-    return l.item()
+loss_step = b.torch_step(name)
+step = lambda: loss_step().item()
 base = status("VmRSS:")
 for _ in range(5):
     step()

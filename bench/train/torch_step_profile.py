@@ -4,29 +4,16 @@ input shapes, then by op), to set beside Halide's profile of Loom's step. Run in
 
 usage: python3 torch_step_profile.py MODEL(mlp|transformer|cnn) THREADS STEPS
 """
-import sys, types, torch, torch.nn.functional as F
+import sys, types, torch
 try:
-    import onnx
+    import onnx  # export_fixtures (the CNN's module) imports it; the profile only needs the model classes
 except ImportError:
     sys.modules["onnx"] = types.ModuleType("onnx")
 sys.path.insert(0, ".")
 import run_train_bench as b
 name, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
-factory, shape, loss, _ = b.models()[name]
-torch.manual_seed(0)
-model = factory().train()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.rand(*shape) * 2 - 1
-with torch.no_grad():
-    out = model(x)
-target = torch.randint(0, out.shape[1], (out.shape[0],)) if loss == "cross_entropy" else torch.rand(out.shape) * 2 - 1
-def step():
-    opt.zero_grad(set_to_none=True)
-    y = model(x)
-    l = F.cross_entropy(y, target) if loss == "cross_entropy" else F.mse_loss(y, target)
-    l.backward()
-    opt.step()
+step = b.torch_step(name)
 for _ in range(20):
     step()
 from torch.profiler import profile, ProfilerActivity
