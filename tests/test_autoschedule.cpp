@@ -868,6 +868,33 @@ TEST(Autoschedule, ShortReductionsOverWideRowsTileChannels) {
     check_auto_with_avx2(b.g, "short reductions along wide rows");
 }
 
+// A squeeze-excitation's expanding 1x1 conv (48 -> 1152 channels on one pixel) has too short a
+// reduction for the channel-tile threshold, but no row to vectorize either: it takes the channel
+// tile (its NCHW stores are channels innermost), and the block matches the reference.
+TEST(Autoschedule, OnePixelConvsTileChannels) {
+    Builder b;
+    std::string x = b.input("x", {1, 1152, 7, 7});
+    std::string p = b.node("GlobalAveragePool", {x}, {1, 1152, 1, 1});
+    std::string sq = b.node("Conv", {p, b.random_constant("w1", {48, 1152, 1, 1}, 121), b.random_constant("b1", {48}, 122)},
+                            {1, 48, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "squeeze");
+    std::string a = b.node("Relu", {sq}, {1, 48, 1, 1});
+    std::string ex = b.node("Conv", {a, b.random_constant("w2", {1152, 48, 1, 1}, 123), b.random_constant("b2", {1152}, 124)},
+                            {1, 1152, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string s = b.node("Sigmoid", {ex}, {1, 1152, 1, 1});
+    b.out("Mul", {x, s}, {1, 1152, 7, 7});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult res = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + tilings(res));
+        bool expand_tiled = false;
+        for (const auto &[root, t] : res.tiling) expand_tiled |= root.find("expand") != std::string::npos &&
+                                                              t.path == "conv.channel_tile";
+        EXPECT_TRUE(expand_tiled) << "the 48-term expanding conv is vectorized over its output channels";
+    }
+    check_auto_with_avx2(b.g, "squeeze-excitation on one pixel");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.

@@ -37,6 +37,12 @@ bool channel_tile_fits(const FuncInfo &f, const MachineModel &m) {
     return B != 0 && L.vars.size() == 4 && V >= 4 && B % V == 0 && L.update_rvars.size() == 1 && !f.rvar_extents.empty();
 }
 
+// A conv whose output is one pixel per image and channel (1x1 spatial).
+bool one_pixel(const FuncInfo &f) {
+    const auto &e = f.lf->extents;
+    return e.size() == 4 && e[2] == 1 && e[3] == 1;
+}
+
 // A conv that Ctx::channel_tile vectorizes over output channels by its own shape (Ctx::tiles_channels
 // adds the 1x1 convs feeding depthwise convs vectorized over channels).
 bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
@@ -45,7 +51,9 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
     // dominant, and tiles along rows are faster.
     // Wide rows with a short reduction tile channels too on AVX2 since their outputs are stored
     // channels innermost for their readers (bench/DECISIONS.md#d176-avx2-short-reductions-tile-channels).
-    return reduction_terms(f) >= kMinChannelTileTerms;
+    // A one-pixel output (a squeeze-excitation's expanding 1x1 conv) has no row to vectorize and its
+    // NCHW stores are already channels innermost (bench/DECISIONS.md#d190-one-pixel-convs-tile-channels).
+    return reduction_terms(f) >= kMinChannelTileTerms || one_pixel(f);
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
