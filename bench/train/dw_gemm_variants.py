@@ -9,6 +9,8 @@ the schedule the cost model printed (`loom compile --train --print-schedule`), f
   A      A copied per micro-kernel row tile: `A.in(G)` at G's `io` (8 x 256, recopied per column strip)
   R      row tiles outside the column strips in G's update (reorder jo, io)
   T      A materialized: `grad_transpose_*` computed at root, vectorized along i (dYᵀ stored once)
+  Tt     the same in tiles of 128 x 16 whose source tile is copied first with dense loads (the
+         schedule of a weight's transpose)
   kNNN   k chunks of NNN instead of 256
   mMnN   micro-kernel of M rows x N columns instead of 8 x 32
 
@@ -38,6 +40,11 @@ for b, a, g in kernels:
         order = "jo, io"
     elif variant == "T":
         text = text.replace(f"{a}.compute_inline();", f"{a}.compute_root().vectorize(i, 16);")
+    elif variant == "Tt":
+        src_rows = re.search(rf"fuses {b}, (grad_reshape_\d+), {a}", text).group(1)
+        text = text.replace(f"{a}.compute_inline();", f"{a}.compute_root()\n    .split(i, io, ii, 128)\n"
+                            f"    .split(j, jo, ji, 16)\n    .reorder(ji, ii, jo, io)\n    .vectorize(ji);")
+        extra.append(f"{src_rows}.in({a}) as {a}_tile;\n{a}_tile.compute_at({a}, jo).vectorize(j, 16);\n")
     else:
         assert variant in ("a", "b", "ab", "A"), "unknown variant " + variant
         if "b" in variant:
