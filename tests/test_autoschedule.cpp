@@ -895,6 +895,40 @@ TEST(Autoschedule, OnePixelConvsTileChannels) {
     check_auto_with_avx2(b.g, "squeeze-excitation on one pixel");
 }
 
+// MobileNetV3-large's second block: a stride-2 depthwise conv vectorized over channels stores its
+// output NCHW for a 1x1 conv to 24 channels (no channel tile). Rounding that conv's 56-wide rows up
+// to 64 would widen the depthwise output's planes to 14 KiB apart and fold its vectors' lanes into
+// two L1 sets (D191): the row tail is guarded instead, and the block matches the reference.
+TEST(Autoschedule, RowsReadFromChannelVectorizedNchwOutputsAreNotRoundedUp) {
+    Builder b;
+    std::string x = b.input("x", {1, 16, 112, 112});
+    std::string e = b.node("Conv", {x, b.random_constant("ex", {64, 16, 1, 1}, 131)}, {1, 64, 112, 112},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string r = b.node("Relu", {e}, {1, 64, 112, 112}, {}, DType::F32, "expand_relu");
+    std::string c = b.node("Conv", {r, b.random_constant("w", {64, 1, 3, 3}, 132)}, {1, 64, 56, 56},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                            {"strides", std::vector<int64_t>{2, 2}},
+                            {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                            {"group", int64_t(64)}},
+                           DType::F32, "dw");
+    std::string h = b.node("Relu", {c}, {1, 64, 56, 56}, {}, DType::F32, "dw_relu");
+    std::string pj = b.node("Conv", {h, b.random_constant("pw", {24, 64, 1, 1}, 133)}, {1, 24, 56, 56},
+                            {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "project");
+    std::string n = b.node("Conv", {pj, b.random_constant("nw", {72, 24, 1, 1}, 134)}, {1, 72, 56, 56},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "next");
+    b.out("Relu", {n}, {1, 72, 56, 56});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    const FixedMachine fm = machines::avx512_2core();
+    AutoScheduleResult res = plan_on(lp, fm);
+    std::string text = print_schedule(res.schedule);
+    SCOPED_TRACE(text + tilings(res));
+    ASSERT_EQ(res.tiling_of("dw_relu").path, "conv.depthwise_channels");
+    EXPECT_EQ(text.find("dw_relu.compute_root()\n    .reorder_storage"), std::string::npos) << "dw_relu stays NCHW";
+    EXPECT_FALSE(res.tiling_of("project").round_up) << "project's 56-wide rows are not rounded up";
+    check_auto_with_avx2(b.g, "a 1x1 conv reading a channel-vectorized NCHW output");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.

@@ -467,6 +467,16 @@ bool Ctx::pointwise_channels_innermost(const std::string &root) const {
 // of pixels and one dense input load per pixel, as ONNX Runtime's NCHWc kernels do
 // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels). The kernel's padded input must
 // be computed in it (per row block), where it is stored so; a graph output keeps NCHW stores.
+bool Ctx::reads_channel_plane_scatter(const std::string &F) const {
+    for (const auto &P : lf(F).producers) {
+        const FuncDecision *d = plan.decision(P);
+        if (!d || d->kernel != P || d->placement != Placement::Root) continue;
+        const std::string D = conv_of_kernel(info, plan, P);
+        if (!D.empty() && depthwise_channels(D) && !output_channels_innermost(P)) return true;
+    }
+    return false;
+}
+
 bool Ctx::depthwise_channels(const std::string &F, bool source) const {
     auto it = info.find(F);
     if (!knobs.stage_conv_inputs || it == info.end() || !depthwise(it->second)) return false;
@@ -693,7 +703,11 @@ ConvPlan Ctx::choose_conv() {
         // (GuardWithIf), the tail ran as scalar code on AVX2 and as masked vectors, still slower
         // than the wasted columns, on AVX-512 (bench/DECISIONS.md#d33-narrow-conv-rows-round-up,
         // bench/DECISIONS.md#d61-conv-row-tails-rounded-up).
-        c.round_up = !lf(F).is_output && c.vl && W % c.WT != 0 && p.rows_extend_safely(F);
+        // Nor where a producer vectorized over channels stores NCHW: the rounded rows widen its
+        // channel planes (56 -> 64 wide at 56 rows: 14 KiB apart), and its vectors' lanes, a plane
+        // apart, then fall into two L1 sets (bench/DECISIONS.md#d191-rounded-rows-alias-channel-planes).
+        c.round_up = !lf(F).is_output && c.vl && W % c.WT != 0 && p.rows_extend_safely(F) &&
+                     !reads_channel_plane_scatter(F);
         if (c.round_up && W < V) {
             while (c.WT < W) c.WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
             c.vl = c.WT;
