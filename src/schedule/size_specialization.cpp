@@ -23,7 +23,6 @@ struct StagePlan {
     std::map<std::string, int64_t> direct_splits; ///< moving pure var -> factor of a `split` of the var itself
     std::map<std::string, std::string> split_inner; ///< moving pure var -> the inner piece of that split
     std::set<std::string> vectorized;             ///< loops vectorized (whole or by a factor)
-    std::map<std::string, int64_t> vector_lanes;  ///< loop -> the factor it is vectorized by (0: whole)
     bool vectorizes_moving = false;               ///< vectorizes a loop whose root var moves
 };
 
@@ -188,7 +187,6 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             } else if (c.name == "vectorize" || c.name == "unroll" || c.name == "parallel") {
                 if (c.name == "vectorize") {
                     sp.vectorized.insert(a[0].name);
-                    sp.vector_lanes[a[0].name] = a.size() >= 2 ? a[1].value : 0;
                     std::string r = root(a[0].name);
                     if (!r.empty() && r != "?" && moving(r)) sp.vectorizes_moving = true;
                 }
@@ -363,59 +361,6 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // those rows in the kernel is the tile itself, not vectorized, so that changing it changes
     // nothing else; the half tile only where no divisibility term is left to the copy.
     std::set<std::string> every_size_copied;  // kernels whose copies leave no size to the guarded one
-    // A kernel whose tiles of that extent hold several vectors (QK^T's columns split by 64 in vectors
-    // of 16, its rows by 4) runs its narrow copy, all scalar, below the tile. A copy whose tiles are
-    // one vector wide (`size_seq >= 16`: every split of that extent longer than the widest vector
-    // is by the vector instead; the shorter ones as written) keeps its vectors from there; the
-    // narrow copy is left below the vector (bench/DECISIONS.md#d221-dynamic-shapes-vector-wide-tiles).
-    // Only where every such split is a `split` of the var itself (whose factor a copy may change)
-    // and its vectors divide the new factor. True when the copy was made.
-    auto vector_tiles_copy = [&](const std::string &kernel, const std::string &extent, const Halide::Expr &e,
-                                 int64_t tile) {
-        int64_t lanes = 0;  // the widest vector of a split of this extent
-        struct Piece {
-            const StagePlan *sp;
-            std::string var;
-            int64_t factor;
-        };
-        std::vector<Piece> pieces;
-        for (const auto &[key, sp] : plans) {
-            if (!sp.eligible || rfactored.count(key.first) || kernel_of(key.first) != kernel) continue;
-            const LoweredFunc *lf = func_of.at(key.first);
-            for (const auto &[v, f] : sp.factors) {
-                size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
-                std::ostringstream es;
-                es << lf->dynamic_extents[i];
-                if (es.str() != extent) continue;
-                pieces.push_back({&sp, v, f});
-                auto d = sp.direct_splits.find(v);
-                if (d == sp.direct_splits.end()) continue;
-                auto vl = sp.vector_lanes.find(sp.split_inner.at(v));
-                if (vl != sp.vector_lanes.end()) lanes = std::max(lanes, vl->second ? vl->second : d->second);
-            }
-        }
-        if (lanes < 2 || lanes >= tile) return false;
-        std::map<std::string, int64_t> factors;
-        for (const auto &pc : pieces) {
-            if (pc.factor <= lanes) continue;  // as written
-            auto d = pc.sp->direct_splits.find(pc.var);
-            if (d == pc.sp->direct_splits.end() || d->second != pc.factor) return false;
-            auto vl = pc.sp->vector_lanes.find(pc.sp->split_inner.at(pc.var));
-            if (vl != pc.sp->vector_lanes.end() && (vl->second == 0 || lanes % vl->second != 0)) return false;
-            factors[pc.var] = lanes;
-        }
-        // A split of the same name left as written would take the new factor too.
-        for (const auto &pc : pieces)
-            if (factors.count(pc.var) && pc.factor < lanes) return false;
-        if (factors.empty()) return false;
-        const std::string text = extent + " >= " + std::to_string(lanes);
-        for (auto &[key, spec] : out)
-            if (kernel_of(key.first) == kernel && !spec.always) {
-                spec.more.push_back({e >= (int)lanes, text});
-                spec.more_factors.push_back(factors);
-            }
-        return true;
-    };
     for (const auto &[kernel, nd] : needs) {
         auto c = cond_of.find(kernel);
         if (c == cond_of.end() || c->second.always) continue;
@@ -428,7 +373,6 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
         if (terms != 1) continue;
         const int64_t tile = term->second.second;
-        if (nd.divides.empty() && vector_tiles_copy(kernel, term->first, term->second.first, tile)) continue;
         std::string var;
         bool ok = true;
         for (const auto &[key, sp] : plans) {
