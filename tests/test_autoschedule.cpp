@@ -868,31 +868,36 @@ TEST(Autoschedule, ShortReductionsOverWideRowsTileChannels) {
     check_auto_with_avx2(b.g, "short reductions along wide rows");
 }
 
-// A squeeze-excitation's expanding 1x1 conv (48 -> 1152 channels on one pixel) has too short a
-// reduction for the channel-tile threshold, but no row to vectorize either: it takes the channel
-// tile (its NCHW stores are channels innermost), and the block matches the reference.
+// A squeeze-excitation's 1x1 convs on one pixel take the channel tile: the expanding conv
+// (48 -> 1152) though its reduction is shorter than the channel-tile threshold (its NCHW stores are
+// channels innermost, D190), and on AVX-512 a squeezing conv to 168 channels (weights in blocks of
+// 24, no whole 16-lane vector) in half vectors (D193). Both blocks match the reference.
 TEST(Autoschedule, OnePixelConvsTileChannels) {
-    Builder b;
-    std::string x = b.input("x", {1, 1152, 7, 7});
-    std::string p = b.node("GlobalAveragePool", {x}, {1, 1152, 1, 1});
-    std::string sq = b.node("Conv", {p, b.random_constant("w1", {48, 1152, 1, 1}, 121), b.random_constant("b1", {48}, 122)},
-                            {1, 48, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "squeeze");
-    std::string a = b.node("Relu", {sq}, {1, 48, 1, 1});
-    std::string ex = b.node("Conv", {a, b.random_constant("w2", {1152, 48, 1, 1}, 123), b.random_constant("b2", {1152}, 124)},
-                            {1, 1152, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
-    std::string s = b.node("Sigmoid", {ex}, {1, 1152, 1, 1});
-    b.out("Mul", {x, s}, {1, 1152, 7, 7});
-    prepare_graph(b.g);
-    LoweredPipeline lp = lower_graph(b.g);
-    for (const FixedMachine &fm : both_levels()) {
-        AutoScheduleResult res = plan_on(lp, fm);
-        SCOPED_TRACE(fm.name + "\n" + tilings(res));
-        bool expand_tiled = false;
-        for (const auto &[root, t] : res.tiling) expand_tiled |= root.find("expand") != std::string::npos &&
-                                                              t.path == "conv.channel_tile";
-        EXPECT_TRUE(expand_tiled) << "the 48-term expanding conv is vectorized over its output channels";
+    struct Case { int64_t C, S; const char *tiled; int avx512_lanes; };
+    for (const Case &k : {Case{1152, 48, "expand", 16}, Case{672, 168, "squeeze", 8}}) {
+        Builder b;
+        std::string x = b.input("x", {1, k.C, 7, 7});
+        std::string p = b.node("GlobalAveragePool", {x}, {1, k.C, 1, 1});
+        std::string sq = b.node("Conv", {p, b.random_constant("w1", {k.S, k.C, 1, 1}, 121), b.random_constant("b1", {k.S}, 122)},
+                                {1, k.S, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "squeeze");
+        std::string a = b.node("Relu", {sq}, {1, k.S, 1, 1}, {}, DType::F32, "squeeze_relu");
+        std::string ex = b.node("Conv", {a, b.random_constant("w2", {k.C, k.S, 1, 1}, 123), b.random_constant("b2", {k.C}, 124)},
+                                {1, k.C, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+        std::string s = b.node("Sigmoid", {ex}, {1, k.C, 1, 1});
+        b.out("Mul", {x, s}, {1, k.C, 7, 7});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " C=" + std::to_string(k.C) + "\n" + tilings(res));
+            int tiled_lanes = 0;
+            for (const auto &[root, t] : res.tiling)
+                if (root.find(k.tiled) != std::string::npos && t.path == "conv.channel_tile") tiled_lanes = t.vector_lanes;
+            EXPECT_EQ(tiled_lanes, fm.name == "avx512_2core" ? k.avx512_lanes : 8)
+                << k.tiled << " is vectorized over its output channels";
+        }
+        check_auto_with_avx2(b.g, "squeeze-excitation on one pixel");
     }
-    check_auto_with_avx2(b.g, "squeeze-excitation on one pixel");
 }
 
 // MobileNetV3-large's second block: a stride-2 depthwise conv vectorized over channels stores its

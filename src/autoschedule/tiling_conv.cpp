@@ -28,19 +28,27 @@ int64_t reduction_terms(const FuncInfo &f) {
     return k;
 }
 
+// A conv whose output is one pixel per image and channel (1x1 spatial).
+bool one_pixel(const FuncInfo &f) {
+    const auto &e = f.lf->extents;
+    return e.size() == 4 && e[2] == 1 && e[3] == 1;
+}
+
+// The lanes of a channel tile: a vector, or half of a 16-lane one where the weight blocks (24 or 8
+// channels: 168, 240) hold no whole vector and the output is one pixel, which has no row to
+// vectorize instead (bench/DECISIONS.md#d193-one-pixel-convs-half-vectors).
+int channel_tile_lanes(const FuncInfo &f, const MachineModel &m) {
+    const int B = f.lf->conv_weight_block, V = m.lanes(f.lf->dtype);
+    return B != 0 && B % V != 0 && V >= 16 && B % (V / 2) == 0 && one_pixel(f) ? V / 2 : V;
+}
+
 // A conv that Ctx::channel_tile can vectorize over output channels: weights blocked by lowering
 // (LoweredFunc::conv_weight_block, which divides the channels), NCHW 2-D, the vector a divisor of
 // the block.
 bool channel_tile_fits(const FuncInfo &f, const MachineModel &m) {
     const LoweredFunc &L = *f.lf;
-    const int B = L.conv_weight_block, V = m.lanes(L.dtype);
+    const int B = L.conv_weight_block, V = channel_tile_lanes(f, m);
     return B != 0 && L.vars.size() == 4 && V >= 4 && B % V == 0 && L.update_rvars.size() == 1 && !f.rvar_extents.empty();
-}
-
-// A conv whose output is one pixel per image and channel (1x1 spatial).
-bool one_pixel(const FuncInfo &f) {
-    const auto &e = f.lf->extents;
-    return e.size() == 4 && e[2] == 1 && e[3] == 1;
 }
 
 // A conv that Ctx::channel_tile vectorizes over output channels by its own shape (Ctx::tiles_channels
@@ -222,7 +230,7 @@ static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, bool on
 void Ctx::choose_channel_tile(ConvPlan &c) {
     const std::string &R = k.root, &F = c.F;
     const LoweredFunc &L = lf(F);
-    const int V = lanes(F);
+    const int V = channel_tile_lanes(fi(F), m);
     const auto &e = L.extents;
     const int64_t W = e[3], H = e[2];
     // A 1x1 conv (one tap: a GEMM over the input channels) takes two channel blocks and one row
