@@ -100,6 +100,7 @@ int split_tf32_matmul(int M, int N, int K, float alpha, int precision, int act, 
 // row of 2K floats to cuBLAS), b the constant [2K, N] (B_lo's rows, then B_hi's), neither transposed.
 int split_tf32_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K, float alpha,
                      int32_t precision, halide_buffer_t *y) {
+    (void)M;                          // the rows come from y's region
     const int rank = y->dimensions;  // 2, or 3 (batch outermost)
     const int i0 = y->dim[1].min, ni = y->dim[1].extent, b0 = rank == 3 ? y->dim[2].min : 0,
               nb = rank == 3 ? y->dim[2].extent : 1;
