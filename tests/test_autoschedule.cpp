@@ -868,6 +868,67 @@ TEST(Autoschedule, ShortReductionsOverWideRowsTileChannels) {
     check_auto_with_avx2(b.g, "short reductions along wide rows");
 }
 
+// A squeeze-excitation's expanding 1x1 conv (48 -> 1152 channels on one pixel) has too short a
+// reduction for the channel-tile threshold, but no row to vectorize either: it takes the channel
+// tile (its NCHW stores are channels innermost), and the block matches the reference.
+TEST(Autoschedule, OnePixelConvsTileChannels) {
+    Builder b;
+    std::string x = b.input("x", {1, 1152, 7, 7});
+    std::string p = b.node("GlobalAveragePool", {x}, {1, 1152, 1, 1});
+    std::string sq = b.node("Conv", {p, b.random_constant("w1", {48, 1152, 1, 1}, 121), b.random_constant("b1", {48}, 122)},
+                            {1, 48, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "squeeze");
+    std::string a = b.node("Relu", {sq}, {1, 48, 1, 1});
+    std::string ex = b.node("Conv", {a, b.random_constant("w2", {1152, 48, 1, 1}, 123), b.random_constant("b2", {1152}, 124)},
+                            {1, 1152, 1, 1}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string s = b.node("Sigmoid", {ex}, {1, 1152, 1, 1});
+    b.out("Mul", {x, s}, {1, 1152, 7, 7});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    for (const FixedMachine &fm : both_levels()) {
+        AutoScheduleResult res = plan_on(lp, fm);
+        SCOPED_TRACE(fm.name + "\n" + tilings(res));
+        bool expand_tiled = false;
+        for (const auto &[root, t] : res.tiling) expand_tiled |= root.find("expand") != std::string::npos &&
+                                                              t.path == "conv.channel_tile";
+        EXPECT_TRUE(expand_tiled) << "the 48-term expanding conv is vectorized over its output channels";
+    }
+    check_auto_with_avx2(b.g, "squeeze-excitation on one pixel");
+}
+
+// MobileNetV3-large's second block: a stride-2 depthwise conv vectorized over channels stores its
+// output NCHW for a 1x1 conv to 24 channels (no channel tile). Rounding that conv's 56-wide rows up
+// to 64 would widen the depthwise output's planes to 14 KiB apart and fold its vectors' lanes into
+// two L1 sets (D191): the row tail is guarded instead, and the block matches the reference.
+TEST(Autoschedule, RowsReadFromChannelVectorizedNchwOutputsAreNotRoundedUp) {
+    Builder b;
+    std::string x = b.input("x", {1, 16, 112, 112});
+    std::string e = b.node("Conv", {x, b.random_constant("ex", {64, 16, 1, 1}, 131)}, {1, 64, 112, 112},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string r = b.node("Relu", {e}, {1, 64, 112, 112}, {}, DType::F32, "expand_relu");
+    std::string c = b.node("Conv", {r, b.random_constant("w", {64, 1, 3, 3}, 132)}, {1, 64, 56, 56},
+                           {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                            {"strides", std::vector<int64_t>{2, 2}},
+                            {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                            {"group", int64_t(64)}},
+                           DType::F32, "dw");
+    std::string h = b.node("Relu", {c}, {1, 64, 56, 56}, {}, DType::F32, "dw_relu");
+    std::string pj = b.node("Conv", {h, b.random_constant("pw", {24, 64, 1, 1}, 133)}, {1, 24, 56, 56},
+                            {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "project");
+    std::string n = b.node("Conv", {pj, b.random_constant("nw", {72, 24, 1, 1}, 134)}, {1, 72, 56, 56},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "next");
+    b.out("Relu", {n}, {1, 72, 56, 56});
+    prepare_graph(b.g);
+    LoweredPipeline lp = lower_graph(b.g);
+    const FixedMachine fm = machines::avx512_2core();
+    AutoScheduleResult res = plan_on(lp, fm);
+    std::string text = print_schedule(res.schedule);
+    SCOPED_TRACE(text + tilings(res));
+    ASSERT_EQ(res.tiling_of("dw_relu").path, "conv.depthwise_channels");
+    EXPECT_EQ(text.find("dw_relu.compute_root()\n    .reorder_storage"), std::string::npos) << "dw_relu stays NCHW";
+    EXPECT_FALSE(res.tiling_of("project").round_up) << "project's 56-wide rows are not rounded up";
+    check_auto_with_avx2(b.g, "a 1x1 conv reading a channel-vectorized NCHW output");
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.

@@ -8,9 +8,15 @@ the device memory the process holds after them above what was free once its CUDA
 (cudaMemGetInfo: the measure gpu_step_driver.c takes of Loom's trainer; it counts the caching
 allocator's reserve and the libraries' handles, workspaces and loaded kernels).
 With TIMING_LOCK=FILE the timed trials hold an exclusive lock on FILE, so that several modes can
-compile at once on one host and still be timed one at a time.
+compile at once on one host and still be timed one at a time. With READY_DIR=DIR and READY_COUNT=N,
+a process whose warm-up is done waits (until the epoch second READY_UNTIL at most) until N processes
+have written their name there, so that no trial is timed while another compilation keeps the host's
+cores busy. STACK_DUMP_S=S prints every thread's Python stack to stderr every S seconds (where a
+compilation that does not finish spends its time); stderr also gets the first step's time (the
+compilation of forward and backward).
 usage: gpu_torch_step.py MODEL MODE REPS   (MODE: eager | default | max-autotune)
 """
+import faulthandler
 import fcntl
 import os
 import sys
@@ -26,6 +32,8 @@ name, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 factory, shape, loss, _ = b.models()[name]
+if os.environ.get("STACK_DUMP_S"):
+    faulthandler.dump_traceback_later(float(os.environ["STACK_DUMP_S"]), repeat=True, file=sys.stderr)
 torch.cuda.init()
 free0 = torch.cuda.mem_get_info()[0]
 torch.manual_seed(0)
@@ -49,10 +57,20 @@ def step():
 
 
 t0 = time.perf_counter()
-for _ in range(20):
+step()
+torch.cuda.synchronize()
+first_s = time.perf_counter() - t0
+print("torch %s %s first step (compilation) %.1f s" % (name, mode, first_s), file=sys.stderr, flush=True)
+for _ in range(19):
     step()
 torch.cuda.synchronize()
 warm_s = time.perf_counter() - t0
+if os.environ.get("READY_DIR"):
+    ready = os.environ["READY_DIR"]
+    open(os.path.join(ready, "%s.%s" % (name, mode)), "w").close()
+    while (len(os.listdir(ready)) < int(os.environ.get("READY_COUNT", "1")) and
+           time.time() < float(os.environ.get("READY_UNTIL", "0"))):
+        time.sleep(0.5)
 lock = open(os.environ["TIMING_LOCK"], "a") if os.environ.get("TIMING_LOCK") else None
 if lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
@@ -71,6 +89,7 @@ if lock:
     fcntl.flock(lock, fcntl.LOCK_UN)
 ms.sort()
 held = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
+faulthandler.cancel_dump_traceback_later()
 print("torch %s %s median_ms %.4f min_ms %.4f max_allocated_mib %.1f device_mib_held %.1f warmup_s %.1f loss %.5f %s" % (
     name, mode, ms[2], ms[0], torch.cuda.max_memory_allocated() / 2**20, held, warm_s, l.item(), torch.__version__),
     flush=True)

@@ -37,6 +37,12 @@ bool channel_tile_fits(const FuncInfo &f, const MachineModel &m) {
     return B != 0 && L.vars.size() == 4 && V >= 4 && B % V == 0 && L.update_rvars.size() == 1 && !f.rvar_extents.empty();
 }
 
+// A conv whose output is one pixel per image and channel (1x1 spatial).
+bool one_pixel(const FuncInfo &f) {
+    const auto &e = f.lf->extents;
+    return e.size() == 4 && e[2] == 1 && e[3] == 1;
+}
+
 // A conv that Ctx::channel_tile vectorizes over output channels by its own shape (Ctx::tiles_channels
 // adds the 1x1 convs feeding depthwise convs vectorized over channels).
 bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
@@ -45,7 +51,9 @@ bool channel_tiled(const FuncInfo &f, const MachineModel &m) {
     // dominant, and tiles along rows are faster.
     // Wide rows with a short reduction tile channels too on AVX2 since their outputs are stored
     // channels innermost for their readers (bench/DECISIONS.md#d176-avx2-short-reductions-tile-channels).
-    return reduction_terms(f) >= kMinChannelTileTerms;
+    // A one-pixel output (a squeeze-excitation's expanding 1x1 conv) has no row to vectorize and its
+    // NCHW stores are already channels innermost (bench/DECISIONS.md#d190-one-pixel-convs-tile-channels).
+    return reduction_terms(f) >= kMinChannelTileTerms || one_pixel(f);
 }
 
 // A channel-tiled conv whose weights fit in half of L2 runs its channel blocks inside row blocks,
@@ -459,6 +467,16 @@ bool Ctx::pointwise_channels_innermost(const std::string &root) const {
 // of pixels and one dense input load per pixel, as ONNX Runtime's NCHWc kernels do
 // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels). The kernel's padded input must
 // be computed in it (per row block), where it is stored so; a graph output keeps NCHW stores.
+bool Ctx::reads_channel_plane_scatter(const std::string &F) const {
+    for (const auto &P : lf(F).producers) {
+        const FuncDecision *d = plan.decision(P);
+        if (!d || d->kernel != P || d->placement != Placement::Root) continue;
+        const std::string D = conv_of_kernel(info, plan, P);
+        if (!D.empty() && depthwise_channels(D) && !output_channels_innermost(P)) return true;
+    }
+    return false;
+}
+
 bool Ctx::depthwise_channels(const std::string &F, bool source) const {
     auto it = info.find(F);
     if (!knobs.stage_conv_inputs || it == info.end() || !depthwise(it->second)) return false;
@@ -685,7 +703,11 @@ ConvPlan Ctx::choose_conv() {
         // (GuardWithIf), the tail ran as scalar code on AVX2 and as masked vectors, still slower
         // than the wasted columns, on AVX-512 (bench/DECISIONS.md#d33-narrow-conv-rows-round-up,
         // bench/DECISIONS.md#d61-conv-row-tails-rounded-up).
-        c.round_up = !lf(F).is_output && c.vl && W % c.WT != 0 && p.rows_extend_safely(F);
+        // Nor where a producer vectorized over channels stores NCHW: the rounded rows widen its
+        // channel planes (56 -> 64 wide at 56 rows: 14 KiB apart), and its vectors' lanes, a plane
+        // apart, then fall into two L1 sets (bench/DECISIONS.md#d191-rounded-rows-alias-channel-planes).
+        c.round_up = !lf(F).is_output && c.vl && W % c.WT != 0 && p.rows_extend_safely(F) &&
+                     !reads_channel_plane_scatter(F);
         if (c.round_up && W < V) {
             while (c.WT < W) c.WT *= 2;  // one vector over the whole row: 7 -> 8, 14 -> 16
             c.vl = c.WT;

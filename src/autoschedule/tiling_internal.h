@@ -275,6 +275,9 @@ struct Ctx {
     /// channels last, its channels a multiple of a vector, its one padded input computed in its
     /// kernel and (\p source) reading only values stored channels innermost.
     bool depthwise_channels(const std::string &F, bool source = true) const;
+    /// Whether conv \p F reads a root kernel that runs DepthwiseChannels (vectorized over channels)
+    /// and stores its output NCHW: each vector's lanes are stored a channel plane apart.
+    bool reads_channel_plane_scatter(const std::string &F) const;
     /// With \p source false, depthwise_channels leaves out this test: whether every value the
     /// padded input of \p F reads is stored channels innermost by a 1x1 conv's channel tile.
     bool source_channels_innermost(const std::string &F) const;

@@ -152,6 +152,8 @@ std::string AppliedSchedule::specializations_text(const std::string &indent) con
     for (const auto &[when, stages] : specialized) {
         if (when.rfind("every size", 0) == 0) t += indent + "tails as written at " + when + ", nothing guarded:";
         else if (when.find(kNarrowCopyNote) != std::string::npos) t += indent + "narrow copy at " + when + ":";
+        else if (when.find(kWholeRowsNote) != std::string::npos)
+            t += indent + "one tile of the whole rows at " + when.substr(0, when.find(kWholeRowsNote)) + ":";
         else t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";
         for (const auto &sp : stages) t += " " + sp;
         t += "\n";

@@ -351,12 +351,19 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // A kernel whose one condition is its row tiles' length (`size_seq >= 6`) runs its guarded copy
     // at every shorter size: there the rows of a tile are guards inside the reduction loop and the
     // accumulators go through memory. A copy with tiles of half the rows (`size_seq >= 3`, each
-    // split of those rows by 3) keeps them in registers for the sizes from half a tile up; only the
-    // shortest sizes run guarded (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy). Only where every split of those rows in
-    // the kernel is the tile itself, not vectorized, so that halving it changes nothing else.
+    // split of those rows by 3) keeps them in registers for the sizes from half a tile up
+    // (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy). Below the shortest tile, the smallest
+    // sizes by value (`size_seq == 1`, 2 …) each get a copy whose tile is the whole rows: the split by
+    // that size divides the rows exactly (no tail to guard, none rounded up past an output's end), so
+    // the rows unroll as in a compile for that size; the guarded copy is left for the sizes between
+    // them and the shortest tile, and for extents the tile does not divide
+    // (bench/DECISIONS.md#d220-dynamic-shapes-smallest-rows-by-value). Only where every split of
+    // those rows in the kernel is the tile itself, not vectorized, so that changing it changes
+    // nothing else; the half tile only where no divisibility term is left to the copy.
+    std::set<std::string> every_size_copied;  // kernels whose copies leave no size to the guarded one
     for (const auto &[kernel, nd] : needs) {
         auto c = cond_of.find(kernel);
-        if (c == cond_of.end() || c->second.always || !nd.divides.empty()) continue;
+        if (c == cond_of.end() || c->second.always) continue;
         const std::pair<const std::string, std::pair<Halide::Expr, int64_t>> *term = nullptr;
         int terms = 0;
         for (const auto &at : nd.at_least)
@@ -364,7 +371,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 term = &at;
                 terms++;
             }
-        if (terms != 1 || term->second.second < 4 || term->second.second % 2 != 0) continue;
+        if (terms != 1) continue;
         const int64_t tile = term->second.second;
         std::string var;
         bool ok = true;
@@ -383,12 +390,34 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
         }
         if (!ok || var.empty()) continue;
-        std::string text = term->first + " >= " + std::to_string(tile / 2);
-        for (auto &[key, spec] : out)
-            if (kernel_of(key.first) == kernel && !spec.always) {
-                spec.more.push_back({term->second.first >= (int)(tile / 2), text});
-                spec.more_factors.push_back({{var, tile / 2}});
-            }
+        bool other_divides = false;  // a divisibility term of another extent: a copy cannot tell
+        for (const auto &[t, en] : nd.divides) other_divides |= t != term->first;
+        if (other_divides) continue;
+        auto add_copy = [&](const Halide::Expr &cond, const std::string &text, int64_t factor) {
+            for (auto &[key, spec] : out)
+                if (kernel_of(key.first) == kernel && !spec.always) {
+                    spec.more.push_back({cond, text});
+                    spec.more_factors.push_back({{var, factor}});
+                }
+        };
+        int64_t shortest = tile;
+        if (nd.divides.empty() && tile >= 4 && tile % 2 == 0) {
+            add_copy(term->second.first >= (int)(tile / 2), term->first + " >= " + std::to_string(tile / 2), tile / 2);
+            shortest = tile / 2;
+        }
+        const Halide::Expr &e = term->second.first;
+        Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(e, sizes);
+        const int64_t *lo = in.has_lower_bound() ? Halide::Internal::as_const_int(Halide::Internal::simplify(in.min)) : nullptr;
+        int made = 0;
+        int64_t v = lo ? std::max<int64_t>(*lo, 1) : 1;
+        for (; v < shortest && made < tail_remainder_copies(); v++, made++) {
+            // The last of them, where they and the tiles leave no size to the guarded copy (no
+            // divisibility term either), is taken unconditionally: the guarded copy is not compiled.
+            bool last = v + 1 == shortest && nd.divides.empty();
+            add_copy(last ? Halide::Internal::const_true() : (e == (int)v),
+                     term->first + " == " + std::to_string(v) + kWholeRowsNote, v);
+            if (last) every_size_copied.insert(kernel);
+        }
     }
     // A kernel that vectorizes a moving loop runs its guarded copy, at the sizes below its tiles,
     // as guarded scalar lanes with its accumulators in memory. A narrow copy splits every moving loop
@@ -400,7 +429,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     if (narrow_copies_enabled()) {
         for (const auto &[kernel, nd] : needs) {
             auto c = cond_of.find(kernel);
-            if (c == cond_of.end() || c->second.always) continue;
+            if (c == cond_of.end() || c->second.always || every_size_copied.count(kernel)) continue;
             bool vectorizes = false;
             for (const auto &[key, sp] : plans)
                 if (sp.eligible && !rfactored.count(key.first) && kernel_of(key.first) == kernel && sp.vectorizes_moving)
