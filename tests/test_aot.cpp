@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -382,6 +383,98 @@ TEST(Aot, CudaBf16GemmReadsBf16Operands) {
     auto [object, output] = cuda_artifact(p, "mlp_bf16");
     EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
+}
+
+// With LowerOptions::gemm_split_tf32 under FP32 (`--split-tf32`), every GEMM with a constant B runs
+// as 3xTF32 (D200): its A is a Halide copy `<node>_a_tf32x2` [.., M, 2, K] of high and low parts
+// (a pointwise producer on an earlier GEMM computed inside it, as D138's BF16 copy), B a constant
+// [2K, N] of B_lo's rows then B_hi's that add up to the weight exactly, and the stage's precision
+// argument carries kGemmSplitTf32; the RELU_BIAS epilogue and a rank-3 A (BERT's [B, S, K]) take
+// it too. Without the option, or under TF32, nothing changes. The artifact compiles (PTX and C API).
+TEST(Aot, CudaFp32GemmSplitTf32) {
+    using loom::testing::GraphBuilder;
+    GraphBuilder b;
+    std::string x = b.input("x", {2, 8, 32});
+    std::string w1 = b.random_constant("w1", {32, 48}, 1), w2 = b.random_constant("w2", {48, 16}, 2);
+    std::string h = b.node("Tanh", {b.node("MatMul", {x, w1}, {2, 8, 48}, {}, DType::F32, "fc1")}, {2, 8, 48}, {},
+                           DType::F32, "act");
+    b.out("MatMul", {h, w2}, {2, 8, 16}, {}, DType::F32, "fc2");
+    Graph mlp = import_onnx(loom::testing::data_path("mlp.onnx"));
+    prepare_graph(mlp);
+    // {copy name, rank} of each split A, and the precision arguments of the GEMM stages.
+    auto split_copies = [](const LoweredPipeline &p) {
+        std::map<std::string, int> copies;
+        for (const auto &f : p.funcs)
+            if (f.feeds_extern && ends_with(f.name, "_a_tf32x2")) copies[f.name] = (int)f.func.dimensions();
+        return copies;
+    };
+    auto stages = [](const LoweredPipeline &p) {
+        std::vector<Halide::Internal::Function> out;
+        std::set<std::string> seen;
+        for (const auto &f : p.funcs)
+            if (f.func.defined())
+                for (const auto &[name, callee] : Halide::Internal::find_direct_calls(f.func.function()))
+                    if (callee.has_extern_definition() && seen.insert(name).second &&
+                        callee.extern_function_name().rfind("loom_cublas", 0) == 0)
+                        out.push_back(callee);
+        return out;
+    };
+    auto precision_arg = [](const Halide::Internal::Function &fn) {
+        const auto &args = fn.extern_arguments();
+        const bool epilogue = fn.extern_function_name() == kCublasLtBiasAct;
+        const Halide::Expr e = args[args.size() - (epilogue ? 2 : 1)].expr;
+        const auto *imm = e.as<Halide::Internal::IntImm>();
+        return imm ? (int)imm->value : -1;
+    };
+    LowerOptions lo;
+    lo.gemm_extern = true;
+    lo.buffer_alignment = 16;
+    for (Precision prec : {Precision::FP32, Precision::TF32}) {
+        lo.gemm_precision = prec;
+        LoweredPipeline p = lower_graph(b.g, lo);
+        EXPECT_TRUE(split_copies(p).empty()) << precision_name(prec);
+        for (const auto &fn : stages(p)) EXPECT_EQ(precision_arg(fn), (int)prec) << fn.name();
+    }
+    lo.gemm_split_tf32 = true;
+    lo.gemm_precision = Precision::TF32;
+    EXPECT_TRUE(split_copies(lower_graph(b.g, lo)).empty()) << "TF32 keeps its one GEMM";
+    lo.gemm_precision = Precision::FP32;
+    LoweredPipeline p = lower_graph(b.g, lo);
+    ASSERT_EQ(split_copies(p).size(), 2u);
+    for (const auto &[name, rank] : split_copies(p)) EXPECT_EQ(rank, 4) << name << ": [B, S, 2, K]";
+    ASSERT_NE(p.find("act"), nullptr);
+    EXPECT_FALSE(p.find("act")->feeds_extern) << "the tanh is computed inside fc2's split copy";
+    ASSERT_EQ(stages(p).size(), 2u);
+    for (const auto &fn : stages(p)) {
+        SCOPED_TRACE(fn.name());
+        EXPECT_EQ(precision_arg(fn), kGemmSplitTf32);
+        const Halide::Buffer<> wb = fn.extern_arguments()[1].buffer;
+        const bool first = fn.name().rfind("fc1", 0) == 0;
+        const Tensor &w = b.g.initializers.at(first ? w1 : w2);
+        const int K = (int)w.shape()[0], N = (int)w.shape()[1];
+        ASSERT_EQ(wb.dimensions(), 2);
+        ASSERT_EQ(wb.dim(0).extent(), N);
+        ASSERT_EQ(wb.dim(1).extent(), 2 * K);
+        const Halide::Buffer<float> wf(wb);
+        const float *wd = static_cast<const float *>(w.data());
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++) {
+                EXPECT_EQ(wf(j, k) + wf(j, K + k), wd[k * N + j]) << k << "," << j;
+                EXPECT_EQ(tf32_high(wf(j, K + k)), wf(j, K + k)) << "B_hi exact in TF32";
+            }
+    }
+    auto [object, output] = cuda_artifact(p, "split_tf32");
+    EXPECT_NE(output.find("T loom_cublas_sgemm"), std::string::npos) << output;
+    LoweredPipeline m = lower_graph(mlp, lo);  // fc1 with the RELU_BIAS epilogue, fc2, fc3
+    EXPECT_EQ(split_copies(m).size(), 3u);
+    int epilogues = 0;
+    for (const auto &fn : stages(m)) {
+        EXPECT_EQ(precision_arg(fn), kGemmSplitTf32) << fn.name();
+        epilogues += fn.extern_function_name() == kCublasLtBiasAct;
+    }
+    EXPECT_EQ(epilogues, 1);
+    auto [mlp_object, mlp_output] = cuda_artifact(m, "mlp_split_tf32");
+    EXPECT_NE(mlp_output.find("T loom_cublaslt_bias_act"), std::string::npos) << mlp_output;
 }
 
 // Loads in the PTX of kernel \p entry (`.entry _kernel_<entry>...`) of \p ptx: {whole-vector loads,

@@ -296,6 +296,21 @@ TEST(Cli, Tf32OnHostIsAUserError) {
     EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
 }
 
+// --split-tf32 (3xTF32 GEMMs, D200) needs cuBLAS's FP32 GEMMs: on the host, with another precision or
+// with --no-cublas it is refused, naming the flag and what to drop; nothing is written.
+TEST(Cli, SplitTf32NeedsCudaFp32Gemms) {
+    const std::string out = temp_dir() + "/split_tf32";
+    for (const char *flags : {"--target host --split-tf32", "--target cuda --precision bf16 --split-tf32",
+                              "--target cuda --no-cublas --split-tf32"}) {
+        SCOPED_TRACE(flags);
+        Result r = run_loom("compile " + data_path("mlp.onnx") + " " + flags + " -o " + out);
+        EXPECT_EQ(r.rc, 1) << r.out;
+        EXPECT_HAS(r.out, "--split-tf32 runs FP32 GEMMs as 3xTF32 on cuBLASLt");
+        EXPECT_HAS(r.out, "drop --split-tf32 or those flags");
+        EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
+    }
+}
+
 // A CUDA compile whose library headers are not under CUDA_HOME says where it looked and which flag
 // avoids the library; nothing is written.
 TEST(Cli, MissingCudaLibrariesNameCudaHomeAndTheFlag) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 
@@ -71,6 +73,52 @@ TEST(HalfPrecision, ConversionsRoundToNearestEven) {
     EXPECT_EQ(dtype_from_onnx(16), DType::BF16);
     EXPECT_EQ(dtype_size(DType::BF16), 2);
     EXPECT_STREQ(dtype_name(DType::BF16), "bf16");
+}
+
+// 3xTF32's split (LowerOptions::gemm_split_tf32): x = high + low exactly, the high part exact in
+// TF32 (its low 13 mantissa bits zero, rounded to nearest) and the low part at most 2^-11 of x;
+// the Halide Exprs (the A copy) and the compile-time floats (a constant B) agree bit for bit.
+// Infinities keep their high part with a zero low part, a NaN stays NaN, and a value whose rounding
+// would overflow keeps itself as the high part.
+TEST(HalfPrecision, Tf32SplitIsExactAndMatchesAtCompileTime) {
+    const float big = std::numeric_limits<float>::max();
+    std::vector<float> xs = {0.0f, -0.0f, 1.0f, 1.0f + std::ldexp(1.0f, -11), 1.0f + std::ldexp(1.0f, -12),
+                             1.0f + 3 * std::ldexp(1.0f, -12), -3.14159265f, 1e-30f, std::ldexp(1.0f, -140),
+                             65504.5f, 3.0e38f, big, -big, INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 200; k++) xs.push_back(std::ldexp((float)std::sin(k * 1.7 + 0.3), k % 40 - 20));
+    const int n = (int)xs.size();
+    Halide::Buffer<float> in(n), out(n, 2);
+    for (int k = 0; k < n; k++) in(k) = xs[k];
+    Halide::Var i, part;
+    Halide::Func f;
+    f(i, part) = Halide::select(part == 0, tf32_high(in(i)), tf32_low(in(i)));
+    f.realize(out, Halide::get_jit_target_from_environment());
+    auto bits = [](float v) {
+        uint32_t u;
+        std::memcpy(&u, &v, sizeof u);
+        return u;
+    };
+    for (int k = 0; k < n; k++) {
+        const float x = xs[k], hi = tf32_high(x), lo = tf32_low(x);
+        SCOPED_TRACE(x);
+        if (std::isnan(x)) {
+            EXPECT_TRUE(std::isnan(out(k, 1)) && std::isnan(hi + lo)) << "NaN never passes";
+            continue;
+        }
+        EXPECT_EQ(bits(out(k, 0)), bits(hi));
+        EXPECT_EQ(bits(out(k, 1)), bits(lo));
+        if (std::isinf(x)) {
+            EXPECT_EQ(hi, x);
+            EXPECT_EQ(lo, 0.0f);
+            continue;
+        }
+        EXPECT_EQ(hi + lo, x);
+        if (std::fabs(x) >= std::numeric_limits<float>::min())  // subnormals: all in the low part
+            EXPECT_LE(std::fabs(lo), std::ldexp(std::fabs(x), -11));
+        if (std::fabs(x) < 3.0e38f) EXPECT_EQ(bits(hi) & 0x1FFFu, 0u) << "exact in TF32";
+    }
+    EXPECT_EQ(tf32_high(1.0f + std::ldexp(1.0f, -11)), 1.0f + std::ldexp(1.0f, -10)) << "a tie rounds away";
+    EXPECT_EQ(tf32_high(big), big) << "rounding up would overflow";
 }
 
 TEST(HalfPrecision, FixturesImportWithTheirStoredTypes) {

@@ -55,6 +55,11 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
                precision_name(precision), " sets the math of the cuBLAS/cuDNN stages, and --no-cublas --no-cudnn "
                "leaves none (Halide's kernels compute in FP32); drop --precision or one of them");
     lo.gemm_precision = (lo.gemm_extern || lo.conv_extern) ? precision : Precision::FP32;
+    user_check(!flags.split_tf32 || (lo.gemm_extern && precision == Precision::FP32), command,
+               ": --split-tf32 runs FP32 GEMMs as 3xTF32 on cuBLASLt, so it needs --target cuda, cuBLAS (no "
+               "--no-cublas) and --precision fp32 (got ", precision_name(precision), cuda ? "" : " on the CPU",
+               "); drop --split-tf32 or those flags");
+    lo.gemm_split_tf32 = flags.split_tf32;
     // Channels-last cuDNN convs where tensor cores run them (FP32's FMA kernels are slower NHWC,
     // save for 1x1 convs: choose_fp32_conv_layout decides FP32 by the graph's conv mix):
     // bench/DECISIONS.md#d115-cuda-bf16-nhwc-convs, #d117-cuda-tf32-nhwc-convs.
@@ -116,6 +121,9 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
     cmd->add_flag("--unfused-epilogues", flags.unfused_epilogues,
                   "cuda: keep a GEMM's or conv's bias and activation in a Halide kernel instead of the library's fused epilogue");
     cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (same as --precision tf32)");
+    cmd->add_flag("--split-tf32", flags.split_tf32,
+                  "cuda, fp32: GEMMs with constant weights as 3xTF32 (operands split into TF32 high and low parts, "
+                  "three tensor-core products accumulated in FP32): about 2x faster than FP32 FMA, error 2-10x FMA's");
     cmd->add_option("--precision", flags.precision,
                     "cuda: fp32 | tf32 | bf16 | fp16: GEMMs and convs (cuBLAS/cuDNN) on tensor cores with operands in "
                     "that precision and FP32 accumulation, as autocast; everything else and the outputs stay FP32");

@@ -36,6 +36,7 @@ struct LibraryFlags {
     bool no_cublas = false, no_cudnn = false, tf32 = false;
     std::string precision;           ///< --precision fp32|tf32|bf16|fp16 ("": fp32, or tf32 with --tf32)
     bool unfused_epilogues = false;  ///< LowerOptions::fuse_activation_epilogue off
+    bool split_tf32 = false;         ///< LowerOptions::gemm_split_tf32 (--split-tf32)
 };
 
 /// The lowering for \p target: on CUDA, float GEMMs with constant weights call cuBLAS(Lt) and 2-D

@@ -48,6 +48,7 @@ int stage_operands(halide_buffer_t *a, halide_buffer_t *b, halide_buffer_t *bias
 // precision, accumulated in FP32 (the FAST types), or full FP32 math.
 cublasComputeType_t compute_type(int32_t precision) {
     if (precision & kBf16Operands) return CUBLAS_COMPUTE_32F;  // BF16 operands: FP32 accumulation
+    if (precision & kSplitTf32) return CUBLAS_COMPUTE_32F_FAST_TF32;  // 3xTF32: TF32-exact high parts
     switch (precision & ~kBf16Output) {
     case 1: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case 2: return CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -91,11 +92,56 @@ struct LtBatch {
 };
 int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
               const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch = LtBatch());
+int split_tf32_matmul(int M, int N, int K, float alpha, int precision, int act, const void *pbias, const void *pa,
+                      int lda, const void *pb, int ldb, void *py, int ldy);
+
+// loom_cublas_sgemm's 3xTF32 form (precision + kSplitTf32, LowerOptions::gemm_split_tf32): a is
+// [.., M, 2, K] (Halide dims k, part, i[, batch]: each row's high parts, then its low parts; one
+// row of 2K floats to cuBLAS), b the constant [2K, N] (B_lo's rows, then B_hi's), neither transposed.
+int split_tf32_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K, float alpha,
+                     int32_t precision, halide_buffer_t *y) {
+    (void)M;                          // the rows come from y's region
+    const int rank = y->dimensions;  // 2, or 3 (batch outermost)
+    const int i0 = y->dim[1].min, ni = y->dim[1].extent, b0 = rank == 3 ? y->dim[2].min : 0,
+              nb = rank == 3 ? y->dim[2].extent : 1;
+    bool query = false;
+    if (a->is_bounds_query()) {
+        query = true;
+        set_dim(a, 0, 0, K);
+        set_dim(a, 1, 0, 2);
+        set_dim(a, 2, i0, ni);
+        if (rank == 3) set_dim(a, 3, b0, nb);
+    }
+    if (b->is_bounds_query()) {
+        query = true;
+        set_dim(b, 0, 0, N);
+        set_dim(b, 1, 0, 2 * K);
+    }
+    if (query || y->is_bounds_query()) return 0;
+    if (y->dim[0].min != 0 || y->dim[0].extent != N)
+        return fail("3xTF32 GEMM: the output region must hold whole rows (compute the extern at root)", 0);
+    if (ni <= 0) return 0;
+    if (int r = stage_operands(a, b, nullptr, y)) return r;
+    const int lda = a->dim[2].stride, ldy = y->dim[1].stride;
+    // Every row's 2K parts one run, and the batch folded into the rows of one GEMM.
+    const bool fold = rank == 2 || nb == 1 ||
+                      ((int64_t)a->dim[3].stride == (int64_t)ni * lda && (int64_t)y->dim[2].stride == (int64_t)ni * ldy);
+    if (a->dim[1].stride != K || lda < 2 * K || !fold)
+        return fail("3xTF32 GEMM: a must be dense rows of 2K parts over the whole batch", a->dim[1].stride);
+    std::lock_guard<std::mutex> guard(g_lock);
+    int at[4] = {0, 0, i0, b0}, yt[3] = {0, i0, b0};
+    if (int r = split_tf32_matmul(ni * nb, N, K, alpha, precision, 0, nullptr, (const void *)(uintptr_t)addr(a, at), lda,
+                                  (const void *)(uintptr_t)b->device, b->dim[1].stride, (void *)(uintptr_t)addr(y, yt), ldy))
+        return r;
+    y->set_device_dirty(true);
+    return 0;
+}
 
 }  // namespace
 
 extern "C" int loom_cublas_sgemm(halide_buffer_t *a, halide_buffer_t *b, int32_t M, int32_t N, int32_t K,
                                  int32_t ta, int32_t tb, float alpha, int32_t precision, halide_buffer_t *y) {
+    if (precision & kSplitTf32) return split_tf32_sgemm(a, b, M, N, K, alpha, precision, y);
     int rank = y->dimensions;  // 2, or 3 (batch outermost)
     int j0 = y->dim[0].min, nj = y->dim[0].extent, i0 = y->dim[1].min, ni = y->dim[1].extent;
     int b0 = rank == 3 ? y->dim[2].min : 0, nb = rank == 3 ? y->dim[2].extent : 1;
@@ -252,8 +298,10 @@ cublasStatus_t set_batch(cublasLtMatrixLayout_t layout, int count, long long str
 // (lt_enumerate) by their GPU time (gpu_time_ms) on the real operands once, and keeps the fastest:
 // the first choice can be far off (16384x1024x256: 1.4x slower than cublasSgemm's kernel). g_lock
 // held. 0, or fail()'s -1.
-int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
-              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch) {
+// With \p beta 1 (lt_plan's accumulate) y is added to: y = act(alpha · op(a) op(b) + y [+ bias]).
+int lt_plan(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
+            const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch, bool accumulate,
+            const LtPlan **plan) {
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_lt && (s = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", (int)s);
     if (!g_lt_workspace && cudaMalloc(&g_lt_workspace, kLtWorkspace) != cudaSuccess)
@@ -263,9 +311,9 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         g_lt_private = nullptr;
         cudaGetLastError();
     }
-    const float zero = 0.0f;
-    auto key = std::make_tuple(M, N, K, (ta * 2 + tb) * 4 + act, precision, lda, ldb, ldy, pbias, batch.count,
-                               batch.sa, batch.sb, batch.sy);
+    const float beta = accumulate ? 1.0f : 0.0f;
+    auto key = std::make_tuple(M, N, K, ((ta * 2 + tb) * 4 + act) * 2 + (accumulate ? 1 : 0), precision, lda, ldb,
+                               ldy, pbias, batch.count, batch.sa, batch.sb, batch.sy);
     auto it = g_lt_plans.find(key);
     if (it == g_lt_plans.end()) {
         LtPlan p;
@@ -307,7 +355,7 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         auto time_all = [&](const std::vector<LtCandidate> &candidates) {
             for (const LtCandidate &c : candidates) {
                 auto enqueue = [&] {
-                    return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &c.algo,
+                    return cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &beta, py, p.y, py, p.y, &c.algo,
                                           g_lt_workspace, kLtWorkspace, nullptr) == CUBLAS_STATUS_SUCCESS;
                 };
                 float ms = gpu_time_ms(enqueue);
@@ -329,7 +377,13 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         if (best < 0) return fail("no cuBLASLt algorithm for this GEMM ran", found);
         it = g_lt_plans.emplace(key, p).first;
     }
-    const LtPlan &p = it->second;
+    *plan = &it->second;
+    return 0;
+}
+
+// Enqueues \p p's GEMM (lt_plan) on Halide's stream, on a private workspace slot when captured.
+int lt_enqueue(const LtPlan &p, float alpha, bool accumulate, const void *pa, const void *pb, void *py) {
+    const float beta = accumulate ? 1.0f : 0.0f;
     cudaStream_t stream = (cudaStream_t)stage_stream();
     void *workspace = g_lt_workspace;
     size_t workspace_bytes = kLtWorkspace;
@@ -341,10 +395,38 @@ int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, i
         workspace_bytes = kLtPrivateSlot;
         g_lt_private_used += kLtPrivateSlot;
     }
-    s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &zero, py, p.y, py, p.y, &p.algo, workspace,
-                       workspace_bytes, stream);
+    cublasStatus_t s = cublasLtMatmul(g_lt, p.op, &alpha, pb, p.a, pa, p.b, &beta, py, p.y, py, p.y, &p.algo,
+                                      workspace, workspace_bytes, stream);
     if (s != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul", (int)s);
     return 0;
+}
+
+int lt_matmul(int M, int N, int K, int ta, int tb, float alpha, int precision, int act, const void *pbias,
+              const void *pa, int lda, const void *pb, int ldb, void *py, int ldy, LtBatch batch) {
+    const LtPlan *p = nullptr;
+    if (int r = lt_plan(M, N, K, ta, tb, alpha, precision, act, pbias, pa, lda, pb, ldb, py, ldy, batch, false, &p))
+        return r;
+    return lt_enqueue(*p, alpha, false, pa, pb, py);
+}
+
+// 3xTF32 (precision + kSplitTf32): row-major y [M, N] = act(alpha (A_hi B_hi + A_hi B_lo + A_lo B_hi)
+// [+ bias]) for a [M, 2K] = [A_hi | A_lo] (row stride lda) and b [2K, N] = [B_lo; B_hi] (row stride
+// ldb), as two TF32 GEMMs: the small terms, [A_hi | A_lo] · [B_lo; B_hi] over 2K, into y, then
+// A_hi · B_hi over K added to them with the epilogue. Each sum accumulates apart in its kernel, so
+// the small terms are not truncated against the large ones. Both plans are made (their candidates
+// timed, writing y) before either GEMM is enqueued. g_lock held.
+int split_tf32_matmul(int M, int N, int K, float alpha, int precision, int act, const void *pbias, const void *pa,
+                      int lda, const void *pb, int ldb, void *py, int ldy) {
+    const void *pb_hi = (const char *)pb + (size_t)K * ldb * sizeof(float);
+    const LtPlan *small = nullptr, *large = nullptr;
+    if (int r = lt_plan(M, N, 2 * K, 0, 0, alpha, precision, 0, nullptr, pa, lda, pb, ldb, py, ldy, LtBatch(), false,
+                        &small))
+        return r;
+    if (int r = lt_plan(M, N, K, 0, 0, alpha, precision, act, pbias, pa, lda, pb_hi, ldb, py, ldy, LtBatch(), true,
+                        &large))
+        return r;
+    if (int r = lt_enqueue(*small, alpha, false, pa, pb, py)) return r;
+    return lt_enqueue(*large, alpha, true, pa, pb_hi, py);
 }
 
 }  // namespace
@@ -366,9 +448,15 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
                                       int32_t N, int32_t K, int32_t ta, int32_t tb, float alpha, int32_t precision,
                                       int32_t act, halide_buffer_t *y) {
     if (act != 1 && act != 2) return fail("unknown activation code (1: ReLU, 2: tanh GELU)", act);
+    const bool split = precision & kSplitTf32;  // a [M, 2, K], b [2K, N]: split_tf32_matmul
     if (a->is_bounds_query()) {  // all of A: the epilogue call computes the whole output
         set_dim(a, 0, 0, ta ? M : K);
-        set_dim(a, 1, 0, ta ? K : M);
+        set_dim(a, 1, 0, split ? 2 : ta ? K : M);
+        if (split) set_dim(a, 2, 0, M);
+    }
+    if (split && b->is_bounds_query()) {
+        set_dim(b, 0, 0, N);
+        set_dim(b, 1, 0, 2 * K);
     }
     if (a->is_bounds_query() || b->is_bounds_query() || bias->is_bounds_query() || y->is_bounds_query()) return 0;
     if (y->dim[0].min != 0 || y->dim[1].min != 0 || y->dim[0].extent != N || y->dim[1].extent != M)
@@ -376,6 +464,16 @@ extern "C" int loom_cublaslt_bias_act(halide_buffer_t *a, halide_buffer_t *b, ha
     if (int r = stage_operands(a, b, bias, y)) return r;
     std::lock_guard<std::mutex> guard(g_lock);
     const void *pa = (const void *)(uintptr_t)a->device, *pb = (const void *)(uintptr_t)b->device;
+    if (split) {
+        if (ta || tb || a->dim[1].stride != K || a->dim[2].stride < 2 * K)
+            return fail("3xTF32 GEMM: a must be dense rows of 2K parts, neither operand transposed", a->dim[1].stride);
+        if (int r = split_tf32_matmul(M, N, K, alpha, precision, act, (const void *)(uintptr_t)bias->device, pa,
+                                      a->dim[2].stride, pb, b->dim[1].stride, (void *)(uintptr_t)y->device,
+                                      y->dim[1].stride))
+            return r;
+        y->set_device_dirty(true);
+        return 0;
+    }
     if (int r = lt_matmul(M, N, K, ta, tb, alpha, precision, act, (const void *)(uintptr_t)bias->device, pa,
                           a->dim[1].stride, pb, b->dim[1].stride, (void *)(uintptr_t)y->device, y->dim[1].stride))
         return r;
@@ -536,7 +634,8 @@ extern "C" int loom_cublas_batched(halide_buffer_t *a, halide_buffer_t *b, int32
 std::string cublas_gemm_source() {
     return extern_stage_prelude(kCublasSgemm) + "static const int kBf16Operands = " + std::to_string(kGemmBf16Operands) +
            ";  // lower/extern_stages.h kGemmBf16Operands\nstatic const int kBf16Output = " +
-           std::to_string(kGemmBf16Output) + ";  // kGemmBf16Output\n" + kSource;
+           std::to_string(kGemmBf16Output) + ";  // kGemmBf16Output\nstatic const int kSplitTf32 = " +
+           std::to_string(kGemmSplitTf32) + ";  // kGemmSplitTf32\n" + kSource;
 }
 
 std::string cuda_home() {

@@ -32,6 +32,12 @@
 /// _FAST_16F (tensor cores on operands rounded to that precision, FP32 accumulation). The stream is the legacy default stream, the one
 /// Halide's CUDA runtime launches on; the context is the calling thread's (runtime_glue.h).
 ///
+/// 3xTF32 (precision FP32 plus kGemmSplitTf32, LowerOptions::gemm_split_tf32; loom_cublas_sgemm and
+/// loom_cublaslt_bias_act, neither operand transposed): a holds each row's TF32-exact high parts
+/// then its low parts (Halide dims k, part, i[, batch]: [.., M, 2, K]), b the constant [2K, N] of
+/// B_lo's rows then B_hi's; two cuBLASLt TF32 GEMMs, [A_hi | A_lo] · [B_lo; B_hi] over 2K into y, then
+/// A_hi · B_hi over K added to it (beta 1) with the epilogue, both plans timed before either runs.
+///
 /// loom_cublas_batched: y[b] = a[b] op(b[b]) for a [(outer,) inner, M, K] and b [(outer,) inner, K, N]
 /// ([.., N, K] read through cuBLAS's transpose flag when trans_b: attention's K for Q K^T) that are
 /// both computed (attention's Q K^T and P V; the dense batch dims are one to cuBLAS), one strided-batch

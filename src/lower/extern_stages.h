@@ -24,6 +24,10 @@ inline constexpr int kGemmBf16Operands = 16;
 /// bfloat16 bits rather than FP32 (cuBLAS rounds the FP32 accumulator once, as it writes it): the
 /// product's readers are all BF16 copies for other library stages.
 inline constexpr int kGemmBf16Output = 32;
+/// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act; precision
+/// FP32) when A and B are FP32 high/low pairs for 3xTF32 (LowerOptions::gemm_split_tf32): A is
+/// [.., M, 2K] holding [A_hi | A_lo] along each row, B is [2K, N] holding B_lo's rows then B_hi's.
+inline constexpr int kGemmSplitTf32 = 64;
 /// Added to loom_cudnn_conv's precision argument when x, the filter and y have their channels
 /// innermost (NHWC; the filter KRSC): bfloat16 bits under Precision::BF16 (BF16 tensor-core kernels
 /// accumulating in FP32), FP32 otherwise; cuDNN then converts no layout of its own.

@@ -58,6 +58,25 @@ Expr from_bf16_bits(Expr bits) {
     return Halide::reinterpret(Halide::Float(32), Halide::cast(Halide::UInt(32), bits) << 16);
 }
 
+Expr tf32_high(Expr x) {
+    Expr u = Halide::reinterpret(Halide::UInt(32), x);
+    Expr rounded = Halide::reinterpret(Halide::Float(32), (u + 0x1000) & Halide::Internal::make_const(Halide::UInt(32), (uint64_t)0xFFFFE000u));
+    return Halide::select(Halide::is_finite(rounded), rounded, x);
+}
+
+Expr tf32_low(Expr x) { return Halide::select(Halide::is_inf(x), Halide::Internal::make_zero(x.type()), x - tf32_high(x)); }
+
+float tf32_high(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0x1000u) & 0xFFFFE000u;
+    float rounded;
+    std::memcpy(&rounded, &u, sizeof u);
+    return std::isfinite(rounded) ? rounded : x;
+}
+
+float tf32_low(float x) { return std::isinf(x) ? 0.0f : x - tf32_high(x); }
+
 Expr LowerContext::cast_to(DType t, Expr e) {
     Type ht = halide_type(t);
     if (e.type() == ht) return e;

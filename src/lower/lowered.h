@@ -91,6 +91,15 @@ struct LowerOptions {
     /// stage as its `precision` argument. Halide Funcs stay FP32 whatever this says, except the BF16
     /// copies that library stages read in BF16 (a GEMM's A, a conv's NHWC input: D93, D115).
     Precision gemm_precision = Precision::FP32;
+    /// With gemm_extern under Precision::FP32: a GEMM with a constant B (`loom_cublas_sgemm`,
+    /// `loom_cublaslt_bias_act`) runs as 3xTF32 on tensor cores instead of FP32 FMA: each operand is
+    /// split into a high part exact in TF32 and the low rest (x = hi + lo; B at compile time, A by a
+    /// Halide copy `<node>_a_tf32x2` [.., M, 2K] holding [A_hi | A_lo]), and cuBLASLt adds
+    /// A_hi·B_lo + A_lo·B_hi (one TF32 GEMM over 2K) and then A_hi·B_hi (one over K, beta 1, with
+    /// the epilogue); A_lo·B_lo (2^-22 of the product) is dropped. Off by default: the tensor cores
+    /// truncate as they accumulate, so the error is 2-10x FP32 FMA's and grows with K
+    /// (bench/DECISIONS.md#d200-cuda-fp32-gemms-as-3xtf32-opt-in).
+    bool gemm_split_tf32 = false;
     /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
     /// depthwise one: Halide's fused conv is faster there) becomes a
     /// Halide extern stage (`<node>_cudnn`, compute_root, DeviceAPI::CUDA) calling
@@ -235,6 +244,16 @@ Halide::Type halide_type(DType t);
 Halide::Expr bf16_bits(Halide::Expr x);
 /// The float32 that bf16 bits (UInt(16)) hold (exact).
 Halide::Expr from_bf16_bits(Halide::Expr bits);
+
+/// The high part of a float32 Expr for 3xTF32 (LowerOptions::gemm_split_tf32): x rounded to 10
+/// stored mantissa bits (nearest, ties away; exact in TF32), or x itself where that rounding
+/// overflows (within 2^-11 of FLT_MAX) or x is not finite.
+Halide::Expr tf32_high(Halide::Expr x);
+/// The low part x - tf32_high(x) (exact in float32), 0 for an infinite x and NaN for a NaN.
+Halide::Expr tf32_low(Halide::Expr x);
+/// The same two parts of a float, computed at compile time (a constant B): x == high + low.
+float tf32_high(float x);
+float tf32_low(float x);
 
 /// Turns a graph identifier into a Halide/schedule identifier: "/encoder/fc1/Gemm" →
 /// "encoder_fc1_gemm" (lower case, runs of non-alphanumerics become one '_', no leading digit).

@@ -136,8 +136,28 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     // is computed inside the copy when it is pointwise work, else stays materialized, as for an
     // FP32 GEMM (copy_computes_producer).
     const bool bf16_operands = cb && !ta && ctx.options.gemm_precision == Precision::BF16;
+    // FP32 as 3xTF32 (LowerOptions::gemm_split_tf32): A's high and low parts by a Halide copy
+    // [.., M, 2, K] (each row one run of 2K floats to cuBLAS), B's at compile time, [B_lo; B_hi].
+    const bool split_tf32 =
+        cb && !ta && ctx.options.gemm_split_tf32 && ctx.options.gemm_precision == Precision::FP32;
     Halide::ExternFuncArgument arg_a, arg_b;
-    if (!(bf16_operands && copy_computes_producer(ctx, a)) && !ctx.extern_operand(a, arg_a)) return Func();
+    if (!((bf16_operands || split_tf32) && copy_computes_producer(ctx, a)) && !ctx.extern_operand(a, arg_a))
+        return Func();
+    if (split_tf32) {
+        Shape s2(sa.begin(), sa.end() - 1);
+        s2.push_back(2);
+        s2.push_back(K);
+        Func a2 = ctx.make_func(node, "a_tf32x2", s2);
+        std::vector<Var> v2 = ctx.vars(ra + 1);
+        std::vector<Expr> idx(v2.begin(), v2.end() - 2);
+        idx.push_back(v2[ra]);
+        Expr x = LowerContext::cast_to(DType::F32, ctx.at(a, idx));
+        ctx.define(a2, v2, Halide::select(v2[ra - 1] == 0, tf32_high(x), tf32_low(x)));
+        ctx.note_cost(a2, true, 6);
+        ctx.record(a2).feeds_extern = true;
+        bound_whole(a2, v2, s2);
+        arg_a = a2;
+    }
     if (bf16_operands) {
         Func a16 = ctx.make_func(node, "a_bf16", sa);
         std::vector<Var> va = ctx.vars(ra);
@@ -152,7 +172,17 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     if (cb) {
         std::vector<int> sizes = {(int)sb[1], (int)sb[0]};
         const std::string name = ctx.reserve_name("c_" + sanitize_name(b) + "_cublas");
-        if (bf16_operands) {
+        if (split_tf32) {  // [B_lo; B_hi], [2K, N] whatever tb says (the stage reads it untransposed)
+            Halide::Buffer<float> wb((int)N, (int)(2 * K), name);
+            const float *w = static_cast<const float *>(cb->data());
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = 0; j < N; j++) {
+                    const float x = tb ? w[j * K + k] : w[k * N + j];
+                    wb((int)j, (int)k) = tf32_low(x);
+                    wb((int)j, (int)(K + k)) = tf32_high(x);
+                }
+            arg_b = Halide::ExternFuncArgument(wb);
+        } else if (bf16_operands) {
             Halide::Buffer<uint16_t> wb(sizes, name);
             const float *w = static_cast<const float *>(cb->data());
             for (int64_t k = 0; k < cb->numel(); k++) wb.data()[k] = Halide::bfloat16_t(w[k]).to_bits();
@@ -181,8 +211,8 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     // Not with an epilogue: its extern is the activation node's value, read as FP32.
     const bool bf16_output = bf16_operands && !fused && feeds_only_bf16_operands(ctx, y);
     const int precision = (int)ctx.options.gemm_precision + (bf16_operands ? kGemmBf16Operands : 0) +
-                          (bf16_output ? kGemmBf16Output : 0);
-    for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb ? 1 : 0), Expr((float)alpha),
+                          (bf16_output ? kGemmBf16Output : 0) + (split_tf32 ? kGemmSplitTf32 : 0);
+    for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb && !split_tf32 ? 1 : 0), Expr((float)alpha),
                    Expr(precision)})
         args.push_back(e);
     if (fused) args.push_back(Expr(act_code));
