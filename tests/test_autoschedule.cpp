@@ -110,6 +110,23 @@ size_t calls_named(const Schedule &s, const std::string &func, int stage, const 
     return n;
 }
 
+/// The front of a MobileNet block on \p x (1 x \p cin x \p hw x \p hw): a 1x1 conv "expand" to \p c
+/// channels, its ReLU "expand_relu", and a \p k x \p k depthwise conv "dw" (pads k/2, \p stride),
+/// weights drawn in [lo, hi) from seeds \p seed and seed + 1. Returns the depthwise conv's output.
+std::string expand_relu_depthwise(loom::testing::GraphBuilder &b, const std::string &x, int64_t cin, int64_t c, int64_t hw, int64_t k,
+                                  int64_t stride, uint64_t seed, double lo = -1, double hi = 1) {
+    const int64_t out = (hw + 2 * (k / 2) - k) / stride + 1;
+    std::string e = b.node("Conv", {x, b.random_constant("ex", {c, cin, 1, 1}, seed, lo, hi)}, {1, c, hw, hw},
+                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
+    std::string r = b.node("Relu", {e}, {1, c, hw, hw}, {}, DType::F32, "expand_relu");
+    return b.node("Conv", {r, b.random_constant("w", {c, 1, k, k}, seed + 1, lo, hi)}, {1, c, out, out},
+                  {{"kernel_shape", std::vector<int64_t>{k, k}},
+                   {"pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2}},
+                   {"strides", std::vector<int64_t>{stride, stride}},
+                   {"group", c}},
+                  DType::F32, "dw");
+}
+
 Graph fixture(const std::string &name) {
     Graph g = import_onnx(loom::testing::data_path(name + ".onnx"));
     prepare_graph(g);
@@ -907,15 +924,7 @@ TEST(Autoschedule, OnePixelConvsTileChannels) {
 TEST(Autoschedule, RowsReadFromChannelVectorizedNchwOutputsAreNotRoundedUp) {
     Builder b;
     std::string x = b.input("x", {1, 16, 112, 112});
-    std::string e = b.node("Conv", {x, b.random_constant("ex", {64, 16, 1, 1}, 131)}, {1, 64, 112, 112},
-                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
-    std::string r = b.node("Relu", {e}, {1, 64, 112, 112}, {}, DType::F32, "expand_relu");
-    std::string c = b.node("Conv", {r, b.random_constant("w", {64, 1, 3, 3}, 132)}, {1, 64, 56, 56},
-                           {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                            {"strides", std::vector<int64_t>{2, 2}},
-                            {"pads", std::vector<int64_t>{1, 1, 1, 1}},
-                            {"group", int64_t(64)}},
-                           DType::F32, "dw");
+    std::string c = expand_relu_depthwise(b, x, 16, 64, 112, 3, 2, 131);
     std::string h = b.node("Relu", {c}, {1, 64, 56, 56}, {}, DType::F32, "dw_relu");
     std::string pj = b.node("Conv", {h, b.random_constant("pw", {24, 64, 1, 1}, 133)}, {1, 24, 56, 56},
                             {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "project");
@@ -1047,14 +1056,7 @@ TEST(Autoschedule, InlinedPadOfARootConvIsComputedPerChannelBlock) {
 TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChannelBlock) {
     Builder b;
     std::string x = b.input("x", {1, 24, 28, 28});
-    std::string e = b.node("Conv", {x, b.random_constant("ex", {72, 24, 1, 1}, 44)}, {1, 72, 28, 28},
-                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
-    std::string r = b.node("Relu", {e}, {1, 72, 28, 28}, {}, DType::F32, "expand_relu");
-    std::string c = b.node("Conv", {r, b.random_constant("w", {72, 1, 5, 5}, 45)}, {1, 72, 28, 28},
-                           {{"kernel_shape", std::vector<int64_t>{5, 5}},
-                            {"pads", std::vector<int64_t>{2, 2, 2, 2}},
-                            {"group", int64_t(72)}},
-                           DType::F32, "dw");
+    std::string c = expand_relu_depthwise(b, x, 24, 72, 28, 5, 1, 44);
     std::string h = b.node("Relu", {c}, {1, 72, 28, 28});
     std::string g = b.node("GlobalAveragePool", {h}, {1, 72, 1, 1});
     b.out("Mul", {h, g}, {1, 72, 28, 28});
@@ -1082,15 +1084,7 @@ TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChann
 TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapper) {
     Builder b;
     std::string x = b.input("x", {1, 24, 28, 28});
-    std::string e = b.node("Conv", {x, b.random_constant("ex", {72, 24, 1, 1}, 46, -0.3, 0.3)}, {1, 72, 28, 28},
-                           {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "expand");
-    std::string r = b.node("Relu", {e}, {1, 72, 28, 28}, {}, DType::F32, "expand_relu");
-    std::string c = b.node("Conv", {r, b.random_constant("w", {72, 1, 5, 5}, 47, -0.3, 0.3)}, {1, 72, 14, 14},
-                           {{"kernel_shape", std::vector<int64_t>{5, 5}},
-                            {"pads", std::vector<int64_t>{2, 2, 2, 2}},
-                            {"strides", std::vector<int64_t>{2, 2}},
-                            {"group", int64_t(72)}},
-                           DType::F32, "dw");
+    std::string c = expand_relu_depthwise(b, x, 24, 72, 28, 5, 2, 46, -0.3, 0.3);
     std::string h = b.node("Relu", {c}, {1, 72, 14, 14});
     std::string g = b.node("GlobalAveragePool", {h}, {1, 72, 1, 1});
     b.out("Mul", {h, g}, {1, 72, 14, 14});

@@ -469,12 +469,8 @@ bool Ctx::pointwise_channels_innermost(const std::string &root) const {
     return true;
 }
 
-// NCHW, a depthwise conv's vectors run along a row: every tap is a load per output vector (two
-// and a shuffle at stride 2) for one FMA. Vectorized over channels, with the filter stored
-// [kH][kW][C] and the padded input channels innermost, a tap is one dense weight load for a tile
-// of pixels and one dense input load per pixel, as ONNX Runtime's NCHWc kernels do
-// (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels). The kernel's padded input must
-// be computed in it (per row block), where it is stored so; a graph output keeps NCHW stores.
+// A DepthwiseChannels producer stored NCHW writes each vector's lanes a channel plane apart, so the
+// planes' spacing decides which L1 sets its stores hit (bench/DECISIONS.md#d191-rounded-rows-alias-channel-planes).
 bool Ctx::reads_channel_plane_scatter(const std::string &F) const {
     for (const auto &P : lf(F).producers) {
         const FuncDecision *d = plan.decision(P);
@@ -485,6 +481,12 @@ bool Ctx::reads_channel_plane_scatter(const std::string &F) const {
     return false;
 }
 
+// NCHW, a depthwise conv's vectors run along a row: every tap is a load per output vector (two
+// and a shuffle at stride 2) for one FMA. Vectorized over channels, with the filter stored
+// [kH][kW][C] and the padded input channels innermost, a tap is one dense weight load for a tile
+// of pixels and one dense input load per pixel, as ONNX Runtime's NCHWc kernels do
+// (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels). The kernel's padded input must
+// be computed in it (per row block), where it is stored so; a graph output keeps NCHW stores.
 bool Ctx::depthwise_channels(const std::string &F, bool source) const {
     auto it = info.find(F);
     if (!knobs.stage_conv_inputs || it == info.end() || !depthwise(it->second)) return false;

@@ -123,7 +123,8 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
     cmd->add_flag("--tf32", flags.tf32, "cuda: let cuBLAS and cuDNN use TF32 tensor cores (same as --precision tf32)");
     cmd->add_flag("--split-tf32", flags.split_tf32,
                   "cuda, fp32: GEMMs with constant weights as 3xTF32 (operands split into TF32 high and low parts, "
-                  "three tensor-core products accumulated in FP32): about 2x faster than FP32 FMA, error 2-10x FMA's");
+                  "three tensor-core products accumulated in FP32): faster than FP32 FMA, its error several times FMA's, "
+                  "growing with K (bench/DECISIONS.md#d200-cuda-fp32-gemms-as-3xtf32-opt-in)");
     cmd->add_option("--precision", flags.precision,
                     "cuda: fp32 | tf32 | bf16 | fp16: GEMMs and convs (cuBLAS/cuDNN) on tensor cores with operands in "
                     "that precision and FP32 accumulation, as autocast; everything else and the outputs stay FP32");

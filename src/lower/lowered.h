@@ -97,7 +97,7 @@ struct LowerOptions {
     /// Halide copy `<node>_a_tf32x2` [.., M, 2K] holding [A_hi | A_lo]), and cuBLASLt adds
     /// A_hi·B_lo + A_lo·B_hi (one TF32 GEMM over 2K) and then A_hi·B_hi (one over K, beta 1, with
     /// the epilogue); A_lo·B_lo (2^-22 of the product) is dropped. Off by default: the tensor cores
-    /// truncate as they accumulate, so the error is 2-10x FP32 FMA's and grows with K
+    /// truncate as they accumulate, so the error is several times FP32 FMA's and grows with K
     /// (bench/DECISIONS.md#d200-cuda-fp32-gemms-as-3xtf32-opt-in).
     bool gemm_split_tf32 = false;
     /// CUDA targets only: a float 2-D Conv with a constant filter and symmetric pads (not a
