@@ -9,6 +9,7 @@ Rows:
   bf16 epilogue    Loom `--precision bf16` of x·W + b then GELU (erf) or ReLU, FP32 in and out, against
                    cuBLASLt alone on the same shape (PyTorch's BF16 x @ W: no bias, no activation, BF16
                    in and out) and F.linear with bias (cuBLASLt's bias epilogue).
+  fp32 epilogue    Loom `--precision fp32` of the same, against PyTorch's FP32 x @ W alone.
 Every Loom output is checked against PyTorch's FP64 product on the same data (rel err under 1e-5 in
 FP32, 1e-2 in BF16); times are triton.testing.do_bench medians (L2 flushed between calls).
 
@@ -88,6 +89,9 @@ def main():
             row("cuBLASLt alone: torch bf16 F.linear (tn)", lambda: F.linear(xb, wtb), nan)
             row("torch bf16 F.linear(x, W, b) (bias epilogue)", lambda: F.linear(xb, wtb, bb))
             print(f"{shape:<16} loom {form} vs cuBLASLt alone: {100 * t0 / loom_ms:.0f}% of its throughput")
+        if prec == "fp32" and form.startswith("bias"):
+            t0 = row("cuBLAS alone: torch fp32 x @ W (nn)", lambda: x @ w, lambda out: float("nan"))
+            print(f"{shape:<16} loom fp32 {form} vs cuBLAS alone: {100 * t0 / loom_ms:.0f}% of its throughput")
     if failed:
         sys.exit(f"{failed} Loom artifact(s) failed their check")
 
