@@ -27,7 +27,9 @@
 #include "codegen/ptx_register_caps.h"
 #include "frontends/onnx/onnx_import.h"
 #include "graph/npy.h"
+#include "graph/gelu_recognition.h"
 #include "graph/passes.h"
+#include "lower/tanh_gelu.h"
 #include "lower/extern_stages.h"
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
@@ -1898,6 +1900,39 @@ TEST(Aot, CudaTanhGeluGemmIsOneCublasLtCall) {
     EXPECT_TRUE(gelu_ext);
     auto [object, output] = cuda_artifact(p, "gelu_mlp");
     EXPECT_NE(output.find("T loom_cublaslt_bias_act"), std::string::npos) << output;
+}
+
+// x · W + b then the exact GELU (BERT's fc1 on a matrix, as torch.onnx writes it), prepared as for
+// a CUDA BF16 compile (fuse_linear_exact_gelu), is one cuBLASLt GELU_BIAS call in BF16: its tanh
+// form lies within the BF16 operands' rounding (tanh_gelu_within_rounding). In FP32, TF32 and FP16
+// the exact GELU stays a Halide Func after the product.
+TEST(Aot, CudaBf16ExactGeluGemmIsOneCublasLtCall) {
+    loom::testing::GraphBuilder b;
+    Shape s = {64, 96};
+    std::string h = b.node("MatMul", {b.input("x", {64, 32}), b.random_constant("w", {32, 96}, 3)}, s);
+    std::string sum = b.node("Add", {h, b.random_constant("bias", {96}, 4)}, s);
+    std::string e = b.node("Erf", {b.node("Div", {sum, b.scalar(1.4142135381698608)}, s)}, s);
+    b.out("Mul", {b.node("Mul", {sum, b.node("Add", {e, b.scalar(1.0)}, s)}, s), b.scalar(0.5)}, s);
+    Graph g = b.g;
+    prepare_graph(g);
+    ASSERT_EQ(fuse_linear_exact_gelu(g), 1);
+    for (Precision p : {Precision::BF16, Precision::FP32, Precision::TF32, Precision::FP16}) {
+        LowerOptions lo;
+        lo.gemm_extern = true;
+        lo.gemm_precision = p;
+        LoweredPipeline lp = lower_graph(g, lo);
+        const bool fused = p == Precision::BF16;
+        EXPECT_EQ(tanh_gelu_within_rounding(p), fused) << precision_name(p);
+        EXPECT_EQ(lp.extern_calls, (std::vector<std::string>{fused ? "loom_cublaslt_bias_act" : "loom_cublas_sgemm"}))
+            << precision_name(p);
+        bool gelu_func = false, gelu_ext = false;
+        for (const auto &f : lp.funcs) {
+            gelu_func |= f.op == "Gelu" && !f.is_extern;
+            gelu_ext |= f.is_extern && f.name.find("gelu_cublaslt") != std::string::npos;
+        }
+        EXPECT_EQ(gelu_ext, fused) << precision_name(p);
+        EXPECT_EQ(gelu_func, !fused) << precision_name(p);
+    }
 }
 
 // Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are

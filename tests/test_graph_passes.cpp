@@ -7,6 +7,7 @@
 #include "autoschedule/autoschedule.h"
 #include "cli/input_binding.h"
 #include "codegen/jit.h"
+#include "graph/gelu_recognition.h"
 #include "graph/passes.h"
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
@@ -548,6 +549,77 @@ TEST(GraphPasses, ErfGeluAndLeakyRegionsAreLeftAlone) {
         prepare_graph(g);
         EXPECT_EQ(gg.count(g, "Gelu"), 0) << (leak ? "the Tanh value is also a graph output" : "Erf form");
         EXPECT_EQ(gg.count(g, leak ? "Tanh" : "Erf"), 1);
+    }
+}
+
+// fuse_linear_exact_gelu: x · W + b then the exact GELU as torch.onnx writes nn.Linear and F.gelu
+// (MatMul, Add, Div by √2, Erf, +1, ·x, ·0.5) becomes Gemm(x, W, b) → Gelu('none') on the prepared
+// graph (fuse_linear_exact_gelu, which `loom compile` runs for CUDA in BF16), computing the same
+// function; prepare_graph alone leaves it, and where the sum is read elsewhere, the bias is no
+// constant or the product is not a matrix, the pass changes nothing.
+namespace {
+struct LinearGeluGraph {
+    loom::testing::GraphBuilder b;
+    std::string y, sum;
+    LinearGeluGraph(Shape xs, bool constant_bias, bool leak_sum) {
+        const int64_t N = 64;
+        Shape s = xs;
+        s.back() = N;
+        std::string h = b.node("MatMul", {b.input("x", xs), b.random_constant("w", {xs.back(), N}, 3)}, s);
+        std::string bias = constant_bias ? b.random_constant("bias", {N}, 4) : b.input("bias", {N});
+        sum = b.node("Add", {h, bias}, s);
+        auto c = [&](double v) { return b.scalar(v); };
+        std::string e = b.node("Erf", {b.node("Div", {sum, c(1.4142135381698608)}, s)}, s);
+        y = b.node("Mul", {b.node("Mul", {sum, b.node("Add", {e, c(1.0)}, s)}, s), c(0.5)}, s);
+        b.output(y);
+        if (leak_sum) b.output(sum);
+    }
+    std::vector<std::string> ops(const Graph &g) const {
+        std::vector<std::string> r;
+        for (const auto &n : g.nodes) r.push_back(n.op);
+        return r;
+    }
+};
+}  // namespace
+
+TEST(GraphPasses, LinearBiasExactGeluBecomesGemmAndGelu) {
+    LinearGeluGraph lg({32, 48}, true, false);
+    Graph plain = lg.b.g;
+    prepare_graph(plain);
+    EXPECT_EQ(lg.ops(plain), (std::vector<std::string>{"MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"}))
+        << "prepare_graph leaves the exact form as written";
+    Graph fused = plain;
+    EXPECT_EQ(fuse_linear_exact_gelu(fused), 1);
+    fused.validate();
+    ASSERT_EQ(lg.ops(fused), (std::vector<std::string>{"Gemm", "Gelu"}));
+    const Node &gemm = fused.nodes[0], &gelu = fused.nodes[1];
+    EXPECT_EQ(gemm.inputs, (std::vector<std::string>{"x", "w", "bias"}));
+    EXPECT_EQ(gemm.get_int("transB", -1), 0);
+    EXPECT_EQ(gelu.get_string("approximate", ""), "none");
+    EXPECT_EQ(gelu.outputs[0], lg.y);
+    auto ins = random_inputs(fused, 5);
+    const Tensor want = run_reference(plain, ins).at(lg.y);
+    // The same function up to the exported √2, a float32 constant (the Gelu node divides by √2 itself).
+    EXPECT_TRUE(loom::testing::close(run_reference(fused, ins).at(lg.y), want, 1e-7, 1e-7));
+    JitModel m(lower_graph(fused));  // and Loom's CPU lowering of the fused graph
+    EXPECT_TRUE(loom::testing::close(m.run(ins).at(lg.y), want, 1e-5));
+}
+
+TEST(GraphPasses, LinearExactGeluStaysWhereItCannotFuse) {
+    struct Case {
+        const char *why;
+        Shape x;
+        bool constant_bias, leak_sum;
+    };
+    for (const Case &c : {Case{"the sum is also a graph output", {32, 48}, true, true},
+                          Case{"the bias is a graph input", {32, 48}, false, false},
+                          Case{"the product is [2, 16, 64], no matrix", {2, 16, 48}, true, false}}) {
+        LinearGeluGraph lg(c.x, c.constant_bias, c.leak_sum);
+        Graph g = lg.b.g;
+        prepare_graph(g);
+        EXPECT_EQ(fuse_linear_exact_gelu(g), 0) << c.why;
+        EXPECT_EQ(lg.ops(g).front(), "MatMul") << c.why;
+        for (const auto &n : g.nodes) EXPECT_NE(n.op, "Gemm") << c.why;
     }
 }
 

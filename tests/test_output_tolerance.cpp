@@ -9,6 +9,7 @@
 
 #include "codegen/jit.h"
 #include "graph_builder.h"
+#include "lower/tanh_gelu.h"
 #include "measure/output_tolerance.h"
 #include "ops/lower_graph.h"
 #include "reference/reference.h"
@@ -43,6 +44,42 @@ GraphBuilder deep_sigmoid_model(double bug = 0) {
 }
 
 std::map<std::string, Tensor> inputs_of(const Graph &g) { return random_inputs(g, 5); }
+
+// The stated bound behind running an exact GELU as cuBLASLt's tanh-form epilogue in BF16
+// (lower/tanh_gelu.h): |gelu_tanh(x) − gelu_erf(x)| ≤ kTanhGeluDeviation · |x| everywhere, and on a
+// linear layer's output the two forms differ by a small part of the BF16 tolerance the output
+// checker enforces (a twentieth at most), so a FAIL of such an artifact still means a bug.
+TEST(OutputTolerance, TanhGeluStandsForTheExactOneWithinBf16Rounding) {
+    double worst = 0;
+    for (int i = -200000; i <= 200000; i++) {
+        const double x = i * 1e-4;  // [-20, 20]
+        const double t = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        const double e = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        if (x != 0) worst = std::max(worst, std::fabs(t - e) / std::fabs(x));
+    }
+    EXPECT_LE(worst, kTanhGeluDeviation);
+    EXPECT_GT(worst, kTanhGeluDeviation * 0.9) << "the bound is tight";
+    for (double scale : {0.3, 1.0, 3.0}) {  // pre-activations of rms about 0.3, 1, 3
+        Graph g[2];
+        for (int form = 0; form < 2; form++) {
+            GraphBuilder b;
+            std::string h = b.node("MatMul", {b.input("x", {64, 256}), b.random_constant("w", {256, 128}, 3, -0.11, 0.11)},
+                                   {64, 128});
+            std::string sum = b.node("Add", {h, b.random_constant("bias", {128}, 4, -0.5, 0.5)}, {64, 128});
+            b.out("Gelu", {sum}, {64, 128}, {{"approximate", std::string(form ? "tanh" : "none")}});
+            g[form] = b.g;
+        }
+        std::map<std::string, Tensor> in;
+        Tensor x(DType::F32, {64, 256});
+        fill_random(x, 9, -scale * 1.7, scale * 1.7);
+        in["x"] = x;
+        const std::string out = g[0].outputs[0];
+        const double err = output_error(run_reference(g[1], in).at(out), run_reference(g[0], in).at(out)).rel;
+        const double rtol = output_tolerance(g[0], out, Precision::BF16, nullptr).rtol;
+        EXPECT_LT(err, rtol / 20) << "scale " << scale;
+        EXPECT_GT(err, 0) << "scale " << scale;
+    }
+}
 
 TEST(OutputTolerance, DepthCountsAccumulatingOpsOnTheLongestPath) {
     GraphBuilder b = deep_sigmoid_model();

@@ -136,7 +136,8 @@ void autoschedule(const AutoscheduleOptions &o) {
                    o.target, ": --report, --profile, --dot and --machine describe the CPU cost model; drop them for "
                    "a GPU target");
         LowerOptions lo = library_lowering(target, o.libs, "loom autoschedule");
-        Graph g = load_model(o.model, o.inputs, false, "", {}, attention_fusion(target, lo));
+        Graph g = load_model(o.model, o.inputs, false, "", {}, attention_fusion(target, lo),
+                             linear_exact_gelu(target, lo));
         choose_fp32_conv_layout(g, lo);
         // Lowered as `loom compile` will lower it (cuBLAS/cuDNN extern stages unless turned off), so
         // that the file names the Funcs that compile finds.

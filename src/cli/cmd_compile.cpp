@@ -61,7 +61,7 @@ void compile(const CompileOptions &o) {
     // CUDA: float GEMMs with constant weights go to cuBLAS, 2-D convs to cuDNN (extern stages,
     // lower/lowered.h), attention in BF16 to cuDNN's fused attention.
     LowerOptions lo = library_lowering(target, o.libs, "loom compile");
-    Graph g = load_model(o.model, o.inputs, false, "", dyn, attention_fusion(target, lo));
+    Graph g = load_model(o.model, o.inputs, false, "", dyn, attention_fusion(target, lo), linear_exact_gelu(target, lo));
     choose_fp32_conv_layout(g, lo);
     std::string spec = !o.schedule.empty() ? o.schedule : o.autosched ? "auto" : o.eager ? "eager" : gpu ? "auto" : "eager";
     ScheduledModel sm = schedule_model(g, spec, target, o.model, lo);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontends/onnx/onnx_import.h"
+#include "graph/gelu_recognition.h"
 #include "graph/npy.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
@@ -65,7 +66,8 @@ std::string switch_from_env(const char *name, const char *on, const char *off) {
 }  // namespace
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
-                    const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention) {
+                    const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention,
+                    bool linear_exact_gelu) {
     PrepareOptions opts;
     opts.dump = dump_passes;
     opts.dynamic_dims = dynamic.dims;
@@ -81,15 +83,17 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
+    if (linear_exact_gelu && fuse_linear_exact_gelu(g) > 0) g.validate();
     return g;
 }
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
-                 const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention) {
+                 const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention,
+                 bool linear_exact_gelu) {
     Graph g = import_onnx(path);
     // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
     try {
-        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, dynamic, attention);
+        return prepare_model(std::move(g), input_flags, dump_passes, inputs_dir, dynamic, attention, linear_exact_gelu);
     } catch (const UserError &e) {
         std::string m = e.what();
         if (m.rfind(path, 0) == 0) throw;

@@ -12,6 +12,7 @@
 
 #include "autoschedule/autoschedule.h"
 #include "autoschedule/gpu_schedule.h"
+#include "lower/tanh_gelu.h"
 #include "ops/lower_graph.h"
 #include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_validate.h"
@@ -100,6 +101,11 @@ void choose_fp32_conv_layout(const Graph &g, LowerOptions &lo) {
 AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo) {
     if (!target.has_gpu_feature()) return AttentionFusion::Halide;
     return lo.attention_extern ? AttentionFusion::Cudnn : AttentionFusion::Off;
+}
+
+bool linear_exact_gelu(const Halide::Target &target, const LowerOptions &lo) {
+    return target.has_gpu_feature() && lo.gemm_extern && lo.fuse_activation_epilogue &&
+           tanh_gelu_within_rounding(lo.gemm_precision);
 }
 
 Precision library_precision(const LibraryFlags &flags, const std::string &command) {

@@ -5,13 +5,16 @@
 // orderings of the same arithmetic are found too. One Gelu node (approximate='tanh') then stands
 // for the region, so that a CUDA Gemm can hand it to cuBLASLt's GELU epilogue, which computes that
 // form (bench/experiments/gpu/cublaslt_gelu_probe.cpp). The exact (Erf) form is left as the
-// exporter wrote it for inference (no library takes it, and hand schedules name its nodes' Funcs);
-// a training graph asks for it too (GeluForm::Exact), so that its gradient reads the Gelu's output.
+// exporter wrote it for inference (no library computes it, and hand schedules name its nodes'
+// Funcs), except after a linear layer where a CUDA lowering may run it as that tanh epilogue
+// within its precision's rounding (fuse_linear_exact_gelu); a training graph asks for it too
+// (GeluForm::Exact), so that its gradient reads the Gelu's output.
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "graph/gelu_recognition.h"
 #include "graph/passes.h"
 
 namespace loom {
@@ -206,6 +209,91 @@ int recognize_gelu(Graph &g, GeluForm form) {
         }
     }
     return found;
+}
+
+namespace {
+
+bool is_output(const Graph &g, const std::string &v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+// The product y = MatMul(a [M, K], W [K, N] constant), all float32, that \p add adds a constant
+// bias of N values ([N] or [1, N]) to, y read by that Add alone and no graph output: the MatMul's
+// index, with the bias's name in \p bias; -1 when \p add is no such sum.
+int linear_bias_product(const Graph &g, const Node &add, const ConsumerMap &consumers, std::string &bias) {
+    if (add.op != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) return -1;
+    for (int side = 0; side < 2; side++) {
+        const std::string &y = add.inputs[side], &b = add.inputs[1 - side];
+        const int m = g.producer(y);
+        if (m < 0 || g.nodes[m].op != "MatMul") continue;
+        const Node &mm = g.nodes[m];
+        const Tensor *w = g.constant(mm.inputs[1]), *cb = g.constant(b);
+        if (!w || !cb || g.is_constant(mm.inputs[0]) || w->rank() != 2 || w->dtype() != DType::F32 ||
+            cb->dtype() != DType::F32 || g.value(mm.inputs[0]).dtype != DType::F32)
+            continue;
+        const Shape &sa = g.value(mm.inputs[0]).shape, &sy = g.value(y).shape;
+        const int64_t N = w->shape()[1];
+        if (sa.size() != 2 || sy.size() != 2 || g.value(add.outputs[0]).shape != sy) continue;
+        if (cb->numel() != N || !(cb->rank() == 1 || (cb->rank() == 2 && cb->shape()[0] == 1))) continue;
+        auto it = consumers.find(y);
+        if (it == consumers.end() || it->second.size() != 1 || is_output(g, y)) continue;
+        bias = b;
+        return m;
+    }
+    return -1;
+}
+
+}  // namespace
+
+int fuse_linear_exact_gelu(Graph &g) {
+    int fused = 0;
+    for (bool changed = true; changed;) {
+        changed = false;
+        ConsumerMap consumers = consumer_map(g);
+        for (size_t k = 0; k < g.nodes.size() && !changed; k++) {
+            std::string bias;
+            const int m = linear_bias_product(g, g.nodes[k], consumers, bias);
+            if (m < 0) continue;
+            const std::string x = g.nodes[k].outputs[0];
+            if (is_output(g, x)) continue;
+            Region r = GeluFinder(g, consumers, GeluForm::Exact).find(x);
+            if (r.nodes.empty()) continue;
+            std::set<int> region(r.nodes.begin(), r.nodes.end());
+            bool only_region = true;  // the sum feeds the GELU alone: it becomes the Gemm's output
+            for (int c : consumers.at(x)) only_region &= region.count(c) > 0;
+            if (!only_region) continue;
+            const Node &mm = g.nodes[m];
+            const std::string scope = mm.name.substr(0, mm.name.rfind('/') + 1);
+            Node gemm;
+            gemm.op = "Gemm";
+            gemm.name = g.unique_name(scope + "Gemm");
+            gemm.inputs = {mm.inputs[0], mm.inputs[1], bias};
+            gemm.outputs = {x};
+            gemm.attrs["alpha"] = 1.0;
+            gemm.attrs["beta"] = 1.0;
+            gemm.attrs["transA"] = (int64_t)0;
+            gemm.attrs["transB"] = (int64_t)0;
+            Node gelu;
+            gelu.op = "Gelu";
+            gelu.name = g.unique_name(scope + "Gelu");
+            gelu.inputs = {x};
+            gelu.outputs = {r.out};
+            gelu.attrs["approximate"] = std::string("none");
+            g.values.erase(mm.outputs[0]);
+            std::vector<Node> kept;
+            for (size_t i = 0; i < g.nodes.size(); i++) {
+                if ((int)i == m) continue;
+                if (i == k) kept.push_back(gemm);
+                else if ((int)i == r.nodes.back()) kept.push_back(gelu);
+                else if (region.count((int)i)) g.values.erase(g.nodes[i].outputs[0]);
+                else kept.push_back(g.nodes[i]);
+            }
+            g.nodes = std::move(kept);
+            fused++;
+            changed = true;  // node indices moved: look again
+        }
+    }
+    return fused;
 }
 
 }  // namespace loom

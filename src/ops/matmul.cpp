@@ -10,6 +10,7 @@
 #include <set>
 
 #include "lower/extern_stages.h"
+#include "lower/tanh_gelu.h"
 #include "ops/ops_internal.h"
 #include "support/error.h"
 
@@ -102,7 +103,8 @@ Expr product_at(const Func &ext, const std::vector<Expr> &idx) {
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
 // Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, precision (lower/precision.h), then the output.
-// With \p bias (N values, one per output column) and \p act (a Relu, or a Gelu of the tanh form),
+// With \p bias (N values, one per output column) and \p act (a Relu, or a Gelu of the tanh form,
+// or the exact one where tanh_gelu_within_rounding allows),
 // the product instead calls loom_cublaslt_bias_act (cuBLASLt, RELU_BIAS or GELU_BIAS epilogue; A,
 // B, bias, then the same scalars and the activation): the extern is registered as the activation
 // node's output (LowerContext::fuse_node_into).
@@ -390,10 +392,15 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
 
     // A constant bias per output column (Linear's) and a sole Relu or tanh-GELU consumer: cuBLASLt
     // applies both (its GELU epilogue is the tanh form:
-    // bench/experiments/gpu/cublaslt_gelu_probe.cpp).
+    // bench/experiments/gpu/cublaslt_gelu_probe.cpp); an exact GELU too where the operands'
+    // rounding dwarfs the difference between the two forms (tanh_gelu_within_rounding).
     const Tensor *cc = node.has_input(2) && beta != 0 ? ctx.constant(node.inputs[2]) : nullptr;
-    const Node *act = ctx.sole_activation_consumer(y, [](const Node &n) {
-        return n.op == "Relu" || (n.op == "Gelu" && n.get_string("approximate", "none") == "tanh");
+    const bool exact_as_tanh = tanh_gelu_within_rounding(ctx.options.gemm_precision);
+    const Node *act = ctx.sole_activation_consumer(y, [&](const Node &n) {
+        if (n.op == "Relu") return true;
+        if (n.op != "Gelu") return false;
+        const std::string form = n.get_string("approximate", "none");
+        return form == "tanh" || (form == "none" && exact_as_tanh);
     });
     if (cc && act && cc->numel() == sy[1] && (cc->rank() == 1 || (cc->rank() == 2 && cc->shape()[0] == 1))) {
         std::vector<double> bias = cc->to_doubles();
