@@ -83,7 +83,8 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     for (const auto &f : input_flags) parse_input_binding(f, opts.bindings);
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
-    if (linear_exact_gelu && fuse_linear_exact_gelu(g) > 0) g.validate();
+    // Static shapes only: a graph kept open for every size stays as prepared.
+    if (linear_exact_gelu && !opts.dynamic() && fuse_linear_exact_gelu(g) > 0) g.validate();
     return g;
 }
 
