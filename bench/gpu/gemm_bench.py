@@ -10,6 +10,8 @@ Rows:
                    cuBLASLt alone on the same shape (PyTorch's BF16 x @ W: no bias, no activation, BF16
                    in and out) and F.linear with bias (cuBLASLt's bias epilogue).
   fp32 epilogue    Loom `--precision fp32` of the same, against PyTorch's FP32 x @ W alone.
+  tf32 epilogue    Loom `--precision tf32` of the same (and of bias_gelu_tanh, the tanh form in
+                   cuBLASLt's epilogue), Loom rows only.
 Every Loom output is checked against PyTorch's FP64 product on the same data (rel err under 1e-5 in
 FP32, 1e-2 in BF16); times are triton.testing.do_bench medians (L2 flushed between calls).
 
@@ -57,7 +59,8 @@ def main():
         ref = x.double() @ w.double()
         if form.startswith("bias"):
             ref = ref + b.double()
-            ref = F.gelu(ref) if form == "bias_gelu" else F.relu(ref)
+            ref = (F.gelu(ref) if form == "bias_gelu" else F.gelu(ref, approximate="tanh") if form == "bias_gelu_tanh"
+                   else F.relu(ref))
         flops = 2 * M * K * N
 
         def row(what, fn, check=None):

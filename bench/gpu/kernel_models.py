@@ -14,6 +14,8 @@ needs only numpy and onnx (the build machine's /usr/bin/python3).
                         cuBLAS call inductor makes for it)
       bias_gelu         x · W [K, N] + b, then the erf GELU (BERT's and ViT's fc1)
       bias_relu         Gemm(x, W, b, transB=1), then Relu (cuBLASLt's RELU_BIAS epilogue)
+      bias_gelu_tanh    Gemm(x, W, b, transB=1), then the tanh-form GELU as PyTorch exports it (cuBLASLt's
+                        GELU_BIAS epilogue in every precision: what the exact form would gain from it)
 
 Usage: kernel_models.py --out DIR [names...]   (no names: all of ALL below)
 """
@@ -73,6 +75,17 @@ def linear(M, K, N, form):
         init = [numpy_helper.from_array(a, n) for a, n in
                 ((w, "w"), (b, "b"), (np.array(np.sqrt(2), np.float32), "sqrt2"),
                  (np.array(1, np.float32), "one"), (np.array(0.5, np.float32), "half"))]
+    elif form == "bias_gelu_tanh":
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+                 helper.make_node("Mul", ["h", "h"], ["h2"]), helper.make_node("Mul", ["h2", "h"], ["h3"]),
+                 helper.make_node("Mul", ["h3", "c"], ["h3c"]), helper.make_node("Add", ["h", "h3c"], ["t"]),
+                 helper.make_node("Mul", ["t", "s"], ["ts"]), helper.make_node("Tanh", ["ts"], ["th"]),
+                 helper.make_node("Add", ["th", "one"], ["e1"]), helper.make_node("Mul", ["h", "e1"], ["m"]),
+                 helper.make_node("Mul", ["m", "half"], ["y"])]
+        init = [numpy_helper.from_array(a, n) for a, n in
+                ((np.ascontiguousarray(w.T), "w"), (b, "b"), (np.array(0.044715, np.float32), "c"),
+                 (np.array(np.sqrt(2 / np.pi), np.float32), "s"), (np.array(1, np.float32), "one"),
+                 (np.array(0.5, np.float32), "half"))]
     elif form == "bias_relu":
         nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["y"])]
         init = [numpy_helper.from_array(np.ascontiguousarray(w.T), "w"), numpy_helper.from_array(b, "b")]
@@ -88,7 +101,7 @@ def all_models():
         for form in ("nn", "tn"):
             out[f"linear_{M}x{K}x{N}_{form}"] = lambda M=M, K=K, N=N, form=form: linear(M, K, N, form)
     for M, K, N in ((8192, 768, 3072),):
-        for form in ("bias_gelu", "bias_relu"):
+        for form in ("bias_gelu", "bias_relu", "bias_gelu_tanh"):
             out[f"linear_{M}x{K}x{N}_{form}"] = lambda M=M, K=K, N=N, form=form: linear(M, K, N, form)
     return out
 
