@@ -469,21 +469,6 @@ TEST(ScheduleErrors, StreamStoresNeedsARootPureFuncOnX86) {
     EXPECT_HAS(m, "is not an x86 CPU target");
 }
 
-// align_storage pads a buffer the pipeline allocates (a Func computed at root or inside another):
-// on an inlined Func or an output each message names the Func and the fix; its var is a pure var.
-TEST(ScheduleErrors, AlignStorageNeedsABufferThePipelineAllocates) {
-    EXPECT_EQ(error_of("a.compute_root().align_storage(j, 40);\nb.align_storage(j, 52);"), "");
-    std::string m = error_of("a.align_storage(j, 40);");
-    EXPECT_STARTS(m, "mlp.cpu.sched:1:3: a.align_storage(j, 40): a is inlined and has no buffer");
-    EXPECT_HAS(m, "compute_root() or compute_at() it first");
-    m = error_of("c.align_storage(j, 52);");
-    EXPECT_HAS(m, "c is an output, whose buffer the caller allocates");
-    m = error_of("b.align_storage(q, 52);");
-    EXPECT_HAS(m, "'q' is not a pure var of b");
-    m = error_of("b.align_storage(j, 0);");
-    EXPECT_HAS(m, "alignment");
-}
-
 // unscheduled() marks an update stage left at Halide's default loops: on a pure stage, or beside
 // other primitives of its stage, it is an error naming the statement and the fix.
 TEST(ScheduleErrors, UnscheduledOnlyAloneOnAnUpdate) {

@@ -120,9 +120,6 @@ static const PrimitiveInfo kPrimitives[] = {
     {"unscheduled", 0, 0, "unscheduled()", false, false, false},
     {"bound", 3, 3, "bound(var, min, extent)", false, false, true},
     {"align_bounds", 2, 3, "align_bounds(var, modulus[, remainder])", false, false, true},
-    // Pads the buffer along var (its allocation, not its computed region): a row pitch off a
-    // multiple of 1 KiB, so that the rows a GEMM reads down one column do not share L1 sets.
-    {"align_storage", 2, 2, "align_storage(var, alignment)", false, false, true},
     {"reorder_storage", 2, -1, "reorder_storage(innermost, …, outermost)", false, false, true},
     {"store_in", 1, 1, "store_in(MemoryType)", false, false, true},
     {"compute_with", 2, 2, "compute_with(func, var)", false, false, false},

@@ -28,7 +28,7 @@ struct StagePlan {
 
 const std::set<std::string> &func_level_calls() {
     static const std::set<std::string> s = {"compute_root",  "compute_inline",  "compute_at", "store_at",
-                                            "store_root",    "stream_stores",   "bound",      "align_bounds",      "align_storage",
+                                            "store_root",    "stream_stores",   "bound",      "align_bounds",
                                             "reorder_storage", "store_in",      "in",         "gpu_max_registers"};
     return s;
 }

@@ -33,7 +33,6 @@ static const struct {
     {"unscheduled", {validate_unscheduled, nullptr, apply_unscheduled}},
     {"bound", {validate_bound, nullptr, apply_bound}},
     {"align_bounds", {validate_align_bounds, nullptr, apply_align_bounds}},
-    {"align_storage", {validate_align_storage, finish_align_storage, apply_align_storage}},
     {"reorder_storage", {validate_reorder_storage, nullptr, apply_reorder_storage}},
     {"store_in", {validate_store_in, nullptr, apply_store_in}},
     {"compute_with", {validate_compute_with, finish_compute_with, apply_compute_with}},

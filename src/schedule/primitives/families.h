@@ -78,8 +78,6 @@ void apply_unscheduled(CallApply &a);
 // storage.cpp: a Func's buffer: its bounds, layout, memory, prefetches and stores.
 void validate_bound(CallCheck &k);
 void validate_align_bounds(CallCheck &k);
-void validate_align_storage(CallCheck &k);
-void finish_align_storage(CallCheck &k);
 void validate_reorder_storage(CallCheck &k);
 void validate_store_in(CallCheck &k);
 void validate_prefetch(CallCheck &k);
@@ -87,7 +85,6 @@ void validate_stream_stores(CallCheck &k);
 void finish_stream_stores(CallCheck &k);
 void apply_bound(CallApply &a);
 void apply_align_bounds(CallApply &a);
-void apply_align_storage(CallApply &a);
 void apply_reorder_storage(CallApply &a);
 void apply_store_in(CallApply &a);
 void apply_prefetch(CallApply &a);

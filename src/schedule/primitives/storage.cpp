@@ -1,6 +1,6 @@
 /// \file
 /// The storage family: a Func's buffer, its bounds (bound, align_bounds), layout
-/// (reorder_storage, align_storage: a padded row pitch), memory (store_in), the prefetches that fill caches ahead of its loops
+/// (reorder_storage), memory (store_in), the prefetches that fill caches ahead of its loops
 /// (prefetch) and Loom's non-temporal stores into it (stream_stores), which Halide 14 cannot
 /// express and codegen honours (codegen/streaming_stores.h).
 
@@ -47,21 +47,6 @@ void validate_align_bounds(CallCheck &k) {
     pure_var(k, 0);
     k.positive(1, "modulus");
     if (k.n > 2) k.integer(2, "remainder");
-}
-
-void validate_align_storage(CallCheck &k) {
-    pure_var(k, 0);
-    k.positive(1, "alignment");
-}
-
-void finish_align_storage(CallCheck &k) {
-    const FuncModel &f = k.f;
-    // Halide inlines a pure Func left at its default placement; one with updates gets a buffer.
-    const bool inlined = f.place.kind == Placement::Inline || (f.place.kind == Placement::Default && f.stages.size() < 2);
-    if (f.is_output || inlined)
-        k.fail(k.st.func + (f.is_output ? " is an output, whose buffer the caller allocates"
-                                        : std::string(" is inlined and has no buffer")) +
-               ": align_storage pads a buffer the pipeline allocates; compute_root() or compute_at() it first");
 }
 
 void validate_reorder_storage(CallCheck &k) {
@@ -125,8 +110,6 @@ void apply_bound(CallApply &a) { a.f.bound(Halide::Var(a.c.args[0].name), a.expr
 void apply_align_bounds(CallApply &a) {
     a.f.align_bounds(Halide::Var(a.c.args[0].name), a.expr(1), a.n > 2 ? a.expr(2) : Halide::Expr(0));
 }
-
-void apply_align_storage(CallApply &a) { a.f.align_storage(Halide::Var(a.c.args[0].name), a.expr(1)); }
 
 void apply_reorder_storage(CallApply &a) {
     std::vector<Halide::Var> vs;
