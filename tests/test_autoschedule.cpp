@@ -917,6 +917,42 @@ TEST(Autoschedule, OnePixelConvsTileChannels) {
     }
 }
 
+// ShuffleNetV2's stage 4: 1x1 convs over 232 channels (weights blocked by 8, no 16-lane vector per
+// block). At 7x7 a row tile fills 7 of 16 lanes, so AVX-512 tiles the channels in 8-lane vectors;
+// at 14x14 the row tile fills 14 of 16 and stays (D195). Both match the reference.
+TEST(Autoschedule, NarrowRowConvsTileChannelsInHalfVectors) {
+    struct Case { int64_t HW; const char *avx512_path; int avx512_lanes; };
+    for (const Case &k : {Case{7, "conv.channel_tile", 8}, Case{14, "", 0}}) {
+        Builder b;
+        std::string x = b.input("x", {1, 232, k.HW, k.HW});
+        std::string c = b.node("Conv", {x, b.random_constant("w", {232, 232, 1, 1}, 141), b.random_constant("bias", {232}, 142)},
+                               {1, 232, k.HW, k.HW}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "pointwise");
+        b.out("Relu", {c}, {1, 232, k.HW, k.HW});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + std::to_string(k.HW) + "x" + std::to_string(k.HW) + "\n" + tilings(res));
+            std::string path;
+            int lanes = 0;
+            for (const auto &[root, t] : res.tiling)
+                if (t.path.rfind("conv.", 0) == 0) path = t.path, lanes = t.vector_lanes;
+            if (fm.name == "avx512_2core") {
+                if (*k.avx512_path) {
+                    EXPECT_EQ(path, k.avx512_path);
+                    EXPECT_EQ(lanes, k.avx512_lanes);
+                } else {
+                    EXPECT_NE(path, "conv.channel_tile") << "14-wide rows fill a row tile's vectors";
+                }
+            } else {
+                EXPECT_EQ(path, "conv.channel_tile");
+                EXPECT_EQ(lanes, 8);
+            }
+        }
+        check_auto_with_avx2(b.g, "a 1x1 conv over 232 channels");
+    }
+}
+
 // MobileNetV3-large's second block: a stride-2 depthwise conv vectorized over channels stores its
 // output NCHW for a 1x1 conv to 24 channels (no channel tile). Rounding that conv's 56-wide rows up
 // to 64 would widen the depthwise output's planes to 14 KiB apart and fold its vectors' lanes into

@@ -36,10 +36,13 @@ bool one_pixel(const FuncInfo &f) {
 
 // The lanes of a channel tile: a vector, or half of a 16-lane one where the weight blocks (24 or 8
 // channels: 168, 240) hold no whole vector and the output is one pixel, which has no row to
-// vectorize instead (bench/DECISIONS.md#d193-one-pixel-convs-half-vectors).
+// vectorize instead (bench/DECISIONS.md#d193-one-pixel-convs-half-vectors), or its rows are
+// narrower than a vector, which a row tile would fill only in part (7 or 14 of 16 lanes;
+// bench/DECISIONS.md#d195-narrow-rows-half-vector-channel-tiles).
 int channel_tile_lanes(const FuncInfo &f, const MachineModel &m) {
     const int B = f.lf->conv_weight_block, V = m.lanes(f.lf->dtype);
-    return B != 0 && B % V != 0 && V >= 16 && B % (V / 2) == 0 && one_pixel(f) ? V / 2 : V;
+    const bool narrow = f.lf->extents.size() == 4 && f.lf->extents[3] <= V / 2;
+    return B != 0 && B % V != 0 && V >= 16 && B % (V / 2) == 0 && (one_pixel(f) || narrow) ? V / 2 : V;
 }
 
 // A conv that Ctx::channel_tile can vectorize over output channels: weights blocked by lowering
