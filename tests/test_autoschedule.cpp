@@ -953,6 +953,32 @@ TEST(Autoschedule, NarrowRowConvsTileChannelsInHalfVectors) {
     }
 }
 
+// A channel-tiled conv at 7x7 whose output is stored NCHW (a graph output): rows of 28 bytes, so
+// tasks of rows would share every cache line of every plane between cores. With more than one core
+// its tasks are channel blocks; at 28x28 (112-byte rows) they stay rows (D197). Both match the
+// reference.
+TEST(Autoschedule, NarrowNchwChannelTilesSplitTasksByChannels) {
+    struct Case { int64_t HW; const char *tasks; };
+    for (const Case &k : {Case{7, "channel_blocks"}, Case{28, "rows"}}) {
+        Builder b;
+        std::string x = b.input("x", {1, 96, k.HW, k.HW});
+        std::string c = b.node("Conv", {x, b.random_constant("w", {192, 96, 1, 1}, 151), b.random_constant("bias", {192}, 152)},
+                               {1, 192, k.HW, k.HW}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "pointwise");
+        b.out("Relu", {c}, {1, 192, k.HW, k.HW});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + std::to_string(k.HW) + "x" + std::to_string(k.HW) + "\n" + tilings(res));
+            std::string tasks;
+            for (const auto &[root, t] : res.tiling)
+                if (t.path == "conv.channel_tile") tasks = t.tasks;
+            EXPECT_EQ(tasks, k.tasks);
+        }
+        check_auto_with_avx2(b.g, "a 1x1 conv stored NCHW");
+    }
+}
+
 // MobileNetV3-large's second block: a stride-2 depthwise conv vectorized over channels stores its
 // output NCHW for a 1x1 conv to 24 channels (no channel tile). Rounding that conv's 56-wide rows up
 // to 64 would widen the depthwise output's planes to 14 KiB apart and fold its vectors' lanes into
