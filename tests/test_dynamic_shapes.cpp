@@ -555,55 +555,6 @@ TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
         expect_y_matches_reference(*m, imported, s, 5);
 }
 
-// On the fixed avx512_2core machine the transformer's two feed-forward GEMMs tile their rows by 8
-// with no Func computed inside the tiles (ff1 per batch of its GELU epilogue, its rows rounded up;
-// ff2 at root, `size_seq % 8 == 0` for its RoundUp split). Each takes its tiles as written only
-// where 8 divides the sequence and one copy per other remainder, its rows' split guarded (the
-// simplifier folds the last tile's guards there); the last copy is unconditional, so no guarded
-// copy, no half tile and no copy by value is compiled. The GEMMs that compute an accumulator per
-// tile of a wrapper keep their tiles, half tiles and smallest sizes by value. Every remainder, and
-// sizes below the tile, against the reference.
-TEST(DynamicShapes, RowTilesTakeOneCopyPerRemainder) {
-    const std::string path = testing::data_path("dynamic_transformer.onnx");
-    Graph imported = import_onnx(path);
-    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx512_2core();
-    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
-    Halide::Target t = host_target();
-    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
-                                                                   path, false, fixed);
-    LoweredPipeline fresh = lower_graph(prepare_at({"x=2x64x64"}), lowering_for_schedule({}, "auto"));
-    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
-    for (const char *gemm : {"ff1_matmul", "ff2_matmul"}) {
-        auto it = plan.find({gemm, 0});
-        ASSERT_NE(it, plan.end()) << gemm << "\n" << print_schedule(em.main.schedule);
-        const SizeSpecialization &sp = it->second;
-        EXPECT_EQ(sp.text, "size_seq >= 8, size_seq % 8 == 0") << gemm;
-        ASSERT_EQ(sp.more.size(), 7u) << gemm;
-        for (int r = 1; r < 8; r++) {
-            EXPECT_EQ(sp.more[r - 1].second, "size_seq % 8 == " + std::to_string(r) + kRemainderNote) << gemm;
-            EXPECT_TRUE(sp.remainder_copies.count(r - 1)) << gemm << " copy " << r;
-            EXPECT_TRUE(sp.more_factors[r - 1].empty()) << gemm << " copy " << r;
-        }
-        EXPECT_TRUE(sp.no_other_size) << gemm << ": the guarded copy is compiled";
-        EXPECT_EQ(sp.narrow, -1) << gemm;
-    }
-    auto wrapper = plan.find({"matmul_1_out", -1});
-    ASSERT_NE(wrapper, plan.end());
-    EXPECT_TRUE(wrapper->second.remainder_copies.empty());
-    EXPECT_EQ(wrapper->second.more.size(), 4u) << wrapper->second.text;  // half tile, 1, 2, 3 by value
-    std::string text = em.main.applied.specializations_text("");
-    EXPECT_NE(text.find("the last row tile exact at size_seq % 8 == 1: ff1_matmul.update(0) ff2_matmul.update(0)\n"),
-              std::string::npos)
-        << text;
-    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
-    for (Shape s : std::vector<Shape>{{2, 64, 64}, {1, 1, 64}, {2, 3, 64}, {1, 7, 64}, {2, 8, 64}, {1, 9, 64},
-                                      {2, 17, 64}, {1, 20, 64}, {2, 23, 64}, {1, 30, 64}, {2, 45, 64}, {1, 100, 64}})
-        expect_y_matches_reference(*m, imported, s, 11);
-}
-
 // The CNN fixture planned at 64x64 (fixed avx2_2core machine) vectorizes its stem conv, pools and
 // depthwise conv along the width; below their tiles (width < 16 for the stem) the guarded copy ran
 // those vectors as guarded scalar lanes, the accumulators in memory. Each such kernel gets a narrow

@@ -67,9 +67,8 @@ public:
                 for (size_t k = 0; special && k < special->size(); k++) {  // the same loops, tails as written
                     CallApply twin(m_, final_, p_, out_, st, c, before);
                     twin.stage = (*special)[k];
+                    twin.specialized = true;
                     const SizeSpecialization &sp = plan_.at({st.func, st.stage});
-                    // A remainder copy is the guarded general case under its condition.
-                    twin.specialized = !(k >= 1 && sp.remainder_copies.count((int)k - 1));
                     twin.whole_loops = sp.whole_loops;
                     if (k >= 1 && k - 1 < sp.more_factors.size()) twin.split_factors = &sp.more_factors[k - 1];
                     if (k >= 1 && (int)k - 1 == sp.narrow) twin.narrow_loops = &sp.narrow_loops;
@@ -100,11 +99,6 @@ private:
             for (const auto &[cond, text] : conds) {
                 stages.push_back(st.stage < 0 ? f.specialize(cond) : f.update(st.stage).specialize(cond));
                 out_.specialized[text].push_back(st.stage_name());
-            }
-            if (plan->second.no_other_size) {
-                const std::string why = "no copy of " + st.stage_name() + " takes these sizes";
-                if (st.stage < 0) f.specialize_fail(why);
-                else f.update(st.stage).specialize_fail(why);
             }
             it = made_.emplace(key, stages).first;
         }
@@ -158,8 +152,6 @@ std::string AppliedSchedule::specializations_text(const std::string &indent) con
     for (const auto &[when, stages] : specialized) {
         if (when.rfind("every size", 0) == 0) t += indent + "tails as written at " + when + ", nothing guarded:";
         else if (when.find(kNarrowCopyNote) != std::string::npos) t += indent + "narrow copy at " + when + ":";
-        else if (when.find(kRemainderNote) != std::string::npos)
-            t += indent + "the last row tile exact at " + when.substr(0, when.find(kRemainderNote)) + ":";
         else if (when.find(kWholeRowsNote) != std::string::npos)
             t += indent + "one tile of the whole rows at " + when.substr(0, when.find(kWholeRowsNote)) + ":";
         else t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";

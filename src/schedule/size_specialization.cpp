@@ -48,11 +48,6 @@ bool var_moves(const LoweredFunc &lf, const std::string &v) {
 
 }  // namespace
 
-bool &remainder_copies_enabled() {
-    static bool on = true;
-    return on;
-}
-
 bool &narrow_copies_enabled() {
     static bool on = true;
     return on;
@@ -405,43 +400,12 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                     spec.more_factors.push_back({{var, factor}});
                 }
         };
-        const Halide::Expr &e = term->second.first;
-        // A kernel whose tiles hold no Func computed inside them, over the rows of one size, takes
-        // one copy per remainder of its tile instead (`size_seq % 8 == 1` … 7), each with its rows'
-        // split guarded: Halide's simplifier learns the remainder and folds the last tile's guards,
-        // so full tiles run as written and the last one as exactly its rows, accumulators in
-        // registers, as the compile for one size has it; the tiles as written only where the tile
-        // divides the rows. Every size is then served by an exact copy: no rows rounded up past
-        // the size, no guarded copy (bench/DECISIONS.md#d222-dynamic-shapes-row-tile-remainder-copies).
-        bool hosts_inside = false;
-        for (const auto &[key, spec] : out)
-            if (kernel_of(key.first) == kernel && spec.whole_loops) hosts_inside = true;
-        if (remainder_copies_enabled() && tail_remainder_copies() > 0 && !hosts_inside && tile <= kMostRemainderCopies &&
-            e.as<Halide::Internal::Variable>()) {
-            const std::string divides = term->first + " % " + std::to_string(tile) + " == 0";
-            for (auto &[key, spec] : out) {
-                if (kernel_of(key.first) != kernel || spec.always) continue;
-                if (nd.divides.empty()) {
-                    spec.condition = spec.condition && (e % (int)tile) == 0;
-                    spec.text += ", " + divides;
-                }
-                for (int64_t r = 1; r < tile; r++) {
-                    spec.remainder_copies.insert((int)spec.more.size());
-                    spec.more.push_back({(e % (int)tile) == (int)r, term->first + " % " + std::to_string(tile) +
-                                                                        " == " + std::to_string(r) + kRemainderNote});
-                    spec.more_factors.push_back({});
-                }
-                // The last copy's condition stays (its guards fold by it); the sizes are all taken.
-                spec.no_other_size = true;
-            }
-            every_size_copied.insert(kernel);
-            continue;
-        }
         int64_t shortest = tile;
         if (nd.divides.empty() && tile >= 4 && tile % 2 == 0) {
             add_copy(term->second.first >= (int)(tile / 2), term->first + " >= " + std::to_string(tile / 2), tile / 2);
             shortest = tile / 2;
         }
+        const Halide::Expr &e = term->second.first;
         Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(e, sizes);
         const int64_t *lo = in.has_lower_bound() ? Halide::Internal::as_const_int(Halide::Internal::simplify(in.min)) : nullptr;
         int made = 0;

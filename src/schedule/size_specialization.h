@@ -48,13 +48,6 @@ struct SizeSpecialization {
     /// written ones, by the split var (`i` -> 3 where the schedule writes `split(i, io, ii, 6)`): the
     /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy).
     std::vector<std::map<std::string, int64_t>> more_factors;
-    /// Indices in \p more of remainder copies (`size_seq % 8 == 3`): applied as the guarded general
-    /// case (every split of a moving loop GuardWithIf), where the known remainder folds the last
-    /// tile's guards (bench/DECISIONS.md#d222-dynamic-shapes-row-tile-remainder-copies).
-    std::set<int> remainder_copies;
-    /// The conditions take every size a run can have: the general case is Halide's
-    /// specialize_fail (an error call, no code) rather than a guarded copy.
-    bool no_other_size = false;
     /// Index in \p more of the kernel's narrow copy (-1: none): there every split of a loop whose
     /// extent moves is by 1 and no such loop is vectorized or unrolled (the loops of \p narrow_loops),
     /// so no tail is left to guard, and no loop runs in parallel (too little work to wake the pool). It serves the sizes below the kernel's tiles, where the guarded
@@ -93,17 +86,6 @@ int &tail_remainder_copies();
 
 /// What the condition text of a copy for one smallest size ends with.
 constexpr const char *kWholeRowsNote = " (rows as one tile)";
-
-/// What a remainder copy's condition text ends with (SizeSpecialization::remainder_copies).
-constexpr const char *kRemainderNote = " (the last row tile exact)";
-
-/// The longest row tile whose remainders each get a copy (SizeSpecialization::remainder_copies):
-/// one copy per remainder, compile time grows with the tile.
-constexpr int64_t kMostRemainderCopies = 8;
-
-/// Whether kernels over the rows of one size take remainder copies (on by default): a test or a
-/// measurement sets it to compare with the earlier copies (tiles, half tiles, smallest sizes).
-bool &remainder_copies_enabled();
 
 /// What a narrow copy's condition text ends with (SizeSpecialization::narrow).
 constexpr const char *kNarrowCopyNote = " (moving loops split by 1, none vectorized)";
