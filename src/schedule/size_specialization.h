@@ -84,7 +84,8 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
 /// planned size has at most 4 of its tiles: the first for the planned size's remainder
 /// (`size_batch % 6 == 4`), the next for the smallest sizes by value (`size_batch == 1`, then 2 …);
 /// and at most how many a kernel whose rows are shorter than its shortest tile gets, one per
-/// smallest size by value, its tile the whole rows (bench/DECISIONS.md#d220-dynamic-shapes-smallest-rows-by-value).
+/// smallest size by value, its tile the whole rows (bench/DECISIONS.md#d220-dynamic-shapes-smallest-rows-by-value);
+/// a kernel whose tile must divide its rows gets one for every size below its tile (kMostCopiesBelowADividedTile).
 /// 3 by default, 0: none (`--tail-copies`). Each folds the last tile's row guards at its sizes and
 /// costs compile time (bench/DECISIONS.md#d128, #d136).
 int &tail_remainder_copies();
