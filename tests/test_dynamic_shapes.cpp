@@ -603,6 +603,36 @@ TEST(DynamicShapes, DividedRowTilesCopyEverySizeBelowTheTile) {
         expect_y_matches_reference(*m, imported, {batch, 64}, 13);
 }
 
+// A row reduction whose length moves is not rfactored (D226): the transformer's softmax over the
+// sequence, planned at 2x64x64 on the fixed avx512_2core machine, reduces its max and sum in vector
+// partials when compiled for that size alone, and whole rows when compiled for every size (partials
+// 16 wide left a guarded last step at every length 16 does not divide). Lengths below, between and
+// above the partials' width against the reference.
+TEST(DynamicShapes, MovingRowReductionsAreNotRfactored) {
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    const FixedMachine fm = machines::avx512_2core();
+    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::ScheduledModel st =
+        cli::schedule_model(prepared_with(imported, {"x=2x64x64"}, false), "auto", t, path, {}, fixed);
+    std::string static_text = print_schedule(st.schedule);
+    for (const char *rf : {"softmax_max_rf", "softmax_sum_rf"})
+        EXPECT_NE(static_text.find(rf), std::string::npos) << rf << "\n" << static_text;
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    std::string text = print_schedule(em.main.schedule);
+    EXPECT_EQ(text.find("softmax_max_rf"), std::string::npos) << text;
+    EXPECT_EQ(text.find("softmax_sum_rf"), std::string::npos) << text;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{2, 64, 64}, {1, 1, 64}, {2, 5, 64}, {1, 15, 64}, {2, 16, 64}, {2, 17, 64},
+                                      {1, 100, 64}})
+        expect_y_matches_reference(*m, imported, s, 17);
+}
+
 // The CNN fixture planned at 64x64 (fixed avx2_2core machine) vectorizes its stem conv, pools and
 // depthwise conv along the width; below their tiles (width < 16 for the stem) the guarded copy ran
 // those vectors as guarded scalar lanes, the accumulators in memory. Each such kernel gets a narrow
