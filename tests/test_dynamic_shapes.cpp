@@ -555,6 +555,84 @@ TEST(DynamicShapes, ShortRowsTakeACopyWithHalfTiles) {
         expect_y_matches_reference(*m, imported, s, 5);
 }
 
+// On the fixed avx512_2core machine the MLP planned at batch 16 tiles fc1's and fc2's rows by 8 with
+// a RoundUp split of a root Func (`size_batch % 8 == 0`), which leaves no half tile: each takes one
+// tile of the whole rows at every batch below 8 (D223; before, 4-7 ran the guarded copy, all their
+// rows in its guarded last tile) and no copy with the tails as written (D224: the guarded copy's
+// full tiles are those tails). The wrapper GEMM fc3 keeps its tile, half tile and batches 1-3.
+// Every batch below the tile, multiples of it and others against the reference.
+TEST(DynamicShapes, DividedRowTilesCopyEverySizeBelowTheTile) {
+    const std::string path = testing::data_path("dynamic_mlp.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    const FixedMachine fm = machines::avx512_2core();
+    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    LoweredPipeline fresh = lower_graph(prepare_at({"x=16x64"}), lowering_for_schedule({}, "auto"));
+    auto plan = plan_size_specializations(em.main.schedule, fresh, t);
+    for (const char *gemm : {"fc1_gemm", "fc2_gemm"}) {
+        auto it = plan.find({gemm, 0});
+        ASSERT_NE(it, plan.end()) << gemm << "\n" << print_schedule(em.main.schedule);
+        const SizeSpecialization &sp = it->second;
+        EXPECT_EQ(sp.text, "size_batch >= 8, size_batch % 8 == 0") << gemm;
+        EXPECT_FALSE(sp.written_copy) << gemm;
+        ASSERT_EQ(sp.more.size(), 7u) << gemm;
+        ASSERT_EQ(sp.more_factors.size(), 7u) << gemm;
+        for (int v = 1; v < 8; v++) {
+            EXPECT_EQ(sp.more[v - 1].second, "size_batch == " + std::to_string(v) + kWholeRowsNote) << gemm;
+            EXPECT_FALSE(Halide::Internal::is_const_one(sp.more[v - 1].first)) << gemm << " copy " << v;
+            EXPECT_EQ(sp.more_factors[v - 1], (std::map<std::string, int64_t>{{"i", v}})) << gemm << " copy " << v;
+        }
+    }
+    auto fc3 = plan.find({"fc3_gemm_out", -1});
+    ASSERT_NE(fc3, plan.end());
+    EXPECT_TRUE(fc3->second.written_copy);
+    EXPECT_EQ(fc3->second.text, "size_batch >= 8");
+    EXPECT_EQ(fc3->second.more.size(), 4u);  // the half tile, batches 1-3
+    std::string text = em.main.applied.specializations_text("");
+    EXPECT_NE(text.find("one tile of the whole rows at size_batch == 7: fc1_gemm.update(0) fc2_gemm.update(0)\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("size_batch % 8 == 0"), std::string::npos) << text;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (int batch : {16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 24, 33, 64})
+        expect_y_matches_reference(*m, imported, {batch, 64}, 13);
+}
+
+// A row reduction whose length moves is not rfactored (D226): the transformer's softmax over the
+// sequence, planned at 2x64x64 on the fixed avx512_2core machine, reduces its max and sum in vector
+// partials when compiled for that size alone, and whole rows when compiled for every size (partials
+// 16 wide left a guarded last step at every length 16 does not divide). Lengths below, between and
+// above the partials' width against the reference.
+TEST(DynamicShapes, MovingRowReductionsAreNotRfactored) {
+    const std::string path = testing::data_path("dynamic_transformer.onnx");
+    Graph imported = import_onnx(path);
+    const FixedMachine fm = machines::avx512_2core();
+    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    cli::ScheduledModel st =
+        cli::schedule_model(prepared_with(imported, {"x=2x64x64"}, false), "auto", t, path, {}, fixed);
+    std::string static_text = print_schedule(st.schedule);
+    for (const char *rf : {"softmax_max_rf", "softmax_sum_rf"})
+        EXPECT_NE(static_text.find(rf), std::string::npos) << rf << "\n" << static_text;
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=2x64x64"}), prepare_at, "auto", t,
+                                                                   path, false, fixed);
+    std::string text = print_schedule(em.main.schedule);
+    EXPECT_EQ(text.find("softmax_max_rf"), std::string::npos) << text;
+    EXPECT_EQ(text.find("softmax_sum_rf"), std::string::npos) << text;
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{2, 64, 64}, {1, 1, 64}, {2, 5, 64}, {1, 15, 64}, {2, 16, 64}, {2, 17, 64},
+                                      {1, 100, 64}})
+        expect_y_matches_reference(*m, imported, s, 17);
+}
+
 // The CNN fixture planned at 64x64 (fixed avx2_2core machine) vectorizes its stem conv, pools and
 // depthwise conv along the width; below their tiles (width < 16 for the stem) the guarded copy ran
 // those vectors as guarded scalar lanes, the accumulators in memory. Each such kernel gets a narrow

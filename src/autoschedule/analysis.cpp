@@ -161,6 +161,8 @@ std::map<std::string, FuncInfo> analyze(const LoweredPipeline &p) {
                 ext.push_back(x);
                 iters *= (double)std::max<int64_t>(1, x);
             }
+            if (fi.rvar_extents.empty() && !u.schedule().rvars().empty())
+                fi.inner_rvar_moves = !Halide::Internal::as_const_int(u.schedule().rvars()[0].extent);
             fi.rvar_extents.push_back(ext);
             fi.update_iters.push_back(iters);
         }

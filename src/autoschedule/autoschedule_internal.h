@@ -19,6 +19,9 @@ struct FuncInfo {
     bool has_update = false;
     std::vector<double> update_iters;     ///< per update: points × reduction extent
     std::vector<std::vector<int64_t>> rvar_extents;  ///< per update, innermost first
+    /// Update 0's innermost RVar has an extent that moves with the input sizes (dynamic shapes; its
+    /// rvar_extents entry is the representative one).
+    bool inner_rvar_moves = false;
     /// Calls of each producer Func per stage: [0] pure, [1+k] update k.
     std::vector<std::map<std::string, int>> calls;
     /// The constant Buffers (weights, biases) its definitions read, by name: their bytes. A kernel

@@ -70,6 +70,12 @@ bool Ctx::rfactor_rows(const std::string &s, const std::string &at_func, const s
                        bool row_tile) {
     const FuncInfo &f = fi(s);
     if (!f.has_update || !f.inner_rvar_contiguous || f.rvar_extents[0].empty()) return false;
+    // A row whose length moves (a softmax over the sequence, compiled for every size): split by
+    // the partials' width chosen at the planned length, every length the width does not divide
+    // runs a guarded last step in both reductions, and a shorter one runs only that; left whole,
+    // the one compile ran faster at every length measured, the planned one included
+    // (bench/DECISIONS.md#d226-dynamic-shapes-moving-rows-not-rfactored).
+    if (f.inner_rvar_moves) return false;
     int V = lanes(s);
     int64_t ext = f.rvar_extents[0][0];
     // The widest partial (1-4 vectors) that still takes four steps, else two: the partials'

@@ -70,8 +70,9 @@ public:
                     twin.specialized = true;
                     const SizeSpecialization &sp = plan_.at({st.func, st.stage});
                     twin.whole_loops = sp.whole_loops;
-                    if (k >= 1 && k - 1 < sp.more_factors.size()) twin.split_factors = &sp.more_factors[k - 1];
-                    if (k >= 1 && (int)k - 1 == sp.narrow) twin.narrow_loops = &sp.narrow_loops;
+                    const int more = sp.written_copy ? (int)k - 1 : (int)k;  // index in sp.more
+                    if (more >= 0 && more < (int)sp.more_factors.size()) twin.split_factors = &sp.more_factors[more];
+                    if (more >= 0 && more == sp.narrow) twin.narrow_loops = &sp.narrow_loops;
                     actions->apply(twin);
                 }
             } catch (const Halide::Error &e) {
@@ -93,7 +94,8 @@ private:
         auto it = made_.find(key);
         if (it == made_.end()) {
             Halide::Func f = call.f;
-            std::vector<std::pair<Halide::Expr, std::string>> conds = {{plan->second.condition, plan->second.text}};
+            std::vector<std::pair<Halide::Expr, std::string>> conds;
+            if (plan->second.written_copy) conds.push_back({plan->second.condition, plan->second.text});
             conds.insert(conds.end(), plan->second.more.begin(), plan->second.more.end());
             std::vector<Halide::Stage> stages;
             for (const auto &[cond, text] : conds) {

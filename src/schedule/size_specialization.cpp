@@ -408,9 +408,20 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         const Halide::Expr &e = term->second.first;
         Halide::Internal::Interval in = Halide::Internal::bounds_of_expr_in_scope(e, sizes);
         const int64_t *lo = in.has_lower_bound() ? Halide::Internal::as_const_int(Halide::Internal::simplify(in.min)) : nullptr;
+        // A kernel with a divisibility term has no half tile: the sizes between the copies and its
+        // tile would run the guarded copy, all of their rows in its guarded last tile (the MLP at
+        // batch 7: 1.9x). It takes a copy for each size below its tile instead, while the tile is
+        // short (bench/DECISIONS.md#d223-dynamic-shapes-every-size-below-a-divided-tile).
+        int most = tail_remainder_copies();
+        if (!nd.divides.empty() && most > 0 && tile <= kMostCopiesBelowADividedTile) most = std::max<int>(most, (int)tile - 1);
+        // Such a kernel's copy with the tails as written only repeats the guarded copy's full tiles
+        // (bench/DECISIONS.md#d224-dynamic-shapes-no-written-copy-of-a-divided-tile).
+        if (!nd.divides.empty() && most > 0 && nd.divides.begin()->second.second == tile)
+            for (auto &[key, spec] : out)
+                if (kernel_of(key.first) == kernel && !spec.always) spec.written_copy = false;
         int made = 0;
         int64_t v = lo ? std::max<int64_t>(*lo, 1) : 1;
-        for (; v < shortest && made < tail_remainder_copies(); v++, made++) {
+        for (; v < shortest && made < most; v++, made++) {
             // The last of them, where they and the tiles leave no size to the guarded copy (no
             // divisibility term either), is taken unconditionally: the guarded copy is not compiled.
             bool last = v + 1 == shortest && nd.divides.empty();

@@ -48,6 +48,11 @@ struct SizeSpecialization {
     /// written ones, by the split var (`i` -> 3 where the schedule writes `split(i, io, ii, 6)`): the
     /// short-rows copy of a kernel whose row tiles are longer than the rows (bench/DECISIONS.md#d144-dynamic-shapes-short-rows-copy).
     std::vector<std::map<std::string, int64_t>> more_factors;
+    /// Whether \p condition takes a copy with the tails as written. Not for a kernel whose one moving
+    /// split is its rows' RoundUp tile (`size_seq % 8 == 0`): there the guarded copy's full tiles,
+    /// which Halide's loop partitioning runs free of guards, are those tails already, so that copy
+    /// would be compiled twice (bench/DECISIONS.md#d224-dynamic-shapes-no-written-copy-of-a-divided-tile).
+    bool written_copy = true;
     /// Index in \p more of the kernel's narrow copy (-1: none): there every split of a loop whose
     /// extent moves is by 1 and no such loop is vectorized or unrolled (the loops of \p narrow_loops),
     /// so no tail is left to guard, and no loop runs in parallel (too little work to wake the pool). It serves the sizes below the kernel's tiles, where the guarded
@@ -79,13 +84,19 @@ std::map<std::pair<std::string, int>, SizeSpecialization> plan_size_specializati
 /// planned size has at most 4 of its tiles: the first for the planned size's remainder
 /// (`size_batch % 6 == 4`), the next for the smallest sizes by value (`size_batch == 1`, then 2 …);
 /// and at most how many a kernel whose rows are shorter than its shortest tile gets, one per
-/// smallest size by value, its tile the whole rows (bench/DECISIONS.md#d220-dynamic-shapes-smallest-rows-by-value).
+/// smallest size by value, its tile the whole rows (bench/DECISIONS.md#d220-dynamic-shapes-smallest-rows-by-value);
+/// a kernel whose tile must divide its rows gets one for every size below its tile (kMostCopiesBelowADividedTile).
 /// 3 by default, 0: none (`--tail-copies`). Each folds the last tile's row guards at its sizes and
 /// costs compile time (bench/DECISIONS.md#d128, #d136).
 int &tail_remainder_copies();
 
 /// What the condition text of a copy for one smallest size ends with.
 constexpr const char *kWholeRowsNote = " (rows as one tile)";
+
+/// A kernel whose row tile must divide the rows (a RoundUp split of a root Func) and is at most this
+/// long gets a copy of one tile of the whole rows for every size below the tile, whatever
+/// tail_remainder_copies() says (when it is not 0): it has no half tile to take those sizes.
+constexpr int64_t kMostCopiesBelowADividedTile = 8;
 
 /// What a narrow copy's condition text ends with (SizeSpecialization::narrow).
 constexpr const char *kNarrowCopyNote = " (moving loops split by 1, none vectorized)";
