@@ -917,6 +917,15 @@ TEST(Autoschedule, OnePixelConvsTileChannels) {
     }
 }
 
+// A graph of one 1x1 conv named "pointwise" (\p cin -> \p cout channels at \p hw x \p hw, random
+// weights and bias from \p seed and seed + 1) and a ReLU, its output.
+static void pointwise_conv_relu(Builder &b, int64_t cin, int64_t cout, int64_t hw, uint64_t seed) {
+    std::string x = b.input("x", {1, cin, hw, hw});
+    std::string c = b.node("Conv", {x, b.random_constant("w", {cout, cin, 1, 1}, seed), b.random_constant("bias", {cout}, seed + 1)},
+                           {1, cout, hw, hw}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "pointwise");
+    b.out("Relu", {c}, {1, cout, hw, hw});
+}
+
 // ShuffleNetV2's stage 4: 1x1 convs over 232 channels (weights blocked by 8, no 16-lane vector per
 // block). At 7x7 a row tile fills 7 of 16 lanes, so AVX-512 tiles the channels in 8-lane vectors;
 // at 14x14 the row tile fills 14 of 16 and stays (D195). Both match the reference.
@@ -924,10 +933,7 @@ TEST(Autoschedule, NarrowRowConvsTileChannelsInHalfVectors) {
     struct Case { int64_t HW; const char *avx512_path; int avx512_lanes; };
     for (const Case &k : {Case{7, "conv.channel_tile", 8}, Case{14, "", 0}}) {
         Builder b;
-        std::string x = b.input("x", {1, 232, k.HW, k.HW});
-        std::string c = b.node("Conv", {x, b.random_constant("w", {232, 232, 1, 1}, 141), b.random_constant("bias", {232}, 142)},
-                               {1, 232, k.HW, k.HW}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "pointwise");
-        b.out("Relu", {c}, {1, 232, k.HW, k.HW});
+        pointwise_conv_relu(b, 232, 232, k.HW, 141);
         prepare_graph(b.g);
         LoweredPipeline lp = lower_graph(b.g);
         for (const FixedMachine &fm : both_levels()) {
@@ -961,10 +967,7 @@ TEST(Autoschedule, NarrowNchwChannelTilesSplitTasksByChannels) {
     struct Case { int64_t HW; const char *tasks; };
     for (const Case &k : {Case{7, "channel_blocks"}, Case{28, "rows"}}) {
         Builder b;
-        std::string x = b.input("x", {1, 96, k.HW, k.HW});
-        std::string c = b.node("Conv", {x, b.random_constant("w", {192, 96, 1, 1}, 151), b.random_constant("bias", {192}, 152)},
-                               {1, 192, k.HW, k.HW}, {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "pointwise");
-        b.out("Relu", {c}, {1, 192, k.HW, k.HW});
+        pointwise_conv_relu(b, 96, 192, k.HW, 151);
         prepare_graph(b.g);
         LoweredPipeline lp = lower_graph(b.g);
         for (const FixedMachine &fm : both_levels()) {
