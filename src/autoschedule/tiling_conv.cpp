@@ -36,9 +36,9 @@ bool one_pixel(const FuncInfo &f) {
 
 // The lanes of a channel tile: a vector, or half of a 16-lane one where the weight blocks (24 or 8
 // channels: 168, 240) hold no whole vector and the output is one pixel, which has no row to
-// vectorize instead (bench/DECISIONS.md#d193-one-pixel-convs-half-vectors), or its rows are
-// narrower than a vector, which a row tile would fill only in part (7 or 14 of 16 lanes;
-// bench/DECISIONS.md#d195-narrow-rows-half-vector-channel-tiles).
+// vectorize instead (bench/DECISIONS.md#d193-one-pixel-convs-half-vectors), or its rows are at
+// most half a vector wide, which a row tile would fill only in part (7 of 16 lanes; 14-wide rows
+// keep their row tiles: bench/DECISIONS.md#d195-narrow-rows-half-vector-channel-tiles).
 int channel_tile_lanes(const FuncInfo &f, const MachineModel &m) {
     const int B = f.lf->conv_weight_block, V = m.lanes(f.lf->dtype);
     const bool narrow = f.lf->extents.size() == 4 && f.lf->extents[3] <= V / 2;
@@ -280,7 +280,8 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // at each store: tasks are channel blocks instead, where there are two a core
     // (bench/DECISIONS.md#d197-narrow-nchw-outputs-split-by-channels).
     const int cores = std::max(1, m.cores);
-    const bool narrow_nchw = cores > 1 && W * fi(F).esize < 64 && e[0] * ((e[1] + B - 1) / B) >= 2 * cores &&
+    constexpr int64_t kCacheLineBytes = 64;
+    const bool narrow_nchw = cores > 1 && W * fi(F).esize < kCacheLineBytes && e[0] * ((e[1] + B - 1) / B) >= 2 * cores &&
                              !output_channels_innermost(R);
     c.rows_outer = channel_tile_rows_outer(fi(F), m) && !narrow_nchw;
     // Weights past L2 with enough channel blocks for every core: a task is a channel block, all
