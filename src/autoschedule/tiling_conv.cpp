@@ -280,18 +280,19 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // at each store: tasks are channel blocks instead, where there are two a core
     // (bench/DECISIONS.md#d197-narrow-nchw-outputs-split-by-channels).
     const int cores = std::max(1, m.cores);
+    const int64_t blocks = e[0] * (e[1] / B);  // channel blocks of every image (B divides the channels)
     constexpr int64_t kCacheLineBytes = 64;
-    const bool narrow_nchw = cores > 1 && W * fi(F).esize < kCacheLineBytes && e[0] * ((e[1] + B - 1) / B) >= 2 * cores &&
-                             !output_channels_innermost(R);
+    const bool narrow_nchw =
+        cores > 1 && W * fi(F).esize < kCacheLineBytes && blocks >= 2 * cores && !output_channels_innermost(R);
     c.rows_outer = channel_tile_rows_outer(fi(F), m) && !narrow_nchw;
     // Weights past L2 with enough channel blocks for every core: a task is a channel block, all
     // its row blocks inside, so each core streams its own blocks' weights from memory. With the
     // row blocks fused into the parallel loop, both cores took row blocks of one channel block at
     // a time and waited on one weight stream (bench/DECISIONS.md#d31-conv-channel-block-order).
-    c.block_tasks = !c.rows_outer && (narrow_nchw || e[0] * (e[1] / B) >= 4 * cores);
+    c.block_tasks = !c.rows_outer && (narrow_nchw || blocks >= 4 * cores);
     // Rows outer: tasks of up to 4 tile rows, at least 4 tasks per core where the image has them.
     const int64_t tile_rows = (H + NH - 1) / NH;
-    c.RT = c.rows_outer ? (int)std::clamp<int64_t>(e[0] * tile_rows / (4 * std::max(1, m.cores)), 1, 4) : 1;
+    c.RT = c.rows_outer ? (int)std::clamp<int64_t>(e[0] * tile_rows / (4 * cores), 1, 4) : 1;
 }
 
 void Ctx::channel_tile(ScheduleStatement &st, const ConvPlan &c) {
