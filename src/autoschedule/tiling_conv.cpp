@@ -217,6 +217,17 @@ static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, bool on
         }
 }
 
+// Whether the conv's padded input is wider than a stride-1 conv of its taps reads: it steps by
+// more than one pixel along its rows.
+bool Ctx::reads_strided_rows(const std::string &F) const {
+    const LoweredFunc &L = lf(F);
+    const int64_t row_taps = fi(F).rvar_extents[0][0];
+    for (const auto &pr : L.producers)
+        if (lf(pr).padded_input && lf(pr).extents.size() == 4 && lf(pr).extents[3] > L.extents[3] + row_taps - 1)
+            return true;
+    return false;
+}
+
 // Output channels vectorized, for a conv whose weights lowering blocked by channel
 // (LoweredFunc::conv_weight_block B, [C_out/B][C_in][kH][kW][B]): a tile of NP (w) x NH (rows)
 // pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
@@ -240,8 +251,14 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // of pixels: a step loads 2 weight vectors and broadcasts 7 inputs into 14 FMAs, where one
     // block over two rows broadcasts 14 (15 loads). A 3x3 conv is no faster so
     // (bench/DECISIONS.md#d30-conv-channel-tiles).
+    // With 32 registers a conv of several taps takes them too where its inputs are not reused from
+    // tap to tap (stride 2: each tap broadcasts new inputs, so the step is bound by its loads) or
+    // where two rows of 7 would recompute a row (7x7 images): two weight vectors per 7 broadcasts
+    // (bench/DECISIONS.md#d198-two-channel-blocks-for-strided-and-7x7-convs).
     const auto &re = fi(F).rvar_extents[0];
-    const bool two_blocks = re.size() >= 3 && re[0] * re[1] == 1 && L.conv_weight_block == V &&
+    const bool several_taps_pay = m.vector_registers >= 32 && (reads_strided_rows(F) || e[2] % 2 == 1);
+    const bool two_blocks = re.size() >= 3 && (re[0] * re[1] == 1 || several_taps_pay) &&
+                            L.conv_weight_block == V &&
                             e[1] % (2 * L.conv_weight_block) == 0;  // AVX-512: a block is one vector
     const int B = L.conv_weight_block * (two_blocks ? 2 : 1);
     const int cvec = B / V;

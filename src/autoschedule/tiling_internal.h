@@ -269,6 +269,8 @@ struct Ctx {
     /// kernel or the padded input it computes, or a pointwise Func inlined into such a kernel or pad
     /// whose readers all do.
     bool reads_pixel_channels(const std::string &f) const;
+    /// Whether conv \p F's padded input is wider than a stride-1 conv of its taps reads (stride > 1).
+    bool reads_strided_rows(const std::string &F) const;
     /// Whether depthwise conv \p F runs ConvPlan::DepthwiseChannels: under a pointwise epilogue
     /// that is no graph output (or, no graph output itself, at its kernel's root, per tile of a
     /// wrapper `<conv>_out`), at stride 2 or with 5 or more taps a row, its filter stored
