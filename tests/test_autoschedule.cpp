@@ -1045,6 +1045,36 @@ TEST(Autoschedule, RowsReadFromChannelVectorizedNchwOutputsAreNotRoundedUp) {
     check_auto_with_avx2(b.g, "a 1x1 conv reading a channel-vectorized NCHW output");
 }
 
+// A stride-2 depthwise conv vectorized over channels whose output a 1x1 conv to 24 channels reads
+// NCHW. At 14x14 (56-byte rows, 6 channel blocks) two cores writing tasks of rows would share cache
+// lines of every plane: with two cores its tasks are channel blocks; at 28x28 (112-byte rows) and on
+// one core they stay rows (D199). All match the reference.
+TEST(Autoschedule, NarrowNchwDepthwiseOutputsSplitTasksByChannels) {
+    struct Case { int64_t in_hw; const char *two_core_tasks; };
+    for (const Case &k : {Case{28, "channel_blocks"}, Case{56, "rows"}}) {
+        Builder b;
+        std::string x = b.input("x", {1, 16, k.in_hw, k.in_hw});
+        const int64_t out = k.in_hw / 2;
+        std::string c = expand_relu_depthwise(b, x, 16, 96, k.in_hw, 3, 2, 171);
+        std::string h = b.node("Relu", {c}, {1, 96, out, out}, {}, DType::F32, "dw_relu");
+        std::string pj = b.node("Conv", {h, b.random_constant("pw", {24, 96, 1, 1}, 173)}, {1, 24, out, out},
+                                {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "project");
+        b.out("Relu", {pj}, {1, 24, out, out});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        FixedMachine one_core = machines::avx512_2core();
+        one_core.model.cores = 1;
+        one_core.name = "avx512, one core";
+        for (const FixedMachine &fm : {machines::avx512_2core(), one_core}) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + std::to_string(out) + "x" + std::to_string(out) + "\n" + tilings(res));
+            ASSERT_EQ(res.tiling_of("dw_relu").path, "conv.depthwise_channels");
+            EXPECT_EQ(res.tiling_of("dw_relu").tasks, fm.model.cores > 1 ? k.two_core_tasks : "rows");
+        }
+        check_auto_with_avx2(b.g, "a depthwise conv stored NCHW at " + std::to_string(out) + "x" + std::to_string(out));
+    }
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.
@@ -1179,8 +1209,8 @@ TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChann
 
 // The same block at stride 2 (MobileNetV3-large's features.4 at 28x28): the depthwise conv, at the
 // root of its kernel, is vectorized over channels per tile of a wrapper `dw_out` (stored NCHW for
-// the pool), its padded input with the ReLU inlined stored channels innermost and sliding down
-// each task's rows, the expansion channel-tiled to store its output so (AVX2: AVX-512 does not
+// the pool), a task per channel block, its padded input with the ReLU inlined stored channels
+// innermost and sliding down the block's rows, the expansion channel-tiled to store its output so (AVX2: AVX-512 does not
 // channel-tile 72 channels). With the knob off (--nchw-conv-inputs) it keeps its root tiles. Both
 // plans match the reference on both ISAs.
 TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapper) {
@@ -1206,9 +1236,10 @@ TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapp
             EXPECT_EQ(res.tiling_of("dw").path, dwc ? "conv.depthwise_channels" : "conv.root_tiles");
             EXPECT_EQ(res.tiling_of("dw").wrapper, dwc);
             EXPECT_EQ(has_call(s, "dw", -1, {"in", {}, "dw_out"}), dwc);
-            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_out", "co"}}), dwc);
-            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_out", "ho"}}), dwc);
-            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_out", "hi"}}), dwc);
+            // 14x14 rows are shorter than a cache line: a task per channel block (D199)
+            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_out", "wo"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_out", "co"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_out", "h"}}), dwc);
             EXPECT_EQ(has_call(s, "dw_pad", -1, {"reorder_storage", {"c", "w", "h", "n"}}), dwc);
             EXPECT_FALSE(has_call(s, "dw_out", -1, {"reorder_storage", {"c", "w", "h", "n"}})) << "the pool reads it";
             const std::string ex_root = res.plan.decision("expand")->kernel;

@@ -1145,7 +1145,14 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     // shares with the next (kernel - stride), so tasks are few; where the rows do not divide, the
     // last task shifts inwards and recomputes a row or two.
     const int64_t tasks = 2 * std::max(1, m.cores);
-    const int64_t RH = std::max<int64_t>(1, (H + tasks - 1) / tasks);
+    const bool cl = output_channels_innermost(k.root);  // F itself where T is its wrapper
+    // Stored NCHW with rows shorter than a cache line, tasks of rows would write the same lines of
+    // every channel plane from two cores: tasks are channel blocks instead, all rows inside, where
+    // there are two a core (bench/DECISIONS.md#d199-narrow-depthwise-outputs-split-by-channels).
+    constexpr int64_t kCacheLineBytes = 64;
+    const bool channel_tasks = m.cores > 1 && !cl && W * fi(F).esize < kCacheLineBytes &&
+                               e[0] * (e[1] / V) >= 2 * (int64_t)m.cores;
+    const int64_t RH = channel_tasks ? 1 : std::max<int64_t>(1, (H + tasks - 1) / tasks);
     std::vector<std::string> tused = names_of(info.count(T) ? T : F);  // a wrapper has F's vars
     const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
                       wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
@@ -1153,10 +1160,12 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     tiling.tile_w = WT;
     tiling.tile_rows = (int)RH;
     tiling.tile_channels = V;
+    tiling.tasks = channel_tasks ? "channel_blocks" : "rows";
     st.comments.back() = str_cat("depthwise conv vectorized over channels: tiles of ", WT, " pixels x ", V,
-                                 " channels, the taps unrolled around their ", WT, " accumulators; tasks of ", RH,
-                                 " rows, the padded input stored channels innermost and computed a row at a time");
-    const bool cl = output_channels_innermost(k.root);  // F itself where T is its wrapper
+                                 " channels, the taps unrolled around their ", WT, " accumulators; ",
+                                 channel_tasks ? std::string("a task per channel block, its rows inside")
+                                               : str_cat("tasks of ", RH, " rows"),
+                                 ", the padded input stored channels innermost and computed a row at a time");
     if (cl) {
         st.comments.push_back(str_cat(T, ": stored channels innermost (every reader takes a pixel's channels together)"));
         st.add("reorder_storage", {c, w, h, n});
@@ -1165,12 +1174,12 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     if (guard) wsplit.push_back(ScheduleArg::tail("GuardWithIf"));
     if (RH > 1) st.add("split", {h, ho, hi, RH});
     st.add("split", {c, co, ci, V}).add("split", wsplit);
-    Args ro = {ci, wi, co, wo};
+    Args ro = channel_tasks ? Args{ci, wi, wo, h, co} : Args{ci, wi, co, wo};
     if (RH > 1) ro.push_back(hi);
-    ro.push_back(RH > 1 ? ho : h);
+    if (!channel_tasks) ro.push_back(RH > 1 ? ho : h);
     ro.push_back(n);
     st.add("reorder", ro);
-    std::string par = RH > 1 ? ho : h;
+    std::string par = channel_tasks ? co : RH > 1 ? ho : h;
     if (e[0] > 1) {
         const std::string t = fresh(tused, "t");
         st.add("fuse", {par, n, t});
@@ -1179,7 +1188,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     st.add("vectorize", {ci, V}).add("unroll", {wi}).add("parallel", {par});  // the last use of st
     ScheduleStatement &fs = add(F);
     note(fs, F);
-    fs.add("compute_at", {T, co}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h}).add("vectorize", {c, V})
+    fs.add("compute_at", {T, channel_tasks ? wo : co}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h}).add("vectorize", {c, V})
         .add("unroll", {w});
     ScheduleStatement &u = add(F, 0);
     const auto &rv = lf(F).update_rvars[0];
@@ -1200,7 +1209,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
         tiling.pad_per = "row";
         ps.comments.push_back(pr + ": padded input stored channels innermost per task of " + T +
                               ", computed a row at a time as the task's rows slide down it");
-        ps.add("store_at", {T, par}).add("compute_at", {T, RH > 1 ? hi : par})
+        ps.add("store_at", {T, par}).add("compute_at", {T, channel_tasks ? h : RH > 1 ? hi : par})
             .add("reorder_storage", {pv[1], pv[3], pv[2], pv[0]}).add("reorder", {pv[1], pv[3], pv[2], pv[0]})
             .add("vectorize", {pv[1], V});
         placed.insert(pr);
