@@ -46,16 +46,7 @@ except AttributeError:
     sys.exit("run under LD_PRELOAD=libmemtrack.so (cc -O2 -shared -fPIC -o libmemtrack.so memtrack.c)")
 live.restype = peak.restype = ctypes.c_longlong
 torch.set_num_threads(threads)
-factory, shape, loss, _ = b.models()[model]
-with torch.no_grad():
-    out_shape = tuple(factory()(torch.zeros(*shape)).shape)
-g = torch.Generator().manual_seed(1)
-x = (torch.rand(*shape, generator=g) * 2 - 1).contiguous()
-if loss == "cross_entropy":
-    target = torch.randint(0, out_shape[1], (out_shape[0],), generator=g, dtype=torch.int64)
-else:
-    target = (torch.rand(*out_shape, generator=g) * 2 - 1).contiguous()
-x_ptr = (ctypes.c_void_p * 1)(x.data_ptr())
+x, target = b.fixed_batch(model)
 io_bytes = x.numel() * x.element_size() + target.numel() * target.element_size()
 
 
@@ -75,29 +66,18 @@ def measure(make):
 
 
 def loom(kept=True):
-    path = os.path.abspath(lib)
+    path = lib
     if not kept:  # a second copy of the library: its own Halide runtime, its own allocator hooks
         import shutil
         import tempfile
         path = os.path.join(tempfile.mkdtemp(), os.path.basename(lib))
         shutil.copy(lib, path)
-    so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    create = getattr(so, model + "_step_train_create")
-    create.restype = ctypes.c_void_p
-    stepf = getattr(so, model + "_step_train_step")
-    stepf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
-    trainer = create()
-    assert trainer
+    so, step = b.loom_step(path, model, x, target)
     if not kept:  # Halide's own malloc and free again: each buffer freed after its last use
         so.halide_set_custom_malloc.restype = so.halide_set_custom_free.restype = ctypes.c_void_p
         so.halide_set_custom_malloc.argtypes = so.halide_set_custom_free.argtypes = [ctypes.c_void_p]
         so.halide_set_custom_malloc(ctypes.cast(so.halide_default_malloc, ctypes.c_void_p))
         so.halide_set_custom_free(ctypes.cast(so.halide_default_free, ctypes.c_void_p))
-    out = ctypes.c_float()
-
-    def step():
-        assert stepf(trainer, x_ptr, ctypes.c_void_p(target.data_ptr()), ctypes.byref(out)) == 0
-        return out.value
     return step
 
 
