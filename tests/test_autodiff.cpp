@@ -721,6 +721,19 @@ TEST(TrainStep, FewRowGemmsReadTheWeightAsA) {
     EXPECT_EQ(reading_as_a(make_training_step(tm.grad, OptimizerSpec{}, StepDevice::Gpu).graph, "fc2.weight"), 0);
 }
 
+// A training step's plan for the AVX2 preset, JIT-compiled for this host, computes what the
+// interpreter does on random data (seed \p seed).
+void expect_avx2_plan_matches_interpreter(const TrainingStepGraph &step, uint64_t seed) {
+    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine avx2 = machines::avx2_2core();
+    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
+    JitModel jit(std::move(lp));
+    auto in = random_inputs(step.graph, seed);
+    auto got = jit.run(in), want = run_reference(step.graph, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+}
+
 // A training step's ReLU and GELU after a weight-as-A product (D150) read the [N, M] product
 // transposed and gather each vector from V of its rows; the plan runs them in V x V tiles, the
 // transposed var unrolled inside each vector step, so the V gathers of a tile share their cache
@@ -744,14 +757,7 @@ TEST(TrainStep, TransposedProductReadsRunInSquareTiles) {
             EXPECT_NE(stmt.find(call), std::string::npos) << f << ": " << call << "\n" << stmt;
         EXPECT_EQ(avx512.find(f + ": gathers its vectors"), std::string::npos) << avx512;
     }
-    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
-    FixedMachine m = machines::avx2_2core();
-    apply_schedule(auto_schedule(lp, m.target, m.model), lp, host_target());
-    JitModel jit(std::move(lp));
-    auto in = random_inputs(step.graph, 17);
-    auto got = jit.run(in), want = run_reference(step.graph, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+    expect_avx2_plan_matches_interpreter(step, 17);
 }
 
 // The transformer fixture's step planned for a fixed machine (avx512_2core): its exact GELU is one
@@ -786,14 +792,7 @@ TEST(TrainStep, AttentionBOperandsAreStoredTransposed) {
             EXPECT_NE(plan.find(stored), std::string::npos) << m.name << ": " << stored << "\n" << plan;
         EXPECT_EQ(plan.find("fuses transpose, transpose_1 into matmul"), std::string::npos) << m.name << "\n" << plan;
     }
-    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
-    FixedMachine avx2 = machines::avx2_2core();
-    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
-    JitModel jit(std::move(lp));
-    auto in = random_inputs(step.graph, 11);
-    auto got = jit.run(in), want = run_reference(step.graph, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+    expect_avx2_plan_matches_interpreter(step, 11);
 }
 
 // The weight gradients dW = Xᵀ·dY read X and dY through a reshape merging [batch, seq] into rows,
@@ -847,14 +846,7 @@ TEST(TrainStep, WeightGradientGemmsReadRowsFlat) {
     for (const auto &n : seen->divmod) names += " " + n;
     EXPECT_TRUE(seen->divmod.empty()) << seen->divmod.size() << " loads with a divide or modulo:" << names;
 
-    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
-    FixedMachine avx2 = machines::avx2_2core();
-    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
-    JitModel jit(std::move(lp));
-    auto in = random_inputs(step.graph, 13);
-    auto got = jit.run(in), want = run_reference(step.graph, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+    expect_avx2_plan_matches_interpreter(step, 13);
 }
 
 // A weight gradient dW = Xᵀ·dY over the [batch, seq] rows reads both operands through inlined

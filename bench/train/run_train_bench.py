@@ -28,6 +28,11 @@ sys.path.insert(0, os.path.join(ROOT, "frontends", "torch"))
 
 def models():
     """name -> (factory, input shape, loss, opset)."""
+    try:
+        import onnx  # noqa: F401  export_fixtures (the CNN's module) imports it; timing needs only the classes
+    except ImportError:
+        import types
+        sys.modules["onnx"] = types.ModuleType("onnx")
     from export_fixtures import CNN
     from models import MLP, EncoderLayer
     return {

@@ -24,16 +24,11 @@ import ctypes
 import gc
 import os
 import sys
-import types
 
 model, lib = sys.argv[1], sys.argv[2]
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 threads = int(os.environ.setdefault("HL_NUM_THREADS", "1"))
 import torch  # noqa: E402
-try:
-    import onnx  # noqa: F401
-except ImportError:
-    sys.modules["onnx"] = types.ModuleType("onnx")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "frontends", "torch"))

@@ -15,7 +15,6 @@ usage: [BLOCK=5] step_turns_one_process.py MODEL THREADS ROUNDS STEPS NAME=LIB [
 import os
 import sys
 import time
-import types
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 with_torch = "--no-torch" not in sys.argv
@@ -24,10 +23,6 @@ variants = [a.split("=", 1) for a in args[4:]]
 os.environ["HL_NUM_THREADS"] = str(threads)
 
 import torch  # noqa: E402
-try:
-    import onnx  # noqa: F401  export_fixtures (the CNN's module) imports it; only the model classes are needed
-except ImportError:
-    sys.modules["onnx"] = types.ModuleType("onnx")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "frontends", "torch"))
