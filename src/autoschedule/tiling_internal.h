@@ -183,6 +183,9 @@ struct Ctx {
     /// A pointwise kernel that reads its producer transposed: tiles, the producer's tile copied
     /// first (`in`); false when the kernel does not transpose (tiling.cpp says why).
     bool transposed_tile();
+    /// A rank-2 pointwise kernel whose inlined member reads a product transposed in cache: tiles
+    /// of one vector by one vector, the transposed var unrolled; false when none (tiling.cpp).
+    bool transposed_member_tiles();
     /// Prefetches of the next row of the inputs that costly row-buffered Func \p f reads.
     void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv);
     /// prefetch on \p st of each graph input that \p f reads point for point (through inlined
