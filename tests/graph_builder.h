@@ -68,6 +68,24 @@ struct GraphBuilder {
     }
 };
 
+/// nn.Linear then \p act ("gelu": the erf form, or "relu") on an [M, K] matrix, stored in bfloat16
+/// node for node as torch.onnx writes a bf16 model (bench/gpu/kernel_models.py bf16_bias_*):
+/// Gemm(x, W [N, K], b, transB=1), then Relu, or Div by √2 as bf16 (1.4140625, or \p sqrt2), Erf,
+/// Add 1, Mul by the product, Mul 0.5; the weights random, rounded to bf16. Returns the output.
+inline std::string bf16_linear(GraphBuilder &b, const std::string &act, int64_t M, int64_t K, int64_t N,
+                               double sqrt2 = 1.4142135623730951) {
+    const DType h = DType::BF16;
+    Tensor w(DType::F32, {N, K}), bias(DType::F32, {N});
+    fill_random(w, 3, -0.5, 0.5);
+    fill_random(bias, 4, -0.5, 0.5);
+    std::string y = b.node("Gemm", {b.input("x", {M, K}, h), b.constant("w", w.cast(h)), b.constant("b", bias.cast(h))},
+                           {M, N}, {{"transB", int64_t(1)}}, h);
+    if (act == "relu") return b.out("Relu", {y}, {M, N}, {}, h);
+    std::string e = b.node("Erf", {b.node("Div", {y, b.scalar(sqrt2, h)}, {M, N}, {}, h)}, {M, N}, {}, h);
+    e = b.node("Mul", {y, b.node("Add", {e, b.scalar(1.0, h)}, {M, N}, {}, h)}, {M, N}, {}, h);
+    return b.out("Mul", {e, b.scalar(0.5, h)}, {M, N}, {}, h);
+}
+
 /// A batched GEMM [3, 21, 24] x [3, 24, 40] (of a Relu) that is a graph output and is also read by
 /// a Tanh, the second output; schedule() wraps the GEMM (`in()`, realized in its place) and
 /// computes it per 4x8 tile of the wrapper, 21 rows leaving a tile that is shifted inwards.

@@ -1935,6 +1935,50 @@ TEST(Aot, CudaBf16ExactGeluGemmIsOneCublasLtCall) {
     }
 }
 
+// A bf16 model's nn.Linear then ReLU or the exact GELU (torch.onnx's Gemm and erf region with bf16
+// constants; D100 widens the input with a Cast and rounds the output with one), prepared as for a
+// CUDA BF16 compile, is the one cuBLASLt call and nothing else: the bf16 graph input is its A as it
+// is (no copy: rounding the widened value back is the identity), and its output, BF16 (kGemmBf16Output;
+// the bias BF16 too), is the graph output itself. Under FP32 the same model keeps the FP32 stage
+// (and, for the GELU, a Halide GELU) with a Cast after it.
+TEST(Aot, CudaBf16ModelLinearIsOneCublasLtCallOnItsOwnTensors) {
+    for (const std::string act : {"relu", "gelu"}) {
+        loom::testing::GraphBuilder b;
+        loom::testing::bf16_linear(b, act, 64, 32, 96);
+        prepare_graph(b.g);
+        ASSERT_EQ(fuse_linear_exact_gelu(b.g, exact_gelu_region_slack(Precision::BF16)), act == "gelu" ? 1 : 0);
+        for (Precision p : {Precision::BF16, Precision::FP32}) {
+            LowerOptions lo;
+            lo.gemm_extern = true;
+            lo.gemm_precision = p;
+            LoweredPipeline lp = lower_graph(b.g, lo);
+            const bool bf16 = p == Precision::BF16;
+            const std::string what = act + " " + precision_name(p);
+            EXPECT_EQ(lp.extern_calls, (std::vector<std::string>{bf16 || act == "relu" ? "loom_cublaslt_bias_act" : "loom_cublas_sgemm"}))
+                << what;
+            ASSERT_EQ(lp.output_funcs.size(), 1u);
+            EXPECT_EQ(lp.output_dtypes[0], DType::BF16) << what;
+            const LoweredFunc *ext = nullptr;
+            int copies = 0;
+            for (const auto &f : lp.funcs) {
+                if (f.is_extern) ext = &f;
+                copies += f.feeds_extern && !f.is_extern;
+            }
+            EXPECT_EQ(copies, bf16 ? 0 : 1) << what << ": an FP32 stage reads the widened input";
+            if (!bf16) {
+                EXPECT_EQ(lp.output_funcs[0].find("cublas"), std::string::npos) << what << ": a Cast rounds the output";
+                continue;
+            }
+            ASSERT_NE(ext, nullptr) << what;
+            EXPECT_EQ(ext->input_reads, std::vector<std::string>{"x"}) << what;
+            EXPECT_EQ(lp.output_funcs[0], ext->name) << what;
+            EXPECT_EQ(ext->func.output_types()[0], Halide::UInt(16)) << what;
+            auto [object, symbols] = cuda_artifact(lp, "bf16_linear_" + act);
+            EXPECT_NE(symbols.find("T loom_cublaslt_bias_act"), std::string::npos) << symbols;
+        }
+    }
+}
+
 // Attention's products of two computed operands (Q K^T, P V: [1, H, S, d] x [1, H, d, S]) are
 // cuBLAS batched GEMMs on CUDA (loom_cublas_batched), the weight GEMMs cuBLASLt; the artifact links.
 // A batch whose matrices start 256-byte aligned is one strided-batch cuBLASLt call (its layouts'

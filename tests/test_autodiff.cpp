@@ -721,6 +721,45 @@ TEST(TrainStep, FewRowGemmsReadTheWeightAsA) {
     EXPECT_EQ(reading_as_a(make_training_step(tm.grad, OptimizerSpec{}, StepDevice::Gpu).graph, "fc2.weight"), 0);
 }
 
+// A training step's plan for the AVX2 preset, JIT-compiled for this host, computes what the
+// interpreter does on random data (seed \p seed).
+void expect_avx2_plan_matches_interpreter(const TrainingStepGraph &step, uint64_t seed) {
+    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+    FixedMachine avx2 = machines::avx2_2core();
+    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
+    JitModel jit(std::move(lp));
+    auto in = random_inputs(step.graph, seed);
+    auto got = jit.run(in), want = run_reference(step.graph, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+}
+
+// A training step's ReLU and GELU after a weight-as-A product (D150) read the [N, M] product
+// transposed and gather each vector from V of its rows; the plan runs them in V x V tiles, the
+// transposed var unrolled inside each vector step, so the V gathers of a tile share their cache
+// lines (bench/DECISIONS.md#d214-in-cache-transposed-reads-in-square-tiles). The MLP fixture's
+// step (8 rows): on the AVX2 preset both kernels are tiled 8 x 8; on AVX-512 its 8 rows are no
+// multiple of 16 and keep the row loops. The AVX2 plan JIT-compiled matches the interpreter on
+// random data.
+TEST(TrainStep, TransposedProductReadsRunInSquareTiles) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("mlp.onnx"), {}, "cross_entropy", "", "min-cut");
+    TrainingStepGraph step = make_training_step(tm.grad, OptimizerSpec{});
+    auto plan_for = [&](const FixedMachine &m) {
+        LoweredPipeline p = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
+        return print_schedule(auto_schedule(p, m.target, m.model));
+    };
+    const std::string avx2 = plan_for(machines::avx2_2core()), avx512 = plan_for(machines::avx512_2core());
+    for (const std::string f : {"relu", "gelu"}) {
+        size_t at = avx2.find("\n" + f + ".compute_root()");
+        ASSERT_NE(at, std::string::npos) << f << "\n" << avx2;
+        std::string stmt = avx2.substr(at, avx2.find(';', at) - at);
+        for (const char *call : {"split(i, io, ii, 8)", "split(j, jo, ji, 8)", "reorder(ji, ii, jo, io)", "unroll(ii)"})
+            EXPECT_NE(stmt.find(call), std::string::npos) << f << ": " << call << "\n" << stmt;
+        EXPECT_EQ(avx512.find(f + ": gathers its vectors"), std::string::npos) << avx512;
+    }
+    expect_avx2_plan_matches_interpreter(step, 17);
+}
+
 // The transformer fixture's step planned for a fixed machine (avx512_2core): its exact GELU is one
 // forward kernel, and the GELU gradient stays in the epilogue of the GEMM that computes the
 // incoming gradient, reading the saved output (a Where for Φ = y / x, φ's Exp) and evaluating no
@@ -753,14 +792,7 @@ TEST(TrainStep, AttentionBOperandsAreStoredTransposed) {
             EXPECT_NE(plan.find(stored), std::string::npos) << m.name << ": " << stored << "\n" << plan;
         EXPECT_EQ(plan.find("fuses transpose, transpose_1 into matmul"), std::string::npos) << m.name << "\n" << plan;
     }
-    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
-    FixedMachine avx2 = machines::avx2_2core();
-    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
-    JitModel jit(std::move(lp));
-    auto in = random_inputs(step.graph, 11);
-    auto got = jit.run(in), want = run_reference(step.graph, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+    expect_avx2_plan_matches_interpreter(step, 11);
 }
 
 // The weight gradients dW = Xᵀ·dY read X and dY through a reshape merging [batch, seq] into rows,
@@ -814,14 +846,7 @@ TEST(TrainStep, WeightGradientGemmsReadRowsFlat) {
     for (const auto &n : seen->divmod) names += " " + n;
     EXPECT_TRUE(seen->divmod.empty()) << seen->divmod.size() << " loads with a divide or modulo:" << names;
 
-    LoweredPipeline lp = lower_graph(step.graph, lowering_for_schedule(LowerOptions{}, "auto"));
-    FixedMachine avx2 = machines::avx2_2core();
-    apply_schedule(auto_schedule(lp, avx2.target, avx2.model), lp, host_target());
-    JitModel jit(std::move(lp));
-    auto in = random_inputs(step.graph, 13);
-    auto got = jit.run(in), want = run_reference(step.graph, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, t] : want) EXPECT_TRUE(close(got.at(name), t, 1e-4)) << name;
+    expect_avx2_plan_matches_interpreter(step, 13);
 }
 
 // A weight gradient dW = Xᵀ·dY over the [batch, seq] rows reads both operands through inlined

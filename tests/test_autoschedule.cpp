@@ -814,7 +814,7 @@ TEST(Autoschedule, ConvOutputsReadByOneByOneConvsAreStoredChannelsInnermost) {
 
 // AVX2's channel tile at 7x7 is 4 (w) x 1 (rows): two rows of 2 or 3 pixels would recompute a third
 // to a half of the image (ShiftInwards tiles); at 14x14 the two-row tile divides the image and
-// stays; AVX-512's 7 x 2 tile is unchanged. A 1x1 conv over one vector of output channels per
+// stays; AVX-512's tile at 7x7 is one row of 7 x two channel blocks (D198). A 1x1 conv over one vector of output channels per
 // block (232: not a multiple of 16) takes one whole row of 7 on AVX2, 7 accumulators, where 4 x 2
 // would recompute 31%. All schedules match the reference.
 TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
@@ -851,8 +851,8 @@ TEST(Autoschedule, Avx2ChannelTilesAt7x7RecomputeLittle) {
             const KernelTiling tn = res.tiling_of(res.plan.decision("narrow")->kernel);
             EXPECT_EQ(tn.path, "conv.channel_tile");
             EXPECT_EQ(std::make_tuple(tn.tile_w, tn.tile_rows, tn.tile_channels), std::make_tuple(7, 1, 8));
-        } else {
-            EXPECT_EQ(std::make_pair(t7.tile_w, t7.tile_rows), std::make_pair(7, 2));
+        } else {  // two channel blocks of one row (D198)
+            EXPECT_EQ(std::make_tuple(t7.tile_w, t7.tile_rows, t7.tile_channels), std::make_tuple(7, 1, 32));
         }
     }
     check_auto_with_avx2(b.g, "7x7 channel tiles");
@@ -959,6 +959,43 @@ TEST(Autoschedule, NarrowRowConvsTileChannelsInHalfVectors) {
     }
 }
 
+// A 3x3 conv over 64 channels, ReLU after it. With 32 registers (AVX-512), at stride 2 (each tap
+// broadcasts new inputs) and at 7x7 (two rows of 7 would recompute an eighth row) its channel tile
+// is one row of 7 pixels x two 16-channel blocks; at 14x14, stride 1, two rows x one block. With 16
+// registers (AVX2) its 16-channel blocks in two 8-lane vectors everywhere (D198). All match the
+// reference.
+TEST(Autoschedule, StridedAnd7x7ConvsTakeTwoChannelBlocks) {
+    struct Case { int64_t in_hw, stride, out_hw; int avx512_rows, avx512_channels; };
+    for (const Case &k : {Case{28, 2, 14, 1, 32}, Case{7, 1, 7, 1, 32}, Case{14, 1, 14, 2, 16}}) {
+        Builder b;
+        std::string x = b.input("x", {1, 64, k.in_hw, k.in_hw});
+        std::string c = b.node("Conv", {x, b.random_constant("w", {64, 64, 3, 3}, 161), b.random_constant("bias", {64}, 162)},
+                               {1, 64, k.out_hw, k.out_hw},
+                               {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                {"strides", std::vector<int64_t>{k.stride, k.stride}}},
+                               DType::F32, "conv3x3");
+        b.out("Relu", {c}, {1, 64, k.out_hw, k.out_hw});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        const std::string what = std::to_string(k.out_hw) + "x" + std::to_string(k.out_hw) + " stride " + std::to_string(k.stride);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + what + "\n" + tilings(res));
+            const KernelTiling *t = nullptr;
+            for (const auto &[root, kt] : res.tiling)
+                if (kt.path == "conv.channel_tile") t = &kt;
+            ASSERT_NE(t, nullptr);
+            const bool avx512 = fm.name == "avx512_2core";
+            EXPECT_EQ(t->tile_channels, avx512 ? k.avx512_channels : 16);
+            if (avx512) {
+                EXPECT_EQ(t->tile_w, 7);
+                EXPECT_EQ(t->tile_rows, k.avx512_rows);
+            }
+        }
+        check_auto_with_avx2(b.g, "a 3x3 conv at " + what);
+    }
+}
+
 // A channel-tiled conv at 7x7 whose output is stored NCHW (a graph output): rows of 28 bytes, so
 // tasks of rows would share every cache line of every plane between cores. With more than one core
 // its tasks are channel blocks; at 28x28 (112-byte rows) they stay rows (D197). Both match the
@@ -1006,6 +1043,36 @@ TEST(Autoschedule, RowsReadFromChannelVectorizedNchwOutputsAreNotRoundedUp) {
     EXPECT_EQ(text.find("dw_relu.compute_root()\n    .reorder_storage"), std::string::npos) << "dw_relu stays NCHW";
     EXPECT_FALSE(res.tiling_of("project").round_up) << "project's 56-wide rows are not rounded up";
     check_auto_with_avx2(b.g, "a 1x1 conv reading a channel-vectorized NCHW output");
+}
+
+// A stride-2 depthwise conv vectorized over channels whose output a 1x1 conv to 24 channels reads
+// NCHW. At 14x14 (56-byte rows, 6 channel blocks) two cores writing tasks of rows would share cache
+// lines of every plane: with two cores its tasks are channel blocks; at 28x28 (112-byte rows) and on
+// one core they stay rows (D199). All match the reference.
+TEST(Autoschedule, NarrowNchwDepthwiseOutputsSplitTasksByChannels) {
+    struct Case { int64_t in_hw; const char *two_core_tasks; };
+    for (const Case &k : {Case{28, "channel_blocks"}, Case{56, "rows"}}) {
+        Builder b;
+        std::string x = b.input("x", {1, 16, k.in_hw, k.in_hw});
+        const int64_t out = k.in_hw / 2;
+        std::string c = expand_relu_depthwise(b, x, 16, 96, k.in_hw, 3, 2, 171);
+        std::string h = b.node("Relu", {c}, {1, 96, out, out}, {}, DType::F32, "dw_relu");
+        std::string pj = b.node("Conv", {h, b.random_constant("pw", {24, 96, 1, 1}, 173)}, {1, 24, out, out},
+                                {{"kernel_shape", std::vector<int64_t>{1, 1}}}, DType::F32, "project");
+        b.out("Relu", {pj}, {1, 24, out, out});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        FixedMachine one_core = machines::avx512_2core();
+        one_core.model.cores = 1;
+        one_core.name = "avx512, one core";
+        for (const FixedMachine &fm : {machines::avx512_2core(), one_core}) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + std::to_string(out) + "x" + std::to_string(out) + "\n" + tilings(res));
+            ASSERT_EQ(res.tiling_of("dw_relu").path, "conv.depthwise_channels");
+            EXPECT_EQ(res.tiling_of("dw_relu").tasks, fm.model.cores > 1 ? k.two_core_tasks : "rows");
+        }
+        check_auto_with_avx2(b.g, "a depthwise conv stored NCHW at " + std::to_string(out) + "x" + std::to_string(out));
+    }
 }
 
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
@@ -1142,8 +1209,8 @@ TEST(Autoschedule, PadWithInlinedProducersOfARootDepthwiseConvIsComputedPerChann
 
 // The same block at stride 2 (MobileNetV3-large's features.4 at 28x28): the depthwise conv, at the
 // root of its kernel, is vectorized over channels per tile of a wrapper `dw_out` (stored NCHW for
-// the pool), its padded input with the ReLU inlined stored channels innermost and sliding down
-// each task's rows, the expansion channel-tiled to store its output so (AVX2: AVX-512 does not
+// the pool), a task per channel block, its padded input with the ReLU inlined stored channels
+// innermost and sliding down the block's rows, the expansion channel-tiled to store its output so (AVX2: AVX-512 does not
 // channel-tile 72 channels). With the knob off (--nchw-conv-inputs) it keeps its root tiles. Both
 // plans match the reference on both ISAs.
 TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapper) {
@@ -1169,9 +1236,10 @@ TEST(Autoschedule, StridedRootDepthwiseConvIsVectorizedOverChannelsThroughAWrapp
             EXPECT_EQ(res.tiling_of("dw").path, dwc ? "conv.depthwise_channels" : "conv.root_tiles");
             EXPECT_EQ(res.tiling_of("dw").wrapper, dwc);
             EXPECT_EQ(has_call(s, "dw", -1, {"in", {}, "dw_out"}), dwc);
-            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_out", "co"}}), dwc);
-            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_out", "ho"}}), dwc);
-            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_out", "hi"}}), dwc);
+            // 14x14 rows are shorter than a cache line: a task per channel block (D199)
+            EXPECT_EQ(has_call(s, "dw", -1, {"compute_at", {"dw_out", "wo"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"store_at", {"dw_out", "co"}}), dwc);
+            EXPECT_EQ(has_call(s, "dw_pad", -1, {"compute_at", {"dw_out", "h"}}), dwc);
             EXPECT_EQ(has_call(s, "dw_pad", -1, {"reorder_storage", {"c", "w", "h", "n"}}), dwc);
             EXPECT_FALSE(has_call(s, "dw_out", -1, {"reorder_storage", {"c", "w", "h", "n"}})) << "the pool reads it";
             const std::string ex_root = res.plan.decision("expand")->kernel;
@@ -1740,8 +1808,8 @@ TEST(Autoschedule, BlockedConvsTileOutputChannels) {
         SCOPED_TRACE(fm.name + "\n" + text);
         AutoScheduleResult r = plan_on(lp, fm);
         SCOPED_TRACE(tilings(r));
-        if (fm.name == "avx512_2core") {  // one vector per channel block
-            EXPECT_GE(channel_tiles(r, 7, 2, 16), 1);
+        if (fm.name == "avx512_2core") {  // one vector per channel block; at 7x7 two blocks of one row (D198)
+            EXPECT_GE(channel_tiles(r, 7, 1, 32), 1);
             EXPECT_GE(channel_tiles(r, 6, 2, 16), 1);
         } else {  // two vectors per channel block, unrolled; at 7x7, 4x1 pixels (8 accumulators of 16
                   // registers) recompute least (D81), and the 30-wide rows take 5x1

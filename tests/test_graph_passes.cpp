@@ -9,6 +9,7 @@
 #include "codegen/jit.h"
 #include "graph/gelu_recognition.h"
 #include "graph/passes.h"
+#include "lower/tanh_gelu.h"
 #include "ops/lower_graph.h"
 #include "reference/folding.h"
 #include "reference/reference.h"
@@ -621,6 +622,42 @@ TEST(GraphPasses, LinearExactGeluStaysWhereItCannotFuse) {
         EXPECT_EQ(lg.ops(g).front(), "MatMul") << c.why;
         for (const auto &n : g.nodes) EXPECT_NE(n.op, "Gemm") << c.why;
     }
+}
+
+// A bf16 model's nn.Linear then F.gelu (torch.onnx: Gemm, then the erf region with bf16 constants,
+// √2 as 1.4140625), widened by prepare_graph, becomes Gemm → Gelu('none') only with BF16's slack
+// (exact_gelu_region_slack: its √2 puts it 2.6e-5·|x| off the exact GELU, past the float32 match);
+// the Gemm stays as it is, the Casts of the model's input and output too. A √2 rounded further
+// (1.40625, 2^-6: 1.3e-3·|x| off) is no exact GELU even with the slack.
+TEST(GraphPasses, Bf16LinearExactGeluBecomesGeluWithBf16Slack) {
+    const double slack = exact_gelu_region_slack(Precision::BF16);
+    EXPECT_GT(slack, 2.6e-5);
+    EXPECT_EQ(exact_gelu_region_slack(Precision::FP32), 0.0);
+    auto ops = [](const Graph &g) {
+        std::vector<std::string> r;
+        for (const auto &n : g.nodes) r.push_back(n.op);
+        return r;
+    };
+    loom::testing::GraphBuilder b;
+    const std::string y = loom::testing::bf16_linear(b, "gelu", 32, 48, 64);
+    Graph plain = b.g;
+    prepare_graph(plain);
+    Graph strict = plain;
+    EXPECT_EQ(fuse_linear_exact_gelu(strict), 0) << "a bf16 √2 is no float32 match";
+    Graph fused = plain;
+    ASSERT_EQ(fuse_linear_exact_gelu(fused, slack), 1);
+    fused.validate();
+    EXPECT_EQ(ops(fused), (std::vector<std::string>{"Cast", "Gemm", "Gelu", "Cast"}));
+    EXPECT_EQ(fused.nodes[1].inputs[0], fused.nodes[0].outputs[0]) << "the Gemm reads the widened input";
+    EXPECT_EQ(fused.nodes[2].get_string("approximate", ""), "none");
+    auto ins = random_inputs(fused, 5);
+    EXPECT_TRUE(loom::testing::close(run_reference(fused, ins).at(y), run_reference(plain, ins).at(y), 1e-2, 1e-2))
+        << "the same function to bf16's rounding";
+
+    loom::testing::GraphBuilder far;
+    loom::testing::bf16_linear(far, "gelu", 32, 48, 64, 1.40625);
+    prepare_graph(far.g);
+    EXPECT_EQ(fuse_linear_exact_gelu(far.g, slack), 0);
 }
 
 // recognize_swish: PyTorch's opset-13 hard-swish (x * HardSigmoid(x), alpha 1/6) and SiLU

@@ -12,8 +12,13 @@ Rows:
   fp32 epilogue    Loom `--precision fp32` of the same, against PyTorch's FP32 x @ W alone.
   tf32 epilogue    Loom `--precision tf32` of the same (and of bias_gelu_tanh, the tanh form in
                    cuBLASLt's epilogue), Loom rows only.
-Every Loom output is checked against PyTorch's FP64 product on the same data (rel err under 1e-5 in
-FP32, 1e-2 in BF16); times are triton.testing.do_bench medians (L2 flushed between calls).
+  bf16 model       Loom `--precision bf16` of the bf16-stored models (bf16_bias_gelu / _relu: BF16 x
+                   in, BF16 y out, as the cuBLASLt-alone row), against the same rows plus PyTorch's own
+                   fused epilogue on those tensors (torch._addmm_activation: cuBLASLt GELU_BIAS, the tanh
+                   form, or RELU_BIAS).
+Every Loom output is checked against PyTorch's FP64 product on the same data (for a bf16 model: x, W
+and b rounded to bf16 as the model stores them; rel err under 1e-5 in FP32, 1e-2 in BF16); times are
+triton.testing.do_bench medians (L2 flushed between calls).
 
 Usage: gemm_bench.py --artifacts DIR   (DIR/<model>__<fp32|bf16>: `loom compile` outputs of kernel_models.py)
 """
@@ -52,10 +57,14 @@ def main():
     for folder in sorted(glob.glob(os.path.join(args.artifacts, "linear_*"))):
         name, prec = os.path.basename(folder).rsplit("__", 1)
         _, shape, form = name.split("_", 2)
+        stored_bf16 = form.startswith("bf16_")  # kernel_models.py's bf16-stored models
+        form = form[len("bf16_"):] if stored_bf16 else form
         M, K, N = (int(s) for s in shape.split("x"))
         w, b = linear_weights(M, K, N)
         w, b = torch.from_numpy(w).cuda(), torch.from_numpy(b).cuda()
         x = torch.randn(M, K, device="cuda", generator=torch.Generator(device="cuda").manual_seed(M + K + N))
+        if stored_bf16:  # the model's own values: its weights are stored rounded, its input is BF16
+            x, w, b = (t.bfloat16().float() for t in (x, w, b))
         ref = x.double() @ w.double()
         if form.startswith("bias"):
             ref = ref + b.double()
@@ -73,8 +82,8 @@ def main():
             return t
 
         art = Artifact(folder)
-        art.bind([x])
-        loom_ms = row(f"loom {prec} {form}", lambda: art.run()[0])
+        art.bind([x.bfloat16() if stored_bf16 else x])
+        loom_ms = row(f"loom {prec} {'bf16 model ' if stored_bf16 else ''}{form}", lambda: art.run()[0])
         tol = 1e-5 if prec == "fp32" else 1e-2
         err = ((art.run()[0].double() - ref).norm() / ref.norm()).item()
         if not err < tol:
@@ -90,8 +99,13 @@ def main():
             nan = lambda out: float("nan")  # noqa: E731 (no bias, no activation: not the model's function)
             t0 = row("cuBLASLt alone: torch bf16 x @ W (nn)", lambda: xb @ wb, nan)
             row("cuBLASLt alone: torch bf16 F.linear (tn)", lambda: F.linear(xb, wtb), nan)
-            row("torch bf16 F.linear(x, W, b) (bias epilogue)", lambda: F.linear(xb, wtb, bb))
-            print(f"{shape:<16} loom {form} vs cuBLASLt alone: {100 * t0 / loom_ms:.0f}% of its throughput")
+            row("torch bf16 F.linear(x, W, b) (bias epilogue)", lambda: F.linear(xb, wtb, bb), nan)
+            if stored_bf16:  # PyTorch's own bias+activation epilogue on the same tensors
+                gelu = form == "bias_gelu"
+                row(f"torch bf16 _addmm_activation ({'GELU' if gelu else 'RELU'}_BIAS)",
+                    lambda: torch._addmm_activation(bb, xb, wb, use_gelu=gelu))
+            print(f"{shape:<16} loom {'bf16 model ' if stored_bf16 else ''}{form} vs cuBLASLt alone: "
+                  f"{100 * t0 / loom_ms:.0f}% of its throughput")
         if prec == "fp32" and form.startswith("bias"):
             t0 = row("cuBLAS alone: torch fp32 x @ W (nn)", lambda: x @ w, lambda out: float("nan"))
             print(f"{shape:<16} loom fp32 {form} vs cuBLAS alone: {100 * t0 / loom_ms:.0f}% of its throughput")

@@ -16,6 +16,11 @@ needs only numpy and onnx (the build machine's /usr/bin/python3).
       bias_relu         Gemm(x, W, b, transB=1), then Relu (cuBLASLt's RELU_BIAS epilogue)
       bias_gelu_tanh    Gemm(x, W, b, transB=1), then the tanh-form GELU as PyTorch exports it (cuBLASLt's
                         GELU_BIAS epilogue in every precision: what the exact form would gain from it)
+      bf16_bias_gelu    a model stored in bfloat16 (x, W, b, y and the constants), as torch.onnx writes
+                        nn.Linear then F.gelu on a bf16 matrix: Gemm(x, W [N, K], b, transB=1), then the
+                        erf GELU with bf16 Constants (√2 as 1.4140625); W and b are the bias_gelu
+                        model's rounded to bf16 (nearest even, as torch's .bfloat16())
+      bf16_bias_relu    the same with Relu (Gemm, Relu)
 
 Usage: kernel_models.py --out DIR [names...]   (no names: all of ALL below)
 """
@@ -56,9 +61,44 @@ def attention(B, S, H=12, d=64, bf16=False):
     return helper.make_graph(nodes, f"attn{'_bf16' if bf16 else ''}_b{B}_s{S}", ins, out, init)
 
 
+def bf16_bits(a):
+    """float32 array -> its bfloat16 bits (round to nearest even, as torch's .bfloat16())."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def linear_bf16(M, K, N, act):
+    """Linear then `act` (gelu: erf, relu) stored in bfloat16, node for node as torch.onnx 1.13 writes a
+    bf16 nn.Linear and F.gelu / F.relu on a matrix (checked against its export on the build machine)."""
+    from onnx import TensorProto, helper
+    B = TensorProto.BFLOAT16
+    w, b = linear_weights(M, K, N)
+
+    def tensor(name, a):
+        return helper.make_tensor(name, B, list(np.shape(a)), bf16_bits(np.asarray(a, np.float32)).tobytes(), raw=True)
+
+    def constant(name, value):
+        return helper.make_node("Constant", [], [name], value=tensor(name + "_value", np.float32(value)))
+
+    x = helper.make_tensor_value_info("x", B, [M, K])
+    y = helper.make_tensor_value_info("y", B, [M, N])
+    init = [tensor("w", w.T), tensor("b", b)]
+    gemm = helper.make_node("Gemm", ["x", "w", "b"], ["h" if act == "gelu" else "hr"], alpha=1.0, beta=1.0, transB=1)
+    if act == "relu":
+        nodes = [gemm, helper.make_node("Relu", ["hr"], ["y"])]
+    else:
+        nodes = [gemm, constant("sqrt2", np.sqrt(2)), helper.make_node("Div", ["h", "sqrt2"], ["t"]),
+                 helper.make_node("Erf", ["t"], ["e"]), constant("one", 1), helper.make_node("Add", ["e", "one"], ["e1"]),
+                 helper.make_node("Mul", ["h", "e1"], ["m"]), constant("half", 0.5),
+                 helper.make_node("Mul", ["m", "half"], ["y"])]
+    return helper.make_graph(nodes, f"linear_{M}x{K}x{N}_bf16_bias_{act}", [x], [y], init)
+
+
 def linear(M, K, N, form):
     from onnx import TensorProto, helper, numpy_helper
     F = TensorProto.FLOAT
+    if form.startswith("bf16_bias_"):
+        return linear_bf16(M, K, N, form[len("bf16_bias_"):])
     w, b = linear_weights(M, K, N)
     x = helper.make_tensor_value_info("x", F, [M, K])
     y = helper.make_tensor_value_info("y", F, [M, N])
@@ -101,7 +141,7 @@ def all_models():
         for form in ("nn", "tn"):
             out[f"linear_{M}x{K}x{N}_{form}"] = lambda M=M, K=K, N=N, form=form: linear(M, K, N, form)
     for M, K, N in ((8192, 768, 3072),):
-        for form in ("bias_gelu", "bias_relu", "bias_gelu_tanh"):
+        for form in ("bias_gelu", "bias_relu", "bias_gelu_tanh", "bf16_bias_gelu", "bf16_bias_relu"):
             out[f"linear_{M}x{K}x{N}_{form}"] = lambda M=M, K=K, N=N, form=form: linear(M, K, N, form)
     return out
 

@@ -28,6 +28,11 @@ sys.path.insert(0, os.path.join(ROOT, "frontends", "torch"))
 
 def models():
     """name -> (factory, input shape, loss, opset)."""
+    try:
+        import onnx  # noqa: F401  export_fixtures (the CNN's module) imports it; timing needs only the classes
+    except ImportError:
+        import types
+        sys.modules["onnx"] = types.ModuleType("onnx")
     from export_fixtures import CNN
     from models import MLP, EncoderLayer
     return {
@@ -59,6 +64,46 @@ def torch_step(name):
         opt.step()
         return l
     return step
+
+
+def fixed_batch(name):
+    """The random, fixed input and target of bench model `name` that the one-process scripts
+    (step_turns_one_process.py, step_memory.py) feed both Loom's step and torch's: input in [-1, 1),
+    classes or values in [-1, 1) as the loss wants, seeded 1. Returns (x, target) tensors."""
+    import torch
+    factory, shape, loss, _ = models()[name]
+    with torch.no_grad():
+        out_shape = tuple(factory()(torch.zeros(*shape)).shape)
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(*shape, generator=g) * 2 - 1).contiguous()
+    if loss == "cross_entropy":
+        target = torch.randint(0, out_shape[1], (out_shape[0],), generator=g, dtype=torch.int64)
+    else:
+        target = (torch.rand(*out_shape, generator=g) * 2 - 1).contiguous()
+    return x, target
+
+
+def loom_step(lib, name, x, target):
+    """A `loom compile --train` library of bench model `name` loaded in this process (ctypes) and
+    its trainer created. Returns (the library's handle, step()), step() returning the loss and
+    exiting on a failed step; x and target are the tensors it feeds every step."""
+    import ctypes
+    so = ctypes.CDLL(os.path.abspath(lib), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    create = getattr(so, name + "_step_train_create")
+    create.restype = ctypes.c_void_p
+    stepf = getattr(so, name + "_step_train_step")
+    stepf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+    trainer = create()
+    if not trainer:
+        sys.exit(f"{lib}: {name}_step_train_create failed")
+    x_ptr = (ctypes.c_void_p * 1)(x.data_ptr())
+    loss_out = ctypes.c_float()
+
+    def step():
+        if stepf(trainer, x_ptr, ctypes.c_void_p(target.data_ptr()), ctypes.byref(loss_out)) != 0:
+            sys.exit(f"{lib}: step failed")
+        return loss_out.value
+    return so, step
 
 
 TORCH_WORKER = r"""

@@ -12,11 +12,9 @@ HL_NUM_THREADS (set here before any library starts its pool) and torch.set_num_t
 usage: [BLOCK=5] step_turns_one_process.py MODEL THREADS ROUNDS STEPS NAME=LIB [NAME=LIB ...] [--no-torch]
   LIB: a `loom compile --train` library (lib<model>_step_train.so); its C name is <model>_step.
 """
-import ctypes
 import os
 import sys
 import time
-import types
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 with_torch = "--no-torch" not in sys.argv
@@ -25,43 +23,14 @@ variants = [a.split("=", 1) for a in args[4:]]
 os.environ["HL_NUM_THREADS"] = str(threads)
 
 import torch  # noqa: E402
-try:
-    import onnx  # noqa: F401  export_fixtures (the CNN's module) imports it; only the model classes are needed
-except ImportError:
-    sys.modules["onnx"] = types.ModuleType("onnx")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "frontends", "torch"))
 import run_train_bench as b  # noqa: E402
 
 torch.set_num_threads(threads)
-factory, shape, loss, _ = b.models()[model]
-with torch.no_grad():
-    out_shape = tuple(factory()(torch.zeros(*shape)).shape)
-g = torch.Generator().manual_seed(1)
-x = (torch.rand(*shape, generator=g) * 2 - 1).contiguous()
-if loss == "cross_entropy":
-    target = torch.randint(0, out_shape[1], (out_shape[0],), generator=g, dtype=torch.int64)
-else:
-    target = (torch.rand(*out_shape, generator=g) * 2 - 1).contiguous()
-x_ptr = (ctypes.c_void_p * 1)(x.data_ptr())
-
-runners = {}
-for name, lib in variants:
-    so = ctypes.CDLL(os.path.abspath(lib), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    create = getattr(so, model + "_step_train_create")
-    create.restype = ctypes.c_void_p
-    stepf = getattr(so, model + "_step_train_step")
-    stepf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
-    trainer = create()
-    assert trainer, f"{name}: {model}_step_train_create failed"
-    loss_out = ctypes.c_float()
-
-    def run(stepf=stepf, trainer=trainer, loss_out=loss_out, name=name):
-        if stepf(trainer, x_ptr, ctypes.c_void_p(target.data_ptr()), ctypes.byref(loss_out)) != 0:
-            sys.exit(f"{name}: step failed")
-        return loss_out.value
-    runners[name] = run
+x, target = b.fixed_batch(model)
+runners = {name: b.loom_step(lib, model, x, target)[1] for name, lib in variants}
 if with_torch:
     tstep = b.torch_step(model)
     runners["torch"] = lambda: tstep().item()

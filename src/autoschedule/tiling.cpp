@@ -354,6 +354,47 @@ bool Ctx::transposed_tile() {
     return true;
 }
 
+// A rank-2 pointwise kernel with an inlined member that reads its producer transposed, below
+// transposed_tile's bound (in cache): out(j, i) gathers each vector of j from V rows of the
+// producer, one element a row. Walking j along a whole output row, each gather touches V cache
+// lines and the next V other lines, so a line is fetched again for each of the V values of i it
+// holds. Tiles of V x V instead, the V values of i unrolled inside each vector step of j: the V
+// gathers of a tile share the same V lines (a training step's weight-as-A products, D150, read
+// so by their ReLU and GELU; bench/DECISIONS.md#d214-in-cache-transposed-reads-in-square-tiles).
+bool Ctx::transposed_member_tiles() {
+    const std::string &R = k.root;
+    const LoweredFunc &L = lf(R);
+    const int V = lanes(R);
+    if (k.kind != KernelKind::Pointwise || L.vars.size() != 2 || V < 2 || !L.update_rvars.empty() ||
+        !fi(R).transposed_from.empty() || concat_piece(R) > 0)
+        return false;
+    std::string t;
+    for (const auto &f : k.funcs) {
+        const FuncDecision *d = plan.decision(f);
+        if (f == R || !d || d->placement != Placement::Inline || fi(f).transposed_from.empty()) continue;
+        const LoweredFunc &M = lf(f);
+        if (M.extents != L.extents || M.vars.size() != 2) continue;
+        auto pos = std::find(M.vars.begin(), M.vars.end(), fi(f).transposed_var);
+        if (pos == M.vars.end() || pos - M.vars.begin() != 0) continue;
+        t = L.vars[0];
+        break;
+    }
+    const std::string j = L.vars[1];
+    if (t.empty() || L.extents[0] % V || L.extents[1] % V) return false;
+    std::vector<std::string> used = names_of(R);
+    std::string to = fresh(used, t + "o"), ti = fresh(used, t + "i"), jo = fresh(used, j + "o"), ji = fresh(used, j + "i");
+    ScheduleStatement &st = add(R);
+    comment_kernel(st);
+    st.comments.push_back(str_cat(R, ": gathers its vectors from a product read transposed: tiles of ", V, " x ", V,
+                                  ", whose gathers share their cache lines"));
+    st.add("compute_root").add("split", {t, to, ti, V}).add("split", {j, jo, ji, V}).add("reorder", {ji, ti, jo, to});
+    st.add("vectorize", {ji}).add("unroll", {ti});
+    if (L.extents[0] / V >= 2 * std::max(1, m.cores)) st.add("parallel", {to});
+    else if (L.extents[1] / V >= 2 * std::max(1, m.cores)) st.add("parallel", {jo});
+    inline_members();
+    return true;
+}
+
 bool Ctx::pointwise_over_channels() {
     const std::string &R = k.root;
     if (k.kind != KernelKind::Pointwise || !pointwise_channels_innermost(R)) return false;
@@ -370,7 +411,7 @@ bool Ctx::pointwise_over_channels() {
 
 void Ctx::rows_or_pointwise() {
     const std::string &R = k.root;
-    if (transposed_tile() || pointwise_over_channels()) return;
+    if (transposed_tile() || transposed_member_tiles() || pointwise_over_channels()) return;
     int r = (int)lf(R).vars.size();
     int depth = 0;
     for (const auto &f : k.funcs) {

@@ -217,6 +217,17 @@ static void better_avx2_tile(int64_t W, int64_t H, int cvec, int budget, bool on
         }
 }
 
+// Whether the conv's padded input is wider than a stride-1 conv of its taps reads: it steps by
+// more than one pixel along its rows.
+bool Ctx::reads_strided_rows(const std::string &F) const {
+    const LoweredFunc &L = lf(F);
+    const int64_t row_taps = fi(F).rvar_extents[0][0];
+    for (const auto &pr : L.producers)
+        if (lf(pr).padded_input && lf(pr).extents.size() == 4 && lf(pr).extents[3] > L.extents[3] + row_taps - 1)
+            return true;
+    return false;
+}
+
 // Output channels vectorized, for a conv whose weights lowering blocked by channel
 // (LoweredFunc::conv_weight_block B, [C_out/B][C_in][kH][kW][B]): a tile of NP (w) x NH (rows)
 // pixels x one block of channels is 14 vector accumulators (AVX-512); each reduction step loads the
@@ -240,8 +251,14 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // of pixels: a step loads 2 weight vectors and broadcasts 7 inputs into 14 FMAs, where one
     // block over two rows broadcasts 14 (15 loads). A 3x3 conv is no faster so
     // (bench/DECISIONS.md#d30-conv-channel-tiles).
+    // With 32 registers a conv of several taps takes them too where its inputs are not reused from
+    // tap to tap (stride 2: each tap broadcasts new inputs, so the step is bound by its loads) or
+    // where two rows of 7 would recompute a row (7x7 images): two weight vectors per 7 broadcasts
+    // (bench/DECISIONS.md#d198-two-channel-blocks-for-strided-and-7x7-convs).
     const auto &re = fi(F).rvar_extents[0];
-    const bool two_blocks = re.size() >= 3 && re[0] * re[1] == 1 && L.conv_weight_block == V &&
+    const bool several_taps_pay = m.vector_registers >= 32 && (reads_strided_rows(F) || e[2] % 2 == 1);
+    const bool two_blocks = re.size() >= 3 && (re[0] * re[1] == 1 || several_taps_pay) &&
+                            L.conv_weight_block == V &&
                             e[1] % (2 * L.conv_weight_block) == 0;  // AVX-512: a block is one vector
     const int B = L.conv_weight_block * (two_blocks ? 2 : 1);
     const int cvec = B / V;
@@ -1128,7 +1145,14 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     // shares with the next (kernel - stride), so tasks are few; where the rows do not divide, the
     // last task shifts inwards and recomputes a row or two.
     const int64_t tasks = 2 * std::max(1, m.cores);
-    const int64_t RH = std::max<int64_t>(1, (H + tasks - 1) / tasks);
+    const bool cl = output_channels_innermost(k.root);  // F itself where T is its wrapper
+    // Stored NCHW with rows shorter than a cache line, tasks of rows would write the same lines of
+    // every channel plane from two cores: tasks are channel blocks instead, all rows inside, where
+    // there are two a core (bench/DECISIONS.md#d199-narrow-depthwise-outputs-split-by-channels).
+    constexpr int64_t kCacheLineBytes = 64;
+    const bool channel_tasks = m.cores > 1 && !cl && W * fi(F).esize < kCacheLineBytes &&
+                               e[0] * (e[1] / V) >= 2 * (int64_t)m.cores;
+    const int64_t RH = channel_tasks ? 1 : std::max<int64_t>(1, (H + tasks - 1) / tasks);
     std::vector<std::string> tused = names_of(info.count(T) ? T : F);  // a wrapper has F's vars
     const std::string co = fresh(tused, c + "o"), ci = fresh(tused, c + "i"), wo = fresh(tused, w + "o"),
                       wi = fresh(tused, w + "i"), ho = fresh(tused, h + "o"), hi = fresh(tused, h + "i");
@@ -1136,10 +1160,12 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     tiling.tile_w = WT;
     tiling.tile_rows = (int)RH;
     tiling.tile_channels = V;
+    tiling.tasks = channel_tasks ? "channel_blocks" : "rows";
     st.comments.back() = str_cat("depthwise conv vectorized over channels: tiles of ", WT, " pixels x ", V,
-                                 " channels, the taps unrolled around their ", WT, " accumulators; tasks of ", RH,
-                                 " rows, the padded input stored channels innermost and computed a row at a time");
-    const bool cl = output_channels_innermost(k.root);  // F itself where T is its wrapper
+                                 " channels, the taps unrolled around their ", WT, " accumulators; ",
+                                 channel_tasks ? std::string("a task per channel block, its rows inside")
+                                               : str_cat("tasks of ", RH, " rows"),
+                                 ", the padded input stored channels innermost and computed a row at a time");
     if (cl) {
         st.comments.push_back(str_cat(T, ": stored channels innermost (every reader takes a pixel's channels together)"));
         st.add("reorder_storage", {c, w, h, n});
@@ -1148,12 +1174,12 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     if (guard) wsplit.push_back(ScheduleArg::tail("GuardWithIf"));
     if (RH > 1) st.add("split", {h, ho, hi, RH});
     st.add("split", {c, co, ci, V}).add("split", wsplit);
-    Args ro = {ci, wi, co, wo};
+    Args ro = channel_tasks ? Args{ci, wi, wo, h, co} : Args{ci, wi, co, wo};
     if (RH > 1) ro.push_back(hi);
-    ro.push_back(RH > 1 ? ho : h);
+    if (!channel_tasks) ro.push_back(RH > 1 ? ho : h);
     ro.push_back(n);
     st.add("reorder", ro);
-    std::string par = RH > 1 ? ho : h;
+    std::string par = channel_tasks ? co : RH > 1 ? ho : h;
     if (e[0] > 1) {
         const std::string t = fresh(tused, "t");
         st.add("fuse", {par, n, t});
@@ -1162,7 +1188,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     st.add("vectorize", {ci, V}).add("unroll", {wi}).add("parallel", {par});  // the last use of st
     ScheduleStatement &fs = add(F);
     note(fs, F);
-    fs.add("compute_at", {T, co}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h}).add("vectorize", {c, V})
+    fs.add("compute_at", {T, channel_tasks ? wo : co}).add("reorder_storage", {c, w, h, n}).add("reorder", {c, w, h}).add("vectorize", {c, V})
         .add("unroll", {w});
     ScheduleStatement &u = add(F, 0);
     const auto &rv = lf(F).update_rvars[0];
@@ -1183,7 +1209,7 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
         tiling.pad_per = "row";
         ps.comments.push_back(pr + ": padded input stored channels innermost per task of " + T +
                               ", computed a row at a time as the task's rows slide down it");
-        ps.add("store_at", {T, par}).add("compute_at", {T, RH > 1 ? hi : par})
+        ps.add("store_at", {T, par}).add("compute_at", {T, channel_tasks ? h : RH > 1 ? hi : par})
             .add("reorder_storage", {pv[1], pv[3], pv[2], pv[0]}).add("reorder", {pv[1], pv[3], pv[2], pv[0]})
             .add("vectorize", {pv[1], V});
         placed.insert(pr);

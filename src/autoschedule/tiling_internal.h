@@ -183,6 +183,9 @@ struct Ctx {
     /// A pointwise kernel that reads its producer transposed: tiles, the producer's tile copied
     /// first (`in`); false when the kernel does not transpose (tiling.cpp says why).
     bool transposed_tile();
+    /// A rank-2 pointwise kernel whose inlined member reads a product transposed in cache: tiles
+    /// of one vector by one vector, the transposed var unrolled; false when none (tiling.cpp).
+    bool transposed_member_tiles();
     /// Prefetches of the next row of the inputs that costly row-buffered Func \p f reads.
     void prefetch_next_row(ScheduleStatement &st, const std::string &f, int lv);
     /// prefetch on \p st of each graph input that \p f reads point for point (through inlined
@@ -269,6 +272,8 @@ struct Ctx {
     /// kernel or the padded input it computes, or a pointwise Func inlined into such a kernel or pad
     /// whose readers all do.
     bool reads_pixel_channels(const std::string &f) const;
+    /// Whether conv \p F's padded input is wider than a stride-1 conv of its taps reads (stride > 1).
+    bool reads_strided_rows(const std::string &F) const;
     /// Whether depthwise conv \p F runs ConvPlan::DepthwiseChannels: under a pointwise epilogue
     /// that is no graph output (or, no graph output itself, at its kernel's root, per tile of a
     /// wrapper `<conv>_out`), at stride 2 or with 5 or more taps a row, its filter stored

@@ -67,7 +67,7 @@ std::string switch_from_env(const char *name, const char *on, const char *off) {
 
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes,
                     const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention,
-                    bool linear_exact_gelu) {
+                    double linear_exact_gelu) {
     PrepareOptions opts;
     opts.dump = dump_passes;
     opts.dynamic_dims = dynamic.dims;
@@ -84,13 +84,13 @@ Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool d
     if (!inputs_dir.empty()) bind_from_files(g, inputs_dir, opts.bindings);
     prepare_graph(g, opts);
     // Static shapes only: a graph kept open for every size stays as prepared.
-    if (linear_exact_gelu && !opts.dynamic() && fuse_linear_exact_gelu(g) > 0) g.validate();
+    if (linear_exact_gelu >= 0 && !opts.dynamic() && fuse_linear_exact_gelu(g, linear_exact_gelu) > 0) g.validate();
     return g;
 }
 
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags, bool dump_passes,
                  const std::string &inputs_dir, const DynamicRequest &dynamic, AttentionFusion attention,
-                 bool linear_exact_gelu) {
+                 double linear_exact_gelu) {
     Graph g = import_onnx(path);
     // What preparation finds wrong (a bad attribute, an unbound dim) is about this file: say so.
     try {

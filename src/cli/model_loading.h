@@ -27,16 +27,16 @@ struct DynamicRequest {
 /// With \p dynamic active, the graph is prepared for every size (graph/symbolic_shapes.h), the
 /// `--input` bindings giving the representative sizes. \p attention: recognize_attention's mode
 /// (Off for training and for CUDA artifacts, whose attention stays batched cuBLAS products around a
-/// softmax kernel). \p linear_exact_gelu: run fuse_linear_exact_gelu on the prepared graph (CUDA
-/// in BF16: cli/scheduling.h, linear_exact_gelu).
+/// softmax kernel). \p linear_exact_gelu: when not negative, run fuse_linear_exact_gelu on the
+/// prepared graph with that slack (CUDA in BF16: cli/scheduling.h, linear_exact_gelu).
 Graph load_model(const std::string &path, const std::vector<std::string> &input_flags,
                  bool dump_passes = false, const std::string &inputs_dir = "", const DynamicRequest &dynamic = {},
-                 AttentionFusion attention = AttentionFusion::Halide, bool linear_exact_gelu = false);
+                 AttentionFusion attention = AttentionFusion::Halide, double linear_exact_gelu = -1);
 
 /// prepare_graph on an imported graph \p g with the `--input` bindings given as text.
 Graph prepare_model(Graph g, const std::vector<std::string> &input_flags, bool dump_passes = false,
                     const std::string &inputs_dir = "", const DynamicRequest &dynamic = {},
-                    AttentionFusion attention = AttentionFusion::Halide, bool linear_exact_gelu = false);
+                    AttentionFusion attention = AttentionFusion::Halide, double linear_exact_gelu = -1);
 
 /// One line per graph input and output of a graph compiled for every size: its symbolic shape,
 /// then the symbols with their ranges and representative sizes.

@@ -103,9 +103,10 @@ AttentionFusion attention_fusion(const Halide::Target &target, const LowerOption
     return lo.attention_extern ? AttentionFusion::Cudnn : AttentionFusion::Off;
 }
 
-bool linear_exact_gelu(const Halide::Target &target, const LowerOptions &lo) {
-    return target.has_gpu_feature() && lo.gemm_extern && lo.fuse_activation_epilogue &&
-           tanh_gelu_within_rounding(lo.gemm_precision);
+double linear_exact_gelu(const Halide::Target &target, const LowerOptions &lo) {
+    const bool fuse = target.has_gpu_feature() && lo.gemm_extern && lo.fuse_activation_epilogue &&
+                      tanh_gelu_within_rounding(lo.gemm_precision);
+    return fuse ? exact_gelu_region_slack(lo.gemm_precision) : -1;
 }
 
 Precision library_precision(const LibraryFlags &flags, const std::string &command) {

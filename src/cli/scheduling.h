@@ -63,10 +63,11 @@ double spatial_conv_share(const Graph &g);
 /// the batched cuBLAS products around a softmax kernel).
 AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo);
 
-/// Whether prepare_model runs fuse_linear_exact_gelu (graph/gelu_recognition.h) for
-/// \p target lowered with \p lo: CUDA GEMMs on cuBLAS with fused epilogues, at a precision whose
-/// rounding lets the exact GELU run as cuBLASLt's tanh-form epilogue (tanh_gelu_within_rounding).
-bool linear_exact_gelu(const Halide::Target &target, const LowerOptions &lo);
+/// The slack with which prepare_model runs fuse_linear_exact_gelu (graph/gelu_recognition.h) for
+/// \p target lowered with \p lo (exact_gelu_region_slack), or -1 when it does not: it does for CUDA
+/// GEMMs on cuBLAS with fused epilogues, at a precision whose rounding lets the exact GELU run as
+/// cuBLASLt's tanh-form epilogue (tanh_gelu_within_rounding).
+double linear_exact_gelu(const Halide::Target &target, const LowerOptions &lo);
 
 /// The precision \p flags ask for: --precision, else tf32 with --tf32, else fp32; UserError for an
 /// unknown name or a --tf32 that contradicts --precision.

@@ -62,7 +62,8 @@
 /// fuse_activation_epilogue: the Gemm's only consumer is that activation); the whole output at
 /// once, the plan (descriptors and the fastest of the heuristic's first 8 algorithms, each timed
 /// once on the real operands at the first call) kept per shape, a 32 MB workspace kept between
-/// calls; the compute type of the precision, as above.
+/// calls; the compute type of the precision, as above. With kGemmBf16Output (a bf16 model's
+/// output, BF16 operands) y and the bias are BF16 bits (cuBLASLt's bias type is the output's).
 #pragma once
 
 #include <string>

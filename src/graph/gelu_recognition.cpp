@@ -56,7 +56,10 @@ ConsumerMap consumer_map(const Graph &g) {
 
 class GeluFinder {
 public:
-    GeluFinder(Graph &g, const ConsumerMap &consumers, GeluForm form) : g_(g), consumers_(consumers), form_(form) {}
+    /// \p slack: how far from the GELU, relative to its argument, the region may compute (0: to
+    /// float32's rounding of its constants).
+    GeluFinder(Graph &g, const ConsumerMap &consumers, GeluForm form, double slack = 0)
+        : g_(g), consumers_(consumers), form_(form), slack_(slack) {}
 
     // The largest region computing a GELU of \p x, or an empty one.
     Region find(const std::string &x) {
@@ -97,6 +100,7 @@ private:
     Graph &g_;
     const ConsumerMap &consumers_;
     GeluForm form_;
+    double slack_;
 
     const std::vector<int> &uses(const std::string &v) const {
         static const std::vector<int> none;
@@ -157,13 +161,14 @@ private:
     }
 
     // The slice computes the GELU of x (form_) on [-8, 8] (97 points), to 1e-6 of the value (the
-    // model's constants are float32).
+    // model's constants are float32), and slack_ · |x| besides.
     bool matches(const std::vector<int> &slice, const std::string &x, const std::string &y) const {
         for (int i = 0; i <= 96; i++) {
             double xv = -8.0 + i / 6.0;
             double want = gelu(xv, form_);
             double got = eval(slice, x, y, xv);
-            if (!std::isfinite(got) || std::fabs(got - want) > 1e-6 * std::fmax(1.0, std::fabs(want))) return false;
+            if (!std::isfinite(got) || std::fabs(got - want) > 1e-6 * std::fmax(1.0, std::fabs(want)) + slack_ * std::fabs(xv))
+                return false;
         }
         return true;
     }
@@ -217,10 +222,28 @@ bool is_output(const Graph &g, const std::string &v) {
     return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
 }
 
+// Whether \p c is a constant float32 bias of \p N values ([N] or [1, N]).
+bool column_bias(const Tensor *c, int64_t N) {
+    return c && c->dtype() == DType::F32 && c->numel() == N && (c->rank() == 1 || (c->rank() == 2 && c->shape()[0] == 1));
+}
+
 // The product y = MatMul(a [M, K], W [K, N] constant), all float32, that \p add adds a constant
 // bias of N values ([N] or [1, N]) to, y read by that Add alone and no graph output: the MatMul's
-// index, with the bias's name in \p bias; -1 when \p add is no such sum.
+// index, with the bias's name in \p bias; -1 when \p add is no such sum. \p add may instead be
+// the whole linear layer, Gemm(a [M, K], W constant, bias) with transA 0 (torch.onnx's nn.Linear
+// on a matrix): its own index then.
 int linear_bias_product(const Graph &g, const Node &add, const ConsumerMap &consumers, std::string &bias) {
+    if (add.op == "Gemm") {
+        const Tensor *w = add.inputs.size() > 1 ? g.constant(add.inputs[1]) : nullptr;
+        if (!w || !add.has_input(2) || add.get_int("transA", 0) != 0 || add.get_float("beta", 1.0) == 0 ||
+            g.is_constant(add.inputs[0]) || w->rank() != 2 || w->dtype() != DType::F32 ||
+            g.value(add.inputs[0]).dtype != DType::F32 || g.value(add.inputs[0]).shape.size() != 2)
+            return -1;
+        const int64_t N = w->shape()[add.get_int("transB", 0) != 0 ? 0 : 1];
+        if (!column_bias(g.constant(add.inputs[2]), N)) return -1;
+        bias = add.inputs[2];
+        return (int)(&add - g.nodes.data());
+    }
     if (add.op != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) return -1;
     for (int side = 0; side < 2; side++) {
         const std::string &y = add.inputs[side], &b = add.inputs[1 - side];
@@ -234,7 +257,7 @@ int linear_bias_product(const Graph &g, const Node &add, const ConsumerMap &cons
         const Shape &sa = g.value(mm.inputs[0]).shape, &sy = g.value(y).shape;
         const int64_t N = w->shape()[1];
         if (sa.size() != 2 || sy.size() != 2 || g.value(add.outputs[0]).shape != sy) continue;
-        if (cb->numel() != N || !(cb->rank() == 1 || (cb->rank() == 2 && cb->shape()[0] == 1))) continue;
+        if (!column_bias(cb, N)) continue;
         auto it = consumers.find(y);
         if (it == consumers.end() || it->second.size() != 1 || is_output(g, y)) continue;
         bias = b;
@@ -245,7 +268,7 @@ int linear_bias_product(const Graph &g, const Node &add, const ConsumerMap &cons
 
 }  // namespace
 
-int fuse_linear_exact_gelu(Graph &g) {
+int fuse_linear_exact_gelu(Graph &g, double slack) {
     int fused = 0;
     for (bool changed = true; changed;) {
         changed = false;
@@ -256,33 +279,38 @@ int fuse_linear_exact_gelu(Graph &g) {
             if (m < 0) continue;
             const std::string x = g.nodes[k].outputs[0];
             if (is_output(g, x)) continue;
-            Region r = GeluFinder(g, consumers, GeluForm::Exact).find(x);
+            Region r = GeluFinder(g, consumers, GeluForm::Exact, slack).find(x);
             if (r.nodes.empty()) continue;
             std::set<int> region(r.nodes.begin(), r.nodes.end());
             bool only_region = true;  // the sum feeds the GELU alone: it becomes the Gemm's output
             for (int c : consumers.at(x)) only_region &= region.count(c) > 0;
             if (!only_region) continue;
+            // An Add of a MatMul's product becomes one Gemm; a Gemm already is the linear layer.
+            const bool whole = m == (int)k;
             const Node &mm = g.nodes[m];
             const std::string scope = mm.name.substr(0, mm.name.rfind('/') + 1);
-            Node gemm;
-            gemm.op = "Gemm";
-            gemm.name = g.unique_name(scope + "Gemm");
-            gemm.inputs = {mm.inputs[0], mm.inputs[1], bias};
-            gemm.outputs = {x};
-            gemm.attrs["alpha"] = 1.0;
-            gemm.attrs["beta"] = 1.0;
-            gemm.attrs["transA"] = (int64_t)0;
-            gemm.attrs["transB"] = (int64_t)0;
+            Node gemm = mm;
+            if (!whole) {
+                gemm = Node();
+                gemm.op = "Gemm";
+                gemm.name = g.unique_name(scope + "Gemm");
+                gemm.inputs = {mm.inputs[0], mm.inputs[1], bias};
+                gemm.outputs = {x};
+                gemm.attrs["alpha"] = 1.0;
+                gemm.attrs["beta"] = 1.0;
+                gemm.attrs["transA"] = (int64_t)0;
+                gemm.attrs["transB"] = (int64_t)0;
+                g.values.erase(mm.outputs[0]);
+            }
             Node gelu;
             gelu.op = "Gelu";
             gelu.name = g.unique_name(scope + "Gelu");
             gelu.inputs = {x};
             gelu.outputs = {r.out};
             gelu.attrs["approximate"] = std::string("none");
-            g.values.erase(mm.outputs[0]);
             std::vector<Node> kept;
             for (size_t i = 0; i < g.nodes.size(); i++) {
-                if ((int)i == m) continue;
+                if ((int)i == m && !whole) continue;
                 if (i == k) kept.push_back(gemm);
                 else if ((int)i == r.nodes.back()) kept.push_back(gelu);
                 else if (region.count((int)i)) g.values.erase(g.nodes[i].outputs[0]);

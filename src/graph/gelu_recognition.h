@@ -12,8 +12,13 @@ namespace loom {
 /// (Erf) GELU region, as exporters write nn.Linear then F.gelu on a matrix, with every intermediate
 /// read once and no graph output, by Gemm(a, W, bias) → Gelu (approximate 'none'), so that a CUDA
 /// lowering that may take the tanh form for it (lower/tanh_gelu.h) runs all three as one cuBLASLt
-/// call with the GELU_BIAS epilogue. Float32 only; runs on a prepared graph (prepare_model calls it
-/// after prepare_graph when asked to). Returns how many were replaced.
-int fuse_linear_exact_gelu(Graph &g);
+/// call with the GELU_BIAS epilogue. A Gemm(a, W, bias) (transA 0) that such a region reads, as
+/// torch.onnx writes nn.Linear on a matrix, stays and only the region becomes the Gelu. Float32 only
+/// (a bf16 model's, widened by widen_half_precision, too); runs on a prepared graph (prepare_model
+/// calls it after prepare_graph when asked to). \p slack: how far from the exact GELU, relative to
+/// its argument, a region may compute (0: to float32's rounding of its constants; a bf16 model's √2
+/// is 1.4140625, within 2.6e-5·|x|: lower/tanh_gelu.h, exact_gelu_region_slack). Returns how many
+/// were replaced.
+int fuse_linear_exact_gelu(Graph &g, double slack = 0);
 
 }  // namespace loom

@@ -20,9 +20,11 @@ inline constexpr const char *kCudnnAttention = "loom_cudnn_attention";
 /// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act) when its
 /// A and B are bfloat16 bits rather than FP32: cuBLAS then computes in FP32 from BF16 operands.
 inline constexpr int kGemmBf16Operands = 16;
-/// Added to loom_cublas_sgemm's precision argument, beside kGemmBf16Operands, when its output is
+/// Added to a GEMM stage's precision argument, beside kGemmBf16Operands, when its output is
 /// bfloat16 bits rather than FP32 (cuBLAS rounds the FP32 accumulator once, as it writes it): the
-/// product's readers are all BF16 copies for other library stages.
+/// product's readers are all BF16 copies for other library stages (loom_cublas_sgemm), or its one
+/// reader is a bf16 model's rounding before a graph output (either stage; loom_cublaslt_bias_act's
+/// bias is then BF16 bits too).
 inline constexpr int kGemmBf16Output = 32;
 /// Added to a GEMM stage's precision argument (loom_cublas_sgemm, loom_cublaslt_bias_act; precision
 /// FP32) when A and B are FP32 high/low pairs for 3xTF32 (LowerOptions::gemm_split_tf32): A is

@@ -21,4 +21,13 @@ inline constexpr double kTanhGeluDeviation = 1.8e-4;
 /// rounding, in FP32 larger than it, so those keep the exact form.
 inline bool tanh_gelu_within_rounding(Precision p) { return kTanhGeluDeviation < unit_roundoff(p) / 16; }
 
+/// How far from the exact GELU, relative to its argument, a region fuse_linear_exact_gelu takes
+/// may compute when it is to run as the tanh epilogue under \p p: what is left of a sixteenth of p's
+/// unit roundoff beside kTanhGeluDeviation (BF16: 6.4e-5), so that the two together stay under
+/// tanh_gelu_within_rounding's bound. A bf16 model's GELU has BF16 constants (√2 as 1.4140625, within
+/// 2.6e-5·|x| of the exact GELU) and is taken; 0 where the tanh form is not allowed.
+inline double exact_gelu_region_slack(Precision p) {
+    return tanh_gelu_within_rounding(p) ? unit_roundoff(p) / 16 - kTanhGeluDeviation : 0;
+}
+
 }  // namespace loom

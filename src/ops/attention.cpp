@@ -49,16 +49,6 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
     return s;
 }
 
-// The BF16 value that FP32 value \p value widens (a Cast to f32 of a bf16 value: D100's widening of
-// a bf16 model's input or of a Cast to bf16), or "" when it is none.
-std::string bf16_source(const LowerContext &ctx, const std::string &value) {
-    const int p = ctx.graph.producer(value);
-    if (p < 0) return "";
-    const Node &n = ctx.graph.nodes[p];
-    if (n.op != "Cast" || ctx.dtype(value) != DType::F32 || ctx.dtype(n.inputs[0]) != DType::BF16) return "";
-    return n.inputs[0];
-}
-
 // The cuDNN extern of a FusedAttention (LowerOptions::attention_extern): rank 3 runs as one batch
 // of heads. An operand that widens a BF16 value (bf16_source) is read as its bits: a whole dense
 // graph input of rank 4 goes to cuDNN as it is, anything else through a copy of the bits, since
@@ -115,14 +105,9 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
     ext.compute_root();  // an extern: no schedule touches it
     bound_whole(ext, v4, Shape{B, H, Sq, d});  // as a library GEMM's output
     ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
-    const std::vector<int> users = ctx.graph.consumers(y);
-    const auto &outs = ctx.graph.outputs;
-    if (r == 4 && users.size() == 1 && std::find(outs.begin(), outs.end(), y) == outs.end()) {
-        const Node &cast = ctx.graph.nodes[users[0]];
-        if (cast.op == "Cast" && ctx.dtype(cast.outputs[0]) == DType::BF16) {
-            ctx.register_extern(ext, node, Shape{B, H, Sq, d});
-            ctx.fuse_node_into(cast.name, ext);
-        }
+    if (const Node *cast = r == 4 ? bf16_rounding(ctx, y) : nullptr) {
+        ctx.register_extern(ext, node, Shape{B, H, Sq, d});
+        ctx.fuse_node_into(cast->name, ext);
     }
     Func f = ctx.make_func(node, "", r);
     std::vector<Var> vo = ctx.vars(r);
@@ -262,6 +247,22 @@ void lower_attention(LowerContext &ctx, const Node &node) {
     ctx.note_update(f, {"t"});
     ctx.note_cost(f, false, 2.0 * nT);
     ctx.bind_output(y, f);
+}
+
+std::string bf16_source(const LowerContext &ctx, const std::string &value) {
+    const int p = ctx.graph.producer(value);
+    if (p < 0) return "";
+    const Node &n = ctx.graph.nodes[p];
+    if (n.op != "Cast" || ctx.dtype(value) != DType::F32 || ctx.dtype(n.inputs[0]) != DType::BF16) return "";
+    return n.inputs[0];
+}
+
+const Node *bf16_rounding(const LowerContext &ctx, const std::string &value) {
+    const auto &outs = ctx.graph.outputs;
+    const std::vector<int> users = ctx.graph.consumers(value);
+    if (users.size() != 1 || std::find(outs.begin(), outs.end(), value) != outs.end()) return nullptr;
+    const Node &cast = ctx.graph.nodes[users[0]];
+    return cast.op == "Cast" && ctx.dtype(cast.outputs[0]) == DType::BF16 ? &cast : nullptr;
 }
 
 }  // namespace loom

@@ -100,6 +100,18 @@ Expr product_at(const Func &ext, const std::vector<Expr> &idx) {
     return e.type() == Halide::UInt(16) ? from_bf16_bits(e) : e;
 }
 
+// GEMM stage \p ext as the FP32 value of \p node (\p shape): \p ext itself, or a Func widening it
+// where it writes BF16 (its BF16 buffer is then the value of a Cast to bf16 that reads the node's
+// output, so no kernel reads this Func).
+Func as_fp32(LowerContext &ctx, const Node &node, const Func &ext, const Shape &shape) {
+    if (ext.output_types()[0] != Halide::UInt(16)) return ext;
+    Func f = ctx.make_func(node, "", shape);
+    std::vector<Var> v = ctx.vars((int)shape.size());
+    ctx.define(f, v, product_at(ext, exprs(v)));
+    ctx.note_cost(f, true, 0);
+    return f;
+}
+
 // The extern stage `<node>_cublas` computing alpha · op(A) op(B) (no bias) on the GPU, or an
 // undefined Func when the product does not fit (then the caller lowers it in Halide).
 // Arguments of loom_cublas_sgemm: A, B, M, N, K, transA, transB, alpha, precision (lower/precision.h), then the output.
@@ -107,7 +119,8 @@ Expr product_at(const Func &ext, const std::vector<Expr> &idx) {
 // or the exact one where tanh_gelu_within_rounding allows),
 // the product instead calls loom_cublaslt_bias_act (cuBLASLt, RELU_BIAS or GELU_BIAS epilogue; A,
 // B, bias, then the same scalars and the activation): the extern is registered as the activation
-// node's output (LowerContext::fuse_node_into).
+// node's output (LowerContext::fuse_node_into). In a bf16 model under BF16, A may be a BF16 graph
+// input read as it is, and the extern the BF16 graph output itself (bf16_source, bf16_rounding).
 Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, double alpha,
                     const std::vector<double> *bias = nullptr, const Node *act = nullptr) {
     if (!ctx.options.gemm_extern) return Func();
@@ -142,8 +155,15 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     // [.., M, 2, K] (each row one run of 2K floats to cuBLAS), B's at compile time, [B_lo; B_hi].
     const bool split_tf32 =
         cb && !ta && ctx.options.gemm_split_tf32 && ctx.options.gemm_precision == Precision::FP32;
+    // A bf16 model's A is widen_half_precision's widening of a BF16 value: its bits are the operand
+    // (rounding the widened value back is the identity), a whole BF16 graph input read as it is.
+    const std::string a_bits = bf16_operands ? bf16_source(ctx, a) : "";
+    const auto &graph_inputs = ctx.graph.inputs;
+    const bool a_input = !a_bits.empty() && ctx.shape(a_bits) == sa &&
+                         std::find(graph_inputs.begin(), graph_inputs.end(), a_bits) != graph_inputs.end();
     Halide::ExternFuncArgument arg_a, arg_b;
-    if (!((bf16_operands || split_tf32) && copy_computes_producer(ctx, a)) && !ctx.extern_operand(a, arg_a))
+    if (a_bits.empty() && !((bf16_operands || split_tf32) && copy_computes_producer(ctx, a)) &&
+        !ctx.extern_operand(a, arg_a))
         return Func();
     if (split_tf32) {
         Shape s2(sa.begin(), sa.end() - 1);
@@ -160,11 +180,12 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
         bound_whole(a2, v2, s2);
         arg_a = a2;
     }
-    if (bf16_operands) {
+    if (bf16_operands && !(a_input && ctx.extern_operand(a_bits, arg_a))) {
         Func a16 = ctx.make_func(node, "a_bf16", sa);
         std::vector<Var> va = ctx.vars(ra);
-        ctx.define(a16, va, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(a, exprs(va)))));
-        ctx.note_cost(a16, true, 4);
+        if (!a_bits.empty()) ctx.define(a16, va, ctx.at(a_bits, exprs(va)));
+        else ctx.define(a16, va, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(a, exprs(va)))));
+        ctx.note_cost(a16, true, a_bits.empty() ? 4 : 0);
         LoweredFunc &rec = ctx.record(a16);
         rec.dtype = DType::I16;
         rec.feeds_extern = true;
@@ -199,6 +220,15 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     }
 
     bool fused = act && bias;
+    // A bf16 model's product (its activation's, when fused) whose one reader is the Cast to bf16
+    // before a graph output: cuBLASLt writes BF16 and the extern is that Cast's value, given that
+    // the extern computes the whole value (lower_gemm adds an unfused Gemm's bias after it) and that
+    // the bias, passed in the output's type, is BF16-exact (a bf16 model's is).
+    const bool whole = fused || !(node.op == "Gemm" && node.has_input(2) && node.get_float("beta", 1.0) != 0);
+    const Node *rounding = bf16_operands && whole ? bf16_rounding(ctx, fused ? act->outputs[0] : y) : nullptr;
+    if (rounding && fused)
+        for (double x : *bias)
+            if ((double)(float)Halide::bfloat16_t((float)x) != x) rounding = nullptr;
     int act_code = !fused ? 0 : act->op == "Relu" ? kCublasLtRelu : kCublasLtGeluTanh;
     std::string suffix = act_code == kCublasLtRelu ? "_relu_cublaslt" : act_code == kCublasLtGeluTanh ? "_gelu_cublaslt" : "_cublas";
     Func ext(ctx.reserve_name(ctx.func_base(node) + suffix));
@@ -206,12 +236,19 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     std::vector<Var> halide_order(v.rbegin(), v.rend());
     std::vector<Halide::ExternFuncArgument> args = {arg_a, arg_b};
     if (fused) {
-        Halide::Buffer<float> bb((int)N, ctx.reserve_name("c_" + sanitize_name(node.name) + "_cublaslt_bias"));
-        for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];
-        args.push_back(Halide::ExternFuncArgument(bb));
+        const std::string name = ctx.reserve_name("c_" + sanitize_name(node.name) + "_cublaslt_bias");
+        if (rounding) {  // cuBLASLt's bias is of the output's type
+            Halide::Buffer<uint16_t> bb((int)N, name);
+            for (int k = 0; k < (int)N; k++) bb(k) = Halide::bfloat16_t((float)(*bias)[k]).to_bits();
+            args.push_back(Halide::ExternFuncArgument(bb));
+        } else {
+            Halide::Buffer<float> bb((int)N, name);
+            for (int k = 0; k < (int)N; k++) bb(k) = (float)(*bias)[k];
+            args.push_back(Halide::ExternFuncArgument(bb));
+        }
     }
-    // Not with an epilogue: its extern is the activation node's value, read as FP32.
-    const bool bf16_output = bf16_operands && !fused && feeds_only_bf16_operands(ctx, y);
+    // Otherwise not with an epilogue: its extern is the activation node's value, read as FP32.
+    const bool bf16_output = rounding || (bf16_operands && !fused && feeds_only_bf16_operands(ctx, y));
     const int precision = (int)ctx.options.gemm_precision + (bf16_operands ? kGemmBf16Operands : 0) +
                           (bf16_output ? kGemmBf16Output : 0) + (split_tf32 ? kGemmSplitTf32 : 0);
     for (Expr e : {Expr((int)M), Expr((int)N), Expr((int)K), Expr(ta ? 1 : 0), Expr(tb && !split_tf32 ? 1 : 0), Expr((float)alpha),
@@ -224,10 +261,9 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     ext.compute_root();  // an extern: no schedule touches it
     bound_whole(ext, v, sy);
     ctx.note_extern_call(fn, ext, sy);
-    if (fused) {
-        ctx.register_extern(ext, node, sy);
-        ctx.fuse_node_into(act->name, ext);
-    }
+    if (fused || rounding) ctx.register_extern(ext, node, sy);
+    if (fused) ctx.fuse_node_into(act->name, as_fp32(ctx, *act, ext, sy));
+    if (rounding) ctx.fuse_node_into(rounding->name, ext);
     return ext;
 }
 
@@ -406,7 +442,7 @@ void lower_gemm(LowerContext &ctx, const Node &node) {
         std::vector<double> bias = cc->to_doubles();
         for (auto &x : bias) x *= beta;
         if (Func ext = cublas_product(ctx, node, ta, tb, alpha, &bias, act); ext.defined()) {
-            ctx.bind_output(y, ext);
+            ctx.bind_output(y, as_fp32(ctx, node, ext, sy));
             return;
         }
     }

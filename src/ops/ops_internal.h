@@ -46,4 +46,15 @@ Halide::Expr bordered_read(LowerContext &ctx, const std::string &x, const std::v
 /// flag (a cuBLAS op, a cuDNN pass) instead of a materialized copy (src/ops/layout.cpp).
 std::string transpose_source(const LowerContext &ctx, const std::string &value, const std::vector<int64_t> &perm);
 
+/// The BF16 value that FP32 value \p value widens (a Cast to f32 of a bf16 value: widen_half_precision's
+/// widening of a bf16 model's input or of a Cast to bf16), or "" when it is none: a library stage
+/// that takes BF16 operands reads its bits instead of rounding the widened value back, which is the
+/// identity (src/ops/attention.cpp).
+std::string bf16_source(const LowerContext &ctx, const std::string &value);
+
+/// The Cast to bf16 that is the only reader of FP32 value \p value (no graph output), as
+/// widen_half_precision rounds a bf16 model's output, or nullptr: a library stage computing
+/// \p value can write BF16 and be that Cast's value (src/ops/attention.cpp).
+const Node *bf16_rounding(const LowerContext &ctx, const std::string &value);
+
 }  // namespace loom
