@@ -143,6 +143,15 @@ TEST(Cli, SingleValueFlagGivenTwiceNamesTheFlag) {
     EXPECT_HAS(r.out, "eager");
 }
 
+// bench's --generic-without names the kind of copy it does not know (a typo in a '+' list) and the
+// kinds it knows.
+TEST(Cli, GenericWithoutNamesAnUnknownKindOfCopy) {
+    Result r = run_loom("bench " + data_path("dynamic_mlp.onnx") + " --input x=16x64 --generic-without half-tile+narow");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_HAS(r.out, "--generic-without half-tile+narow: 'narow' is no kind of copy; give one of by-value, "
+                      "half-tile, narrow, remainder, or several joined by '+'");
+}
+
 TEST(Cli, UnknownFlagAndCommandAreUserErrors) {
     EXPECT_EQ(run_loom("run " + data_path("mlp.onnx") + " --no-such-flag").rc, 1);
     EXPECT_EQ(run_loom("frobnicate").rc, 1);

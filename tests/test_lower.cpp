@@ -269,5 +269,24 @@ TEST(FlatRowIndex, FoldsTheDivideAndModuloOfOneRow) {
         }
 }
 
+// A divide and modulo of one row by a moving extent (a Variable, as a model compiled for every size
+// spells `size_seq`), with the divide's coefficient a multiple of the modulo's: nothing to fold
+// (no constant divisor), the index kept as it is rather than a crash reading that divisor.
+TEST(FlatRowIndex, KeepsADivideAndModuloByAMovingExtent) {
+    using namespace Halide::Internal;
+    using Halide::Expr;
+    const Halide::Type i32 = Halide::Int(32);
+    Expr x = Variable::make(i32, "x"), n = Variable::make(i32, "size_seq");
+    Expr index = (x % n) * 64 + (x / n) * 64;
+    Stmt s = Evaluate::make(Load::make(Halide::Float(32), "buf", index, Halide::Buffer<>(), Parameter(), const_true(),
+                                       ModulusRemainder()));
+    Stmt out = flat_row_indices(s);
+    const Evaluate *e = out.as<Evaluate>();
+    ASSERT_NE(e, nullptr);
+    const Load *l = e->value.as<Load>();
+    ASSERT_NE(l, nullptr);
+    EXPECT_TRUE(equal(l->index, index)) << l->index;
+}
+
 }  // namespace
 }  // namespace loom

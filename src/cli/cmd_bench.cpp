@@ -47,6 +47,7 @@ struct BenchCliOptions {
     std::vector<std::string> generic_plan;    ///< --generic-plan
     std::vector<std::string> generic_schedules;  ///< --generic-schedule
     std::vector<int> generic_tail_copies;         ///< --generic-tail-copies
+    std::vector<std::string> generic_without;     ///< --generic-without
     std::vector<std::string> dims;            ///< --dim
     std::string json, csv, plot, name;
     double budget_ms = 2000;
@@ -188,7 +189,7 @@ void bench(const BenchCliOptions &o) {
     MachineModel machine = probe_machine(o.reprobe);
 
     bool any = o.eager || o.inline_ || o.auto_ || o.ort || !o.halide.empty() || !o.schedules.empty() ||
-               !o.generic_schedules.empty() || !o.generic_tail_copies.empty();
+               !o.generic_schedules.empty() || !o.generic_tail_copies.empty() || !o.generic_without.empty();
     std::vector<BenchVariant> variants;
     auto builtin = [&](const std::string &spec) {
         AutoscheduleFn autofn = autoscheduler_for(target);
@@ -208,7 +209,7 @@ void bench(const BenchCliOptions &o) {
         // up fails its row only.
         variants.push_back({name, "halide", nullptr, name});
     }
-    if (o.generic || !o.generic_schedules.empty() || !o.generic_tail_copies.empty()) {
+    if (o.generic || !o.generic_schedules.empty() || !o.generic_tail_copies.empty() || !o.generic_without.empty()) {
         // The model compiled for every size (dynamic shapes), planned at --generic-plan, run at
         // this --input size: the row a compile specialized to the size ("auto") is judged against.
         // Each --generic-schedule file is such a row too, its schedule as written.
@@ -228,23 +229,39 @@ void bench(const BenchCliOptions &o) {
                    "open; drop --generic, or export the model with dynamic axes");
         struct Row {
             std::string label, spec;
-            int tail_copies;  // -1: --tail-copies
+            int tail_copies;                  // -1: --tail-copies
+            std::set<std::string> left_out;  // kinds of copies this row compiles without
         };
         std::vector<Row> rows;
-        if (o.generic) rows.push_back({"auto generic", "auto", -1});
+        if (o.generic) rows.push_back({"auto generic", "auto", -1, {}});
         for (int n : o.generic_tail_copies)
-            rows.push_back({"auto generic, " + std::to_string(n) + " tail copies", "auto", n});
+            rows.push_back({"auto generic, " + std::to_string(n) + " tail copies", "auto", n, {}});
+        for (const auto &kinds : o.generic_without) {
+            std::set<std::string> left_out;
+            for (size_t at = 0; at <= kinds.size();) {
+                size_t end = std::min(kinds.find('+', at), kinds.size());
+                std::string kind = kinds.substr(at, end - at);
+                std::string known;
+                for (const auto &k : size_copy_kinds()) known += (known.empty() ? "" : ", ") + k;
+                user_check(size_copy_kinds().count(kind), "--generic-without ", kinds, ": '", kind,
+                           "' is no kind of copy; give one of ", known, ", or several joined by '+'");
+                left_out.insert(kind);
+                at = end + 1;
+            }
+            rows.push_back({"auto generic without " + kinds, "auto", -1, left_out});
+        }
         for (const auto &path : o.generic_schedules)
-            rows.push_back({fs::path(path).filename().string() + " generic", path, -1});
+            rows.push_back({fs::path(path).filename().string() + " generic", path, -1, {}});
         for (const auto &row : rows) {
             BenchVariant v{row.label, row.spec == "auto" ? "auto" : "file", nullptr};
             std::string model = o.model;
             bool second = o.small_size_plan && row.spec == "auto";
-            v.build = [gen, model, req, second, spec = row.spec, copies = row.tail_copies](const Halide::Target &t,
-                                                                                         std::string &schedule_text) {
+            v.build = [gen, model, req, second, spec = row.spec, copies = row.tail_copies,
+                       left_out = row.left_out](const Halide::Target &t, std::string &schedule_text) {
                 EverySizeModel em;
                 {
                     TailCopiesScope scope(copies);  // this row's copies while it is planned
+                    SizeCopiesLeftOutScope without(left_out);
                     em = schedule_compiled_for_every_size(
                         *gen, [&](const std::vector<std::string> &plan) { return load_model(model, plan, false, "", req); },
                         spec, t, model, second);
@@ -257,7 +274,7 @@ void bench(const BenchCliOptions &o) {
         }
     }
     user_check(o.generic || !o.generic_schedules.empty() || !o.generic_tail_copies.empty() ||
-                   (o.generic_plan.empty() && o.dims.empty() && !o.small_size_plan),
+                   !o.generic_without.empty() || (o.generic_plan.empty() && o.dims.empty() && !o.small_size_plan),
                "loom bench: --generic-plan, --dim and --small-size-plan describe the --generic row; add --generic");
     // ONNX Runtime runs the model file itself, in a worker process under the same limits.
     if (o.ort) variants.push_back({"ort", "ort", nullptr, kOrtPeer});
@@ -364,6 +381,10 @@ void add_bench_command(CLI::App &app) {
                   "A row of the --generic compile with this many tail copies (repeatable), beside the others: "
                   "their run and compile times compare in one process")
         ->check(CLI::NonNegativeNumber);
+    c->add_option("--generic-without", o->generic_without,
+                  "A row of the --generic compile without one kind of copy (repeatable; several kinds joined by '+'): "
+                  "half-tile, by-value, narrow, remainder; its run and compile times beside the others weigh "
+                  "what that kind costs and gains");
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "The --generic compile serves the sizes too short for its splits with a second plan made at the "
                 "ranges' small end (bench/DECISIONS.md#d107)");

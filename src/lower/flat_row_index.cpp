@@ -124,7 +124,9 @@ class FlatRowIndices : public IRMutator {
         for (size_t i = 0; i < f.terms.size(); i++) {
             const Mod *m = f.terms[i].first.as<Mod>();
             int64_t a = f.terms[i].second;
-            if (!m || a == 0) continue;
+            // A divisor that is no constant (a moving extent of a model compiled for every size)
+            // has no multiple to compare the divide's coefficient with: such a pair stays as it is.
+            if (!m || a == 0 || !constant_of(m->b)) continue;
             for (size_t j = 0; j < f.terms.size(); j++) {
                 const Div *d = f.terms[j].first.as<Div>();
                 if (!d || !equal(d->b, m->b) || !equal(d->a, m->a) || f.terms[j].second != a * *constant_of(m->b))

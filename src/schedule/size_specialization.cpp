@@ -53,6 +53,16 @@ bool &narrow_copies_enabled() {
     return on;
 }
 
+std::set<std::string> &size_copies_left_out() {
+    static std::set<std::string> kinds;
+    return kinds;
+}
+
+const std::set<std::string> &size_copy_kinds() {
+    static const std::set<std::string> kinds = {"half-tile", "by-value", "narrow", "remainder"};
+    return kinds;
+}
+
 int &tail_remainder_copies() {
     static int copies = 3;
     return copies;
@@ -401,7 +411,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 }
         };
         int64_t shortest = tile;
-        if (nd.divides.empty() && tile >= 4 && tile % 2 == 0) {
+        if (nd.divides.empty() && tile >= 4 && tile % 2 == 0 && !size_copies_left_out().count("half-tile")) {
             add_copy(term->second.first >= (int)(tile / 2), term->first + " >= " + std::to_string(tile / 2), tile / 2);
             shortest = tile / 2;
         }
@@ -412,7 +422,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         // tile would run the guarded copy, all of their rows in its guarded last tile (the MLP at
         // batch 7: 1.9x). It takes a copy for each size below its tile instead, while the tile is
         // short (bench/DECISIONS.md#d223-dynamic-shapes-every-size-below-a-divided-tile).
-        int most = tail_remainder_copies();
+        int most = size_copies_left_out().count("by-value") ? 0 : tail_remainder_copies();
         if (!nd.divides.empty() && most > 0 && tile <= kMostCopiesBelowADividedTile) most = std::max<int>(most, (int)tile - 1);
         // Such a kernel's copy with the tails as written only repeats the guarded copy's full tiles
         // (bench/DECISIONS.md#d224-dynamic-shapes-no-written-copy-of-a-divided-tile).
@@ -437,7 +447,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // for its tiles; the guarded copy is left only where they are long enough but a RoundUp split
     // does not divide, and not compiled at all for a kernel with no such split
     // (bench/DECISIONS.md#d155-dynamic-shapes-narrow-copy).
-    if (narrow_copies_enabled()) {
+    if (narrow_copies_enabled() && !size_copies_left_out().count("narrow")) {
         for (const auto &[kernel, nd] : needs) {
             auto c = cond_of.find(kernel);
             if (c == cond_of.end() || c->second.always || every_size_copied.count(kernel)) continue;
@@ -473,7 +483,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // accumulators go through memory. Where the tile's remainder is known (`size_batch % 6 == 4`)
     // Halide's simplifier folds those guards as a compile for one size does. One copy per
     // remainder: the planned size's, then the smallest sizes' (batch 1 and 2) by their values.
-    const int copies = tail_remainder_copies();
+    const int copies = size_copies_left_out().count("remainder") ? 0 : tail_remainder_copies();
     for (const auto &[key, sp] : plans) {
         if (copies <= 0 || !sp.eligible || rfactored.count(key.first) || out.count(key) || sp.guarded_tiles.size() != 1 ||
             computed_at.count(key.first) || hosts.count(key.first))

@@ -105,6 +105,29 @@ constexpr const char *kNarrowCopyNote = " (moving loops split by 1, none vectori
 /// by default): a test or a measurement sets it to compare with the guarded copy alone.
 bool &narrow_copies_enabled();
 
+/// The kinds of a kernel's copies a measurement leaves out (`loom bench --generic-without KIND`), to
+/// weigh each kind's compile time against what it gains at run time: "half-tile" (D144),
+/// "by-value" (one tile of the whole rows per smallest size, D220 and D223), "narrow" (D155),
+/// "remainder" (the tail copies of a written GuardWithIf tile, D128). Empty by default.
+std::set<std::string> &size_copies_left_out();
+
+/// The names size_copies_left_out() knows.
+const std::set<std::string> &size_copy_kinds();
+
+/// Sets size_copies_left_out() for its lifetime (one bench row), restoring it on every exit path.
+class SizeCopiesLeftOutScope {
+public:
+    explicit SizeCopiesLeftOutScope(std::set<std::string> kinds) : keep_(size_copies_left_out()) {
+        size_copies_left_out() = std::move(kinds);
+    }
+    ~SizeCopiesLeftOutScope() { size_copies_left_out() = keep_; }
+    SizeCopiesLeftOutScope(const SizeCopiesLeftOutScope &) = delete;
+    SizeCopiesLeftOutScope &operator=(const SizeCopiesLeftOutScope &) = delete;
+
+private:
+    std::set<std::string> keep_;
+};
+
 /// Sets tail_remainder_copies() for its lifetime (a bench row or a test comparing counts in one
 /// process), restoring the previous count on every exit path; a negative count leaves it as is.
 class TailCopiesScope {
