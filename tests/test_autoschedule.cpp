@@ -1075,6 +1075,32 @@ TEST(Autoschedule, NarrowNchwDepthwiseOutputsSplitTasksByChannels) {
     }
 }
 
+// A Linear with a bias over rows that fit one micro-kernel tile (a text line of 8 steps, 4 rows) and
+// columns that two vectors do not divide (80, 100): Halide 14 compiled the guarded two-vector column
+// tile wrong there (all NaN, or sums doubled). Such a GEMM takes one vector of columns per tile
+// (D231), and every plan matches the reference, on both x86 levels.
+TEST(Autoschedule, GuardedColumnTilesOverOneRowTileMatchTheReference) {
+    struct Case { int64_t rows, cols; };
+    for (const Case &k : {Case{8, 80}, Case{4, 100}, Case{8, 96}}) {
+        Builder b;
+        std::string x = b.input("x", {1, k.rows, 120});
+        std::string mm = b.node("MatMul", {x, b.random_constant("w", {120, k.cols}, 181)}, {1, k.rows, k.cols}, {},
+                                DType::F32, "linear");
+        b.out("Add", {mm, b.random_constant("bias", {k.cols}, 182)}, {1, k.rows, k.cols});
+        prepare_graph(b.g);
+        LoweredPipeline lp = lower_graph(b.g);
+        const std::string what = std::to_string(k.rows) + "x" + std::to_string(k.cols);
+        for (const FixedMachine &fm : both_levels()) {
+            AutoScheduleResult res = plan_on(lp, fm);
+            SCOPED_TRACE(fm.name + " " + what + "\n" + tilings(res));
+            const KernelTiling t = res.tiling_of(res.plan.decision("linear")->kernel);
+            const int V = fm.model.vector_bytes / 4;
+            EXPECT_EQ(t.tile_n, k.cols % (2 * V) == 0 ? 2 * V : V);
+        }
+        check_auto_with_avx2(b.g, "a Linear with a bias, " + what);
+    }
+}
+
 // An inner dimension of 1 (an outer product, as a rank-1 update or an attention over one key writes
 // it) is no reduction: MatMul, batched MatMul and Gemm with K = 1 are pure Funcs, and the cost
 // model's schedules of them apply and match the reference on both x86 levels.

@@ -493,6 +493,11 @@ GemmTile gemm_tile(const FuncInfo &f, bool epilogue, const MachineModel &m, cons
     int nrv = t.N >= 2 * V && f.inner_var_contiguous ? 2 : 1;
     if (knobs.gemm_nr_vectors > 0 && f.inner_var_contiguous && t.N >= (int64_t)knobs.gemm_nr_vectors * V)
         nrv = knobs.gemm_nr_vectors;
+    // Under an epilogue a column tile that does not divide the columns is guarded (GuardWithIf)
+    // around the split of its vectors, which Halide 14 compiles wrong where the rows are one tile
+    // (NaN or doubled sums): such a GEMM takes one vector of columns per tile
+    // (bench/DECISIONS.md#d231-guarded-column-tiles-of-one-vector).
+    if (epilogue && t.N % ((int64_t)nrv * V) != 0) nrv = 1;
     t.NR = nrv * V;
     int max_mr = std::max(1, (m.vector_registers - 4) / nrv);
     t.MR = (int)std::min<int64_t>({knobs.gemm_mr > 0 ? knobs.gemm_mr : 8, t.M, max_mr});
