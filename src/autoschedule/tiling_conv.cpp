@@ -21,6 +21,10 @@ namespace {
 // (bench/DECISIONS.md#d30-conv-channel-tiles).
 constexpr int64_t kMinChannelTileTerms = 64;
 
+// Bytes of a cache line: NCHW rows shorter than this are shared between tasks of adjacent rows
+// (bench/DECISIONS.md#d197-narrow-nchw-outputs-split-by-channels).
+constexpr int64_t kCacheLineBytes = 64;
+
 // Reduction terms per output point of update 0 (a conv's input channels x taps).
 int64_t reduction_terms(const FuncInfo &f) {
     int64_t k = 1;
@@ -298,7 +302,6 @@ void Ctx::choose_channel_tile(ConvPlan &c) {
     // (bench/DECISIONS.md#d197-narrow-nchw-outputs-split-by-channels).
     const int cores = std::max(1, m.cores);
     const int64_t blocks = e[0] * (e[1] / B);  // channel blocks of every image (B divides the channels)
-    constexpr int64_t kCacheLineBytes = 64;
     const bool narrow_nchw =
         cores > 1 && W * fi(F).esize < kCacheLineBytes && blocks >= 2 * cores && !output_channels_innermost(R);
     c.rows_outer = channel_tile_rows_outer(fi(F), m) && !narrow_nchw;
@@ -1149,7 +1152,6 @@ void Ctx::depthwise_channel_tiles(ScheduleStatement &st, const std::string &T, c
     // Stored NCHW with rows shorter than a cache line, tasks of rows would write the same lines of
     // every channel plane from two cores: tasks are channel blocks instead, all rows inside, where
     // there are two a core (bench/DECISIONS.md#d199-narrow-depthwise-outputs-split-by-channels).
-    constexpr int64_t kCacheLineBytes = 64;
     const bool channel_tasks = m.cores > 1 && !cl && W * fi(F).esize < kCacheLineBytes &&
                                e[0] * (e[1] / V) >= 2 * (int64_t)m.cores;
     const int64_t RH = channel_tasks ? 1 : std::max<int64_t>(1, (H + tasks - 1) / tasks);
