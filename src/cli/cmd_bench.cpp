@@ -236,13 +236,13 @@ void bench(const BenchCliOptions &o) {
         if (o.generic) rows.push_back({"auto generic", "auto", -1, {}});
         for (int n : o.generic_tail_copies)
             rows.push_back({"auto generic, " + std::to_string(n) + " tail copies", "auto", n, {}});
+        std::string known;  // the kinds a --generic-without error lists
+        for (const auto &k : size_copy_kinds()) known += (known.empty() ? "" : ", ") + k;
         for (const auto &kinds : o.generic_without) {
             std::set<std::string> left_out;
             for (size_t at = 0; at <= kinds.size();) {
                 size_t end = std::min(kinds.find('+', at), kinds.size());
                 std::string kind = kinds.substr(at, end - at);
-                std::string known;
-                for (const auto &k : size_copy_kinds()) known += (known.empty() ? "" : ", ") + k;
                 user_check(size_copy_kinds().count(kind), "--generic-without ", kinds, ": '", kind,
                            "' is no kind of copy; give one of ", known, ", or several joined by '+'");
                 left_out.insert(kind);
