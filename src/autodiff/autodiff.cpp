@@ -64,7 +64,7 @@ GradientGraph differentiate(const Graph &forward, const std::vector<std::string>
     // Values a parameter reaches (through ops that carry a gradient).
     std::set<std::string> active(parameters.begin(), parameters.end());
     for (const auto &p : parameters)
-        user_check(std::find(g.inputs.begin(), g.inputs.end(), p) != g.inputs.end(), "parameter '", p,
+        user_check(g.is_input(p), "parameter '", p,
                    "' is not an input of the graph");
     for (size_t i = 0; i < forward_end; i++) {
         const Node &n = g.nodes[i];

@@ -15,7 +15,7 @@ namespace {
 bool only_reader(const Graph &g, const std::string &value, int node) {
     std::vector<int> c = g.consumers(value);
     return c.size() == 1 && c[0] == node &&
-           std::find(g.outputs.begin(), g.outputs.end(), value) == g.outputs.end();
+           !g.is_output(value);
 }
 
 bool float_value(const Graph &g, const std::string &v) {

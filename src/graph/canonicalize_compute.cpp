@@ -104,7 +104,7 @@ void drop_unused_outputs(Graph &g, Node &n, int k, const char *what) {
         const std::string &o = n.outputs[i];
         if (o.empty()) continue;
         bool used = !g.consumers(o).empty() ||
-                    std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+                    g.is_output(o);
         user_check(!used, n.describe(), ": output ", i, " ('", o, "', ", what,
                    ") is used, but Loom supports only inference-mode outputs of this op");
         g.values.erase(o);

@@ -133,7 +133,7 @@ private:
         for (int k : slice) {
             const std::string &v = g_.nodes[k].outputs[0];
             if (v == y) continue;
-            if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return false;
+            if (g_.is_output(v)) return false;
             for (int c : uses(v))
                 if (!in.count(c)) return false;
         }
@@ -218,10 +218,6 @@ int recognize_gelu(Graph &g, GeluForm form) {
 
 namespace {
 
-bool is_output(const Graph &g, const std::string &v) {
-    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
-}
-
 // Whether \p c is a constant float32 bias of \p N values ([N] or [1, N]).
 bool column_bias(const Tensor *c, int64_t N) {
     return c && c->dtype() == DType::F32 && c->numel() == N && (c->rank() == 1 || (c->rank() == 2 && c->shape()[0] == 1));
@@ -259,7 +255,7 @@ int linear_bias_product(const Graph &g, const Node &add, const ConsumerMap &cons
         if (sa.size() != 2 || sy.size() != 2 || g.value(add.outputs[0]).shape != sy) continue;
         if (!column_bias(cb, N)) continue;
         auto it = consumers.find(y);
-        if (it == consumers.end() || it->second.size() != 1 || is_output(g, y)) continue;
+        if (it == consumers.end() || it->second.size() != 1 || g.is_output(y)) continue;
         bias = b;
         return m;
     }
@@ -278,7 +274,7 @@ int fuse_linear_exact_gelu(Graph &g, double slack) {
             const int m = linear_bias_product(g, g.nodes[k], consumers, bias);
             if (m < 0) continue;
             const std::string x = g.nodes[k].outputs[0];
-            if (is_output(g, x)) continue;
+            if (g.is_output(x)) continue;
             Region r = GeluFinder(g, consumers, GeluForm::Exact, slack).find(x);
             if (r.nodes.empty()) continue;
             std::set<int> region(r.nodes.begin(), r.nodes.end());

@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -104,6 +105,14 @@ void Graph::set_constant(const std::string &name, Tensor t) {
     vi.symbols.clear();
     vi.has_shape = true;
     initializers[name] = std::move(t);
+}
+
+bool Graph::is_input(const std::string &name) const {
+    return std::find(inputs.begin(), inputs.end(), name) != inputs.end();
+}
+
+bool Graph::is_output(const std::string &name) const {
+    return std::find(outputs.begin(), outputs.end(), name) != outputs.end();
 }
 
 int Graph::producer(const std::string &v) const {

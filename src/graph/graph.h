@@ -82,6 +82,10 @@ public:
     ValueInfo &value(const std::string &name);
     bool has_value(const std::string &name) const { return values.count(name) > 0; }
     bool is_constant(const std::string &name) const { return initializers.count(name) > 0; }
+    /// True when \p name is one of the graph's runtime inputs.
+    bool is_input(const std::string &name) const;
+    /// True when \p name is one of the graph's outputs (a pass must not rename or fuse it away).
+    bool is_output(const std::string &name) const;
     /// The initializer's data, or nullptr when the value is not a constant.
     const Tensor *constant(const std::string &name) const;
     /// Adds (or replaces) an initializer and its ValueInfo.

@@ -100,7 +100,7 @@ private:
         while (!work.empty()) {
             std::string v = work.back();
             work.pop_back();
-            if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return false;
+            if (g_.is_output(v)) return false;
             for (int ci : g_.consumers(v)) {
                 const Node &n = g_.nodes[ci];
                 if (n.op == "Concat") {

@@ -105,15 +105,11 @@ void infer_shapes_and_fold(Graph &g, const NodeEvaluator &evaluate) {
     g.nodes = std::move(done);
 }
 
-static bool is_graph_output(const Graph &g, const std::string &v) {
-    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
-}
-
 void remove_identities(Graph &g) {
     std::vector<Node> kept;
     for (auto &n : g.nodes) {
         bool removable = (n.op == "Identity" || n.op == "Dropout") && n.has_input(0) &&
-                         !is_graph_output(g, n.outputs[0]);
+                         !g.is_output(n.outputs[0]);
         if (n.op == "Dropout")
             for (size_t i = 1; i < n.outputs.size(); i++)
                 removable &= n.outputs[i].empty() || g.consumers(n.outputs[i]).empty();
@@ -162,7 +158,7 @@ void fold_conv_batchnorm(Graph &g) {
         Node &conv = g.nodes[pi];
         const bool transposed = conv.op == "ConvTranspose";
         if ((conv.op != "Conv" && !transposed) || g.consumers(conv.outputs[0]).size() != 1 ||
-            is_graph_output(g, conv.outputs[0]))
+            g.is_output(conv.outputs[0]))
             continue;
         const Tensor *w = g.constant(conv.inputs[1]);
         const Tensor *b = conv.has_input(2) ? g.constant(conv.inputs[2]) : nullptr;
@@ -277,7 +273,7 @@ void eliminate_common_subexpressions(Graph &g) {
         key += ")";
         for (const auto &kv : n.attrs) key += kv.first + "=" + attr_str(kv.second) + ";";
         bool outputs_free = true;
-        for (const auto &o : n.outputs) outputs_free &= !is_graph_output(g, o);
+        for (const auto &o : n.outputs) outputs_free &= !g.is_output(o);
         auto it = seen.find(key);
         if (it != seen.end() && outputs_free) {
             const Node &same = kept[it->second];

@@ -333,7 +333,7 @@ void LowerContext::note_extern_call(const std::string &fn, const Halide::Func &e
 const Node *LowerContext::sole_activation_consumer(const std::string &value,
                                                    const std::function<bool(const Node &)> &accept) const {
     if (!options.fuse_activation_epilogue) return nullptr;
-    if (std::find(graph.outputs.begin(), graph.outputs.end(), value) != graph.outputs.end()) return nullptr;
+    if (graph.is_output(value)) return nullptr;
     std::vector<int> users = graph.consumers(value);
     if (users.size() != 1 || !accept(graph.nodes[users[0]])) return nullptr;
     return &graph.nodes[users[0]];

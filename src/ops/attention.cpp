@@ -258,9 +258,8 @@ std::string bf16_source(const LowerContext &ctx, const std::string &value) {
 }
 
 const Node *bf16_rounding(const LowerContext &ctx, const std::string &value) {
-    const auto &outs = ctx.graph.outputs;
     const std::vector<int> users = ctx.graph.consumers(value);
-    if (users.size() != 1 || std::find(outs.begin(), outs.end(), value) != outs.end()) return nullptr;
+    if (users.size() != 1 || ctx.graph.is_output(value)) return nullptr;
     const Node &cast = ctx.graph.nodes[users[0]];
     return cast.op == "Cast" && ctx.dtype(cast.outputs[0]) == DType::BF16 ? &cast : nullptr;
 }

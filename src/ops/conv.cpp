@@ -100,8 +100,8 @@ bool nhwc_operand(LowerContext &ctx, const Node &node, const std::string &x, boo
         return true;
     }
     const Graph &g = ctx.graph;
-    const bool graph_input = std::find(g.inputs.begin(), g.inputs.end(), x) != g.inputs.end();
-    const bool graph_output = std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end();
+    const bool graph_input = g.is_input(x);
+    const bool graph_output = g.is_output(x);
     if (!ctx.has_value(x) || ctx.constant(x)) return false;
     const Shape &sx = ctx.shape(x);
     Func copy = ctx.make_func(node, bf16 ? "x_nhwc_bf16" : "x_nhwc", sx);

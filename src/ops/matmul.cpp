@@ -32,7 +32,7 @@ namespace {
 // #d138-cuda-bf16-copy-computes-pointwise-producer).
 bool copy_computes_producer(LowerContext &ctx, const std::string &a) {
     const Graph &g = ctx.graph;
-    if (std::find(g.outputs.begin(), g.outputs.end(), a) != g.outputs.end() || g.consumers(a).size() != 1) return false;
+    if (g.is_output(a) || g.consumers(a).size() != 1) return false;
     for (const auto &in : ctx.result.input_names)
         if (in == a) return false;
     Func f = ctx.value(a);
@@ -64,7 +64,7 @@ bool feeds_only_bf16_operands(const LowerContext &ctx, const std::string &y) {
     std::set<std::string> seen;
     std::function<bool(const std::string &)> wants_bf16 = [&](const std::string &value) {
         if (!seen.insert(value).second) return true;
-        if (std::find(g.outputs.begin(), g.outputs.end(), value) != g.outputs.end()) return false;
+        if (g.is_output(value)) return false;
         const std::vector<int> users = g.consumers(value);
         if (users.empty()) return false;
         for (int u : users) {
@@ -158,9 +158,7 @@ Func cublas_product(LowerContext &ctx, const Node &node, bool ta, bool tb, doubl
     // A bf16 model's A is widen_half_precision's widening of a BF16 value: its bits are the operand
     // (rounding the widened value back is the identity), a whole BF16 graph input read as it is.
     const std::string a_bits = bf16_operands ? bf16_source(ctx, a) : "";
-    const auto &graph_inputs = ctx.graph.inputs;
-    const bool a_input = !a_bits.empty() && ctx.shape(a_bits) == sa &&
-                         std::find(graph_inputs.begin(), graph_inputs.end(), a_bits) != graph_inputs.end();
+    const bool a_input = !a_bits.empty() && ctx.shape(a_bits) == sa && ctx.graph.is_input(a_bits);
     Halide::ExternFuncArgument arg_a, arg_b;
     if (a_bits.empty() && !((bf16_operands || split_tf32) && copy_computes_producer(ctx, a)) &&
         !ctx.extern_operand(a, arg_a))
@@ -275,8 +273,7 @@ bool reads_b_transposed(const LowerContext &ctx, const Node &node, int r) {
     const std::string &b = node.inputs[1];
     const int t = ctx.graph.producer(b);
     if (t < 0 || ctx.graph.nodes[t].op != "Transpose" || ctx.graph.consumers(b).size() != 1) return false;
-    const auto &outs = ctx.graph.outputs;
-    if (std::find(outs.begin(), outs.end(), b) != outs.end()) return false;
+    if (ctx.graph.is_output(b)) return false;
     std::vector<int64_t> perm = ctx.graph.nodes[t].get_ints("perm");
     return (int)perm.size() == r && perm[r - 2] == r - 1;
 }
