@@ -320,6 +320,21 @@ TEST(Cli, SplitTf32NeedsCudaFp32Gemms) {
     }
 }
 
+// --f16-attention (TF32 attention through cuDNN on FP16 copies, D208) needs CUDA, cuDNN and TF32: on the
+// host, at another precision or with --no-cudnn it is refused, naming the flag and what to drop.
+TEST(Cli, F16AttentionNeedsCudaCudnnTf32) {
+    const std::string out = temp_dir() + "/f16_attention";
+    for (const char *flags : {"--target host --f16-attention", "--target cuda --precision bf16 --f16-attention",
+                              "--target cuda --f16-attention", "--target cuda --precision tf32 --no-cudnn --f16-attention"}) {
+        SCOPED_TRACE(flags);
+        Result r = run_loom("compile " + data_path("mlp.onnx") + " " + flags + " -o " + out);
+        EXPECT_EQ(r.rc, 1) << r.out;
+        EXPECT_HAS(r.out, "--f16-attention runs TF32 attention as cuDNN's on FP16 copies");
+        EXPECT_HAS(r.out, "drop --f16-attention or those flags");
+        EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
+    }
+}
+
 // A CUDA compile whose library headers are not under CUDA_HOME says where it looked and which flag
 // avoids the library; nothing is written.
 TEST(Cli, MissingCudaLibrariesNameCudaHomeAndTheFlag) {

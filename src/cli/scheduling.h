@@ -37,6 +37,7 @@ struct LibraryFlags {
     std::string precision;           ///< --precision fp32|tf32|bf16|fp16 ("": fp32, or tf32 with --tf32)
     bool unfused_epilogues = false;  ///< LowerOptions::fuse_activation_epilogue off
     bool split_tf32 = false;         ///< LowerOptions::gemm_split_tf32 (--split-tf32)
+    bool f16_attention = false;      ///< LowerOptions::attention_f16 (--f16-attention)
 };
 
 /// The lowering for \p target: on CUDA, float GEMMs with constant weights call cuBLAS(Lt) and 2-D
