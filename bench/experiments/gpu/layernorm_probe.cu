@@ -10,7 +10,7 @@
 //     registers), each statistic summed by warp shuffles, one shared slot per warp, one barrier,
 //     then every thread adds the warps' partials: one barrier per statistic where Loom's shared
 //     tree (512 -> 32 -> 1) takes three.
-//   ln_mode: plain or streaming loads, one-pass moments; ln_wc: each warp's vectors adjacent;
+//   ln_mode: plain or streaming loads, one-pass moments; ln_shfl<…, true>: each warp's vectors adjacent;
 //   ln_cluster: a row over a thread-block cluster (distributed shared memory); ln_pipe: persistent
 //     blocks, the next row's loads issued before the current row's statistics;
 //   row_copy / copy_blocks / copy_wc: copies laid out as the row kernels are (a thread's loads
@@ -67,7 +67,10 @@ template <int T> __device__ __forceinline__ float block_sum(float s, float *slot
     return t;
 }
 
-template <int T, int V, int N>
+// WarpContig: a warp's N vectors adjacent in memory (vector k of lane l in warp w at
+// ((w * N + k) * 32 + l)), so that a warp's requests follow one another as a one-vector-a-thread
+// copy's do; otherwise vector k of thread t at k * T + t.
+template <int T, int V, int N, bool WarpContig = false>
 __global__ void __launch_bounds__(T) ln_shfl(const float *__restrict__ x, const float *__restrict__ g,
                                              const float *__restrict__ b, float *__restrict__ y) {
     static_assert(T * V * N == C, "row split");
@@ -75,10 +78,13 @@ __global__ void __launch_bounds__(T) ln_shfl(const float *__restrict__ x, const 
     __shared__ float slots[2][T / 32];
     const int row = blockIdx.x;
     const float *xr = x + (size_t)row * C;
+    auto at = [](int k) {
+        return WarpContig ? ((int)(threadIdx.x >> 5) * N + k) * 32 + (int)(threadIdx.x & 31) : k * T + (int)threadIdx.x;
+    };
     float v[N][V];
 #pragma unroll
     for (int k = 0; k < N; k++) {
-        VT q = __ldg(reinterpret_cast<const VT *>(xr) + k * T + threadIdx.x);
+        VT q = __ldg(reinterpret_cast<const VT *>(xr) + at(k));
         const float *f = reinterpret_cast<const float *>(&q);
 #pragma unroll
         for (int e = 0; e < V; e++) v[k][e] = f[e];
@@ -102,14 +108,14 @@ __global__ void __launch_bounds__(T) ln_shfl(const float *__restrict__ x, const 
     float *yr = y + (size_t)row * C;
 #pragma unroll
     for (int k = 0; k < N; k++) {
-        VT gq = __ldg(reinterpret_cast<const VT *>(g) + k * T + threadIdx.x);
-        VT bq = __ldg(reinterpret_cast<const VT *>(b) + k * T + threadIdx.x);
+        VT gq = __ldg(reinterpret_cast<const VT *>(g) + at(k));
+        VT bq = __ldg(reinterpret_cast<const VT *>(b) + at(k));
         const float *gf = reinterpret_cast<const float *>(&gq), *bf = reinterpret_cast<const float *>(&bq);
         VT o;
         float *of = reinterpret_cast<float *>(&o);
 #pragma unroll
         for (int e = 0; e < V; e++) of[e] = gf[e] * ((v[k][e] - mean) * rs) + bf[e];
-        reinterpret_cast<VT *>(yr)[k * T + threadIdx.x] = o;
+        reinterpret_cast<VT *>(yr)[at(k)] = o;
     }
 }
 
@@ -274,51 +280,6 @@ __global__ void __launch_bounds__(T) copy_wc(const float4 *__restrict__ x, float
     for (int k = 0; k < N; k++) y[base + (ThreadContig ? threadIdx.x * N + k : (w * N + k) * 32 + l)] = v[k];
 }
 
-template <int T, int V, int N>
-__global__ void __launch_bounds__(T) ln_wc(const float *__restrict__ x, const float *__restrict__ g,
-                                           const float *__restrict__ b, float *__restrict__ y) {
-    static_assert(T * V * N == C, "row split");
-    using VT = typename Vec<V>::T;
-    __shared__ float slots[2][T / 32];
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    const VT *xr = reinterpret_cast<const VT *>(x + (size_t)blockIdx.x * C);
-    float v[N][V];
-#pragma unroll
-    for (int k = 0; k < N; k++) {
-        VT q = __ldg(xr + (w * N + k) * 32 + l);
-        const float *f = reinterpret_cast<const float *>(&q);
-#pragma unroll
-        for (int e = 0; e < V; e++) v[k][e] = f[e];
-    }
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < N; k++)
-#pragma unroll
-        for (int e = 0; e < V; e++) s += v[k][e];
-    const float mean = block_sum<T>(s, slots[0]) * (1.f / C);
-    float q = 0.f;
-#pragma unroll
-    for (int k = 0; k < N; k++)
-#pragma unroll
-        for (int e = 0; e < V; e++) {
-            float d = v[k][e] - mean;
-            q += d * d;
-        }
-    const float rs = 1.f / sqrtf(block_sum<T>(q, slots[1]) * (1.f / C) + kEps);
-    VT *yr = reinterpret_cast<VT *>(y + (size_t)blockIdx.x * C);
-#pragma unroll
-    for (int k = 0; k < N; k++) {
-        const int i = (w * N + k) * 32 + l;
-        VT gq = __ldg(reinterpret_cast<const VT *>(g) + i), bq = __ldg(reinterpret_cast<const VT *>(b) + i);
-        const float *gf = reinterpret_cast<const float *>(&gq), *bf = reinterpret_cast<const float *>(&bq);
-        VT o;
-        float *of = reinterpret_cast<float *>(&o);
-#pragma unroll
-        for (int e = 0; e < V; e++) of[e] = gf[e] * ((v[k][e] - mean) * rs) + bf[e];
-        yr[i] = o;
-    }
-}
-
 // Persistent and pipelined: gridDim.x blocks of 256 threads, 16 floats a thread; row r+1's loads
 // are issued before row r's statistics. Rows static (row += gridDim.x) or taken from a counter
 // that is never reset (each launch adds R + gridDim.x to it; base is its value at the launch).
@@ -459,11 +420,11 @@ int main(int argc, char **argv) {
     vs.push_back({"ln streaming 256x(2x8)", 2.0 * bytes, true, [&] { ln_mode<256, 8, 1><<<R, 256>>>(x, g, b, y); }});
     vs.push_back({"ln one-pass 256x(2x8)", 2.0 * bytes, true, [&] { ln_mode<256, 8, 2><<<R, 256>>>(x, g, b, y); }});
     vs.push_back({"ln one-pass 512x(2x4)", 2.0 * bytes, true, [&] { ln_mode<512, 4, 2><<<R, 512>>>(x, g, b, y); }});
-    vs.push_back({"ln wc 512x(4x2)", 2.0 * bytes, true, [&] { ln_wc<512, 4, 2><<<R, 512>>>(x, g, b, y); }});
-    vs.push_back({"ln wc 512x(2x4)", 2.0 * bytes, true, [&] { ln_wc<512, 2, 4><<<R, 512>>>(x, g, b, y); }});
-    vs.push_back({"ln wc 256x(4x4)", 2.0 * bytes, true, [&] { ln_wc<256, 4, 4><<<R, 256>>>(x, g, b, y); }});
-    vs.push_back({"ln wc 256x(2x8)", 2.0 * bytes, true, [&] { ln_wc<256, 2, 8><<<R, 256>>>(x, g, b, y); }});
-    vs.push_back({"ln wc 128x(4x8)", 2.0 * bytes, true, [&] { ln_wc<128, 4, 8><<<R, 128>>>(x, g, b, y); }});
+    vs.push_back({"ln wc 512x(4x2)", 2.0 * bytes, true, [&] { ln_shfl<512, 4, 2, true><<<R, 512>>>(x, g, b, y); }});
+    vs.push_back({"ln wc 512x(2x4)", 2.0 * bytes, true, [&] { ln_shfl<512, 2, 4, true><<<R, 512>>>(x, g, b, y); }});
+    vs.push_back({"ln wc 256x(4x4)", 2.0 * bytes, true, [&] { ln_shfl<256, 4, 4, true><<<R, 256>>>(x, g, b, y); }});
+    vs.push_back({"ln wc 256x(2x8)", 2.0 * bytes, true, [&] { ln_shfl<256, 2, 8, true><<<R, 256>>>(x, g, b, y); }});
+    vs.push_back({"ln wc 128x(4x8)", 2.0 * bytes, true, [&] { ln_shfl<128, 4, 8, true><<<R, 128>>>(x, g, b, y); }});
     vs.push_back({"ln cluster2 256x(4x2)", 2.0 * bytes, true, [&] { launch_cluster<2, 256, 2>(x, g, b, y); }});
     vs.push_back({"ln cluster4 256x(4x1)", 2.0 * bytes, true, [&] { launch_cluster<4, 256, 1>(x, g, b, y); }});
     vs.push_back({"ln cluster4 128x(4x2)", 2.0 * bytes, true, [&] { launch_cluster<4, 128, 2>(x, g, b, y); }});
