@@ -60,7 +60,8 @@ constexpr double kFp32NhwcMaxSpatialShare = 0.25;
 double spatial_conv_share(const Graph &g);
 
 /// How prepare_graph fuses attention for \p target lowered with \p lo: Loom's Funcs on the CPU,
-/// cuDNN's fused attention on CUDA in BF16 (LowerOptions::attention_extern), else none (CUDA keeps
+/// cuDNN's fused attention on CUDA in BF16, or in TF32 with --f16-attention
+/// (LowerOptions::attention_extern), else none (CUDA keeps
 /// the batched cuBLAS products around a softmax kernel).
 AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo);
 
