@@ -1139,8 +1139,9 @@ TEST(Aot, GpuPointwiseOuterBlocksPastTheGridLimitAreBlockX) {
 
 // Scaled-dot-product attention as exporters write it (kᵀ by a Transpose, a scale, Softmax) over
 // [2, 3, S, d] (\p rank4) or [6, S, d], its values stored as \p dt, recognised for cuDNN and lowered
-// for CUDA under BF16 (the GEMMs, convs and attention as library calls).
-static LoweredPipeline cudnn_attention_pipeline(bool rank4, DType dt) {
+// for CUDA under BF16 (the GEMMs, convs and attention as library calls), or under TF32 with the
+// attention on FP16 copies (\p f16, LowerOptions::attention_f16).
+static LoweredPipeline cudnn_attention_pipeline(bool rank4, DType dt, bool f16 = false) {
     loom::testing::GraphBuilder b;
     Shape batch = rank4 ? Shape{2, 3} : Shape{6};
     auto sh = [&](int64_t x, int64_t y) {
@@ -1164,7 +1165,8 @@ static LoweredPipeline cudnn_attention_pipeline(bool rank4, DType dt) {
     prepare_graph(b.g, po);
     LowerOptions lo;
     lo.gemm_extern = lo.conv_extern = lo.attention_extern = true;
-    lo.gemm_precision = Precision::BF16;
+    lo.gemm_precision = f16 ? Precision::TF32 : Precision::BF16;
+    lo.attention_f16 = f16;
     return lower_graph(b.g, lo);
 }
 
@@ -1181,6 +1183,32 @@ TEST(Aot, CudnnAttentionIsOneExternOnBf16Copies) {
         auto [object, symbols] = cuda_artifact(lp, rank4 ? "attention4" : "attention3");
         EXPECT_NE(symbols.find("T loom_cudnn_attention"), std::string::npos) << symbols;
         EXPECT_NE(symbols.find("libcudnn.so"), std::string::npos) << symbols;
+    }
+}
+
+// TF32 attention with LowerOptions::attention_f16 (`--f16-attention`, D208): the same one extern, on
+// three FP16 copies (Halide Float(16) Funcs), its FP16 output widened by the node's Func, at rank 4
+// and 3; no BF16 copy is made.
+TEST(Aot, CudnnAttentionInTf32TakesFp16Copies) {
+    for (bool rank4 : {true, false}) {
+        LoweredPipeline lp = cudnn_attention_pipeline(rank4, DType::F32, true);
+        ASSERT_EQ(lp.extern_calls, std::vector<std::string>{kCudnnAttention});
+        int f16 = 0, bf16 = 0;
+        for (const auto &f : lp.funcs) {
+            if (!f.feeds_extern) continue;
+            bf16 += ends_with(f.name, "_bf16");
+            if (ends_with(f.name, "_f16")) {
+                f16++;
+                EXPECT_EQ(f.dtype, DType::F16) << f.name;
+                EXPECT_EQ(f.func.output_types()[0], Halide::Float(16)) << f.name;
+            }
+        }
+        EXPECT_EQ(f16, 3);
+        EXPECT_EQ(bf16, 0);
+        ASSERT_EQ(lp.output_dtypes.size(), 1u);
+        EXPECT_EQ(lp.output_dtypes[0], DType::F32);
+        auto [object, symbols] = cuda_artifact(lp, rank4 ? "attention4_f16" : "attention3_f16");
+        EXPECT_NE(symbols.find("T loom_cudnn_attention"), std::string::npos) << symbols;
     }
 }
 

@@ -305,19 +305,36 @@ TEST(Cli, Tf32OnHostIsAUserError) {
     EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
 }
 
-// --split-tf32 (3xTF32 GEMMs, D200) needs cuBLAS's FP32 GEMMs: on the host, with another precision or
-// with --no-cublas it is refused, naming the flag and what to drop; nothing is written.
-TEST(Cli, SplitTf32NeedsCudaFp32Gemms) {
-    const std::string out = temp_dir() + "/split_tf32";
-    for (const char *flags : {"--target host --split-tf32", "--target cuda --precision bf16 --split-tf32",
-                              "--target cuda --no-cublas --split-tf32"}) {
+// Each of \p flag_sets, given to `compile` of the mlp fixture, is a user error whose message holds
+// \p culprit and \p fix; nothing is written.
+static void expect_compile_refused(std::initializer_list<const char *> flag_sets, const std::string &culprit,
+                                   const std::string &fix) {
+    const std::string out = temp_dir() + "/refused";
+    for (const char *flags : flag_sets) {
         SCOPED_TRACE(flags);
         Result r = run_loom("compile " + data_path("mlp.onnx") + " " + flags + " -o " + out);
         EXPECT_EQ(r.rc, 1) << r.out;
-        EXPECT_HAS(r.out, "--split-tf32 runs FP32 GEMMs as 3xTF32 on cuBLASLt");
-        EXPECT_HAS(r.out, "drop --split-tf32 or those flags");
+        EXPECT_HAS(r.out, culprit);
+        EXPECT_HAS(r.out, fix);
         EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written on a user error";
     }
+}
+
+// --split-tf32 (3xTF32 GEMMs, D200) needs cuBLAS's FP32 GEMMs: on the host, with another precision or
+// with --no-cublas it is refused, naming the flag and what to drop; nothing is written.
+TEST(Cli, SplitTf32NeedsCudaFp32Gemms) {
+    expect_compile_refused({"--target host --split-tf32", "--target cuda --precision bf16 --split-tf32",
+                            "--target cuda --no-cublas --split-tf32"},
+                           "--split-tf32 runs FP32 GEMMs as 3xTF32 on cuBLASLt", "drop --split-tf32 or those flags");
+}
+
+// --f16-attention (TF32 attention through cuDNN on FP16 copies, D208) needs CUDA, cuDNN and TF32: on the
+// host, at another precision or with --no-cudnn it is refused, naming the flag and what to drop.
+TEST(Cli, F16AttentionNeedsCudaCudnnTf32) {
+    expect_compile_refused({"--target host --f16-attention", "--target cuda --precision bf16 --f16-attention",
+                            "--target cuda --f16-attention", "--target cuda --precision tf32 --no-cudnn --f16-attention"},
+                           "--f16-attention runs TF32 attention as cuDNN's on FP16 copies",
+                           "drop --f16-attention or those flags");
 }
 
 // A CUDA compile whose library headers are not under CUDA_HOME says where it looked and which flag

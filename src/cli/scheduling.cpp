@@ -68,7 +68,12 @@ LowerOptions library_lowering(const Halide::Target &target, const LibraryFlags &
     // On the CPU a depthwise conv may be vectorized over its channels, one load per tap's weights
     // (bench/DECISIONS.md#d153-depthwise-convs-vectorized-over-channels).
     lo.channels_last_depthwise_filters = !cuda || lo.conv_nhwc;
-    lo.attention_extern = cuda && !flags.no_cudnn && precision == Precision::BF16;
+    user_check(!flags.f16_attention || (cuda && !flags.no_cudnn && precision == Precision::TF32), command,
+               ": --f16-attention runs TF32 attention as cuDNN's on FP16 copies, so it needs --target cuda, cuDNN (no "
+               "--no-cudnn) and --precision tf32 (got ", precision_name(precision), cuda ? "" : " on the CPU",
+               flags.no_cudnn ? ", --no-cudnn" : "", "); drop --f16-attention or those flags");
+    lo.attention_f16 = flags.f16_attention;
+    lo.attention_extern = cuda && !flags.no_cudnn && (precision == Precision::BF16 || lo.attention_f16);
     lo.fuse_activation_epilogue = !flags.unfused_epilogues;
     lo.buffer_alignment = cuda ? 16 : 0;
     lo.pad_constant_rows = !cuda;
@@ -132,6 +137,10 @@ void add_library_flags(CLI::App *cmd, LibraryFlags &flags) {
                   "cuda, fp32: GEMMs with constant weights as 3xTF32 (operands split into TF32 high and low parts, "
                   "three tensor-core products accumulated in FP32): faster than FP32 FMA, its error several times FMA's, "
                   "growing with K (bench/DECISIONS.md#d200-cuda-fp32-gemms-as-3xtf32-opt-in)");
+    cmd->add_flag("--f16-attention", flags.f16_attention,
+                  "cuda, tf32: scaled-dot-product attention as one cuDNN kernel on FP16 copies of q, k and v (TF32's "
+                  "10 mantissa bits, FP16's range: an element past 65504 overflows) instead of two TF32 products and a "
+                  "softmax over the S x S scores (bench/DECISIONS.md#d208-cuda-tf32-attention-on-fp16-copies)");
     cmd->add_option("--precision", flags.precision,
                     "cuda: fp32 | tf32 | bf16 | fp16: GEMMs and convs (cuBLAS/cuDNN) on tensor cores with operands in "
                     "that precision and FP32 accumulation, as autocast; everything else and the outputs stay FP32");

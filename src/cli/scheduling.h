@@ -37,6 +37,7 @@ struct LibraryFlags {
     std::string precision;           ///< --precision fp32|tf32|bf16|fp16 ("": fp32, or tf32 with --tf32)
     bool unfused_epilogues = false;  ///< LowerOptions::fuse_activation_epilogue off
     bool split_tf32 = false;         ///< LowerOptions::gemm_split_tf32 (--split-tf32)
+    bool f16_attention = false;      ///< LowerOptions::attention_f16 (--f16-attention)
 };
 
 /// The lowering for \p target: on CUDA, float GEMMs with constant weights call cuBLAS(Lt) and 2-D
@@ -59,7 +60,8 @@ constexpr double kFp32NhwcMaxSpatialShare = 0.25;
 double spatial_conv_share(const Graph &g);
 
 /// How prepare_graph fuses attention for \p target lowered with \p lo: Loom's Funcs on the CPU,
-/// cuDNN's fused attention on CUDA in BF16 (LowerOptions::attention_extern), else none (CUDA keeps
+/// cuDNN's fused attention on CUDA in BF16, or in TF32 with --f16-attention
+/// (LowerOptions::attention_extern), else none (CUDA keeps
 /// the batched cuBLAS products around a softmax kernel).
 AttentionFusion attention_fusion(const Halide::Target &target, const LowerOptions &lo);
 

@@ -71,16 +71,17 @@ enum : int64_t { kQ = 1, kK = 2, kV = 3, kO = 4, kScale = 5 };
 
 // The plan of softmax(scale · q kᵀ) v for these sizes: the first of the heuristic's engine
 // configurations that finalizes.
-bool make_plan(cudnnHandle_t handle, int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, Plan &out) {
+bool make_plan(cudnnHandle_t handle, int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, bool fp16, Plan &out) {
     Made m;
+    const cudnnDataType_t dt = fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
     cudnnBackendDescriptor_t q, k, v, o, scale, op, graph, heur;
     auto dense = [](int64_t b_, int64_t h_, int64_t s, int64_t d_) {
         return std::make_pair(std::vector<int64_t>{b_, h_, s, d_}, std::vector<int64_t>{h_ * s * d_, s * d_, d_, 1});
     };
     auto [dq, sq_] = dense(b, h, sq, d);
     auto [dk, sk_] = dense(b, h, sk, d);
-    if (!tensor(m, &q, kQ, CUDNN_DATA_BFLOAT16, dq, sq_, false) || !tensor(m, &k, kK, CUDNN_DATA_BFLOAT16, dk, sk_, false) ||
-        !tensor(m, &v, kV, CUDNN_DATA_BFLOAT16, dk, sk_, false) || !tensor(m, &o, kO, CUDNN_DATA_BFLOAT16, dq, sq_, false) ||
+    if (!tensor(m, &q, kQ, dt, dq, sq_, false) || !tensor(m, &k, kK, dt, dk, sk_, false) ||
+        !tensor(m, &v, kV, dt, dk, sk_, false) || !tensor(m, &o, kO, dt, dq, sq_, false) ||
         !tensor(m, &scale, kScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, true))
         return false;
     SDPA_CHECK(m.create((cudnnBackendDescriptorType_t)CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, &op)
@@ -140,7 +141,7 @@ bool make_plan(cudnnHandle_t handle, int64_t b, int64_t h, int64_t sq, int64_t s
     return false;
 }
 
-// Runs the plan on device pointers (q, k, v, o: BF16) with \p workspace (at least plan.workspace bytes).
+// Runs the plan on device pointers (q, k, v, o: BF16 or FP16, as planned) with \p workspace (at least plan.workspace bytes).
 bool execute(cudnnHandle_t handle, const Plan &p, const void *q, const void *k, const void *v, void *o, float scale,
              void *workspace) {
     cudnnBackendDescriptor_t pack;
@@ -172,14 +173,14 @@ const char *const kExternSource = R"SRC(
 namespace {
 cudnnHandle_t g_handle = nullptr;
 std::mutex g_lock;
-std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, sdpa::Plan> g_plans;
+std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int32_t>, sdpa::Plan> g_plans;
 void *g_workspace = nullptr;
 int64_t g_workspace_bytes = 0;
 }  // namespace
 
-// q, k, v, o: BF16 bits as uint16, Halide dims (d, s, h, b), dense.
+// q, k, v, o: BF16 bits as uint16 (fp16 == 0) or FP16 (fp16 == 1), Halide dims (d, s, h, b), dense.
 extern "C" int loom_cudnn_attention(halide_buffer_t *q, halide_buffer_t *k, halide_buffer_t *v, int32_t B, int32_t H,
-                                    int32_t Sq, int32_t Sk, int32_t D, float scale, halide_buffer_t *o) {
+                                    int32_t Sq, int32_t Sk, int32_t D, float scale, int32_t fp16, halide_buffer_t *o) {
     auto whole = [&](halide_buffer_t *t, int s) {
         set_dim(t, 0, 0, D);
         set_dim(t, 1, 0, s);
@@ -205,11 +206,11 @@ extern "C" int loom_cudnn_attention(halide_buffer_t *q, halide_buffer_t *k, hali
     if (!g_handle && cudnnCreate(&g_handle) != CUDNN_STATUS_SUCCESS)
         return fail("cudnnCreate (is libcudnn.so.9 on LD_LIBRARY_PATH?)", 0);
     if (cudnnSetStream(g_handle, (cudaStream_t)stage_stream()) != CUDNN_STATUS_SUCCESS) return fail("cudnnSetStream", 0);
-    auto key = std::make_tuple((int64_t)B, (int64_t)H, (int64_t)Sq, (int64_t)Sk, (int64_t)D);
+    auto key = std::make_tuple((int64_t)B, (int64_t)H, (int64_t)Sq, (int64_t)Sk, (int64_t)D, fp16);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
         sdpa::Plan p;
-        if (!sdpa::make_plan(g_handle, B, H, Sq, Sk, D, p)) return fail(sdpa::g_error, (int)cudnnGetVersion());
+        if (!sdpa::make_plan(g_handle, B, H, Sq, Sk, D, fp16 != 0, p)) return fail(sdpa::g_error, (int)cudnnGetVersion());
         it = g_plans.emplace(key, p).first;
     }
     if (it->second.workspace > g_workspace_bytes) {

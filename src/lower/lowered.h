@@ -122,10 +122,16 @@ struct LowerOptions {
     /// so does a CPU kernel vectorized over channels (LoweredFunc::depthwise_filter_channels_last).
     /// On by default (the CPU's layout); the CLI sets it with conv_nhwc on CUDA.
     bool channels_last_depthwise_filters = true;
-    /// CUDA targets in BF16 only: a FusedAttention (graph/passes.h recognize_attention, its Cudnn
-    /// mode) becomes one extern stage (`<node>_cudnn_attention`) calling `loom_cudnn_attention`
-    /// (codegen/cudnn_attention.h) on BF16 copies of q, k and v made by Halide Funcs.
+    /// CUDA targets in BF16 (or TF32 with attention_f16): a FusedAttention (graph/passes.h
+    /// recognize_attention, its Cudnn mode) becomes one extern stage (`<node>_cudnn_attention`)
+    /// calling `loom_cudnn_attention` (codegen/cudnn_attention.h) on BF16 copies of q, k and v made
+    /// by Halide Funcs.
     bool attention_extern = false;
+    /// With attention_extern under TF32: cuDNN's attention on FP16 copies of q, k and v, its output
+    /// FP16: FP16 keeps TF32's 10 mantissa bits (the product's operands lose no more than TF32's
+    /// tensor cores drop), but not its range: a q, k or v element past 65504 becomes infinite.
+    /// Opt-in (`--f16-attention`; bench/DECISIONS.md#d208-cuda-tf32-attention-on-fp16-copies).
+    bool attention_f16 = false;
     /// With conv_extern / gemm_extern: a Conv or a Gemm with a constant row bias whose only consumer
     /// is its activation (and whose output is not a graph output) has its bias and activation
     /// applied by the library: a Relu after a Conv (cudnnConvolutionBiasActivationForward), a Relu

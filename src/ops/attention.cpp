@@ -20,7 +20,8 @@
 // (the eager schedule computes every Func at root, as the unfused ops would).
 // With LowerOptions::attention_extern (CUDA, BF16) the node is instead one cuDNN fused-attention
 // extern stage (codegen/cudnn_attention.h) on BF16 copies of q, k (kᵀ transposed back) and v,
-// `<node>_q_bf16`, `<node>_k_bf16`, `<node>_v_bf16`, its BF16 output widened by the node's Func.
+// `<node>_q_bf16`, `<node>_k_bf16`, `<node>_v_bf16`, its BF16 output widened by the node's Func;
+// under TF32 with LowerOptions::attention_f16, on FP16 copies `<node>_q_f16` … and an FP16 output.
 #include <algorithm>
 #include <limits>
 
@@ -53,8 +54,11 @@ Shape with(Shape s, std::initializer_list<int64_t> tail) {
 // of heads. An operand that widens a BF16 value (bf16_source) is read as its bits: a whole dense
 // graph input of rank 4 goes to cuDNN as it is, anything else through a copy of the bits, since
 // rounding the widened value back to BF16 is the identity. A sole reader of the output that rounds
-// it to BF16 (D100's Cast before a bf16 graph output) is the extern itself.
+// it to BF16 (D100's Cast before a bf16 graph output) is the extern itself. With
+// LowerOptions::attention_f16 every operand is an FP16 copy (rounded to nearest) and the output FP16.
 void lower_attention_extern(LowerContext &ctx, const Node &node) {
+    const bool f16 = ctx.options.attention_f16;
+    const Halide::Type half = f16 ? Halide::Float(16) : Halide::UInt(16);
     const std::string &q = node.inputs[0], &kt = node.inputs[1], &v = node.inputs[2], &y = node.outputs[0];
     const Shape &sq = ctx.shape(q), &sk = ctx.shape(kt);
     const int r = (int)sq.size();
@@ -72,7 +76,7 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
                 transposed = false;
             }
         }
-        const std::string bits = bf16_source(ctx, src);
+        const std::string bits = f16 ? std::string() : bf16_source(ctx, src);
         std::vector<Expr> idx = transposed ? std::vector<Expr>{b, h, c, s} : std::vector<Expr>{b, h, s, c};
         const auto &ins = ctx.graph.inputs;
         const bool graph_input = !bits.empty() && std::find(ins.begin(), ins.end(), bits) != ins.end();
@@ -85,27 +89,29 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
             ctx.define(f, v4, ctx.at(bits, idx));
             ctx.note_cost(f, true, 0);
         } else {
-            ctx.define(f, v4, bf16_bits(LowerContext::cast_to(DType::F32, ctx.at(src, idx))));  // rank 3 drops b
-            ctx.note_cost(f, true, 4);
+            Expr x = LowerContext::cast_to(DType::F32, ctx.at(src, idx));  // rank 3 drops b
+            ctx.define(f, v4, f16 ? Halide::cast(half, x) : bf16_bits(x));
+            ctx.note_cost(f, true, f16 ? 1 : 4);
         }
         LoweredFunc &rec = ctx.record(f);
-        rec.dtype = DType::I16;
+        rec.dtype = f16 ? DType::F16 : DType::I16;
         rec.feeds_extern = true;
         bound_whole(f, v4, Shape{B, H, S, d});
         return Halide::ExternFuncArgument(f);
     };
     Func ext(ctx.reserve_name(ctx.func_base(node) + "_cudnn_attention"));
-    std::vector<Halide::ExternFuncArgument> args = {operand("q_bf16", Sq, q, false), operand("k_bf16", Sk, kt, true),
-                                                    operand("v_bf16", Sk, v, false)};
+    std::vector<Halide::ExternFuncArgument> args = {operand(f16 ? "q_f16" : "q_bf16", Sq, q, false),
+                                                    operand(f16 ? "k_f16" : "k_bf16", Sk, kt, true),
+                                                    operand(f16 ? "v_f16" : "v_bf16", Sk, v, false)};
     for (Expr e : {Expr((int)B), Expr((int)H), Expr((int)Sq), Expr((int)Sk), Expr((int)d),
-                   Expr((float)node.get_float("scale", 1.0))})
+                   Expr((float)node.get_float("scale", 1.0)), Expr((int)f16)})
         args.push_back(e);
-    ext.define_extern(kCudnnAttention, args, Halide::UInt(16), {c, s, h, b}, Halide::NameMangling::C,
+    ext.define_extern(kCudnnAttention, args, half, {c, s, h, b}, Halide::NameMangling::C,
                       Halide::DeviceAPI::CUDA);
     ext.compute_root();  // an extern: no schedule touches it
     bound_whole(ext, v4, Shape{B, H, Sq, d});  // as a library GEMM's output
     ctx.note_extern_call(kCudnnAttention, ext, Shape{B, H, Sq, d});
-    if (const Node *cast = r == 4 ? bf16_rounding(ctx, y) : nullptr) {
+    if (const Node *cast = r == 4 && !f16 ? bf16_rounding(ctx, y) : nullptr) {
         ctx.register_extern(ext, node, Shape{B, H, Sq, d});
         ctx.fuse_node_into(cast->name, ext);
     }
@@ -113,7 +119,8 @@ void lower_attention_extern(LowerContext &ctx, const Node &node) {
     std::vector<Var> vo = ctx.vars(r);
     std::vector<Expr> idx = exprs(vo);
     if (r == 3) idx.insert(idx.begin(), Expr(0));
-    ctx.define(f, vo, from_bf16_bits(LowerContext::call(ext, idx)));
+    Expr o = LowerContext::call(ext, idx);
+    ctx.define(f, vo, f16 ? Halide::cast(Halide::Float(32), o) : from_bf16_bits(o));
     ctx.note_cost(f, true, 2);
     ctx.bind_output(y, f);
 }
