@@ -653,6 +653,31 @@ void check_first_step(const std::string &optimizer) {
 TEST(TrainStep, SgdStepMatchesTorch) { check_first_step("sgd"); }
 TEST(TrainStep, AdamStepMatchesTorch) { check_first_step("adam"); }
 
+// The step lists its next values in the order the backward reaches their parameters (the MLP's
+// fc3 first, fc1 last; each parameter's Adam state right after it): Halide realizes a pipeline
+// depth first from its outputs, so each layer's update runs as soon as its gradient can and the
+// activations its weight gradient reads are freed early
+// (bench/DECISIONS.md#d219-step-memory-one-pipeline-planned-arena). output_index finds each.
+TEST(TrainStep, NextValuesListedInBackwardOrder) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("mlp.onnx"), {}, "cross_entropy", "", "min-cut");
+    OptimizerSpec adam;
+    adam.name = "adam";
+    TrainingStepGraph step = make_training_step(tm.grad, adam);
+    ASSERT_EQ(step.graph.outputs.size(), 1 + 6 * 3u);
+    std::map<std::string, size_t> at;
+    for (const auto &p : step.parameters) at[p] = step.output_index(p);
+    EXPECT_LT(at.at("fc3.weight"), at.at("fc2.weight"));
+    EXPECT_LT(at.at("fc2.weight"), at.at("fc1.weight"));
+    for (const auto &st : step.state) {
+        std::string p = st.substr(0, st.find(".adam_"));
+        size_t k = step.output_index(st);
+        EXPECT_TRUE(k == at.at(p) + 1 || k == at.at(p) + 2) << st;
+    }
+    std::set<size_t> seen;
+    for (const auto *names : {&step.parameters, &step.state})
+        for (const auto &v : *names) EXPECT_TRUE(seen.insert(step.output_index(v)).second) << v;
+}
+
 // A training step's Gemm over few rows (Y = X·Wᵀ + b, M(K+N) at most half of N·K) reads its
 // parameter W as the product's A, as stored: the step computes (W·Xᵀ)ᵀ and transposes the [M, K]
 // input and the [N, M] product instead of W (bench/DECISIONS.md#d150-few-row-gemms-read-the-weight-as-a).
