@@ -653,6 +653,31 @@ void check_first_step(const std::string &optimizer) {
 TEST(TrainStep, SgdStepMatchesTorch) { check_first_step("sgd"); }
 TEST(TrainStep, AdamStepMatchesTorch) { check_first_step("adam"); }
 
+// The step lists its next values in the order the backward reaches their parameters (the MLP's
+// fc3 first, fc1 last; each parameter's Adam state right after it): Halide realizes a pipeline
+// depth first from its outputs, so each layer's update runs as soon as its gradient can and the
+// activations its weight gradient reads are freed early
+// (bench/DECISIONS.md#d219-step-memory-one-pipeline-planned-arena). output_index finds each.
+TEST(TrainStep, NextValuesListedInBackwardOrder) {
+    cli::TrainingModel tm = cli::load_training_model(grad_fixture("mlp.onnx"), {}, "cross_entropy", "", "min-cut");
+    OptimizerSpec adam;
+    adam.name = "adam";
+    TrainingStepGraph step = make_training_step(tm.grad, adam);
+    ASSERT_EQ(step.graph.outputs.size(), 1 + 6 * 3u);
+    std::map<std::string, size_t> at;
+    for (const auto &p : step.parameters) at[p] = step.output_index(p);
+    EXPECT_LT(at.at("fc3.weight"), at.at("fc2.weight"));
+    EXPECT_LT(at.at("fc2.weight"), at.at("fc1.weight"));
+    for (const auto &st : step.state) {
+        std::string p = st.substr(0, st.find(".adam_"));
+        size_t k = step.output_index(st);
+        EXPECT_TRUE(k == at.at(p) + 1 || k == at.at(p) + 2) << st;
+    }
+    std::set<size_t> seen;
+    for (const auto *names : {&step.parameters, &step.state})
+        for (const auto &v : *names) EXPECT_TRUE(seen.insert(step.output_index(v)).second) << v;
+}
+
 // A training step's Gemm over few rows (Y = X·Wᵀ + b, M(K+N) at most half of N·K) reads its
 // parameter W as the product's A, as stored: the step computes (W·Xᵀ)ᵀ and transposes the [M, K]
 // input and the [N, M] product instead of W (bench/DECISIONS.md#d150-few-row-gemms-read-the-weight-as-a).
@@ -914,40 +939,53 @@ TEST(TrainStep, UserErrors) {
     EXPECT_FALSE(std::filesystem::exists(temp_path("bad_tf32")));
 }
 
-// The CPU trainer's buffer allocator, compiled alone with a stand-in for Halide's hooks: over
-// repeated steps whose buffers of 1 MiB and 768 KiB are never live together it keeps one block of
-// 1 MiB (best fit; an exact-size cache kept both), never lends a block to a request of less than
-// half its size, and gives what it keeps back when the last trainer goes.
-TEST(TrainStep, BufferCacheSharesBlocksAcrossSizes) {
+// The CPU trainer's buffer allocator, compiled alone with a stand-in for Halide's hooks: the
+// first step's requests (a block of 1 MiB freed before one of 768 KiB and one of 4 KiB live
+// together) are planned into one arena of 1 MiB, which later steps' requests of the recorded sizes
+// take, in place of the blocks a cache kept (1 MiB + 768 KiB + 4 KiB at most); a step that asks in
+// another order gets blocks that do not overlap (some from the heap); the last trainer gone, the
+// arena goes back (bench/DECISIONS.md#d219-step-memory-one-pipeline-planned-arena).
+TEST(TrainStep, BufferArenaPlansTheFirstStep) {
     std::string dir = temp_path("buffer_cache");
     std::filesystem::create_directories(dir);
-    std::ofstream(dir + "/cache.cpp") << R"(#include <cstdio>
+    std::ofstream(dir + "/cache.cpp") << R"(#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 )" << loom::cli::host_buffer_cache_source()
                                       << R"(
 halide_malloc_t hook_malloc;
 halide_free_t hook_free;
 halide_malloc_t halide_set_custom_malloc(halide_malloc_t m) { hook_malloc = m; return nullptr; }
 halide_free_t halide_set_custom_free(halide_free_t f) { hook_free = f; return nullptr; }
+bool in_arena(void *p) { return arena && p >= arena && p < arena + cache_bytes; }
 int main() {
     buffer_cache_retain();
+    int planned = 0;
     for (int step = 0; step < 3; step++) {
+        buffer_cache_step_begin();
         void *a = hook_malloc(nullptr, 1 << 20);
         static_cast<char *>(a)[(1 << 20) - 1] = 1;
         hook_free(nullptr, a);
         void *b = hook_malloc(nullptr, 768 << 10);
         void *c = hook_malloc(nullptr, 4096);
+        planned += in_arena(a) + in_arena(b) + in_arena(c);
         hook_free(nullptr, c);
         hook_free(nullptr, b);
+        buffer_cache_step_end();
     }
-    std::printf("kept %zu\n", cache_bytes);
-    void *big = hook_malloc(nullptr, 1 << 20);
-    hook_free(nullptr, big);
-    void *small = hook_malloc(nullptr, 8192);
-    std::printf("small request took the large block: %d\n", small == big);
-    hook_free(nullptr, small);
+    std::printf("arena %zu, planned %d, fallbacks %zu\n", cache_bytes, planned, cache_fallbacks);
+    buffer_cache_step_begin();  // the small request first: its place is not the first request's
+    char *c = static_cast<char *>(hook_malloc(nullptr, 4096));
+    char *b = static_cast<char *>(hook_malloc(nullptr, 768 << 10));
+    bool apart = c + 4096 <= b || b + (768 << 10) <= c;
+    hook_free(nullptr, b);
+    hook_free(nullptr, c);
+    buffer_cache_step_end();
+    std::printf("reordered apart: %d\n", apart);
     buffer_cache_release();
     std::printf("released %zu\n", cache_bytes);
 }
@@ -955,8 +993,8 @@ int main() {
     Cli c;
     c.rc = run_command("g++ -std=c++17 -O1 -o " + dir + "/cache " + dir + "/cache.cpp && " + dir + "/cache", c.out);
     ASSERT_EQ(c.rc, 0) << c.out;
-    EXPECT_NE(c.out.find("kept " + std::to_string((1 << 20) + 4096) + "\n"), std::string::npos) << c.out;
-    EXPECT_NE(c.out.find("small request took the large block: 0\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("arena " + std::to_string(1 << 20) + ", planned 6, fallbacks 0\n"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("reordered apart: 1\n"), std::string::npos) << c.out;
     EXPECT_NE(c.out.find("released 0\n"), std::string::npos) << c.out;
 }
 

@@ -113,6 +113,12 @@ int gemm_weights_read_as_a(Graph &g, const std::vector<std::string> &parameters)
     return rewritten;
 }
 
+size_t TrainingStepGraph::output_index(const std::string &owned) const {
+    auto it = std::find(graph.outputs.begin(), graph.outputs.end(), next_of.at(owned));
+    internal_check(it != graph.outputs.end(), "training step: the next value of ", owned, " is no output");
+    return (size_t)(it - graph.outputs.begin());
+}
+
 TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpec &opt, StepDevice device) {
     const auto &names = optimizer_names();
     if (std::find(names.begin(), names.end(), opt.name) == names.end())
@@ -142,16 +148,30 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
         s.state.push_back(n);
         return n;
     };
+    // The parameters last read first by the forward first (the order the backward reaches them):
+    // the updates are made, and their next values listed among the outputs, in this order (see
+    // the outputs below).
+    std::map<std::string, size_t> first_read;
+    for (size_t k = 0; k < gg.graph.nodes.size(); k++)
+        for (const auto &in : gg.graph.nodes[k].inputs) first_read.emplace(in, k);
+    std::vector<std::string> order = gg.parameters;
+    std::stable_sort(order.begin(), order.end(), [&](const std::string &a, const std::string &b) {
+        auto fa = first_read.find(a), fb = first_read.find(b);
+        size_t ka = fa == first_read.end() ? 0 : fa->second + 1, kb = fb == first_read.end() ? 0 : fb->second + 1;
+        return ka > kb;
+    });
     std::vector<std::pair<std::string, std::string>> next;  // (input, its next value)
+    std::map<std::string, std::vector<std::string>> state_of;  // parameter -> its optimizer state
     if (opt.name == "sgd") {
         std::string lr = scalar_input("lr");
-        for (const auto &p : gg.parameters)
+        for (const auto &p : order)
             next.push_back({p, e.sub(p, e.mul(gg.gradient_of.at(p), lr))});
     } else {
         std::string step = scalar_input("adam_step"), rsqrt_bias = scalar_input("adam_rsqrt_bias");
-        for (const auto &p : gg.parameters) {
+        for (const auto &p : order) {
             const std::string &grad = gg.gradient_of.at(p);
             std::string m = state_input(p, "adam_m"), v = state_input(p, "adam_v");
+            state_of[p] = {m, v};
             std::string m1 = e.add(e.mul(m, e.scalar(opt.beta1)), e.mul(grad, e.scalar(1 - opt.beta1)));
             std::string v1 = e.add(e.mul(v, e.scalar(opt.beta2)), e.mul(e.mul(grad, grad), e.scalar(1 - opt.beta2)));
             // torch.optim.Adam: p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
@@ -190,9 +210,20 @@ TrainingStepGraph make_training_step(const GradientGraph &gg, const OptimizerSpe
     g.inputs = inputs;
     g.outputs = {s.loss};
     for (const auto &[in, value] : next) s.next_of[in] = value;
-    for (const auto &p : s.parameters) g.outputs.push_back(s.next_of[p]);
-    for (const auto &st : s.state) g.outputs.push_back(s.next_of[st]);
+    // Next values in the order the backward reaches their parameters (each parameter's optimizer
+    // state after it, the buffers last): Halide realizes a pipeline's Funcs depth first from its
+    // outputs in order, so each layer's update then runs as soon as its gradient can, and the
+    // activations its weight gradient reads are freed early, as PyTorch's backward frees them
+    // (bench/DECISIONS.md#d219-step-memory-one-pipeline-planned-arena); the CPU artifact also
+    // orders each update after the reads of its parameter (codegen/in_place_outputs.h
+    // order_reads_before_outputs) to write it over the parameter (#d218-parameters-updated-in-place).
+    for (const auto &p : order) {
+        g.outputs.push_back(s.next_of[p]);
+        for (const auto &st : state_of[p]) g.outputs.push_back(s.next_of[st]);
+    }
     for (const auto &b : s.buffers) g.outputs.push_back(s.next_of[b]);
+    internal_check(g.outputs.size() == 1 + s.parameters.size() + s.state.size() + s.buffers.size(),
+                   "training step: every parameter, state and buffer has one next value among the outputs");
     // After autodiff, so only the forward's products read a parameter through transB (the
     // gradient Gemms read it as stored); on the CPU a product over few rows reads it as A instead.
     if (device == StepDevice::Cpu) gemm_weights_read_as_a(g, s.parameters);

@@ -26,8 +26,9 @@ const std::vector<std::string> &optimizer_names();
 
 /// The step's graph and how its inputs and outputs pair up.
 struct TrainingStepGraph {
-    /// inputs: data inputs, target, parameters, state, buffers, scalars; outputs: loss, next
-    /// parameters, next state, next buffers
+    /// inputs: data inputs, target, parameters, state, buffers, scalars; outputs: loss, then each
+    /// parameter's next value followed by its optimizer state's, the parameters in the order the
+    /// forward first reads them, then the buffers' (next_of names each; output_index finds one)
     Graph graph;
     std::string loss, target;
     std::vector<std::string> data_inputs, parameters, state;
@@ -40,6 +41,9 @@ struct TrainingStepGraph {
     std::vector<std::string> scalars;
     std::map<std::string, std::string> next_of;  ///< parameter, state or buffer input -> output of its next value
     OptimizerSpec optimizer;
+
+    /// Index among graph.outputs of the next value of \p owned (a parameter, state or buffer).
+    size_t output_index(const std::string &owned) const;
 };
 
 /// Rewrites each Gemm Y = X·Wᵀ (+ C) of a parameter W [N, K] (transB) over few rows M, where

@@ -18,9 +18,13 @@
 ///   void  N_train_set_learning_rate(void *t, float lr);  float N_train_learning_rate(void *t);
 ///   int64_t N_train_steps(void *t);  const char *N_train_last_error(void);  void N_train_destroy(void *t);
 ///
-/// `step` runs forward, backward and the update; the new values are written into a second set of
-/// buffers that then become the current set, so a pointer from N_train_parameter is valid (read
-/// and write) until the next step. On CUDA targets the trainer keeps them on the device
+/// `step` runs forward, backward and the update. On the CPU each parameter (state, buffer) is
+/// stored once and its new value written over it, in the model's layout, where the lowered
+/// pipeline reads no element of it after writing that element (codegen/in_place_outputs.h; all of
+/// the bench models' large ones); any other is written into a second buffer that then becomes the
+/// current one. Either way a pointer from N_train_parameter is valid (read and write) until the
+/// next step; a step that fails may leave the parameters partly updated. On CUDA targets the
+/// trainer keeps them on the device, written into a second set and copied back
 /// (N_train_step_device, N_train_synchronize; N_train_parameter copies one to the host).
 #pragma once
 
@@ -53,11 +57,15 @@ struct TrainCompileOptions {
 void compile_training(const TrainCompileOptions &o);
 
 /// C++ source of the CPU trainer's allocator for Halide's buffers (installed with
-/// halide_set_custom_malloc while a trainer exists; `buffer_cache_retain`/`_release`): a freed
-/// buffer is kept and handed back for the next request it holds without wasting more than that
-/// request (best fit), so each step reuses the last step's pages instead of faulting fresh ones in
-/// (bench/DECISIONS.md#d91-trainer-reuses-step-buffers), and buffers of different sizes that are
-/// never live together share them (#d110-best-fit-step-buffers). `cache_bytes` is what it keeps.
+/// halide_set_custom_malloc while a trainer exists; `buffer_cache_retain`/`_release`, and
+/// `buffer_cache_step_begin`/`_end` around each step): the first step's requests are recorded
+/// (size, order, life) and planned into one arena, each at an offset that no request live at the
+/// same time overlaps (largest first, lowest offset); a later step's k-th request of the recorded
+/// size takes its planned place when that is free, any other comes from the heap. So each step
+/// reuses the same pages instead of faulting fresh ones in
+/// (bench/DECISIONS.md#d91-trainer-reuses-step-buffers) and the arena holds what the step needs at
+/// its peak, no freed block kept beside it (#d219-step-memory-one-pipeline-planned-arena).
+/// `cache_bytes` is the arena's size, `cache_fallbacks` the requests a planned step took elsewhere.
 std::string host_buffer_cache_source();
 
 }  // namespace loom::cli

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -19,6 +20,7 @@
 #include "codegen/cublas_gemm.h"
 #include "codegen/cudnn_attention.h"
 #include "codegen/cudnn_conv.h"
+#include "codegen/in_place_outputs.h"
 #include "codegen/jit.h"
 #include "codegen/ptx_register_caps.h"
 #include "codegen/runtime_glue.h"
@@ -285,7 +287,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         // parallel, and a generated chain is the function the glue calls (aot_segments.h). CUDA
         // models too (bench/DECISIONS.md#d51-jit-segments); the chain keeps their buffers on the device.
         // A model compiled for every size is cut too: its crossing buffers take each call's sizes.
-        SegmentedPipeline segs = segment_pipeline(lowered, target, 0, SegmentRunner::Artifact);
+        SegmentedPipeline segs = segment_pipeline(lowered, target, options.max_pipelines, SegmentRunner::Artifact);
         const bool cut = segs.segments.size() > 1;
         a.pipelines = (int)std::max<size_t>(1, segs.segments.size());
         std::string cxx = options.cxx;
@@ -310,6 +312,26 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             if (!header.empty()) outs[Halide::OutputFileType::c_header] = header.string();
             Halide::Pipeline(pl).compile_to(outs, pargs, pfn, t);
         };
+        // Outputs the caller would write over inputs: each pipeline's lowered statement decides.
+        // A pair of different shapes or types, or an output with update definitions (an element
+        // stored more than once), never shares: its input is named "" so that no load matches.
+        std::vector<InPlacePair> pairs;
+        for (const auto &[in, out] : options.in_place_candidates) {
+            Halide::Func o = lowered.realized_output(out);
+            bool fits = lowered.input_shapes.at(in) == lowered.output_shapes.at(out) &&
+                        lowered.input_dtypes.at(in) == lowered.output_dtypes.at(out) && !o.has_update_definition();
+            pairs.push_back({fits ? lowered.inputs.at(in).name() : std::string(), o.name()});
+        }
+        InPlaceCheck in_place(pairs);
+        const bool check_in_place = !pairs.empty() && !cuda;
+        Halide::Pipeline whole = cut ? Halide::Pipeline() : lowered.pipeline();
+        if (check_in_place) {
+            if (cut)
+                for (size_t k = 0; k < segs.segments.size(); k++)
+                    in_place.watch(segs.segments[k].pipeline, k, segs.segments.size());
+            else
+                in_place.watch(whole, 0, 1);
+        }
         std::vector<fs::path> segment_objs;
         auto t0 = std::chrono::steady_clock::now();
         try {
@@ -329,7 +351,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
                                    "halide_buffer_t pointers.\n#pragma once\nextern \"C\" int ",
                                    fn, "_argv(void **args);\n"));
             } else {
-                compile_object(lowered.pipeline(), args, fn,
+                compile_object(whole, args, fn,
                                caps ? target.with_feature(Halide::Target::NoRuntime) : target, obj,
                                tmp / (name + "_halide.h"));
                 if (caps) Halide::compile_standalone_runtime(runtime_obj.string(), target);
@@ -393,6 +415,17 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
         write_text(tmp / "manifest.txt", aot_manifest(lowered, target, name));
         if (!options.schedule_text.empty()) write_text(tmp / "schedule.sched", options.schedule_text);
         if (options.link_libraries) *options.link_libraries = tools.libs;
+        if (options.in_place) {
+            *options.in_place = check_in_place ? in_place.verdicts() : std::vector<bool>(pairs.size(), false);
+            for (size_t k = 0; k < pairs.size(); k++)
+                if (pairs[k].input.empty()) (*options.in_place)[k] = false;
+            if (check_in_place && std::getenv("LOOM_DEBUG")) {
+                std::vector<std::string> why = in_place.reasons();
+                for (size_t k = 0; k < pairs.size(); k++)
+                    std::cerr << "in place " << pairs[k].output << " over " << pairs[k].input << ": "
+                              << (why[k].empty() ? "yes" : "no, " + why[k]) << "\n";
+            }
+        }
         if (extra) extra(tmp.string());
 
         replace_directory(tmp, out);

@@ -47,6 +47,14 @@ struct AotOptions {
     /// stages call (CUDA's, with their rpath; "" for none): a caller that links lib<name>.a into
     /// its own shared object (the training step's trainer) adds them.
     std::string *link_libraries = nullptr;
+    /// Host targets: (input index, output index) pairs of one shape and type whose output the
+    /// caller would like to write over the input (a training step's parameter and its next value).
+    /// Each pipeline's lowered statement is checked (codegen/in_place_outputs.h) and \p in_place,
+    /// when set, receives one verdict per pair before `extra` runs (all false on a CUDA target).
+    std::vector<std::pair<size_t, size_t>> in_place_candidates;
+    std::vector<bool> *in_place = nullptr;
+    /// Pipelines the model is cut into at most (0: as default_segment_limits says; 1: uncut).
+    int max_pipelines = 0;
 };
 
 /// What was written (absolute paths inside the final folder).
