@@ -727,6 +727,51 @@ TEST(DynamicShapes, NarrowSizesTakeCopiesInNarrowerVectors) {
         expect_y_matches_reference(*m, imported, s, 11);
 }
 
+// A Func alone in its kernel whose RoundUp tile does not divide its planned extent (the detector's
+// stage-2 convs: 40 columns in tiles of 32) was left guarded at every size, so below its tiles it
+// ran its vectors as guarded scalar lanes. It now keeps its specialization's copies for short sizes
+// (the narrow copy, D155, and those in narrower vectors, D233), its guarded copy still serving the
+// sizes long enough, with no copy with the tails as written (that copy's sizes, the multiples of the
+// tile, are the guarded copy's full tiles). The CNN fixture planned at 40x40 on the fixed
+// avx512_2core machine; with the rule left out, no such stage has a copy. Sizes below, at and above
+// the tiles against the reference.
+TEST(DynamicShapes, UndividedTilesOfALoneFuncTakeNarrowCopies) {
+    const std::string path = testing::data_path("dynamic_cnn.onnx");
+    Graph imported = import_onnx(path);
+    auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
+    const FixedMachine fm = machines::avx512_2core();
+    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
+        return auto_schedule(p, fm.target, fm.model);
+    };
+    Halide::Target t = host_target();
+    const std::vector<std::string> planned = {"x=1x3x40x40"};
+    cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at(planned), prepare_at, "auto", t, path,
+                                                                   false, fixed);
+    auto plan_of = [&] {
+        LoweredPipeline fresh = lower_graph(prepare_at(planned), lowering_for_schedule({}, "auto"));
+        return plan_size_specializations(em.main.schedule, fresh, fm.target);
+    };
+    auto plan = plan_of();
+    decltype(plan) old;
+    {
+        SizeCopiesLeftOutScope without({"undivided"});
+        old = plan_of();
+    }
+    int undivided = 0;
+    for (const auto &[key, sp] : plan) {
+        if (old.count(key)) continue;
+        undivided++;
+        EXPECT_FALSE(sp.written_copy) << key.first;
+        EXPECT_GE(sp.narrow, 0) << key.first << ": " << sp.text;
+        EXPECT_NE(sp.text.find(" % "), std::string::npos) << key.first << ": " << sp.text;
+    }
+    EXPECT_GE(undivided, 1) << print_schedule(em.main.schedule);
+    std::unique_ptr<JitModel> m = cli::compile_every_size(em, t);
+    for (Shape s : std::vector<Shape>{{1, 3, 40, 40}, {1, 3, 8, 8}, {1, 3, 9, 12}, {2, 3, 16, 16}, {1, 3, 13, 21},
+                                      {1, 3, 33, 31}, {1, 3, 64, 64}, {1, 3, 72, 80}})
+        expect_y_matches_reference(*m, imported, s, 12);
+}
+
 /// Allocations inside loops of \p s whose size is not a constant and that are not on Halide's
 /// pseudostack (MemoryType::Stack): a malloc and a free at each iteration.
 std::vector<std::string> heap_allocations_in_loops(const Halide::Internal::Stmt &s) {

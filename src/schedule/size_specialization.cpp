@@ -24,6 +24,7 @@ struct StagePlan {
     std::map<std::string, std::string> split_inner; ///< moving pure var -> the inner piece of that split
     std::set<std::string> vectorized;             ///< loops vectorized (whole or by a factor)
     bool vectorizes_moving = false;               ///< vectorizes a loop whose root var moves
+    bool undivided = false;                       ///< a RoundUp factor does not divide its planned extent
     std::set<std::string> vectorized_moving_roots; ///< the moving pure vars whose loops it vectorizes
     std::set<std::string> odd_split_roots;        ///< pure vars some split of whose loops is not by a power of two
 };
@@ -55,6 +56,11 @@ bool &narrow_copies_enabled() {
     return on;
 }
 
+bool &undivided_tile_copies_enabled() {
+    static bool on = true;
+    return on;
+}
+
 bool &narrow_vector_copies_enabled() {
     static bool on = true;
     return on;
@@ -70,7 +76,8 @@ std::set<std::string> &size_copies_left_out() {
 }
 
 const std::set<std::string> &size_copy_kinds() {
-    static const std::set<std::string> kinds = {"half-tile", "by-value", "narrow", "narrow-vectors", "remainder"};
+    static const std::set<std::string> kinds = {"half-tile", "by-value", "narrow", "narrow-vectors", "remainder",
+                                                "undivided"};
     return kinds;
 }
 
@@ -249,9 +256,19 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         // A RoundUp split whose factor does not divide even the planned extent (a 40-wide row in
         // vectors of 16) would make its kernel's condition false at every size the plan was made
         // for: that stage stays guarded instead, and its kernel keeps its specialization.
+        // A Func alone in its kernel has no other stage to keep from its specialization: it stays
+        // eligible, its guarded copy serving the planned size as before, so that its sizes below its
+        // tiles take the narrow copies (the detector's stage-2 convs planned 40 columns wide in tiles
+        // of 32, 2 columns wide at 32x32; bench/DECISIONS.md#d234-dynamic-shapes-undivided-tiles-take-narrow-copies).
+        const bool alone = !computed_at.count(key.first) && !hosts.count(key.first);
         for (const auto &[v, d] : sp.must_divide) {
             size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
-            if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) sp.eligible = false;
+            if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) {
+                if (alone && i < lf->extents.size() && undivided_tile_copies_enabled() &&
+                    !size_copies_left_out().count("undivided"))
+                    sp.undivided = true;
+                else sp.eligible = false;
+            }
         }
         if (!sp.eligible) continue;
         Need &nd = needs[kernel_of(key.first)];
@@ -373,6 +390,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
                     c->second.guard_round_ups, {}};
     }
+    // An undivided tile's copy with the tails as written would serve only multiples of its factor,
+    // where the guarded copy's full tiles are those tails already (as D224 found for divided row tiles).
+    for (auto &[key, spec] : out)
+        for (const auto &[k2, sp2] : plans)
+            if (sp2.undivided && kernel_of(k2.first) == kernel_of(key.first)) spec.written_copy = false;
     // A kernel whose one condition is its row tiles' length (`size_seq >= 6`) runs its guarded copy
     // at every shorter size: there the rows of a tile are guards inside the reduction loop and the
     // accumulators go through memory. A copy with tiles of half the rows (`size_seq >= 3`, each
