@@ -50,6 +50,12 @@ AutoscheduleFn fixed_avx2_2core() {
     return [fm](const LoweredPipeline &p, const Halide::Target &) { return auto_schedule(p, fm.target, fm.model); };
 }
 
+// The same on the fixed avx512_2core machine.
+AutoscheduleFn fixed_avx512_2core() {
+    const FixedMachine fm = machines::avx512_2core();
+    return [fm](const LoweredPipeline &p, const Halide::Target &) { return auto_schedule(p, fm.target, fm.model); };
+}
+
 /// The dynamic transformer fixture and its one compile for every size, planned at 2x64x64 on the
 /// fixed avx2_2core machine for \p target (\p short_sizes: with a second plan for short sequences).
 struct TransformerEverySize {
@@ -567,10 +573,7 @@ TEST(DynamicShapes, DividedRowTilesCopyEverySizeBelowTheTile) {
     const std::string path = testing::data_path("dynamic_mlp.onnx");
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
-    const FixedMachine fm = machines::avx512_2core();
-    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx512_2core();
     Halide::Target t = host_target();
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=16x64"}), prepare_at, "auto", t,
                                                                    path, false, fixed);
@@ -613,10 +616,7 @@ TEST(DynamicShapes, DividedRowTilesCopyEverySizeBelowTheTile) {
 TEST(DynamicShapes, MovingRowReductionsAreNotRfactored) {
     const std::string path = testing::data_path("dynamic_transformer.onnx");
     Graph imported = import_onnx(path);
-    const FixedMachine fm = machines::avx512_2core();
-    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx512_2core();
     Halide::Target t = host_target();
     cli::ScheduledModel st =
         cli::schedule_model(prepared_with(imported, {"x=2x64x64"}, false), "auto", t, path, {}, fixed);
@@ -691,9 +691,7 @@ TEST(DynamicShapes, NarrowSizesTakeCopiesInNarrowerVectors) {
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx512_2core();
-    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx512_2core();
     Halide::Target t = host_target();
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at({"x=1x3x64x64"}), prepare_at, "auto", t,
                                                                    path, false, fixed);
@@ -740,9 +738,7 @@ TEST(DynamicShapes, UndividedTilesOfALoneFuncTakeNarrowCopies) {
     Graph imported = import_onnx(path);
     auto prepare_at = [&](const std::vector<std::string> &flags) { return prepared_with(imported, flags); };
     const FixedMachine fm = machines::avx512_2core();
-    const AutoscheduleFn fixed = [fm](const LoweredPipeline &p, const Halide::Target &) {
-        return auto_schedule(p, fm.target, fm.model);
-    };
+    const AutoscheduleFn fixed = fixed_avx512_2core();
     Halide::Target t = host_target();
     const std::vector<std::string> planned = {"x=1x3x40x40"};
     cli::EverySizeModel em = cli::schedule_compiled_for_every_size(prepare_at(planned), prepare_at, "auto", t, path,
