@@ -149,7 +149,7 @@ TEST(Cli, GenericWithoutNamesAnUnknownKindOfCopy) {
     Result r = run_loom("bench " + data_path("dynamic_mlp.onnx") + " --input x=16x64 --generic-without half-tile+narow");
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_HAS(r.out, "--generic-without half-tile+narow: 'narow' is no kind of copy; give one of by-value, "
-                      "half-tile, narrow, remainder, or several joined by '+'");
+                      "half-tile, narrow, narrow-vectors, remainder, undivided, or several joined by '+'");
 }
 
 TEST(Cli, UnknownFlagAndCommandAreUserErrors) {

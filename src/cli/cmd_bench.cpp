@@ -383,7 +383,7 @@ void add_bench_command(CLI::App &app) {
         ->check(CLI::NonNegativeNumber);
     c->add_option("--generic-without", o->generic_without,
                   "A row of the --generic compile without one kind of copy (repeatable; several kinds joined by '+'): "
-                  "half-tile, by-value, narrow, remainder; its run and compile times beside the others weigh "
+                  "half-tile, by-value, narrow, narrow-vectors, remainder, undivided; its run and compile times beside the others weigh "
                   "what that kind costs and gains");
     c->add_flag("--small-size-plan", o->small_size_plan,
                 "The --generic compile serves the sizes too short for its splits with a second plan made at the "

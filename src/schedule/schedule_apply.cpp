@@ -73,6 +73,13 @@ public:
                     const int more = sp.written_copy ? (int)k - 1 : (int)k;  // index in sp.more
                     if (more >= 0 && more < (int)sp.more_factors.size()) twin.split_factors = &sp.more_factors[more];
                     if (more >= 0 && more == sp.narrow) twin.narrow_loops = &sp.narrow_loops;
+                    auto lanes = sp.narrow_vector_lanes.find(more);
+                    if (more >= 0 && lanes != sp.narrow_vector_lanes.end()) {
+                        twin.narrow_loops = &sp.narrow_loops;
+                        twin.vector_loops = &sp.vector_loops;
+                        twin.vector_lanes = lanes->second;
+                        twin.guard_round_ups = true;  // no size is known to divide by the narrower factors
+                    }
                     actions->apply(twin);
                 }
             } catch (const Halide::Error &e) {
@@ -154,6 +161,11 @@ std::string AppliedSchedule::specializations_text(const std::string &indent) con
     for (const auto &[when, stages] : specialized) {
         if (when.rfind("every size", 0) == 0) t += indent + "tails as written at " + when + ", nothing guarded:";
         else if (when.find(kNarrowCopyNote) != std::string::npos) t += indent + "narrow copy at " + when + ":";
+        else if (size_t at = when.find(kNarrowVectorsNote); at != std::string::npos) {
+            std::string lanes = when.substr(at + std::string(kNarrowVectorsNote).size());
+            if (!lanes.empty() && lanes.back() == ')') lanes.pop_back();
+            t += indent + "narrow copy in vectors of " + lanes + " at " + when.substr(0, at) + ":";
+        }
         else if (when.find(kWholeRowsNote) != std::string::npos)
             t += indent + "one tile of the whole rows at " + when.substr(0, when.find(kWholeRowsNote)) + ":";
         else t += indent + "specialized when " + when + " (tails as written; the guarded loops otherwise):";

@@ -24,6 +24,9 @@ struct StagePlan {
     std::map<std::string, std::string> split_inner; ///< moving pure var -> the inner piece of that split
     std::set<std::string> vectorized;             ///< loops vectorized (whole or by a factor)
     bool vectorizes_moving = false;               ///< vectorizes a loop whose root var moves
+    bool undivided = false;                       ///< a RoundUp factor does not divide its planned extent
+    std::set<std::string> vectorized_moving_roots; ///< the moving pure vars whose loops it vectorizes
+    std::set<std::string> odd_split_roots;        ///< pure vars some split of whose loops is not by a power of two
 };
 
 const std::set<std::string> &func_level_calls() {
@@ -53,13 +56,28 @@ bool &narrow_copies_enabled() {
     return on;
 }
 
+bool &undivided_tile_copies_enabled() {
+    static bool on = true;
+    return on;
+}
+
+bool &narrow_vector_copies_enabled() {
+    static bool on = true;
+    return on;
+}
+
+std::string narrow_vectors_note(int64_t lanes) {
+    return std::string(kNarrowVectorsNote) + std::to_string(lanes) + ")";
+}
+
 std::set<std::string> &size_copies_left_out() {
     static std::set<std::string> kinds;
     return kinds;
 }
 
 const std::set<std::string> &size_copy_kinds() {
-    static const std::set<std::string> kinds = {"half-tile", "by-value", "narrow", "remainder"};
+    static const std::set<std::string> kinds = {"half-tile", "by-value", "narrow", "narrow-vectors", "remainder",
+                                                "undivided"};
     return kinds;
 }
 
@@ -129,6 +147,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                          const std::string &tail) {
             // made: {outer, inner} (or {v} for vectorize/unroll/parallel with a factor, v the outer).
             std::string r = root(v);
+            if (factor < 1 || (factor & (factor - 1)) != 0) sp.odd_split_roots.insert(r);
             bool in_piece = sp.inner.count(v) > 0;
             int64_t st = sp.step.count(v) ? sp.step[v] : 1;
             for (const auto &m : made) sp.root[m] = r;
@@ -198,7 +217,10 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
                 if (c.name == "vectorize") {
                     sp.vectorized.insert(a[0].name);
                     std::string r = root(a[0].name);
-                    if (!r.empty() && r != "?" && moving(r)) sp.vectorizes_moving = true;
+                    if (!r.empty() && r != "?" && moving(r)) {
+                        sp.vectorizes_moving = true;
+                        sp.vectorized_moving_roots.insert(r);
+                    }
                 }
                 if (a.size() >= 2) split(a[0].name, {a[0].name, a[0].name + "$inner"}, a[1].value, tail_of(c, 2));
                 else if (c.name != "parallel" && moving(root(a[0].name))) sp.whole_moving_loop = true;
@@ -234,9 +256,19 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         // A RoundUp split whose factor does not divide even the planned extent (a 40-wide row in
         // vectors of 16) would make its kernel's condition false at every size the plan was made
         // for: that stage stays guarded instead, and its kernel keeps its specialization.
+        // A Func alone in its kernel has no other stage to keep from its specialization: it stays
+        // eligible, its guarded copy serving the planned size as before, so that its sizes below its
+        // tiles take the narrow copies (the detector's stage-2 convs planned 40 columns wide in tiles
+        // of 32, 2 columns wide at 32x32; bench/DECISIONS.md#d234-dynamic-shapes-undivided-tiles-take-narrow-copies).
+        const bool alone = !computed_at.count(key.first) && !hosts.count(key.first);
         for (const auto &[v, d] : sp.must_divide) {
             size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
-            if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) sp.eligible = false;
+            if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) {
+                if (alone && i < lf->extents.size() && undivided_tile_copies_enabled() &&
+                    !size_copies_left_out().count("undivided"))
+                    sp.undivided = true;
+                else sp.eligible = false;
+            }
         }
         if (!sp.eligible) continue;
         Need &nd = needs[kernel_of(key.first)];
@@ -358,6 +390,11 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         out[key] = {c->second.cond, c->second.text, sp.whole_moving_loop && full_tiles, c->second.always,
                     c->second.guard_round_ups, {}};
     }
+    // An undivided tile's copy with the tails as written would serve only multiples of its factor,
+    // where the guarded copy's full tiles are those tails already (as D224 found for divided row tiles).
+    for (auto &[key, spec] : out)
+        for (const auto &[k2, sp2] : plans)
+            if (sp2.undivided && kernel_of(k2.first) == kernel_of(key.first)) spec.written_copy = false;
     // A kernel whose one condition is its row tiles' length (`size_seq >= 6`) runs its guarded copy
     // at every shorter size: there the rows of a tile are guards inside the reduction loop and the
     // accumulators go through memory. A copy with tiles of half the rows (`size_seq >= 3`, each
@@ -447,6 +484,81 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // for its tiles; the guarded copy is left only where they are long enough but a RoundUp split
     // does not divide, and not compiled at all for a kernel with no such split
     // (bench/DECISIONS.md#d155-dynamic-shapes-narrow-copy).
+    // Below its tiles a kernel that vectorizes one moving loop (a conv's columns) runs the narrow
+    // copy as scalars, where its loop is often still a few vectors long (the detector's convs at
+    // 8 or 4 columns, their plan's vectors 16 wide). Before the narrow copy it takes one copy per
+    // narrower vector (half the target's natural vector, then a quarter, at least 4 lanes), each
+    // taken where that loop reaches the vector: the narrow copy's loops but that one, whose splits
+    // and vectors are by those lanes at most, so its accumulators stay vectors in registers
+    // (bench/DECISIONS.md#d233-dynamic-shapes-narrow-copies-in-narrower-vectors). Only where every
+    // split of that loop is by a power of two (the narrower tiles nest in the written ones) and, for
+    // a kernel with a RoundUp split (guarded in the copy), where no Func is computed inside its tiles.
+    auto narrow_vector_copies = [&](const std::string &kernel, const Need &nd, const Halide::Expr &not_long_enough) {
+        if (!narrow_vector_copies_enabled() || size_copies_left_out().count("narrow-vectors")) return;
+        std::set<std::string> roots;  // the moving pure vars the kernel vectorizes
+        for (const auto &[key, sp] : plans)
+            if (sp.eligible && !rfactored.count(key.first) && kernel_of(key.first) == kernel)
+                roots.insert(sp.vectorized_moving_roots.begin(), sp.vectorized_moving_roots.end());
+        if (roots.size() != 1 || (not_long_enough.defined() && hosts.count(kernel))) return;
+        const std::string v = *roots.begin();
+        std::vector<Halide::Expr> extents;  // of v, in every Func of the kernel that splits it
+        int64_t tile = 0;  // the shortest v the copy with the tails as written takes: narrower lanes only
+
+        for (const auto &[key, sp] : plans) {
+            if (!sp.eligible || rfactored.count(key.first) || kernel_of(key.first) != kernel) continue;
+            if (sp.odd_split_roots.count(v)) return;
+            if (!sp.factors.count(v) && !sp.vectorized_moving_roots.count(v)) continue;
+            const LoweredFunc *lf = func_of.at(key.first);
+            size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
+            if (i >= lf->dynamic_extents.size() || !lf->dynamic_extents[i].defined()) return;
+            extents.push_back(lf->dynamic_extents[i]);
+            std::ostringstream es;
+            es << lf->dynamic_extents[i];
+            auto need = nd.at_least.find(es.str());
+            if (need != nd.at_least.end() && need->second.second > 1)
+                tile = tile ? std::min(tile, need->second.second) : need->second.second;
+        }
+        if (extents.empty() || tile == 0) return;
+        const LoweredFunc *root = func_of.at(kernel);
+        if (!root->func.defined()) return;
+        const int natural = target.natural_vector_size(root->func.output_types()[0]);
+        int copies = 0;
+        for (int64_t lanes = natural / 2; lanes >= kLeastNarrowVectorLanes && copies < kMostNarrowVectorCopies;
+             lanes /= 2) {
+            if (lanes >= tile) continue;  // the copy with the tails as written takes those sizes
+            copies++;
+            Halide::Expr cond;
+            std::set<std::string> texts;
+            for (const Halide::Expr &e : extents) {
+                Halide::Expr term = e >= (int)lanes;
+                cond = cond.defined() ? (cond && term) : term;
+                std::ostringstream es;
+                es << e << " >= " << lanes;
+                texts.insert(es.str());
+            }
+            std::string text;
+            for (const auto &t : texts) text += (text.empty() ? "" : ", ") + t;
+            if (not_long_enough.defined()) cond = not_long_enough && cond;
+            // Halide makes one specialization of a stage per condition: a copy whose condition another
+            // copy of the kernel already has would be that copy, scheduled twice.
+            bool repeats = false;
+            for (const auto &[key, spec] : out) {
+                if (kernel_of(key.first) != kernel || spec.always) continue;
+                repeats |= spec.condition.defined() && Halide::Internal::equal(spec.condition, cond);
+                for (const auto &m : spec.more) repeats |= Halide::Internal::equal(m.first, cond);
+            }
+            if (repeats) continue;
+            for (auto &[key, spec] : out) {
+                if (kernel_of(key.first) != kernel || spec.always) continue;
+                const StagePlan &sp = plans.at(key);
+                spec.narrow_vector_lanes[(int)spec.more.size()] = lanes;
+                spec.more.push_back({cond, text + narrow_vectors_note(lanes)});
+                spec.more_factors.push_back({});
+                for (const auto &[loop, r] : sp.root)
+                    if (r == v) spec.vector_loops.insert(loop);
+            }
+        }
+    };
     if (narrow_copies_enabled() && !size_copies_left_out().count("narrow")) {
         for (const auto &[kernel, nd] : needs) {
             auto c = cond_of.find(kernel);
@@ -466,6 +578,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
             if (!long_enough.defined()) continue;
             Halide::Expr cond = nd.divides.empty() ? Halide::Internal::const_true() : !long_enough;
+            narrow_vector_copies(kernel, nd, nd.divides.empty() ? Halide::Expr() : !long_enough);
             for (auto &[key, spec] : out) {
                 if (kernel_of(key.first) != kernel || spec.always) continue;
                 const StagePlan &sp = plans.at(key);

@@ -60,6 +60,14 @@ struct SizeSpecialization {
     int narrow = -1;
     /// The stage's loops whose root var moves with the sizes, as the schedule names them.
     std::set<std::string> narrow_loops;
+    /// Index in \p more -> lanes, of the kernel's narrow copies in narrower vectors: the narrow
+    /// copy's loops (\p narrow_loops split by 1, nothing parallel) but those of \p vector_loops, whose
+    /// splits and vectors are by at most those lanes; each is taken where the kernel's vectorized
+    /// moving loop reaches its lanes, before the narrow copy
+    /// (bench/DECISIONS.md#d233-dynamic-shapes-narrow-copies-in-narrower-vectors).
+    std::map<int, int64_t> narrow_vector_lanes;
+    /// The stage's loops whose root is the kernel's one vectorized moving var (a conv's columns).
+    std::set<std::string> vector_loops;
 };
 
 /// Where every kernel's loops are long enough for the splits the schedule writes: the conjunction
@@ -101,6 +109,26 @@ constexpr int64_t kMostCopiesBelowADividedTile = 8;
 /// What a narrow copy's condition text ends with (SizeSpecialization::narrow).
 constexpr const char *kNarrowCopyNote = " (moving loops split by 1, none vectorized)";
 
+/// What the condition text of a narrow copy in narrower vectors ends with, before its lanes and ")".
+constexpr const char *kNarrowVectorsNote = " (moving loops split by 1 but the vectorized one, in vectors of ";
+
+/// The condition text's ending of a narrow copy in vectors of \p lanes.
+std::string narrow_vectors_note(int64_t lanes);
+
+/// The fewest lanes, and the most copies, of a kernel's narrow copies in narrower vectors
+/// (SizeSpecialization::narrow_vector_lanes): half the natural vector, then a quarter.
+constexpr int64_t kLeastNarrowVectorLanes = 4;
+constexpr int kMostNarrowVectorCopies = 2;
+
+/// Whether a Func alone in its kernel whose RoundUp tile does not divide its planned extent keeps
+/// its copies for short sizes (narrow, in narrower vectors) rather than only its guarded copy (on by
+/// default; SizeCopiesLeftOutScope's "undivided" turns it off for one bench row).
+bool &undivided_tile_copies_enabled();
+
+/// Whether kernels with a narrow copy also get copies in narrower vectors (on by default): a test
+/// or a measurement sets it to compare with the narrow copy alone.
+bool &narrow_vector_copies_enabled();
+
 /// Whether kernels that vectorize a moving loop get a narrow copy (SizeSpecialization::narrow; on
 /// by default): a test or a measurement sets it to compare with the guarded copy alone.
 bool &narrow_copies_enabled();
@@ -108,6 +136,8 @@ bool &narrow_copies_enabled();
 /// The kinds of a kernel's copies a measurement leaves out (`loom bench --generic-without KIND`), to
 /// weigh each kind's compile time against what it gains at run time: "half-tile" (D144),
 /// "by-value" (one tile of the whole rows per smallest size, D220 and D223), "narrow" (D155),
+/// "narrow-vectors" (the narrow copies in narrower vectors, D233), "undivided" (the copies of a Func
+/// whose RoundUp tile does not divide its planned extent, D234),
 /// "remainder" (the tail copies of a written GuardWithIf tile, D128). Empty by default.
 std::set<std::string> &size_copies_left_out();
 

@@ -183,6 +183,15 @@ Halide::Expr CallApply::expr(size_t i) const {
         size_t core = n - (c.args.back().is_int() ? 0 : 1), first = core == 8 ? 6 : 4;
         if ((i == first && narrow(c.args[0].name)) || (i == first + 1 && narrow(c.args[1].name))) return Halide::Expr(1);
     }
+    if (vector_loops) {  // a factor of the vectorized moving loop: at most the copy's lanes
+        size_t core = n - (n > 0 && !c.args.back().is_int() ? 1 : 0), first = core == 8 ? 6 : 4;
+        bool of_vector_loop = (c.name == "split" && i == 3 && in_vector_loops(c.args[0].name)) ||
+                              (c.name == "tile" && ((i == first && in_vector_loops(c.args[0].name)) ||
+                                                    (i == first + 1 && in_vector_loops(c.args[1].name)))) ||
+                              ((c.name == "vectorize" || c.name == "unroll") && i == 1 &&
+                               in_vector_loops(c.args[0].name));
+        if (of_vector_loop) return Halide::Expr((int)std::min<int64_t>(c.args[i].value, vector_lanes));
+    }
     if (split_factors && c.name == "split" && i == 3) {
         auto it = split_factors->find(c.args[0].name);
         if (it != split_factors->end()) return Halide::Expr((int)it->second);

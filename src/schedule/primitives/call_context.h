@@ -106,8 +106,17 @@ public:
     /// moves, which split by 1 and are neither vectorized nor unrolled (and no loop of the copy runs
     /// in parallel); nullptr elsewhere.
     const std::set<std::string> *narrow_loops = nullptr;
-    /// Whether loop \p name is one of narrow_loops.
-    bool narrow(const std::string &name) const { return narrow_loops && narrow_loops->count(name); }
+    /// In a narrow copy in narrower vectors (SizeSpecialization::narrow_vector_lanes): the loops of
+    /// the kernel's vectorized moving var, which keep their splits, vectors and unrolling, each factor
+    /// at most \p vector_lanes, rather than being narrowed; nullptr elsewhere.
+    const std::set<std::string> *vector_loops = nullptr;
+    int64_t vector_lanes = 0;
+    /// Whether loop \p name is one of narrow_loops (and not of vector_loops).
+    bool narrow(const std::string &name) const {
+        return narrow_loops && narrow_loops->count(name) && !(vector_loops && vector_loops->count(name));
+    }
+    /// Whether loop \p name is one of vector_loops.
+    bool in_vector_loops(const std::string &name) const { return vector_loops && vector_loops->count(name); }
 
     /// A Func by its schedule name: the pipeline's, one rfactor/in made, or a graph input's.
     Halide::Func func_named(const std::string &name) const;

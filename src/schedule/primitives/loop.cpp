@@ -273,7 +273,8 @@ int guarded_whole_loop_lanes(const CallApply &a) {
     if (!d || d->rvar || d->extent < 2 || a.f.outputs() != 1) return 1;
     int natural = a.m.target.natural_vector_size(a.f.output_types()[0]);
     int lanes = 1;
-    while (lanes * 2 <= natural && lanes * 2 <= d->extent) lanes *= 2;
+    while (lanes * 2 <= natural && lanes * 2 <= d->extent && (!a.vector_loops || lanes * 2 <= a.vector_lanes))
+        lanes *= 2;
     return lanes;
 }
 
