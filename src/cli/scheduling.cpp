@@ -17,6 +17,7 @@
 #include "schedule/gpu_loop_lint.h"
 #include "schedule/schedule_validate.h"
 #include "support/error.h"
+#include "support/debug_output.h"
 
 namespace loom::cli {
 
@@ -163,7 +164,7 @@ ScheduledModel plan_model(const Graph &g, const std::string &spec, const Halide:
     if (m.schedule.target.empty()) m.schedule.target = target.to_string();
     validate_schedule(m.schedule, m.pipeline, target, &m.warnings);  // apply_schedule validates again, silently
     c2 = std::clock();
-    if (const char *e = std::getenv("LOOM_DEBUG"); e && std::string(e) != "0")
+    if (debug_output())
         std::cerr << "loom: CPU s: lowering " << double(c1 - c0) / CLOCKS_PER_SEC << ", schedule "
                   << double(c2 - c1) / CLOCKS_PER_SEC << "\n";
     return m;
@@ -172,7 +173,7 @@ ScheduledModel plan_model(const Graph &g, const std::string &spec, const Halide:
 /// The rest of schedule_model: applies \p m's schedule (planning ended at \p c2).
 void apply_planned(ScheduledModel &m, const Halide::Target &target, std::clock_t c2, bool assume_long_enough) {
     m.applied = apply_schedule(m.schedule, m.pipeline, target, assume_long_enough);
-    if (const char *e = std::getenv("LOOM_DEBUG"); e && std::string(e) != "0")
+    if (debug_output())
         std::cerr << "loom: CPU s: apply " << double(std::clock() - c2) / CLOCKS_PER_SEC << "\n";
     for (auto &w : lint_gpu_loops(m.applied, m.pipeline)) m.warnings.push_back(w);
 }

@@ -27,6 +27,7 @@
 #include "codegen/streaming_stores.h"
 #include "support/atomic_file.h"
 #include "support/error.h"
+#include "support/debug_output.h"
 
 namespace loom {
 
@@ -419,7 +420,7 @@ AotArtifact compile_aot(const LoweredPipeline &lowered, const Halide::Target &ta
             *options.in_place = check_in_place ? in_place.verdicts() : std::vector<bool>(pairs.size(), false);
             for (size_t k = 0; k < pairs.size(); k++)
                 if (pairs[k].input.empty()) (*options.in_place)[k] = false;
-            if (check_in_place && std::getenv("LOOM_DEBUG")) {
+            if (check_in_place && debug_output()) {
                 std::vector<std::string> why = in_place.reasons();
                 for (size_t k = 0; k < pairs.size(); k++)
                     std::cerr << "in place " << pairs[k].output << " over " << pairs[k].input << ": "

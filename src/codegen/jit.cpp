@@ -16,6 +16,7 @@
 #include "codegen/streaming_stores.h"
 #include "graph/symbolic_shapes.h"
 #include "support/error.h"
+#include "support/debug_output.h"
 
 namespace loom {
 
@@ -156,7 +157,6 @@ void JitModel::compile(int max_segments) {
     auto &segs = segmented_.segments;
     streaming_.clear();
     streaming_.resize(segs.size());
-    const char *debug = std::getenv("LOOM_DEBUG");
     std::vector<double> cpu_s(segs.size());
     run_in_parallel(segs.size(), [&](size_t k) {
         timespec c0{}, c1{};
@@ -183,7 +183,7 @@ void JitModel::compile(int max_segments) {
     }, segment_costs(segmented_));
     compile_cpu_s_ = 0;
     for (double c : cpu_s) compile_cpu_s_ += c;
-    if (debug && std::string(debug) != "0") {
+    if (debug_output()) {
         std::cerr << "loom: CPU s per pipeline:";
         for (double c : cpu_s) std::cerr << " " << c;
         std::cerr << "\n";

@@ -16,6 +16,7 @@
 #include "lower/loop_scratch.h"
 #include "support/cores.h"
 #include "support/error.h"
+#include "support/debug_output.h"
 
 namespace loom {
 
@@ -587,8 +588,7 @@ SegmentedPipeline segment_pipeline(const LoweredPipeline &p, const Halide::Targe
     if (lim.max_segments <= 1) return uncut(p);
     RootGraph g = analyze(p);
     CutPlan plan = plan_of(g, lim.max_segments, lim.min_funcs);
-    const char *debug = std::getenv("LOOM_DEBUG");
-    if (debug && std::string(debug) != "0" && !plan.cuts.empty())
+    if (debug_output() && !plan.cuts.empty())
         std::cerr << "loom: compiled as\n" << describe_cuts(plan);
     return cut_of(g, p, plan);
 }

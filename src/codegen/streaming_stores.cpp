@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "codegen/denormals.h"
+#include "support/debug_output.h"
 
 namespace loom {
 
@@ -100,8 +101,7 @@ std::unique_ptr<llvm::Module> marked_module(const Halide::Pipeline &p, const std
     Halide::Module m = Halide::Pipeline(p).compile_to_module(args, fn, target).resolve_submodules();
     std::unique_ptr<llvm::Module> lm = Halide::compile_module_to_llvm_module(m, ctx);
     marks = mark_streaming_stores(*lm, streaming, vector_bytes_of(target));
-    const char *debug = std::getenv("LOOM_DEBUG");
-    if (debug && *debug && std::string(debug) != "0") {
+    if (debug_output()) {
         std::string names;
         for (const auto &n : streaming) names += (names.empty() ? "" : ", ") + n;
         std::cerr << "loom: " << fn << ": streaming stores into " << names << ": " << marks.marked

@@ -14,6 +14,7 @@
 #include "graph/op_catalog.h"
 #include "graph/symbolic_shapes.h"
 #include "support/error.h"
+#include "support/debug_output.h"
 
 namespace loom {
 
@@ -316,8 +317,7 @@ void print_graph(const Graph &g, std::ostream &os) {
 }
 
 void prepare_graph(Graph &g, const NodeEvaluator &evaluate, const PrepareOptions &opts) {
-    const char *env = std::getenv("LOOM_DEBUG");
-    bool dump = opts.dump || (env && std::string(env) != "0");
+    bool dump = opts.dump || debug_output();
     auto step = [&](const char *name, const std::function<void()> &pass) {
         pass();
         if (dump) {
