@@ -51,21 +51,6 @@ bool var_moves(const LoweredFunc &lf, const std::string &v) {
 
 }  // namespace
 
-bool &narrow_copies_enabled() {
-    static bool on = true;
-    return on;
-}
-
-bool &undivided_tile_copies_enabled() {
-    static bool on = true;
-    return on;
-}
-
-bool &narrow_vector_copies_enabled() {
-    static bool on = true;
-    return on;
-}
-
 std::string narrow_vectors_note(int64_t lanes) {
     return std::string(kNarrowVectorsNote) + std::to_string(lanes) + ")";
 }
@@ -264,7 +249,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
         for (const auto &[v, d] : sp.must_divide) {
             size_t i = std::find(lf->vars.begin(), lf->vars.end(), v) - lf->vars.begin();
             if (d > 1 && (i >= lf->extents.size() || lf->extents[i] % d != 0)) {
-                if (alone && i < lf->extents.size() && undivided_tile_copies_enabled() &&
+                if (alone && i < lf->extents.size() &&
                     !size_copies_left_out().count("undivided"))
                     sp.undivided = true;
                 else sp.eligible = false;
@@ -494,7 +479,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
     // split of that loop is by a power of two (the narrower tiles nest in the written ones) and, for
     // a kernel with a RoundUp split (guarded in the copy), where no Func is computed inside its tiles.
     auto narrow_vector_copies = [&](const std::string &kernel, const Need &nd, const Halide::Expr &not_long_enough) {
-        if (!narrow_vector_copies_enabled() || size_copies_left_out().count("narrow-vectors")) return;
+        if (size_copies_left_out().count("narrow-vectors")) return;
         std::set<std::string> roots;  // the moving pure vars the kernel vectorizes
         for (const auto &[key, sp] : plans)
             if (sp.eligible && !rfactored.count(key.first) && kernel_of(key.first) == kernel)
@@ -559,7 +544,7 @@ std::map<std::pair<std::string, int>, SizeSpecialization> sched_internal::plan_s
             }
         }
     };
-    if (narrow_copies_enabled() && !size_copies_left_out().count("narrow")) {
+    if (!size_copies_left_out().count("narrow")) {
         for (const auto &[kernel, nd] : needs) {
             auto c = cond_of.find(kernel);
             if (c == cond_of.end() || c->second.always || every_size_copied.count(kernel)) continue;

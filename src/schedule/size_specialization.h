@@ -120,19 +120,6 @@ std::string narrow_vectors_note(int64_t lanes);
 constexpr int64_t kLeastNarrowVectorLanes = 4;
 constexpr int kMostNarrowVectorCopies = 2;
 
-/// Whether a Func alone in its kernel whose RoundUp tile does not divide its planned extent keeps
-/// its copies for short sizes (narrow, in narrower vectors) rather than only its guarded copy (on by
-/// default; SizeCopiesLeftOutScope's "undivided" turns it off for one bench row).
-bool &undivided_tile_copies_enabled();
-
-/// Whether kernels with a narrow copy also get copies in narrower vectors (on by default): a test
-/// or a measurement sets it to compare with the narrow copy alone.
-bool &narrow_vector_copies_enabled();
-
-/// Whether kernels that vectorize a moving loop get a narrow copy (SizeSpecialization::narrow; on
-/// by default): a test or a measurement sets it to compare with the guarded copy alone.
-bool &narrow_copies_enabled();
-
 /// The kinds of a kernel's copies a measurement leaves out (`loom bench --generic-without KIND`), to
 /// weigh each kind's compile time against what it gains at run time: "half-tile" (D144),
 /// "by-value" (one tile of the whole rows per smallest size, D220 and D223), "narrow" (D155),
